@@ -1,0 +1,469 @@
+//! The kernel IR: parameters, statements and expressions of one kernel.
+//!
+//! The IR is structured (no CFG): loops and branches nest. The body of a kernel is written
+//! per workgroup; lanes appear only through reductions (`Expr::Reduce`), parallel loops
+//! (`Stmt::ParFor`) and, after `lanes::expand`, explicit SIMT regions (`Stmt::Lanes`).
+//! This module holds data only; it never checks, rewrites or lowers anything.
+
+use super::types::{Const, ScalarType};
+use crate::schedule::Schedule;
+
+macro_rules! entity {
+    ($(#[$m:meta])* $name:ident, $prefix:literal) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub u32);
+        impl $name {
+            pub fn index(self) -> usize { self.0 as usize }
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, concat!($prefix, "{}"), self.0)
+            }
+        }
+    };
+}
+
+entity!(
+    /// A kernel parameter (buffer or scalar), by position.
+    ParamId, "p");
+entity!(
+    /// A workgroup-shared array.
+    SharedId, "s");
+entity!(
+    /// A local variable (immutable `let` or a mutable private value).
+    Var, "v");
+
+/// Who may write a buffer parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    Read,
+    ReadWrite,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ParamKind {
+    /// A global buffer of `elem`, passed as `&[T]` or `&mut [T]`.
+    Buffer { elem: ScalarType, access: Access },
+    /// A scalar passed by value, uniform over the launch.
+    Scalar(ScalarType),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Param {
+    pub name: String,
+    pub kind: ParamKind,
+}
+
+/// A workgroup-shared array of fixed length.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SharedArray {
+    pub name: String,
+    pub elem: ScalarType,
+    pub len: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct VarDecl {
+    pub name: String,
+    pub ty: ScalarType,
+    pub mutable: bool,
+}
+
+/// Declares a kernel the row-batched sibling of an m=1 kernel: row `r` of this kernel must
+/// compute exactly what the m=1 kernel computes when run on row `r`'s slice of every
+/// row-major buffer. Parameters are matched by name; buffers listed in `row_strides` hold
+/// one row every `stride` elements, the others are shared by all rows (weights).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Sibling {
+    pub of: String,
+    /// The scalar parameter holding the row count.
+    pub rows: ParamId,
+    pub row_strides: Vec<(ParamId, Expr)>,
+}
+
+/// Values the verifier gives to integer scalar parameters when it executes a kernel
+/// symbolically (every combination is tried). Parameters not listed get defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct VerifyShapes {
+    pub values: Vec<(ParamId, Vec<u64>)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Kernel {
+    pub name: String,
+    pub params: Vec<Param>,
+    pub shared: Vec<SharedArray>,
+    pub vars: Vec<VarDecl>,
+    /// Workgroups per axis (1 to 3 axes), index-typed expressions over scalar parameters.
+    pub grid: Vec<Expr>,
+    pub body: Vec<Stmt>,
+    pub sibling: Option<Sibling>,
+    pub verify_shapes: VerifyShapes,
+}
+
+/// Where a load or store goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Buf {
+    Param(ParamId),
+    Shared(SharedId),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Stmt {
+    /// Defines `var` (first and only definition).
+    Let { var: Var, value: Expr },
+    /// Updates a mutable `var`. A float update inside a loop is an accumulation and must be
+    /// a declared reduction (the verifier rejects it otherwise).
+    Assign { var: Var, value: Expr },
+    Store { buf: Buf, index: Expr, value: Expr },
+    /// `for var in (start..end).step_by(step)`, sequential and uniform over the workgroup.
+    For { var: Var, start: Expr, end: Expr, step: Expr, body: Vec<Stmt> },
+    If { cond: Expr, then_body: Vec<Stmt>, else_body: Vec<Stmt> },
+    /// `for var in 0..end`, iterations independent, spread over the workgroup's lanes;
+    /// ends with a workgroup barrier.
+    ParFor { var: Var, end: Expr, body: Vec<Stmt> },
+    /// A SIMT region: `count` lanes each run `body` with `lane` bound to their lane index,
+    /// in lockstep at every shuffle. Produced by `lanes::expand` from a reduction, whose
+    /// schedule it records in `implements` so the verifier can check the code against it.
+    Lanes { lane: Var, count: u32, implements: Option<Implements>, body: Vec<Stmt> },
+    /// Workgroup barrier: must sit in uniform control flow.
+    Barrier,
+}
+
+/// What a `Lanes` region claims to compute: `result = reduce(op, schedule, i in 0..len, body)`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Implements {
+    pub result: Var,
+    pub reduce: Box<Reduce>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Min,
+    Max,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl BinOp {
+    pub const ALL: [BinOp; 18] = [
+        BinOp::Add,
+        BinOp::Sub,
+        BinOp::Mul,
+        BinOp::Div,
+        BinOp::Rem,
+        BinOp::Min,
+        BinOp::Max,
+        BinOp::And,
+        BinOp::Or,
+        BinOp::Xor,
+        BinOp::Shl,
+        BinOp::Shr,
+        BinOp::Eq,
+        BinOp::Ne,
+        BinOp::Lt,
+        BinOp::Le,
+        BinOp::Gt,
+        BinOp::Ge,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            BinOp::Add => "add",
+            BinOp::Sub => "sub",
+            BinOp::Mul => "mul",
+            BinOp::Div => "div",
+            BinOp::Rem => "rem",
+            BinOp::Min => "min",
+            BinOp::Max => "max",
+            BinOp::And => "and",
+            BinOp::Or => "or",
+            BinOp::Xor => "xor",
+            BinOp::Shl => "shl",
+            BinOp::Shr => "shr",
+            BinOp::Eq => "eq",
+            BinOp::Ne => "ne",
+            BinOp::Lt => "lt",
+            BinOp::Le => "le",
+            BinOp::Gt => "gt",
+            BinOp::Ge => "ge",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<BinOp> {
+        BinOp::ALL.into_iter().find(|op| op.name() == s)
+    }
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    Neg,
+    /// Bitwise not for integers, logical not for bool.
+    Not,
+    Abs,
+    /// IEEE square root, correctly rounded on every target.
+    Sqrt,
+    Floor,
+}
+
+impl UnOp {
+    pub const ALL: [UnOp; 5] = [UnOp::Neg, UnOp::Not, UnOp::Abs, UnOp::Sqrt, UnOp::Floor];
+    pub fn name(self) -> &'static str {
+        match self {
+            UnOp::Neg => "neg",
+            UnOp::Not => "not",
+            UnOp::Abs => "abs",
+            UnOp::Sqrt => "sqrt",
+            UnOp::Floor => "floor",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<UnOp> {
+        UnOp::ALL.into_iter().find(|op| op.name() == s)
+    }
+}
+
+/// baro's own elementwise functions, defined from IEEE basic operations (see `mathlib`) so
+/// every target computes the same bits. All take and return f32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MathFn {
+    Exp,
+    Log,
+    Sigmoid,
+    Silu,
+    Softplus,
+    Rsqrt,
+}
+
+impl MathFn {
+    pub const ALL: [MathFn; 6] =
+        [MathFn::Exp, MathFn::Log, MathFn::Sigmoid, MathFn::Silu, MathFn::Softplus, MathFn::Rsqrt];
+    pub fn name(self) -> &'static str {
+        match self {
+            MathFn::Exp => "exp",
+            MathFn::Log => "log",
+            MathFn::Sigmoid => "sigmoid",
+            MathFn::Silu => "silu",
+            MathFn::Softplus => "softplus",
+            MathFn::Rsqrt => "rsqrt",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<MathFn> {
+        MathFn::ALL.into_iter().find(|f| f.name() == s)
+    }
+}
+
+/// The combining operation of a reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// Floating-point or integer sum; for floats the schedule fixes the tree.
+    Add,
+    /// Exact in any order for non-NaN values; NaN propagates, and `max(-0, +0)` is `+0`.
+    Max,
+    Min,
+}
+
+impl ReduceOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Add => "sum",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<ReduceOp> {
+        match s {
+            "sum" => Some(ReduceOp::Add),
+            "max" => Some(ReduceOp::Max),
+            "min" => Some(ReduceOp::Min),
+            _ => None,
+        }
+    }
+    pub fn bin_op(self) -> BinOp {
+        match self {
+            ReduceOp::Add => BinOp::Add,
+            ReduceOp::Max => BinOp::Max,
+            ReduceOp::Min => BinOp::Min,
+        }
+    }
+}
+
+/// `op` over `var in 0..len` of `body`, combined in the tree `schedule` gives for `len`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Reduce {
+    pub op: ReduceOp,
+    pub ty: ScalarType,
+    pub schedule: Schedule,
+    pub var: Var,
+    pub len: Expr,
+    pub body: Expr,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Expr {
+    Const(Const),
+    Var(Var),
+    /// A scalar parameter's value.
+    Param(ParamId),
+    /// The workgroup's index along grid axis 0, 1 or 2.
+    GroupId(u8),
+    Load { buf: Buf, index: Box<Expr> },
+    Unary { op: UnOp, arg: Box<Expr> },
+    Binary { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr> },
+    Select { cond: Box<Expr>, then: Box<Expr>, els: Box<Expr> },
+    /// Numeric conversion: float↔float round to nearest even, int→float round to nearest
+    /// even, float→int truncates toward zero and saturates (NaN → 0), int↔int wraps.
+    Cast { to: ScalarType, arg: Box<Expr> },
+    /// Reinterprets the bits; the two types have the same width.
+    Bitcast { to: ScalarType, arg: Box<Expr> },
+    Call { func: MathFn, arg: Box<Expr> },
+    /// `let var = value in body`, for sharing inside one expression.
+    Let { var: Var, value: Box<Expr>, body: Box<Expr> },
+    Reduce(Box<Reduce>),
+    /// The value `value` holds in lane `lane ^ mask` (only inside a `Lanes` region, in
+    /// uniform control flow).
+    ShuffleXor { value: Box<Expr>, mask: u32 },
+}
+
+impl Expr {
+    pub fn c(c: Const) -> Expr {
+        Expr::Const(c)
+    }
+    pub fn index(v: u64) -> Expr {
+        Expr::Const(Const::index(v))
+    }
+    pub fn f32(v: f32) -> Expr {
+        Expr::Const(Const::f32(v))
+    }
+    pub fn bin(op: BinOp, lhs: Expr, rhs: Expr) -> Expr {
+        Expr::Binary { op, lhs: Box::new(lhs), rhs: Box::new(rhs) }
+    }
+    pub fn un(op: UnOp, arg: Expr) -> Expr {
+        Expr::Unary { op, arg: Box::new(arg) }
+    }
+    pub fn load(buf: Buf, index: Expr) -> Expr {
+        Expr::Load { buf, index: Box::new(index) }
+    }
+    pub fn cast(to: ScalarType, arg: Expr) -> Expr {
+        Expr::Cast { to, arg: Box::new(arg) }
+    }
+    pub fn bitcast(to: ScalarType, arg: Expr) -> Expr {
+        Expr::Bitcast { to, arg: Box::new(arg) }
+    }
+    pub fn select(cond: Expr, then: Expr, els: Expr) -> Expr {
+        Expr::Select { cond: Box::new(cond), then: Box::new(then), els: Box::new(els) }
+    }
+    pub fn call(func: MathFn, arg: Expr) -> Expr {
+        Expr::Call { func, arg: Box::new(arg) }
+    }
+    pub fn let_in(var: Var, value: Expr, body: Expr) -> Expr {
+        Expr::Let { var, value: Box::new(value), body: Box::new(body) }
+    }
+
+    /// Calls `f` on every direct sub-expression.
+    pub fn for_each_child(&self, mut f: impl FnMut(&Expr)) {
+        match self {
+            Expr::Const(_) | Expr::Var(_) | Expr::Param(_) | Expr::GroupId(_) => {}
+            Expr::Load { index, .. } => f(index),
+            Expr::Unary { arg, .. }
+            | Expr::Cast { arg, .. }
+            | Expr::Bitcast { arg, .. }
+            | Expr::Call { arg, .. } => f(arg),
+            Expr::Binary { lhs, rhs, .. } => {
+                f(lhs);
+                f(rhs)
+            }
+            Expr::Select { cond, then, els } => {
+                f(cond);
+                f(then);
+                f(els)
+            }
+            Expr::Let { value, body, .. } => {
+                f(value);
+                f(body)
+            }
+            Expr::Reduce(r) => {
+                f(&r.len);
+                f(&r.body)
+            }
+            Expr::ShuffleXor { value, .. } => f(value),
+        }
+    }
+
+    /// True if `pred` holds for this expression or any sub-expression.
+    pub fn any(&self, pred: &impl Fn(&Expr) -> bool) -> bool {
+        if pred(self) {
+            return true;
+        }
+        let mut found = false;
+        self.for_each_child(|c| found = found || c.any(pred));
+        found
+    }
+}
+
+impl Kernel {
+    pub fn new(name: impl Into<String>) -> Kernel {
+        Kernel {
+            name: name.into(),
+            params: Vec::new(),
+            shared: Vec::new(),
+            vars: Vec::new(),
+            grid: Vec::new(),
+            body: Vec::new(),
+            sibling: None,
+            verify_shapes: VerifyShapes::default(),
+        }
+    }
+    pub fn param(&self, p: ParamId) -> &Param {
+        &self.params[p.index()]
+    }
+    pub fn var(&self, v: Var) -> &VarDecl {
+        &self.vars[v.index()]
+    }
+    pub fn param_by_name(&self, name: &str) -> Option<ParamId> {
+        self.params.iter().position(|p| p.name == name).map(|i| ParamId(i as u32))
+    }
+    pub fn add_param(&mut self, name: impl Into<String>, kind: ParamKind) -> ParamId {
+        self.params.push(Param { name: name.into(), kind });
+        ParamId(self.params.len() as u32 - 1)
+    }
+    pub fn add_var(&mut self, name: impl Into<String>, ty: ScalarType, mutable: bool) -> Var {
+        self.vars.push(VarDecl { name: name.into(), ty, mutable });
+        Var(self.vars.len() as u32 - 1)
+    }
+    pub fn add_shared(&mut self, name: impl Into<String>, elem: ScalarType, len: u32) -> SharedId {
+        self.shared.push(SharedArray { name: name.into(), elem, len });
+        SharedId(self.shared.len() as u32 - 1)
+    }
+    /// The element type behind a buffer reference.
+    pub fn buf_elem(&self, buf: Buf) -> Option<ScalarType> {
+        match buf {
+            Buf::Param(p) => match &self.params.get(p.index())?.kind {
+                ParamKind::Buffer { elem, .. } => Some(*elem),
+                ParamKind::Scalar(_) => None,
+            },
+            Buf::Shared(s) => self.shared.get(s.index()).map(|a| a.elem),
+        }
+    }
+    pub fn buf_name(&self, buf: Buf) -> &str {
+        match buf {
+            Buf::Param(p) => self.params.get(p.index()).map_or("?", |x| x.name.as_str()),
+            Buf::Shared(s) => self.shared.get(s.index()).map_or("?", |x| x.name.as_str()),
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! The kernel IR: types, the kernel data structure, expression typing and the text form.
+
+mod kernel;
+mod text;
+mod typeck;
+mod types;
+
+pub use kernel::{
+    Access, BinOp, Buf, Expr, Implements, Kernel, MathFn, Param, ParamId, ParamKind, Reduce, ReduceOp, SharedArray,
+    SharedId, Sibling, Stmt, UnOp, Var, VarDecl, VerifyShapes,
+};
+pub use typeck::TypeError;
+pub use types::{Const, ScalarType};

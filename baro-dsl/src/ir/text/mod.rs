@@ -1,0 +1,1 @@
+//! The text form of the kernel IR (to be written).

@@ -1,0 +1,250 @@
+//! Expansion of reductions into explicit code: `Expr::Reduce` becomes sequential loops and
+//! `Stmt::Lanes` SIMT regions with xor shuffles, exactly as the declared schedule says.
+//!
+//! Every lowering consumes only expanded IR, and the verifier executes the expanded IR and
+//! checks it against the schedule each region `implements`. This pass never reorders
+//! anything a kernel author wrote; it only makes the declared order explicit.
+
+use crate::ir::{BinOp, Const, Expr, Implements, Kernel, Reduce, ReduceOp, ScalarType, Stmt, Var};
+use crate::schedule::{Combine, Schedule};
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("kernel `{kernel}`: {message}")]
+pub struct ExpandError {
+    pub kernel: String,
+    pub message: String,
+}
+
+/// The starting value of every partial of `op` over `ty`: `+0.0`/0 for sums, −∞/MIN for
+/// max, +∞/MAX for min.
+pub fn identity(op: ReduceOp, ty: ScalarType) -> Const {
+    use ScalarType as T;
+    match op {
+        ReduceOp::Add => Const::zero(ty),
+        ReduceOp::Max => match ty {
+            T::F32 => Const::f32(f32::NEG_INFINITY),
+            T::F16 => Const::new(ty, 0xfc00),
+            T::BF16 => Const::new(ty, 0xff80),
+            t if t.is_signed() => Const::new(t, 1u64 << (t.bits() - 1)),
+            t => Const::zero(t),
+        },
+        ReduceOp::Min => match ty {
+            T::F32 => Const::f32(f32::INFINITY),
+            T::F16 => Const::new(ty, 0x7c00),
+            T::BF16 => Const::new(ty, 0x7f80),
+            t if t.is_signed() => Const::new(t, (1u64 << (t.bits() - 1)) - 1),
+            t => Const::new(t, u64::MAX),
+        },
+    }
+}
+
+/// Returns a copy of `kernel` with every reduction expanded. Idempotent on expanded IR.
+pub fn expand(kernel: &Kernel) -> Result<Kernel, ExpandError> {
+    let mut k = kernel.clone();
+    let body = std::mem::take(&mut k.body);
+    let mut cx = Cx { k: &mut k, in_lanes: false };
+    let body = cx.block(body)?;
+    k.body = body;
+    Ok(k)
+}
+
+struct Cx<'a> {
+    k: &'a mut Kernel,
+    in_lanes: bool,
+}
+
+impl Cx<'_> {
+    fn err<T>(&self, message: impl Into<String>) -> Result<T, ExpandError> {
+        Err(ExpandError { kernel: self.k.name.clone(), message: message.into() })
+    }
+
+    fn block(&mut self, stmts: Vec<Stmt>) -> Result<Vec<Stmt>, ExpandError> {
+        let mut out = Vec::with_capacity(stmts.len());
+        for s in stmts {
+            self.stmt(s, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// Expands one statement, appending hoisted reductions and the statement to `out`.
+    fn stmt(&mut self, s: Stmt, out: &mut Vec<Stmt>) -> Result<(), ExpandError> {
+        let s = match s {
+            Stmt::Let { var, value } => Stmt::Let { var, value: self.expr(value, out)? },
+            Stmt::Assign { var, value } => Stmt::Assign { var, value: self.expr(value, out)? },
+            Stmt::Store { buf, index, value } => {
+                let index = self.expr(index, out)?;
+                Stmt::Store { buf, index, value: self.expr(value, out)? }
+            }
+            Stmt::For { var, start, end, step, body } => {
+                let start = self.expr(start, out)?;
+                let end = self.expr(end, out)?;
+                let step = self.expr(step, out)?;
+                Stmt::For { var, start, end, step, body: self.block(body)? }
+            }
+            Stmt::If { cond, then_body, else_body } => {
+                let cond = self.expr(cond, out)?;
+                Stmt::If { cond, then_body: self.block(then_body)?, else_body: self.block(else_body)? }
+            }
+            Stmt::ParFor { var, end, body } => {
+                let end = self.expr(end, out)?;
+                Stmt::ParFor { var, end, body: self.block(body)? }
+            }
+            Stmt::Lanes { lane, count, implements, body } => {
+                let was = std::mem::replace(&mut self.in_lanes, true);
+                let body = self.block(body);
+                self.in_lanes = was;
+                Stmt::Lanes { lane, count, implements, body: body? }
+            }
+            Stmt::Barrier => Stmt::Barrier,
+        };
+        out.push(s);
+        Ok(())
+    }
+
+    /// Rewrites `e`, hoisting each reduction in it into statements appended to `out` and
+    /// replacing it by the variable holding its result.
+    fn expr(&mut self, e: Expr, out: &mut Vec<Stmt>) -> Result<Expr, ExpandError> {
+        if !e.any(&|x| matches!(x, Expr::Reduce(_))) {
+            return Ok(e);
+        }
+        Ok(match e {
+            Expr::Reduce(r) => {
+                let result = self.k.add_var("red", r.ty, true);
+                self.reduce(*r, result, out)?;
+                Expr::Var(result)
+            }
+            Expr::Let { .. } => return self.err("a reduction inside a `let` expression cannot be expanded: bind it with a `let` statement first"),
+            Expr::Load { buf, index } => Expr::load(buf, self.expr(*index, out)?),
+            Expr::Unary { op, arg } => Expr::un(op, self.expr(*arg, out)?),
+            Expr::Binary { op, lhs, rhs } => {
+                let l = self.expr(*lhs, out)?;
+                Expr::bin(op, l, self.expr(*rhs, out)?)
+            }
+            Expr::Select { cond, then, els } => {
+                let c = self.expr(*cond, out)?;
+                let t = self.expr(*then, out)?;
+                Expr::select(c, t, self.expr(*els, out)?)
+            }
+            Expr::Cast { to, arg } => Expr::cast(to, self.expr(*arg, out)?),
+            Expr::Bitcast { to, arg } => Expr::bitcast(to, self.expr(*arg, out)?),
+            Expr::Call { func, arg } => Expr::call(func, self.expr(*arg, out)?),
+            Expr::ShuffleXor { value, mask } => Expr::ShuffleXor { value: Box::new(self.expr(*value, out)?), mask },
+            leaf => leaf,
+        })
+    }
+
+    /// Emits statements that leave `op` over the reduction in `result`.
+    fn reduce(&mut self, r: Reduce, result: Var, out: &mut Vec<Stmt>) -> Result<(), ExpandError> {
+        if let Err(e) = r.schedule.validate() {
+            return self.err(e.to_string());
+        }
+        let zero = Expr::Const(identity(r.op, r.ty));
+        match r.schedule.clone() {
+            Schedule::Sequential => {
+                out.push(Stmt::Let { var: result, value: zero });
+                let mut body = Vec::new();
+                let item = self.expr(r.body, &mut body)?;
+                body.push(Stmt::Assign { var: result, value: Expr::bin(r.op.bin_op(), Expr::Var(result), item) });
+                out.push(Stmt::For { var: r.var, start: Expr::index(0), end: r.len, step: Expr::index(1), body });
+            }
+            Schedule::Chunked { size, combine } => {
+                if combine != Combine::Sequential {
+                    return self.err(format!(
+                        "schedule `{}` is not lowered yet: a chunked reduction combines its chunks sequentially (`chunked({size}, seq)`)",
+                        r.schedule
+                    ));
+                }
+                // chunk j: c = (0 + a[j*size]) + ...; total = c0, then total = total + c_j.
+                let len = self.k.add_var("len", ScalarType::INDEX, false);
+                out.push(Stmt::Let { var: len, value: r.len.clone() });
+                out.push(Stmt::Let { var: result, value: zero.clone() });
+                let j = self.k.add_var("chunk", ScalarType::INDEX, false);
+                let c = self.k.add_var("part", r.ty, true);
+                let size_e = Expr::index(size as u64);
+                let n_chunks = Expr::bin(
+                    BinOp::Max,
+                    Expr::bin(BinOp::Div, Expr::bin(BinOp::Add, Expr::Var(len), Expr::index(size as u64 - 1)), size_e.clone()),
+                    Expr::index(1),
+                );
+                let mut inner = Vec::new();
+                let item = self.expr(r.body, &mut inner)?;
+                inner.push(Stmt::Assign { var: c, value: Expr::bin(r.op.bin_op(), Expr::Var(c), item) });
+                let chunk_start = Expr::bin(BinOp::Mul, Expr::Var(j), size_e.clone());
+                let chunk_end = Expr::bin(BinOp::Min, Expr::bin(BinOp::Add, chunk_start.clone(), size_e), Expr::Var(len));
+                let body = vec![
+                    Stmt::Let { var: c, value: zero },
+                    Stmt::For { var: r.var, start: chunk_start, end: chunk_end, step: Expr::index(1), body: inner },
+                    Stmt::If {
+                        cond: Expr::bin(BinOp::Eq, Expr::Var(j), Expr::index(0)),
+                        then_body: vec![Stmt::Assign { var: result, value: Expr::Var(c) }],
+                        else_body: vec![Stmt::Assign { var: result, value: Expr::bin(r.op.bin_op(), Expr::Var(result), Expr::Var(c)) }],
+                    },
+                ];
+                out.push(Stmt::For { var: j, start: Expr::index(0), end: n_chunks, step: Expr::index(1), body });
+            }
+            Schedule::Blocked { block, across } => {
+                // A reduction over blocks (by `across`) of sequential per-block reductions.
+                let b = self.k.add_var("block", ScalarType::INDEX, false);
+                let jv = self.k.add_var("in_block", ScalarType::INDEX, false);
+                let bsz = Expr::index(block as u64);
+                let start = Expr::bin(BinOp::Mul, Expr::Var(b), bsz.clone());
+                let end = Expr::bin(BinOp::Min, Expr::bin(BinOp::Add, start.clone(), bsz.clone()), r.len.clone());
+                let inner = Reduce {
+                    op: r.op,
+                    ty: r.ty,
+                    schedule: Schedule::Sequential,
+                    var: jv,
+                    len: Expr::bin(BinOp::Sub, end, start.clone()),
+                    body: Expr::let_in(r.var, Expr::bin(BinOp::Add, start, Expr::Var(jv)), r.body),
+                };
+                let n_blocks = Expr::bin(BinOp::Div, Expr::bin(BinOp::Add, r.len, Expr::index(block as u64 - 1)), bsz);
+                let outer = Reduce { op: r.op, ty: r.ty, schedule: *across, var: b, len: n_blocks, body: Expr::Reduce(Box::new(inner)) };
+                self.reduce(outer, result, out)?;
+            }
+            Schedule::Lanes { count, combine } => {
+                if self.in_lanes {
+                    return self.err(format!(
+                        "a `{}` reduction inside another lane-parallel reduction: inner reductions must be sequential, chunked or blocked over a sequential schedule",
+                        r.schedule
+                    ));
+                }
+                out.push(Stmt::Let { var: result, value: zero.clone() });
+                let lane = self.k.add_var("lane", ScalarType::INDEX, false);
+                let p = self.k.add_var("partial", r.ty, true);
+                let was = std::mem::replace(&mut self.in_lanes, true);
+                let mut strided = Vec::new();
+                let item = self.expr(r.body.clone(), &mut strided);
+                self.in_lanes = was;
+                strided.push(Stmt::Assign { var: p, value: Expr::bin(r.op.bin_op(), Expr::Var(p), item?) });
+                let mut body = vec![
+                    Stmt::Let { var: p, value: zero },
+                    Stmt::For { var: r.var, start: Expr::Var(lane), end: r.len.clone(), step: Expr::index(count as u64), body: strided },
+                ];
+                let shuffle = |m: u32| Expr::ShuffleXor { value: Box::new(Expr::Var(p)), mask: m };
+                let op = r.op.bin_op();
+                let masks: Vec<u32> = match combine {
+                    Combine::Butterfly => std::iter::successors(Some(count / 2), |m| Some(m / 2)).take_while(|&m| m > 0).collect(),
+                    Combine::Pairwise => std::iter::successors(Some(1u32), |m| Some(m * 2)).take_while(|&m| m < count).collect(),
+                    Combine::Sequential => Vec::new(),
+                };
+                let lane0 = Expr::bin(BinOp::Eq, Expr::Var(lane), Expr::index(0));
+                if combine == Combine::Sequential {
+                    // Lane 0 reads lane j's partial through mask j, in lane order.
+                    let q = self.k.add_var("combined", r.ty, true);
+                    body.push(Stmt::Let { var: q, value: Expr::Var(p) });
+                    for j in 1..count {
+                        body.push(Stmt::Assign { var: q, value: Expr::bin(op, Expr::Var(q), shuffle(j)) });
+                    }
+                    body.push(Stmt::If { cond: lane0, then_body: vec![Stmt::Assign { var: result, value: Expr::Var(q) }], else_body: vec![] });
+                } else {
+                    for m in masks {
+                        body.push(Stmt::Assign { var: p, value: Expr::bin(op, Expr::Var(p), shuffle(m)) });
+                    }
+                    body.push(Stmt::If { cond: lane0, then_body: vec![Stmt::Assign { var: result, value: Expr::Var(p) }], else_body: vec![] });
+                }
+                out.push(Stmt::Lanes { lane, count, implements: Some(Implements { result, reduce: Box::new(r) }), body });
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1 @@
+//! LLVM lowering (to be written).

@@ -1,0 +1,1 @@
+//! baro math functions from IEEE basic operations (to be written).

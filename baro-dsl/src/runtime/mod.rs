@@ -1,0 +1,1 @@
+//! Runtimes (to be written).

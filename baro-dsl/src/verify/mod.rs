@@ -1,0 +1,1 @@
+//! The order-equivalence verifier (to be written).

@@ -1,0 +1,5 @@
+//! The `baro` root package: a home for the cross-crate tests in `tests/` and the runnable
+//! programs in `examples/`. It re-exports the two crates a kernel author uses and adds nothing.
+
+pub use baro_dsl as dsl;
+pub use baro_macros::kernel;
