@@ -9,5 +9,6 @@ pub use kernel::{
     Access, BinOp, Buf, Expr, Implements, Kernel, MathFn, Param, ParamId, ParamKind, Reduce, ReduceOp, SharedArray,
     SharedId, Sibling, Stmt, UnOp, Var, VarDecl, VerifyShapes,
 };
+pub use text::{ParseError, MAX_NESTING};
 pub use typeck::TypeError;
 pub use types::{Const, ScalarType};
