@@ -1,0 +1,102 @@
+//! One typed options struct for compilation, and the one place that reads the environment.
+//!
+//! Every field that can change the bytes of a compiled kernel feeds the cache key
+//! (`CompileOptions::key_bytes`); fields that only change where things are written do not.
+
+use std::path::PathBuf;
+
+/// AMDGPU code object version written into the module flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CodeObjectVersion {
+    V4,
+    V5,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CompileOptions {
+    /// `BARO_DUMP=dir`: write every stage (`.ir .ll .s .hsaco .ptx`) of every kernel there.
+    pub dump_dir: Option<PathBuf>,
+    /// `BARO_CACHE_DIR=dir` (default `$XDG_CACHE_HOME/baro` or `~/.cache/baro`);
+    /// `BARO_CACHE=off` disables the disk cache.
+    pub cache_dir: Option<PathBuf>,
+    /// `BARO_AMDGPU_COV=4|5` (default 5).
+    pub amdgpu_code_object: CodeObjectVersion,
+    /// `BARO_LD_LLD=path` (default: `ld.lld-19`, then `ld.lld` on PATH).
+    pub ld_lld: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("environment variable {var}={found}: expected {expected}")]
+pub struct OptionsError {
+    pub var: &'static str,
+    pub found: String,
+    pub expected: &'static str,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions { dump_dir: None, cache_dir: None, amdgpu_code_object: CodeObjectVersion::V5, ld_lld: None }
+    }
+}
+
+impl CompileOptions {
+    /// Reads `BARO_*` variables; an unparsable value is an error, never silently ignored.
+    pub fn from_env() -> Result<CompileOptions, OptionsError> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Like `from_env`, with the environment given as a function (for tests).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<CompileOptions, OptionsError> {
+        let mut o = CompileOptions { dump_dir: get("BARO_DUMP").filter(|s| !s.is_empty()).map(PathBuf::from), ..Default::default() };
+        o.cache_dir = match get("BARO_CACHE").as_deref() {
+            Some("off") | Some("0") => None,
+            Some("on") | Some("1") | None | Some("") => get("BARO_CACHE_DIR")
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| get("XDG_CACHE_HOME").filter(|s| !s.is_empty()).map(|d| PathBuf::from(d).join("baro")))
+                .or_else(|| get("HOME").map(|h| PathBuf::from(h).join(".cache").join("baro"))),
+            Some(other) => return Err(OptionsError { var: "BARO_CACHE", found: other.into(), expected: "on or off" }),
+        };
+        o.amdgpu_code_object = match get("BARO_AMDGPU_COV").as_deref() {
+            None | Some("") | Some("5") => CodeObjectVersion::V5,
+            Some("4") => CodeObjectVersion::V4,
+            Some(other) => return Err(OptionsError { var: "BARO_AMDGPU_COV", found: other.into(), expected: "4 or 5" }),
+        };
+        o.ld_lld = get("BARO_LD_LLD").filter(|s| !s.is_empty()).map(PathBuf::from);
+        Ok(o)
+    }
+
+    /// The options that can change compiled bytes, as bytes for the cache key.
+    pub fn key_bytes(&self) -> Vec<u8> {
+        let cov = match self.amdgpu_code_object {
+            CodeObjectVersion::V4 => 4u8,
+            CodeObjectVersion::V5 => 5u8,
+        };
+        vec![cov]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn reads_the_environment_once_and_typed() {
+        let o = CompileOptions::from_lookup(env(&[("BARO_DUMP", "/tmp/d"), ("HOME", "/h"), ("BARO_AMDGPU_COV", "4")])).unwrap();
+        assert_eq!(o.dump_dir, Some(PathBuf::from("/tmp/d")));
+        assert_eq!(o.cache_dir, Some(PathBuf::from("/h/.cache/baro")));
+        assert_eq!(o.amdgpu_code_object, CodeObjectVersion::V4);
+        let off = CompileOptions::from_lookup(env(&[("BARO_CACHE", "off"), ("HOME", "/h")])).unwrap();
+        assert_eq!(off.cache_dir, None);
+    }
+
+    #[test]
+    fn bad_values_are_errors() {
+        let e = CompileOptions::from_lookup(env(&[("BARO_AMDGPU_COV", "6")])).unwrap_err();
+        assert_eq!(e.to_string(), "environment variable BARO_AMDGPU_COV=6: expected 4 or 5");
+    }
+}
