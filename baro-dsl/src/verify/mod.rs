@@ -4,6 +4,30 @@
 //!
 //! The verifier never changes IR; it reads kernels and reports errors as data.
 
+mod dag;
+mod kernel_check;
+pub mod mutate;
+mod ordinals;
 mod report;
+mod shapes;
+mod sibling;
+mod symbolic;
+mod wellformed;
 
+pub use kernel_check::verify_kernel;
 pub use report::{ErrorKind, KernelProof, Location, Mismatch, SiblingError, SiblingProof, VerifyError};
+pub use shapes::{default_shapes, MAX_SHAPES};
+pub use sibling::{check_sibling, compare_rows_arithmetic};
+
+use crate::ir::Kernel;
+
+/// Checks that `k` is well formed (see `wellformed`), collecting every error. Applies to the
+/// kernel as its author wrote it: a float accumulation in a loop must be a declared reduction.
+pub fn check_wellformed(k: &Kernel) -> Result<(), Vec<VerifyError>> {
+    let errs = wellformed::check(k, true);
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs)
+    }
+}

@@ -1,0 +1,308 @@
+//! IR builders for the verifier's example kernels: m=1 / rows sibling pairs (f32 and bf16
+//! matvec, RMSNorm and its zero-centred variant, softmax, a Q8_0-style blocked dot) and the
+//! negative controls (rows kernels that reorder arithmetic and must be rejected).
+//!
+//! Test support only (`#[doc(hidden)]`): nothing in baro's pipeline may depend on it.
+
+use crate::ir::{Access, BinOp, Buf, Expr, Kernel, MathFn, ParamId, ParamKind, Reduce, ReduceOp, ScalarType, Sibling, Stmt, Var};
+use crate::schedule::{Combine, Schedule};
+
+const F32: ScalarType = ScalarType::F32;
+const IDX: ScalarType = ScalarType::INDEX;
+
+/// A tiny builder: parameters, variables and reductions of one kernel.
+struct Kb {
+    k: Kernel,
+}
+
+fn ld(p: ParamId, i: Expr) -> Expr {
+    Expr::load(Buf::Param(p), i)
+}
+fn pe(p: ParamId) -> Expr {
+    Expr::Param(p)
+}
+fn ve(v: Var) -> Expr {
+    Expr::Var(v)
+}
+fn add(a: Expr, b: Expr) -> Expr {
+    Expr::bin(BinOp::Add, a, b)
+}
+fn sub(a: Expr, b: Expr) -> Expr {
+    Expr::bin(BinOp::Sub, a, b)
+}
+fn mul(a: Expr, b: Expr) -> Expr {
+    Expr::bin(BinOp::Mul, a, b)
+}
+fn div(a: Expr, b: Expr) -> Expr {
+    Expr::bin(BinOp::Div, a, b)
+}
+fn let_(var: Var, value: Expr) -> Stmt {
+    Stmt::Let { var, value }
+}
+fn store(p: ParamId, index: Expr, value: Expr) -> Stmt {
+    Stmt::Store { buf: Buf::Param(p), index, value }
+}
+fn for_(var: Var, end: Expr, body: Vec<Stmt>) -> Stmt {
+    Stmt::For { var, start: Expr::index(0), end, step: Expr::index(1), body }
+}
+
+fn butterfly32() -> Schedule {
+    Schedule::lanes(32, Combine::Butterfly)
+}
+
+impl Kb {
+    fn new(name: &str) -> Kb {
+        Kb { k: Kernel::new(name) }
+    }
+    fn buf(&mut self, name: &str, elem: ScalarType, write: bool) -> ParamId {
+        let access = if write { Access::ReadWrite } else { Access::Read };
+        self.k.add_param(name, ParamKind::Buffer { elem, access })
+    }
+    fn scalar(&mut self, name: &str, ty: ScalarType) -> ParamId {
+        self.k.add_param(name, ParamKind::Scalar(ty))
+    }
+    fn var(&mut self, name: &str, ty: ScalarType) -> Var {
+        self.k.add_var(name, ty, false)
+    }
+    fn reduce(&mut self, op: ReduceOp, schedule: Schedule, len: Expr, body: impl FnOnce(&mut Kb, Expr) -> Expr) -> Expr {
+        let var = self.var("i", IDX);
+        let body = body(self, ve(var));
+        Expr::Reduce(Box::new(Reduce { op, ty: F32, schedule, var, len, body }))
+    }
+    fn sibling(&mut self, of: &str, rows: ParamId, row_strides: Vec<(ParamId, Expr)>) {
+        self.k.sibling = Some(Sibling { of: of.to_string(), rows, row_strides });
+    }
+    fn done(mut self, grid: Vec<Expr>, body: Vec<Stmt>) -> Kernel {
+        self.k.grid = grid;
+        self.k.body = body;
+        self.k
+    }
+}
+
+/// How a matvec variant computes each product.
+#[derive(Clone, Copy)]
+struct MatvecForm {
+    weight: ScalarType,
+    /// `w·x` instead of `x·w` (a negative control).
+    swapped: bool,
+}
+
+fn product(form: MatvecForm, x: Expr, w: Expr) -> Expr {
+    let w = if form.weight == F32 { w } else { Expr::cast(F32, w) };
+    if form.swapped {
+        mul(w, x)
+    } else {
+        mul(x, w)
+    }
+}
+
+/// `y[o] = sum(i in 0..k, schedule, x[i]·w[o·k + i])`, one workgroup per output.
+fn matvec_m1(name: &str, schedule: Schedule, form: MatvecForm) -> Kernel {
+    let mut b = Kb::new(name);
+    let w = b.buf("w", form.weight, false); // (m, k)
+    let x = b.buf("x", F32, false); // (k)
+    let y = b.buf("y", F32, true); // (m)
+    let k = b.scalar("k", IDX);
+    let m = b.scalar("m", IDX);
+    let o = b.var("o", IDX);
+    let dot = b.reduce(ReduceOp::Add, schedule, pe(k), |_, i| product(form, ld(x, i.clone()), ld(w, add(mul(ve(o), pe(k)), i))));
+    b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), store(y, ve(o), dot)])
+}
+
+/// The rows sibling: `for r in 0..rows { y[r·m + o] = sum(x[r·k + i]·w[o·k + i]) }`.
+fn matvec_rows(name: &str, of: &str, schedule: Schedule, form: MatvecForm) -> Kernel {
+    let mut b = Kb::new(name);
+    let w = b.buf("w", form.weight, false); // (m, k)
+    let x = b.buf("x", F32, false); // (rows, k)
+    let y = b.buf("y", F32, true); // (rows, m)
+    let k = b.scalar("k", IDX);
+    let m = b.scalar("m", IDX);
+    let rows = b.scalar("rows", IDX);
+    let o = b.var("o", IDX);
+    let wrow = b.var("wrow", IDX);
+    let r = b.var("r", IDX);
+    let xrow = b.var("xrow", IDX);
+    let yi = b.var("yi", IDX);
+    let dot = b.reduce(ReduceOp::Add, schedule, pe(k), |_, i| product(form, ld(x, add(ve(xrow), i.clone())), ld(w, add(ve(wrow), i))));
+    b.sibling(of, rows, vec![(x, pe(k)), (y, pe(m))]);
+    let row = vec![let_(xrow, mul(ve(r), pe(k))), let_(yi, add(mul(ve(r), pe(m)), ve(o))), store(y, ve(yi), dot)];
+    b.done(
+        vec![pe(m)],
+        vec![let_(o, Expr::GroupId(0)), let_(wrow, mul(ve(o), pe(k))), for_(r, pe(rows), row)],
+    )
+}
+
+const F32_FORM: MatvecForm = MatvecForm { weight: F32, swapped: false };
+const BF16_FORM: MatvecForm = MatvecForm { weight: ScalarType::BF16, swapped: false };
+
+pub fn matvec() -> Kernel {
+    matvec_m1("matvec", butterfly32(), F32_FORM)
+}
+pub fn matvec_rows_ok() -> Kernel {
+    matvec_rows("matvec_rows", "matvec", butterfly32(), F32_FORM)
+}
+pub fn matvec_bf16() -> Kernel {
+    matvec_m1("matvec_bf16", butterfly32(), BF16_FORM)
+}
+pub fn matvec_bf16_rows() -> Kernel {
+    matvec_rows("matvec_bf16_rows", "matvec_bf16", butterfly32(), BF16_FORM)
+}
+/// A matvec whose 32 lane partials are combined sequentially (`lanes(32, seq)`).
+pub fn matvec_seq_combine() -> Kernel {
+    matvec_m1("matvec_seq_combine", Schedule::lanes(32, Combine::Sequential), F32_FORM)
+}
+pub fn matvec_seq_combine_rows() -> Kernel {
+    matvec_rows("matvec_seq_combine_rows", "matvec_seq_combine", Schedule::lanes(32, Combine::Sequential), F32_FORM)
+}
+
+/// `y = x · rsqrt(mean(x²) + eps) · w` (or `· (1 + w)` when `zero_centred`), one row.
+pub fn rmsnorm(zero_centred: bool) -> Kernel {
+    rmsnorm_kernel(zero_centred, false)
+}
+pub fn rmsnorm_rows(zero_centred: bool) -> Kernel {
+    rmsnorm_kernel(zero_centred, true)
+}
+
+fn rmsnorm_kernel(zero_centred: bool, batched: bool) -> Kernel {
+    let base_name = if zero_centred { "rmsnorm_zc" } else { "rmsnorm" };
+    let name = if batched { format!("{base_name}_rows") } else { base_name.to_string() };
+    let mut b = Kb::new(&name);
+    let x = b.buf("x", F32, false); // (rows, n)
+    let w = b.buf("w", F32, false); // (n)
+    let y = b.buf("y", F32, true); // (rows, n)
+    let n = b.scalar("n", IDX);
+    let eps = b.scalar("eps", F32);
+    let rows = batched.then(|| b.scalar("rows", IDX));
+    let base = b.var("base", IDX);
+    let ss = b.var("ss", F32);
+    let scale = b.var("scale", F32);
+    let j = b.var("j", IDX);
+    let at = |i: Expr| add(ve(base), i);
+    let sumsq = b.reduce(ReduceOp::Add, butterfly32(), pe(n), |_, i| mul(ld(x, at(i.clone())), ld(x, at(i))));
+    let wv = if zero_centred { add(Expr::f32(1.0), ld(w, ve(j))) } else { ld(w, ve(j)) };
+    let mean = div(ve(ss), Expr::cast(F32, pe(n)));
+    let body = vec![
+        let_(base, mul(Expr::GroupId(0), pe(n))),
+        let_(ss, sumsq),
+        let_(scale, Expr::call(MathFn::Rsqrt, add(mean, pe(eps)))),
+        Stmt::ParFor { var: j, end: pe(n), body: vec![store(y, at(ve(j)), mul(mul(ld(x, at(ve(j))), ve(scale)), wv))] },
+    ];
+    let grid = match rows {
+        Some(r) => {
+            b.sibling(base_name, r, vec![(x, pe(n)), (y, pe(n))]);
+            vec![pe(r)]
+        }
+        None => vec![Expr::index(1)],
+    };
+    b.done(grid, body)
+}
+
+/// `y = exp(x - max(x)) / sum(exp(x - max(x)))` over one row.
+pub fn softmax() -> Kernel {
+    softmax_kernel(false)
+}
+pub fn softmax_rows() -> Kernel {
+    softmax_kernel(true)
+}
+
+fn softmax_kernel(batched: bool) -> Kernel {
+    let mut b = Kb::new(if batched { "softmax_rows" } else { "softmax" });
+    let x = b.buf("x", F32, false); // (rows, n)
+    let y = b.buf("y", F32, true); // (rows, n)
+    let n = b.scalar("n", IDX);
+    let rows = batched.then(|| b.scalar("rows", IDX));
+    let r = b.var("r", IDX);
+    let base = b.var("base", IDX);
+    let mx = b.var("mx", F32);
+    let s = b.var("s", F32);
+    let j = b.var("j", IDX);
+    let at = |i: Expr| add(ve(base), i);
+    let max = b.reduce(ReduceOp::Max, butterfly32(), pe(n), |_, i| ld(x, at(i)));
+    let sum = b.reduce(ReduceOp::Add, butterfly32(), pe(n), |_, i| Expr::call(MathFn::Exp, sub(ld(x, at(i)), ve(mx))));
+    let e = Expr::call(MathFn::Exp, sub(ld(x, at(ve(j))), ve(mx)));
+    let row = |base_value: Expr| {
+        vec![
+            let_(base, base_value),
+            let_(mx, max),
+            let_(s, sum),
+            Stmt::ParFor { var: j, end: pe(n), body: vec![store(y, at(ve(j)), div(e, ve(s)))] },
+        ]
+    };
+    match rows {
+        Some(rp) => {
+            b.sibling("softmax", rp, vec![(x, pe(n)), (y, pe(n))]);
+            let body = vec![for_(r, pe(rp), row(mul(ve(r), pe(n))))];
+            b.done(vec![Expr::index(1)], body)
+        }
+        None => {
+            let body = row(Expr::index(0));
+            b.done(vec![Expr::index(1)], body)
+        }
+    }
+}
+
+/// Q8_0-style dot per output row: blocks of 32 `i8` with an `f16` scale each,
+/// `y[o] = sum(b, lanes(32, butterfly), d[o·nb + b] as f32 · sum(j in 0..32, seq, q[(o·nb + b)·32 + j] as f32 · x[b·32 + j]))`.
+pub fn q8_dot() -> Kernel {
+    q8_kernel(false)
+}
+pub fn q8_dot_rows() -> Kernel {
+    q8_kernel(true)
+}
+
+fn q8_kernel(batched: bool) -> Kernel {
+    let mut b = Kb::new(if batched { "q8_dot_rows" } else { "q8_dot" });
+    let q = b.buf("q", ScalarType::I8, false); // (m, nb·32)
+    let d = b.buf("d", ScalarType::F16, false); // (m, nb)
+    let x = b.buf("x", F32, false); // (rows, nb·32)
+    let y = b.buf("y", F32, true); // (rows, m)
+    let nb = b.scalar("nb", IDX);
+    let m = b.scalar("m", IDX);
+    let rows = batched.then(|| b.scalar("rows", IDX));
+    let o = b.var("o", IDX);
+    let r = b.var("r", IDX);
+    let xrow = b.var("xrow", IDX);
+    let dot = b.reduce(ReduceOp::Add, butterfly32(), pe(nb), |b, blk| {
+        let blk_idx = add(mul(ve(o), pe(nb)), blk.clone());
+        let inner = b.reduce(ReduceOp::Add, Schedule::Sequential, Expr::index(32), |_, jj| {
+            let qv = Expr::cast(F32, ld(q, add(mul(blk_idx.clone(), Expr::index(32)), jj.clone())));
+            mul(qv, ld(x, add(ve(xrow), add(mul(blk.clone(), Expr::index(32)), jj))))
+        });
+        mul(Expr::cast(F32, ld(d, blk_idx)), inner)
+    });
+    match rows {
+        Some(rp) => {
+            b.sibling("q8_dot", rp, vec![(x, mul(pe(nb), Expr::index(32))), (y, pe(m))]);
+            let row = vec![let_(xrow, mul(ve(r), mul(pe(nb), Expr::index(32)))), store(y, add(mul(ve(r), pe(m)), ve(o)), dot)];
+            b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), for_(r, pe(rp), row)])
+        }
+        None => b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), let_(xrow, Expr::index(0)), store(y, ve(o), dot)]),
+    }
+}
+
+/// Every valid (rows, m=1) pair.
+pub fn pairs() -> Vec<(Kernel, Kernel)> {
+    vec![
+        (matvec_rows_ok(), matvec()),
+        (matvec_bf16_rows(), matvec_bf16()),
+        (matvec_seq_combine_rows(), matvec_seq_combine()),
+        (rmsnorm_rows(false), rmsnorm(false)),
+        (rmsnorm_rows(true), rmsnorm(true)),
+        (softmax_rows(), softmax()),
+        (q8_dot_rows(), q8_dot()),
+    ]
+}
+
+/// Rows kernels that claim to be siblings but reorder the arithmetic: (what, rows, m=1).
+pub fn negative_controls() -> Vec<(&'static str, Kernel, Kernel)> {
+    vec![
+        ("chunked", matvec_rows("matvec_rows_chunked", "matvec", Schedule::Chunked { size: 8, combine: Combine::Sequential }, F32_FORM), matvec()),
+        ("lanes64", matvec_rows("matvec_rows_lanes64", "matvec", Schedule::lanes(64, Combine::Butterfly), F32_FORM), matvec()),
+        (
+            "pairwise",
+            matvec_rows("matvec_rows_pairwise", "matvec_seq_combine", Schedule::lanes(32, Combine::Pairwise), F32_FORM),
+            matvec_seq_combine(),
+        ),
+        ("swapped", matvec_rows("matvec_rows_swapped", "matvec", butterfly32(), MatvecForm { weight: F32, swapped: true }), matvec()),
+    ]
+}

@@ -1,0 +1,95 @@
+//! `verify_kernel`: well-formedness, then, for every default shape, execution of the expanded
+//! kernel (checking each `Lanes` region against the schedule it `implements`) and of the
+//! source kernel (each reduction built directly from its schedule's tree); the two must write
+//! identical DAGs, which proves the expansion implements every declared schedule.
+//!
+//! It never changes the kernel and never panics on a malformed one.
+
+use super::dag::Dag;
+use super::ordinals::reduces;
+use super::report::{ErrorKind, KernelProof, Location, VerifyError};
+use super::shapes::default_shapes;
+use super::symbolic::{execute, Run, RunConfig};
+use super::{check_wellformed, wellformed};
+use crate::ir::{Kernel, ParamId};
+use crate::lanes;
+
+fn shape_text(k: &Kernel, shape: &[(ParamId, u64)]) -> String {
+    let parts: Vec<String> = shape
+        .iter()
+        .map(|(p, v)| format!("{} = {v}", k.params.get(p.index()).map_or("?", |x| x.name.as_str())))
+        .collect();
+    parts.join(", ")
+}
+
+fn in_shape(mut e: VerifyError, k: &Kernel, shape: &[(ParamId, u64)]) -> VerifyError {
+    if !shape.is_empty() {
+        e.message = format!("{} (shape {})", e.message, shape_text(k, shape));
+    }
+    e
+}
+
+/// Verifies one kernel; see the module docs.
+pub fn verify_kernel(k: &Kernel) -> Result<KernelProof, Vec<VerifyError>> {
+    check_wellformed(k)?;
+    let x = lanes::expand(k).map_err(|e| {
+        vec![VerifyError { kernel: k.name.clone(), location: Location::default(), kind: ErrorKind::Unsupported, message: e.message }]
+    })?;
+    let mut errs = wellformed::check(&x, false);
+    if !errs.is_empty() {
+        for e in &mut errs {
+            e.message = format!("expanded IR (a bug in baro's expansion): {}", e.message);
+        }
+        return Err(errs);
+    }
+    let compare_source = !reduces(k).is_empty();
+    let shapes = default_shapes(k);
+    let mut regions_checked = 0;
+    for shape in &shapes {
+        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: true };
+        let mut dag = Dag::new();
+        let code = execute(&x, &mut dag, &cfg).map_err(|e| vec![in_shape(e, k, shape)])?;
+        regions_checked += code.regions_checked;
+        if compare_source {
+            let meaning = execute(k, &mut dag, &cfg).map_err(|e| vec![in_shape(e, k, shape)])?;
+            compare(k, &dag, &meaning, &code).map_err(|e| vec![in_shape(e, k, shape)])?;
+        }
+    }
+    Ok(KernelProof { shapes: shapes.len(), regions_checked })
+}
+
+/// The source run (`meaning`) and the expanded run (`code`) must write the same elements
+/// with the same nodes.
+fn compare(k: &Kernel, dag: &Dag, meaning: &Run, code: &Run) -> Result<(), VerifyError> {
+    let fail = |store: u32, reduce: Option<u32>, message: String| VerifyError {
+        kernel: k.name.clone(),
+        location: Location { stmt_path: Vec::new(), reduce, store: Some(store) },
+        kind: ErrorKind::ScheduleNotImplemented,
+        message,
+    };
+    for (key, want) in &meaning.outputs {
+        let buf = dag.name_str(key.0);
+        match code.outputs.get(key) {
+            None => return Err(fail(want.store, None, format!("expanded code never writes {buf}[{}], which the source writes", key.1))),
+            Some(got) if got.node != want.node => {
+                let reduce = meaning.reduce_of.get(&want.node).copied();
+                let diff = dag.describe_difference(want.node, got.node, "the schedule", "the expanded code");
+                return Err(fail(
+                    got.store,
+                    reduce,
+                    format!(
+                        "expanded code does not compute the declared schedule for {buf}[{}]: first difference {diff}\n  expected: {}\n  found:    {}",
+                        key.1,
+                        dag.show(want.node, 16),
+                        dag.show(got.node, 16)
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some((key, got)) = code.outputs.iter().find(|(key, _)| !meaning.outputs.contains_key(key)) {
+        return Err(fail(got.store, None, format!("expanded code writes {}[{}], which the source never writes", dag.name_str(key.0), key.1)));
+    }
+    Ok(())
+}

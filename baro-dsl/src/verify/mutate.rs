@@ -1,0 +1,430 @@
+//! Mutation testing of the sibling check (issue item 10): systematic rewrites of a rows
+//! kernel that change its floating-point arithmetic (every one must be rejected) and rewrites
+//! that preserve it exactly (every one must be accepted).
+//!
+//! Each function returns new kernels and never changes its input. Test support: nothing in
+//! the verification pipeline calls this module.
+
+use super::ordinals::reduces;
+use crate::ir::{BinOp, Buf, Const, Expr, Kernel, Reduce, Stmt, Var};
+use crate::schedule::{Combine, Schedule};
+use std::collections::HashSet;
+
+/// Sites of each preserving rewrite tried per kernel (they need a full check each).
+const MAX_SITES: usize = 3;
+
+fn children_mut(e: &mut Expr) -> Vec<&mut Expr> {
+    match e {
+        Expr::Const(_) | Expr::Var(_) | Expr::Param(_) | Expr::GroupId(_) => Vec::new(),
+        Expr::Load { index, .. } => vec![index],
+        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Call { arg, .. } => vec![arg],
+        Expr::Binary { lhs, rhs, .. } => vec![lhs, rhs],
+        Expr::Select { cond, then, els } => vec![cond, then, els],
+        Expr::Let { value, body, .. } => vec![value, body],
+        Expr::Reduce(r) => vec![&mut r.len, &mut r.body],
+        Expr::ShuffleXor { value, .. } => vec![value],
+    }
+}
+
+fn stmt_exprs_mut(s: &mut Stmt) -> Vec<&mut Expr> {
+    match s {
+        Stmt::Let { value, .. } | Stmt::Assign { value, .. } => vec![value],
+        Stmt::Store { index, value, .. } => vec![index, value],
+        Stmt::For { start, end, step, .. } => vec![start, end, step],
+        Stmt::If { cond, .. } => vec![cond],
+        Stmt::ParFor { end, .. } => vec![end],
+        Stmt::Lanes { .. } | Stmt::Barrier => Vec::new(),
+    }
+}
+
+fn stmt_blocks_mut(s: &mut Stmt) -> Vec<&mut Vec<Stmt>> {
+    match s {
+        Stmt::For { body, .. } | Stmt::ParFor { body, .. } | Stmt::Lanes { body, .. } => vec![body],
+        Stmt::If { then_body, else_body, .. } => vec![then_body, else_body],
+        _ => Vec::new(),
+    }
+}
+
+/// Calls `f` on every expression (pre-order) of every statement of `body`.
+fn walk_exprs(body: &mut [Stmt], f: &mut dyn FnMut(&mut Expr)) {
+    fn expr(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
+        f(e);
+        for c in children_mut(e) {
+            expr(c, f);
+        }
+    }
+    for s in body {
+        for e in stmt_exprs_mut(s) {
+            expr(e, f);
+        }
+        for b in stmt_blocks_mut(s) {
+            walk_exprs(b, f);
+        }
+    }
+}
+
+/// Calls `f` on every block (pre-order), the kernel body first.
+fn walk_blocks(body: &mut Vec<Stmt>, f: &mut dyn FnMut(&mut Vec<Stmt>)) {
+    f(body);
+    for s in body.iter_mut() {
+        for b in stmt_blocks_mut(s) {
+            walk_blocks(b, f);
+        }
+    }
+}
+
+/// For each expression site where `site` returns a mutation, a copy of `k` with it applied.
+/// Given the kernel and an expression, the mutations of that expression (description, new expression).
+type ExprSite<'a> = &'a dyn Fn(&Kernel, &Expr) -> Vec<(String, Expr)>;
+/// Rewrites `block` at `pos` in place (adding variables to the kernel), returning a description.
+type BlockSite<'a> = &'a dyn Fn(&mut Kernel, &mut Vec<Stmt>, usize) -> Option<String>;
+
+fn expr_mutants(k: &Kernel, site: ExprSite) -> Vec<(String, Kernel)> {
+    let mut scratch = k.clone();
+    let mut found: Vec<(usize, String, Expr)> = Vec::new();
+    let mut n = 0;
+    walk_exprs(&mut scratch.body, &mut |e| {
+        for (what, new) in site(k, e) {
+            found.push((n, what, new));
+        }
+        n += 1;
+    });
+    found
+        .into_iter()
+        .map(|(at, what, new)| {
+            let mut m = k.clone();
+            let mut i = 0;
+            let mut new = Some(new);
+            walk_exprs(&mut m.body, &mut |e| {
+                if i == at {
+                    if let Some(x) = new.take() {
+                        *e = x;
+                    }
+                }
+                i += 1;
+            });
+            (what, m)
+        })
+        .collect()
+}
+
+fn is_float(k: &Kernel, e: &Expr) -> bool {
+    k.type_of(e).is_ok_and(|t| t.is_float())
+}
+
+fn schedule_alternatives(s: &Schedule) -> Vec<Schedule> {
+    let mut v = Vec::new();
+    let combines = [Combine::Sequential, Combine::Butterfly, Combine::Pairwise];
+    match s {
+        Schedule::Lanes { count, combine } => {
+            v.push(Schedule::lanes(count * 2, *combine));
+            if *count >= 2 {
+                v.push(Schedule::lanes(count / 2, *combine));
+            }
+            v.extend(combines.iter().filter(|c| *c != combine).map(|c| Schedule::lanes(*count, *c)));
+        }
+        Schedule::Chunked { size, combine } => {
+            v.extend(combines.iter().filter(|c| *c != combine).map(|c| Schedule::Chunked { size: *size, combine: *c }));
+        }
+        _ => {}
+    }
+    v.push(Schedule::Sequential);
+    v.push(Schedule::Chunked { size: 8, combine: Combine::Sequential });
+    v.push(Schedule::Blocked { block: 4, across: Box::new(Schedule::Sequential) });
+    v.retain(|x| x != s && x.validate().is_ok() && (1..=70).any(|k| x.expand(k) != s.expand(k)));
+    v
+}
+
+/// Rewrites of `k` (a rows kernel) that change its arithmetic; each must be rejected.
+pub fn reorderings(k: &Kernel) -> Vec<(String, Kernel)> {
+    let mut out = expr_mutants(k, &|k, e| match e {
+        Expr::Binary { op: op @ (BinOp::Add | BinOp::Mul), lhs, rhs } if lhs != rhs && is_float(k, e) => {
+            vec![(format!("swap the operands of a float {}", op.name()), Expr::bin(*op, (**rhs).clone(), (**lhs).clone()))]
+        }
+        _ => Vec::new(),
+    });
+    out.extend(expr_mutants(k, &|k, e| match e {
+        Expr::Binary { op: op @ (BinOp::Add | BinOp::Mul), lhs, rhs } if is_float(k, e) => match &**lhs {
+            Expr::Binary { op: inner, lhs: a, rhs: b } if inner == op => {
+                let c = (**rhs).clone();
+                vec![(format!("reassociate a float {}", op.name()), Expr::bin(*op, (**a).clone(), Expr::bin(*op, (**b).clone(), c)))]
+            }
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }));
+    out.extend(expr_mutants(k, &|_, e| match e {
+        Expr::Reduce(r) => schedule_alternatives(&r.schedule)
+            .into_iter()
+            .map(|s| {
+                let what = format!("reduction `{}` declared `{s}`", r.schedule);
+                (what, Expr::Reduce(Box::new(Reduce { schedule: s, ..(**r).clone() })))
+            })
+            .collect(),
+        _ => Vec::new(),
+    }));
+    out
+}
+
+/// Every variable read anywhere in `s`, and every variable `s` defines or assigns.
+fn var_sets(s: &Stmt) -> (HashSet<Var>, HashSet<Var>) {
+    let mut reads = HashSet::new();
+    let mut writes = HashSet::new();
+    let mut one = vec![s.clone()];
+    walk_exprs(&mut one, &mut |e| match e {
+        Expr::Var(v) => {
+            reads.insert(*v);
+        }
+        Expr::Let { var, .. } => {
+            writes.insert(*var);
+        }
+        Expr::Reduce(r) => {
+            writes.insert(r.var);
+        }
+        _ => {}
+    });
+    fn defs(s: &mut Stmt, w: &mut HashSet<Var>) {
+        match s {
+            Stmt::Let { var, .. } | Stmt::Assign { var, .. } | Stmt::For { var, .. } | Stmt::ParFor { var, .. } => {
+                w.insert(*var);
+            }
+            Stmt::Lanes { lane, implements, .. } => {
+                w.insert(*lane);
+                if let Some(i) = implements {
+                    w.insert(i.result);
+                }
+            }
+            _ => {}
+        }
+        for b in stmt_blocks_mut(s) {
+            for x in b.iter_mut() {
+                defs(x, w);
+            }
+        }
+    }
+    defs(&mut one[0], &mut writes);
+    (reads, writes)
+}
+
+/// Buffers `s` loads from and stores to.
+fn buf_sets(s: &Stmt) -> (HashSet<Buf>, HashSet<Buf>) {
+    let mut loads = HashSet::new();
+    let mut stores = HashSet::new();
+    let mut one = vec![s.clone()];
+    walk_exprs(&mut one, &mut |e| {
+        if let Expr::Load { buf, .. } = e {
+            loads.insert(*buf);
+        }
+    });
+    fn st(s: &Stmt, out: &mut HashSet<Buf>) {
+        if let Stmt::Store { buf, .. } = s {
+            out.insert(*buf);
+        }
+        for b in super::ordinals::stmt_blocks(s) {
+            for x in b {
+                st(x, out);
+            }
+        }
+    }
+    st(s, &mut stores);
+    (loads, stores)
+}
+
+fn independent(a: &Stmt, b: &Stmt) -> bool {
+    let barrier = |s: &Stmt| matches!(s, Stmt::Barrier | Stmt::Lanes { .. });
+    if barrier(a) || barrier(b) {
+        return false;
+    }
+    let has_reduce = |s: &Stmt| !reduces(&Kernel { body: vec![s.clone()], ..Kernel::new("") }).is_empty();
+    if has_reduce(a) && has_reduce(b) {
+        return false;
+    }
+    let (ra, wa) = var_sets(a);
+    let (rb, wb) = var_sets(b);
+    let (la, sa) = buf_sets(a);
+    let (lb, sb) = buf_sets(b);
+    wa.is_disjoint(&rb) && wa.is_disjoint(&wb) && wb.is_disjoint(&ra) && sa.is_disjoint(&lb) && sa.is_disjoint(&sb) && sb.is_disjoint(&la)
+}
+
+/// For each (block, position) where `site` rewrites the block, a copy of `k` with it applied.
+fn block_mutants(k: &Kernel, site: BlockSite) -> Vec<(String, Kernel)> {
+    let mut out = Vec::new();
+    let mut n_blocks = 0;
+    walk_blocks(&mut k.clone().body, &mut |_| n_blocks += 1);
+    for bi in 0..n_blocks {
+        let mut probe = k.clone();
+        let mut len = 0;
+        let mut j = 0;
+        walk_blocks(&mut probe.body, &mut |b| {
+            if j == bi {
+                len = b.len();
+            }
+            j += 1;
+        });
+        for pos in 0..len {
+            let mut m = k.clone();
+            let mut body = std::mem::take(&mut m.body);
+            let mut j = 0;
+            let mut what = None;
+            walk_blocks(&mut body, &mut |b| {
+                if j == bi {
+                    what = site(&mut m, b, pos);
+                }
+                j += 1;
+            });
+            m.body = body;
+            if let Some(w) = what {
+                out.push((w, m));
+                if out.len() >= MAX_SITES {
+                    return out;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Replaces every use and definition of the variables in `map` inside `stmts`.
+fn subst_vars(stmts: &mut [Stmt], map: &dyn Fn(Var) -> Option<Var>) {
+    fn stmt(s: &mut Stmt, map: &dyn Fn(Var) -> Option<Var>) {
+        match s {
+            Stmt::Let { var, .. } | Stmt::Assign { var, .. } | Stmt::For { var, .. } | Stmt::ParFor { var, .. } => {
+                if let Some(v) = map(*var) {
+                    *var = v;
+                }
+            }
+            Stmt::Lanes { lane, .. } => {
+                if let Some(v) = map(*lane) {
+                    *lane = v;
+                }
+            }
+            _ => {}
+        }
+        for b in stmt_blocks_mut(s) {
+            for x in b.iter_mut() {
+                stmt(x, map);
+            }
+        }
+    }
+    walk_exprs(stmts, &mut |e| match e {
+        Expr::Var(v) | Expr::Let { var: v, .. } => {
+            if let Some(n) = map(*v) {
+                *v = n;
+            }
+        }
+        Expr::Reduce(r) => {
+            if let Some(n) = map(r.var) {
+                r.var = n;
+            }
+        }
+        _ => {}
+    });
+    for s in stmts {
+        stmt(s, map);
+    }
+}
+
+fn fresh(k: &mut Kernel, v: Var, suffix: &str) -> Var {
+    let d = k.var(v).clone();
+    k.add_var(format!("{}_{suffix}", d.name), d.ty, d.mutable)
+}
+
+/// Variables defined anywhere in `body` (statements and expressions) and variables assigned.
+fn defined_and_assigned(body: &[Stmt]) -> (HashSet<Var>, HashSet<Var>) {
+    let (mut defined, mut assigned) = (HashSet::new(), HashSet::new());
+    fn walk(b: &[Stmt], d: &mut HashSet<Var>, a: &mut HashSet<Var>) {
+        for s in b {
+            match s {
+                Stmt::Let { var, .. } | Stmt::For { var, .. } | Stmt::ParFor { var, .. } => {
+                    d.insert(*var);
+                }
+                Stmt::Lanes { lane, .. } => {
+                    d.insert(*lane);
+                }
+                Stmt::Assign { var, .. } => {
+                    a.insert(*var);
+                }
+                _ => {}
+            }
+            for blk in super::ordinals::stmt_blocks(s) {
+                walk(blk, d, a);
+            }
+        }
+    }
+    walk(body, &mut defined, &mut assigned);
+    walk_exprs(&mut body.to_vec(), &mut |e| match e {
+        Expr::Let { var, .. } => {
+            defined.insert(*var);
+        }
+        Expr::Reduce(r) => {
+            defined.insert(r.var);
+        }
+        _ => {}
+    });
+    (defined, assigned)
+}
+
+/// Rewrites of `k` that keep its arithmetic exactly; each must be accepted.
+pub fn preserving_rewrites(k: &Kernel) -> Vec<(String, Kernel)> {
+    let mut out = Vec::new();
+    let mut renamed = k.clone();
+    for (i, d) in renamed.vars.iter_mut().enumerate() {
+        d.name = format!("{}_renamed{i}", d.name);
+    }
+    out.push(("rename every variable".to_string(), renamed));
+    out.extend(block_mutants(k, &|_, b, pos| {
+        (pos + 1 < b.len() && independent(&b[pos], &b[pos + 1])).then(|| {
+            b.swap(pos, pos + 1);
+            format!("swap independent statements {pos} and {}", pos + 1)
+        })
+    }));
+    out.extend(block_mutants(k, &|k, b, pos| {
+        let Stmt::For { var, start, end, step, body } = b[pos].clone() else { return None };
+        let (var, start, end, step, body) = (&var, &start, &end, &step, &body);
+        if *step != Expr::index(1) {
+            return None;
+        }
+        let (mut inner_set, assigned) = defined_and_assigned(body);
+        inner_set.insert(*var);
+        if !assigned.is_subset(&inner_set) {
+            return None;
+        }
+        let ty = k.var(*var).ty;
+        let mid = k.add_var("mid", ty, false);
+        let mut renames: Vec<(Var, Var)> = Vec::new();
+        let mut inner: Vec<Var> = inner_set.into_iter().collect();
+        inner.sort();
+        for v in &inner {
+            renames.push((*v, fresh(k, *v, "split")));
+        }
+        let mut second = body.clone();
+        subst_vars(&mut second, &|v| renames.iter().find(|(a, _)| *a == v).map(|(_, b)| *b));
+        let var2 = renames.iter().find(|(a, _)| a == var).map_or(*var, |(_, b)| *b);
+        let hi = Expr::bin(BinOp::Max, end.clone(), start.clone());
+        let mid_value = Expr::bin(BinOp::Add, start.clone(), Expr::bin(BinOp::Div, Expr::bin(BinOp::Sub, hi, start.clone()), Expr::c(Const::new(ty, 2))));
+        let first = Stmt::For { var: *var, start: start.clone(), end: Expr::Var(mid), step: step.clone(), body: body.clone() };
+        let second = Stmt::For { var: var2, start: Expr::Var(mid), end: end.clone(), step: step.clone(), body: second };
+        b.splice(pos..=pos, [Stmt::Let { var: mid, value: mid_value }, first, second]);
+        Some(format!("split loop `{}` at its midpoint", k.var(*var).name))
+    }));
+    out.extend(block_mutants(k, &|_, b, pos| {
+        if matches!(b[pos], Stmt::Let { .. }) {
+            return None;
+        }
+        let s = b[pos].clone();
+        b[pos] = Stmt::If { cond: Expr::c(Const::bool(true)), then_body: vec![s], else_body: Vec::new() };
+        Some(format!("wrap statement {pos} in `if true`"))
+    }));
+    out.extend(block_mutants(k, &|k, b, pos| {
+        let Stmt::Let { var, value } = &b[pos] else { return None };
+        if k.var(*var).mutable || value.any(&|e| matches!(e, Expr::Reduce(_) | Expr::ShuffleXor { .. })) {
+            return None;
+        }
+        let (var, value) = (*var, value.clone());
+        let copy = fresh(k, var, "dup");
+        subst_vars(&mut b[pos + 1..], &|v| (v == var).then_some(copy));
+        b.insert(pos + 1, Stmt::Let { var: copy, value });
+        Some(format!("duplicate `let {}` and use the copy", k.var(var).name))
+    }));
+    out
+}

@@ -1,0 +1,142 @@
+//! The concrete shapes (values of the integer scalar parameters) the verifier executes.
+//!
+//! Choice, per integer scalar parameter, in this order:
+//! 1. values listed in the kernel's `verify_shapes`;
+//! 2. the sibling's `rows` parameter: {1, 2, 3, 5} (one row, even, odd, a prime past 4);
+//! 3. a parameter used in a reduction length: values ragged against every granule (lane count,
+//!    chunk size, block size) the kernel's schedules use: 1, g - 1 and g + 1 for each granule
+//!    g, and 2·max + 6 (for `lanes(32)` alone: {1, 31, 33, 70}), so every partial, the last
+//!    partial chunk, and lanes with no element at all are exercised;
+//! 4. any other size-like parameter: {1, 3}.
+//!
+//! The cartesian product is capped at `MAX_SHAPES`, keeping an evenly spaced subset that
+//! includes the first and last combination. This module only chooses values; it runs nothing.
+
+use super::ordinals::{reduces, stmt_blocks};
+use crate::ir::{Expr, Kernel, ParamId, ParamKind, Reduce, Stmt};
+use crate::schedule::Schedule;
+
+/// Upper bound on the number of shapes tried per kernel.
+pub const MAX_SHAPES: usize = 64;
+
+fn granules(s: &Schedule, out: &mut Vec<u64>) {
+    match s {
+        Schedule::Sequential => {}
+        Schedule::Lanes { count, .. } => out.push(*count as u64),
+        Schedule::Chunked { size, .. } => out.push(*size as u64),
+        Schedule::Blocked { block, across } => {
+            out.push(*block as u64);
+            granules(across, out)
+        }
+    }
+}
+
+fn implemented<'a>(b: &'a [Stmt], out: &mut Vec<&'a Reduce>, lanes: &mut Vec<u64>) {
+    for s in b {
+        if let Stmt::Lanes { count, implements, .. } = s {
+            lanes.push(*count as u64);
+            if let Some(imp) = implements {
+                out.push(&imp.reduce);
+            }
+        }
+        for blk in stmt_blocks(s) {
+            implemented(blk, out, lanes);
+        }
+    }
+}
+
+fn mentions(e: &Expr, p: ParamId) -> bool {
+    e.any(&|x| matches!(x, Expr::Param(q) if *q == p))
+}
+
+/// Values tried for a length parameter, given the kernel's granules.
+pub fn ragged_values(granules: &[u64]) -> Vec<u64> {
+    let mut v = vec![1u64];
+    let mut g: Vec<u64> = granules.iter().copied().filter(|&g| g > 1).collect();
+    g.sort_unstable();
+    g.dedup();
+    match g.last() {
+        None => v.extend([2, 7]),
+        Some(&max) => {
+            for x in &g {
+                v.extend([x - 1, x + 1]);
+            }
+            v.push(2 * max + 6);
+        }
+    }
+    v.retain(|&x| x > 0);
+    v.sort_unstable();
+    v.dedup();
+    if v.len() > 6 {
+        let last = v[v.len() - 1];
+        v.truncate(5);
+        v.push(last);
+    }
+    v
+}
+
+/// The shapes the verifier executes `k` for (see the module docs for the choice).
+pub fn default_shapes(k: &Kernel) -> Vec<Vec<(ParamId, u64)>> {
+    let rs = reduces(k);
+    let mut lens: Vec<&Expr> = rs.iter().map(|r| &r.len).collect();
+    let mut g = Vec::new();
+    for r in &rs {
+        granules(&r.schedule, &mut g);
+    }
+    let mut imp = Vec::new();
+    implemented(&k.body, &mut imp, &mut g);
+    for r in &imp {
+        granules(&r.schedule, &mut g);
+        lens.push(&r.len);
+    }
+    let ragged = ragged_values(&g);
+    let mut axes: Vec<(ParamId, Vec<u64>)> = Vec::new();
+    for (i, p) in k.params.iter().enumerate() {
+        let id = ParamId(i as u32);
+        let ParamKind::Scalar(t) = p.kind else { continue };
+        if !t.is_int() {
+            continue;
+        }
+        let vals = if let Some((_, v)) = k.verify_shapes.values.iter().find(|(q, _)| *q == id) {
+            v.clone()
+        } else if k.sibling.as_ref().is_some_and(|s| s.rows == id) {
+            vec![1, 2, 3, 5]
+        } else if lens.iter().any(|e| mentions(e, id)) {
+            ragged.clone()
+        } else {
+            vec![1, 3]
+        };
+        axes.push((id, vals));
+    }
+    let total: usize = axes.iter().map(|(_, v)| v.len().max(1)).product();
+    let picks: Vec<usize> = if total <= MAX_SHAPES {
+        (0..total).collect()
+    } else {
+        (0..MAX_SHAPES).map(|j| j * (total - 1) / (MAX_SHAPES - 1)).collect()
+    };
+    picks
+        .into_iter()
+        .map(|mut n| {
+            axes.iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(id, v)| {
+                    let x = v[n % v.len()];
+                    n /= v.len();
+                    (*id, x)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ragged_against_lane_count() {
+        assert_eq!(ragged_values(&[32]), vec![1, 31, 33, 70]);
+        assert_eq!(ragged_values(&[32, 8]), vec![1, 7, 9, 31, 33, 70]);
+        assert_eq!(ragged_values(&[]), vec![1, 2, 7]);
+    }
+}

@@ -1,0 +1,420 @@
+//! Well-formedness of a kernel: types, entity bounds, scoping (each variable defined once,
+//! before use), mutability, writable stores, grid shape, shuffles and barriers in uniform
+//! control flow, valid schedules, sibling declarations, and undeclared float accumulations.
+//!
+//! Every error is collected (never stop at the first) and attached to a statement path.
+//! This pass never executes or changes the kernel.
+
+use super::report::{ErrorKind, Location, VerifyError};
+use crate::ir::{Access, BinOp, Buf, Expr, Implements, Kernel, ParamKind, ScalarType, Stmt, Var};
+
+/// Checks `k`. `user_ir` turns on the undeclared-reduction rule, which only applies to what
+/// an author wrote: expanded IR legitimately contains the loops a schedule describes.
+pub fn check(k: &Kernel, user_ir: bool) -> Vec<VerifyError> {
+    let n = k.vars.len();
+    let mut wf = Wf {
+        k,
+        user_ir,
+        errs: Vec::new(),
+        path: Vec::new(),
+        def_count: vec![0; n],
+        in_scope: vec![false; n],
+        var_depth: vec![0; n],
+        per_lane: vec![false; n],
+        loop_depth: 0,
+        lanes: None,
+        nonuniform: 0,
+        in_parfor: 0,
+    };
+    wf.header();
+    wf.block(&k.body);
+    wf.errs
+}
+
+struct LanesCx {
+    count: u32,
+    implements: bool,
+}
+
+struct Wf<'k> {
+    k: &'k Kernel,
+    user_ir: bool,
+    errs: Vec<VerifyError>,
+    path: Vec<u32>,
+    def_count: Vec<u32>,
+    in_scope: Vec<bool>,
+    /// Loop depth at each variable's definition.
+    var_depth: Vec<u32>,
+    /// Variables whose value may differ between lanes.
+    per_lane: Vec<bool>,
+    loop_depth: u32,
+    lanes: Option<LanesCx>,
+    /// Depth of enclosing control flow that depends on per-lane values.
+    nonuniform: u32,
+    in_parfor: u32,
+}
+
+/// True if `value` is `max(v, x)`/`min(v, x)` (either operand order) of `v` itself.
+/// Max and min are exact in any order for non-NaN values, so such a running extremum needs
+/// no declared schedule.
+fn is_minmax_of_self(v: Var, value: &Expr) -> bool {
+    match value {
+        Expr::Binary { op: BinOp::Max | BinOp::Min, lhs, rhs } => **lhs == Expr::Var(v) || **rhs == Expr::Var(v),
+        _ => false,
+    }
+}
+
+impl Wf<'_> {
+    fn err(&mut self, kind: ErrorKind, message: String) {
+        self.errs.push(VerifyError {
+            kernel: self.k.name.clone(),
+            location: Location { stmt_path: self.path.clone(), reduce: None, store: None },
+            kind,
+            message,
+        });
+    }
+
+    fn malformed(&mut self, message: String) {
+        self.err(ErrorKind::Malformed, message)
+    }
+
+    fn var_ok(&mut self, v: Var) -> bool {
+        if v.index() >= self.k.vars.len() {
+            self.malformed(format!("variable {v} does not exist: the kernel declares {} variables", self.k.vars.len()));
+            return false;
+        }
+        true
+    }
+
+    fn name(&self, v: Var) -> String {
+        self.k.vars.get(v.index()).map_or_else(|| v.to_string(), |d| format!("`{}`", d.name))
+    }
+
+    fn define(&mut self, v: Var) {
+        if !self.var_ok(v) {
+            return;
+        }
+        self.def_count[v.index()] += 1;
+        if self.def_count[v.index()] == 2 {
+            self.malformed(format!("variable {} ({v}) is defined more than once: expected exactly one definition", self.name(v)));
+        }
+        self.in_scope[v.index()] = true;
+        self.var_depth[v.index()] = self.loop_depth;
+    }
+
+    fn undefine(&mut self, v: Var) {
+        if let Some(s) = self.in_scope.get_mut(v.index()) {
+            *s = false;
+        }
+    }
+
+    fn header(&mut self) {
+        let k = self.k;
+        if k.grid.is_empty() || k.grid.len() > 3 {
+            self.malformed(format!("grid has {} axes: expected 1 to 3", k.grid.len()));
+        }
+        for g in &k.grid {
+            self.typed_expr(g, Some(ScalarType::INDEX), "grid size");
+        }
+        if let Some(sib) = &k.sibling {
+            match k.params.get(sib.rows.index()).map(|p| &p.kind) {
+                Some(ParamKind::Scalar(t)) if t.is_int() => {}
+                Some(_) => self.malformed(format!("sibling rows parameter `{}` is not an integer scalar", k.params[sib.rows.index()].name)),
+                None => self.malformed(format!("sibling rows parameter {} does not exist", sib.rows)),
+            }
+            for (p, stride) in &sib.row_strides {
+                match k.params.get(p.index()).map(|x| &x.kind) {
+                    Some(ParamKind::Buffer { .. }) => {}
+                    Some(_) => self.malformed(format!("row stride given for `{}`, which is not a buffer", k.params[p.index()].name)),
+                    None => self.malformed(format!("row stride given for parameter {p}, which does not exist")),
+                }
+                self.typed_expr(stride, Some(ScalarType::INDEX), "row stride");
+            }
+        }
+        for (p, _) in &k.verify_shapes.values {
+            match k.params.get(p.index()).map(|x| &x.kind) {
+                Some(ParamKind::Scalar(t)) if t.is_int() => {}
+                _ => self.malformed(format!("verify shapes name parameter {p}: expected an integer scalar parameter")),
+            }
+        }
+    }
+
+    /// Walks `e`, then type-checks it if the walk found nothing; returns whether it is per-lane.
+    fn typed_expr(&mut self, e: &Expr, want: Option<ScalarType>, what: &str) -> (bool, Option<ScalarType>) {
+        let before = self.errs.len();
+        let lane = self.expr(e);
+        if self.errs.len() != before {
+            return (lane, None);
+        }
+        match self.k.type_of(e) {
+            Ok(t) => {
+                if let Some(w) = want {
+                    if t != w && !(w == ScalarType::INDEX && t.is_int() && what == "index") {
+                        self.malformed(format!("{what} has type {t}: expected {w}"));
+                    }
+                }
+                (lane, Some(t))
+            }
+            Err(te) => {
+                self.malformed(format!("{what}: {te}"));
+                (lane, None)
+            }
+        }
+    }
+
+    fn expr(&mut self, e: &Expr) -> bool {
+        match e {
+            Expr::Var(v) => {
+                if !self.var_ok(*v) {
+                    return false;
+                }
+                if !self.in_scope[v.index()] {
+                    self.malformed(format!("variable {} ({v}) is used before it is defined", self.name(*v)));
+                }
+                self.per_lane[v.index()]
+            }
+            Expr::Param(p) => {
+                if p.index() >= self.k.params.len() {
+                    self.malformed(format!("parameter {p} does not exist: the kernel has {} parameters", self.k.params.len()));
+                }
+                false
+            }
+            Expr::Load { buf, index } => {
+                self.buf_ok(*buf);
+                self.expr(index)
+            }
+            Expr::Let { var, value, body } => {
+                let a = self.expr(value);
+                self.define(*var);
+                if let Some(x) = self.per_lane.get_mut(var.index()) {
+                    *x = a;
+                }
+                let b = self.expr(body);
+                self.undefine(*var);
+                a || b
+            }
+            Expr::Reduce(r) => {
+                if let Err(se) = r.schedule.validate() {
+                    self.malformed(format!("schedule `{}`: {se}", r.schedule));
+                }
+                let a = self.expr(&r.len);
+                self.define(r.var);
+                if let Some(d) = self.k.vars.get(r.var.index()) {
+                    if !d.ty.is_int() {
+                        self.malformed(format!("reduction variable `{}` has type {}: expected an integer", d.name, d.ty));
+                    }
+                }
+                let b = self.expr(&r.body);
+                self.undefine(r.var);
+                a || b
+            }
+            Expr::ShuffleXor { value, mask } => {
+                match &self.lanes {
+                    None => self.malformed("shuffle_xor outside a lanes region".to_string()),
+                    Some(l) if *mask >= l.count => {
+                        let c = l.count;
+                        self.malformed(format!("shuffle_xor mask {mask} in a region of {c} lanes: expected a mask below {c}"))
+                    }
+                    Some(_) if self.nonuniform > 0 => {
+                        self.err(ErrorKind::NonUniformSync, "shuffle_xor under lane-dependent control flow: expected uniform control flow".to_string())
+                    }
+                    Some(_) => {}
+                }
+                self.expr(value);
+                true
+            }
+            _ => {
+                let mut lane = false;
+                e.for_each_child(|c| lane |= self.expr(c));
+                lane
+            }
+        }
+    }
+
+    fn buf_ok(&mut self, buf: Buf) -> bool {
+        match buf {
+            Buf::Param(p) => match self.k.params.get(p.index()).map(|x| &x.kind) {
+                Some(ParamKind::Buffer { .. }) => true,
+                Some(_) => {
+                    self.malformed(format!("`{}` is a scalar, used as a buffer", self.k.params[p.index()].name));
+                    false
+                }
+                None => {
+                    self.malformed(format!("buffer parameter {p} does not exist: the kernel has {} parameters", self.k.params.len()));
+                    false
+                }
+            },
+            Buf::Shared(s) => {
+                if s.index() >= self.k.shared.len() {
+                    self.malformed(format!("shared array {s} does not exist: the kernel has {}", self.k.shared.len()));
+                    return false;
+                }
+                true
+            }
+        }
+    }
+
+    fn block(&mut self, b: &[Stmt]) {
+        self.block_from(b, 0);
+    }
+
+    fn block_from(&mut self, b: &[Stmt], first: usize) {
+        let mut defined = Vec::new();
+        for (i, s) in b.iter().enumerate() {
+            self.path.push((first + i) as u32);
+            self.stmt(s, &mut defined);
+            self.path.pop();
+        }
+        for v in defined {
+            self.undefine(v);
+        }
+    }
+
+    fn var_ty(&self, v: Var) -> Option<ScalarType> {
+        self.k.vars.get(v.index()).map(|d| d.ty)
+    }
+
+    fn stmt(&mut self, s: &Stmt, defined: &mut Vec<Var>) {
+        match s {
+            Stmt::Let { var, value } => {
+                let (lane, _) = self.typed_expr(value, self.var_ty(*var), "let value");
+                self.define(*var);
+                defined.push(*var);
+                if let Some(x) = self.per_lane.get_mut(var.index()) {
+                    *x = lane || self.nonuniform > 0;
+                }
+            }
+            Stmt::Assign { var, value } => {
+                let (lane, _) = self.typed_expr(value, self.var_ty(*var), "assigned value");
+                if !self.var_ok(*var) {
+                    return;
+                }
+                let d = &self.k.vars[var.index()];
+                if !self.in_scope[var.index()] {
+                    self.malformed(format!("assignment to `{}` ({var}) before it is defined", d.name));
+                }
+                if !d.mutable {
+                    self.malformed(format!("assignment to `{}`, which is immutable: expected a mutable variable", d.name));
+                }
+                let in_implementing_region = self.lanes.as_ref().is_some_and(|l| l.implements);
+                if self.user_ir
+                    && d.ty.is_float()
+                    && self.in_scope[var.index()]
+                    && self.loop_depth > self.var_depth[var.index()]
+                    && !in_implementing_region
+                    && !is_minmax_of_self(*var, value)
+                {
+                    let name = d.name.clone();
+                    self.err(
+                        ErrorKind::UndeclaredReduction,
+                        format!("float accumulation into `{name}` inside a loop is not a declared reduction: write it as sum!(..., order = ...)"),
+                    );
+                }
+                if lane || self.nonuniform > 0 {
+                    self.per_lane[var.index()] = true;
+                }
+            }
+            Stmt::Store { buf, index, value } => {
+                if self.buf_ok(*buf) {
+                    if let Buf::Param(p) = buf {
+                        if let ParamKind::Buffer { access: Access::Read, .. } = self.k.params[p.index()].kind {
+                            self.malformed(format!("store into `{}`, which is read-only: expected a `&mut` buffer", self.k.params[p.index()].name));
+                        }
+                    }
+                }
+                self.typed_expr(index, Some(ScalarType::INDEX), "index");
+                self.typed_expr(value, self.k.buf_elem(*buf), "stored value");
+            }
+            Stmt::For { var, start, end, step, body } => {
+                let vt = self.var_ty(*var);
+                let mut lane = false;
+                for (e, what) in [(start, "loop start"), (end, "loop end"), (step, "loop step")] {
+                    lane |= self.typed_expr(e, vt, what).0;
+                }
+                if vt.is_some_and(|t| !t.is_int()) {
+                    self.malformed(format!("loop variable {} has type {}: expected an integer", self.name(*var), vt.unwrap_or(ScalarType::INDEX)));
+                }
+                self.define(*var);
+                if let Some(x) = self.per_lane.get_mut(var.index()) {
+                    *x = lane;
+                }
+                self.loop_depth += 1;
+                self.nonuniform += lane as u32;
+                self.block(body);
+                self.nonuniform -= lane as u32;
+                self.loop_depth -= 1;
+                self.undefine(*var);
+            }
+            Stmt::If { cond, then_body, else_body } => {
+                let (lane, _) = self.typed_expr(cond, Some(ScalarType::Bool), "condition");
+                self.nonuniform += lane as u32;
+                self.block(then_body);
+                self.block_from(else_body, then_body.len());
+                self.nonuniform -= lane as u32;
+            }
+            Stmt::ParFor { var, end, body } => {
+                let vt = self.var_ty(*var);
+                let (lane, _) = self.typed_expr(end, vt, "parallel loop end");
+                self.define(*var);
+                if let Some(x) = self.per_lane.get_mut(var.index()) {
+                    *x = true;
+                }
+                self.loop_depth += 1;
+                self.in_parfor += 1;
+                self.nonuniform += lane as u32;
+                self.block(body);
+                self.nonuniform -= lane as u32;
+                self.in_parfor -= 1;
+                self.loop_depth -= 1;
+                self.undefine(*var);
+            }
+            Stmt::Lanes { lane, count, implements, body } => self.lanes_region(*lane, *count, implements.as_ref(), body),
+            Stmt::Barrier => {
+                if self.nonuniform > 0 || self.in_parfor > 0 {
+                    self.err(ErrorKind::NonUniformSync, "barrier under lane-dependent control flow: expected uniform control flow".to_string());
+                }
+            }
+        }
+    }
+
+    fn lanes_region(&mut self, lane: Var, count: u32, imp: Option<&Implements>, body: &[Stmt]) {
+        if self.lanes.is_some() {
+            self.malformed("lanes region inside another lanes region".to_string());
+            return;
+        }
+        if count == 0 {
+            self.malformed("lanes region of 0 lanes: expected at least 1".to_string());
+        }
+        if let Some(imp) = imp {
+            if self.var_ok(imp.result) {
+                let d = &self.k.vars[imp.result.index()];
+                if !self.in_scope[imp.result.index()] {
+                    self.malformed(format!("lanes region result `{}` is not defined before the region", d.name));
+                }
+                if !d.mutable {
+                    self.malformed(format!("lanes region result `{}` is immutable: expected a mutable variable", d.name));
+                }
+                if d.ty != imp.reduce.ty {
+                    self.malformed(format!("lanes region result `{}` has type {}: expected {}", d.name, d.ty, imp.reduce.ty));
+                }
+            }
+            if let Err(se) = imp.reduce.schedule.validate() {
+                self.malformed(format!("schedule `{}`: {se}", imp.reduce.schedule));
+            }
+            if let Err(te) = self.k.type_of(&Expr::Reduce(imp.reduce.clone())) {
+                self.malformed(format!("implemented reduction: {te}"));
+            }
+        }
+        self.define(lane);
+        if let Some(x) = self.per_lane.get_mut(lane.index()) {
+            *x = true;
+        }
+        if self.var_ty(lane).is_some_and(|t| !t.is_int()) {
+            self.malformed(format!("lane variable {} is not an integer", self.name(lane)));
+        }
+        self.lanes = Some(LanesCx { count, implements: imp.is_some() });
+        self.block(body);
+        self.lanes = None;
+        self.undefine(lane);
+    }
+}
