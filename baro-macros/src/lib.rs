@@ -1,1 +1,73 @@
-use proc_macro::TokenStream; #[proc_macro_attribute] pub fn kernel(_a: TokenStream, i: TokenStream) -> TokenStream { i }
+//! `#[kernel]`: the front end of baro. A function written in a small Rust subset becomes a
+//! function returning its `baro_dsl::ir::Kernel`, built and checked while the crate compiles;
+//! a rows kernel declared `rows_of` an m=1 kernel is checked against it at build time.
+//!
+//! The macro never panics on user input: every problem is a compile error at the user's
+//! tokens, all of them are reported together, and a failing kernel still leaves a stub with
+//! the same signature so the rest of the crate type-checks.
+
+mod attr;
+mod diag;
+mod emit;
+mod expand;
+mod lower;
+mod sibling;
+mod signature;
+mod verifier;
+
+#[cfg(test)]
+mod tests;
+
+use proc_macro::TokenStream;
+
+/// Turns a kernel written in baro's Rust subset into `fn name() -> baro_dsl::ir::Kernel`.
+///
+/// ```text
+/// #[kernel(grid = [n])]
+/// pub fn matvec(x: &[f32], w: &[bf16], y: &mut [f32], k: usize, n: usize) {
+///     let o = group_id(0);
+///     y[o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[i] * w[o * k + i].to_f32());
+/// }
+///
+/// #[kernel(grid = [n], rows_of = matvec, rows = rows, row_stride(x = k, y = n))]
+/// pub fn matvec_rows(x: &[f32], w: &[bf16], y: &mut [f32], k: usize, n: usize, rows: usize) { .. }
+/// ```
+///
+/// Attribute keys: `grid = [e0, e1?, e2?]` (workgroups per axis, over scalar parameters;
+/// required), `rows_of = path` (the m=1 kernel), `rows = param` (the row count),
+/// `row_stride(buf = expr, ..)` (elements between rows of a per-row buffer; other buffers
+/// are shared by all rows), `verify(param = [v, ..], ..)` (shapes the verifier tries).
+///
+/// Parameters: `&[T]`, `&mut [T]` or `T` with T one of f32, f16, bf16, i8, u8, i32, u32,
+/// i64, u64, usize, bool.
+///
+/// Statements: `let [mut] x [: T] = e;`, `x = e;`, `x op= e;`, `buf[i] = e;`,
+/// `for i in a..b {}`, `for i in (a..b).step_by(s) {}`, `for i in par(0..n) {}` (iterations
+/// independent, spread over lanes, barrier at the end), `if c {} else {}`, `barrier();`,
+/// `let tile = shared::<T, N>();` (a workgroup array).
+///
+/// Expressions: literals (unsuffixed integers take the other operand's type, else `usize`;
+/// unsuffixed floats are f32), names, `buf[i]`, `-`, `!`, arithmetic, bitwise, shifts,
+/// comparisons, `&&`/`||` (both sides are always evaluated), `e as T`, `x.to_f32()`,
+/// `bf16::from_f32(x)`, `f16::from_f32(x)`, `x.to_bits()`, `f32::from_bits(b)`, `x.sqrt()`,
+/// `x.abs()`, `x.floor()`, `x.max(y)`, `x.min(y)`, `exp`, `log`, `sigmoid`, `silu`,
+/// `softplus`, `rsqrt`, `if c { a } else { b }` (a select: both arms evaluated),
+/// `group_id(axis)`, and the reductions `sum!`/`max!`/`min!(i in 0..len, order = ORDER, body)`
+/// with ORDER one of `seq`, `lanes(N).butterfly()`, `lanes(N).strided().butterfly()`,
+/// `lanes(N).pairwise()`, `lanes(N).seq()`, `chunked(C)`, `chunked(C).pairwise()`,
+/// `blocked(B, ORDER)`.
+///
+/// A float accumulation in a loop (`acc += x` with `acc` declared outside the loop) is an
+/// error: its order would be undeclared. `acc = acc.max(x)` is allowed (exact for non-NaN).
+#[proc_macro_attribute]
+pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand::kernel(attr.into(), item.into()).into()
+}
+
+/// The build-time sibling check behind `rows_of` (expanded from the hidden macro each
+/// kernel defines); not for direct use.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __check_sibling(input: TokenStream) -> TokenStream {
+    sibling::check(input.into()).into()
+}

@@ -1,0 +1,114 @@
+//! Parsing of the `#[kernel(...)]` arguments into their syntax, before any lowering.
+//!
+//! Keys: `grid = [e0, e1?, e2?]` (required), `rows_of = path`, `rows = ident`,
+//! `row_stride(buf = expr, ...)`, `verify(param = [v, ...], ...)`. This module only reads
+//! tokens; it never decides what a name refers to (the lowering does, with the signature).
+
+use crate::diag::Diag;
+use proc_macro2::{Span, TokenStream, TokenTree};
+use syn::parse::{ParseStream, Parser};
+use syn::punctuated::Punctuated;
+use syn::{bracketed, parenthesized, Expr, Ident, LitInt, Path, Token};
+
+pub struct KernelAttr {
+    /// The grid axes and the span of the `grid` key.
+    pub grid: Option<(Span, Vec<Expr>)>,
+    pub rows_of: Option<Path>,
+    pub rows: Option<Ident>,
+    pub row_strides: Vec<(Ident, Expr)>,
+    pub verify: Vec<(Ident, Vec<LitInt>)>,
+}
+
+const KEYS: &str = "grid, rows_of, rows, row_stride or verify";
+
+/// Parses the attribute arguments, recording every problem in `diag`.
+pub fn parse(tokens: TokenStream, diag: &mut Diag) -> KernelAttr {
+    let mut attr = KernelAttr { grid: None, rows_of: None, rows: None, row_strides: Vec::new(), verify: Vec::new() };
+    let parser = |input: ParseStream| -> syn::Result<()> {
+        let mut seen: Vec<String> = Vec::new();
+        while !input.is_empty() {
+            let key: Ident = input.parse()?;
+            let name = key.to_string();
+            if seen.contains(&name) && KEYS.contains(name.as_str()) {
+                diag.spanned(&key, format!("duplicate attribute key `{name}`: expected each key at most once"));
+            }
+            seen.push(name.clone());
+            match name.as_str() {
+                "grid" => {
+                    input.parse::<Token![=]>()?;
+                    let content;
+                    bracketed!(content in input);
+                    let axes: Punctuated<Expr, Token![,]> = Punctuated::parse_terminated(&content)?;
+                    let axes: Vec<Expr> = axes.into_iter().collect();
+                    if axes.is_empty() || axes.len() > 3 {
+                        diag.spanned(&key, format!("expected 1 to 3 grid axes, found {}", axes.len()));
+                    }
+                    attr.grid = Some((key.span(), axes));
+                }
+                "rows_of" => {
+                    input.parse::<Token![=]>()?;
+                    attr.rows_of = Some(Path::parse_mod_style(input)?);
+                }
+                "rows" => {
+                    input.parse::<Token![=]>()?;
+                    attr.rows = Some(input.parse()?);
+                }
+                "row_stride" => {
+                    let content;
+                    parenthesized!(content in input);
+                    let items = Punctuated::<(Ident, Expr), Token![,]>::parse_terminated_with(&content, |s| {
+                        let buf: Ident = s.parse()?;
+                        s.parse::<Token![=]>()?;
+                        Ok((buf, s.parse()?))
+                    })?;
+                    attr.row_strides.extend(items);
+                }
+                "verify" => {
+                    let content;
+                    parenthesized!(content in input);
+                    let items = Punctuated::<(Ident, Vec<LitInt>), Token![,]>::parse_terminated_with(&content, |s| {
+                        let param: Ident = s.parse()?;
+                        s.parse::<Token![=]>()?;
+                        let values;
+                        bracketed!(values in s);
+                        let values = Punctuated::<LitInt, Token![,]>::parse_terminated(&values)?;
+                        Ok((param, values.into_iter().collect()))
+                    })?;
+                    attr.verify.extend(items);
+                }
+                _ => {
+                    diag.spanned(&key, format!("unknown attribute key `{name}`: expected {KEYS}"));
+                    // Skip this key's value and go on with the next key.
+                    while !input.is_empty() && !input.peek(Token![,]) {
+                        input.parse::<TokenTree>()?;
+                    }
+                }
+            }
+            if !input.is_empty() {
+                input.parse::<Token![,]>()?;
+            }
+        }
+        Ok(())
+    };
+    if let Err(e) = parser.parse2(tokens) {
+        diag.push(e);
+    }
+    if attr.grid.is_none() && !diag.has_errors() {
+        diag.at(Span::call_site(), "expected `grid = [...]` in #[kernel(...)]: the number of workgroups along each axis, over scalar parameters");
+    }
+    match (&attr.rows_of, &attr.rows) {
+        (Some(p), None) => {
+            diag.spanned(p, "expected `rows = <param>` next to `rows_of`: the scalar parameter holding the row count");
+        }
+        (None, Some(r)) => {
+            diag.spanned(r, "`rows` without `rows_of`: expected `rows_of = <m=1 kernel>` as well");
+        }
+        _ => {}
+    }
+    if attr.rows_of.is_none() {
+        if let Some((buf, _)) = attr.row_strides.first() {
+            diag.spanned(buf, "`row_stride` without `rows_of`: expected `rows_of = <m=1 kernel>` as well");
+        }
+    }
+    attr
+}

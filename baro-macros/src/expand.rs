@@ -1,0 +1,70 @@
+//! What `#[kernel]` expands to: the IR builder function (or, on error, a stub with the same
+//! signature next to the errors), a check that the parameter types name real types, and
+//! the sibling-check plumbing.
+//!
+//! It never panics and never drops an error: everything found is reported together.
+
+use crate::diag::Diag;
+use crate::lower::{self, Front};
+use crate::{emit, sibling, verifier};
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::ItemFn;
+
+/// The front end plus the verifier's well-formedness check.
+pub fn front_end(attr: TokenStream, item: &ItemFn, diag: &mut Diag) -> Front {
+    let front = lower::lower_kernel(attr, item, diag);
+    if let Some(l) = &front.lowered {
+        verifier::wellformed(l, diag);
+    }
+    front
+}
+
+pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let func: ItemFn = match syn::parse2(item.clone()) {
+        Ok(f) => f,
+        Err(e) => {
+            let err = syn::Error::new(e.span(), format!("#[kernel] applies to a function: {e}")).to_compile_error();
+            return quote! { #err #item };
+        }
+    };
+    let mut diag = Diag::default();
+    let front = front_end(attr.clone(), &func, &mut diag);
+    let name = &func.sig.ident;
+    let vis = &func.vis;
+    let attrs = &func.attrs;
+    let body = match (&front.lowered, diag.has_errors()) {
+        (Some(l), false) => {
+            let k = emit::kernel(&l.kernel);
+            quote! {
+                static KERNEL: ::std::sync::OnceLock<::baro_dsl::ir::Kernel> = ::std::sync::OnceLock::new();
+                ::core::clone::Clone::clone(KERNEL.get_or_init(|| #k))
+            }
+        }
+        _ => {
+            let msg = format!("kernel `{name}` failed to compile; see the errors above");
+            quote! { ::core::unreachable!(#msg) }
+        }
+    };
+    let errors = diag.to_compile_errors();
+    // Naming the parameter types (and the Rust items the body names) in real Rust keeps the
+    // user's imports (`use half::bf16`) meaningful and checks they resolve.
+    let tys = front.params.iter().map(|p| &p.ty);
+    let uses = &front.uses;
+    let sig_check = quote! {
+        const _: ::core::option::Option<fn(#(#tys),*)> = ::core::option::Option::None;
+        const _: () = { #(#uses)* };
+    };
+    let sibling_def = sibling::definition(name, &attr, &item);
+    let sibling_use = front.attr.rows_of.as_ref().map(|p| sibling::invocation(p, &attr, &item));
+    quote! {
+        #errors
+        #(#attrs)*
+        #vis fn #name() -> ::baro_dsl::ir::Kernel {
+            #body
+        }
+        #sig_check
+        #sibling_def
+        #sibling_use
+    }
+}

@@ -1,0 +1,179 @@
+//! Reductions: `sum!`/`max!`/`min!(i in 0..len, order = ORDER, body)` and the ORDER syntax
+//! (`seq`, `lanes(N).butterfly()`, `lanes(N).strided().pairwise()`, `lanes(N).seq()`,
+//! `chunked(C)`, `chunked(C).pairwise()`, `blocked(B, ORDER)`).
+//!
+//! The order the user writes becomes the `Schedule` verbatim; nothing here picks one.
+
+use super::spans::SpanRange;
+use super::stmt::strip;
+use super::{Binding, Lower, Typed};
+use crate::diag::{show, R};
+use baro_dsl::ir::{Expr, Reduce, ReduceOp, ScalarType};
+use baro_dsl::schedule::{Combine, Schedule};
+use proc_macro2::TokenStream;
+use syn::parse::{ParseStream, Parser};
+use syn::{Ident, Token};
+
+struct ReduceSyntax {
+    var: Ident,
+    range: syn::Expr,
+    /// `order = ORDER`, for the span table.
+    order_tokens: TokenStream,
+    order: syn::Expr,
+    body: syn::Expr,
+}
+
+const ORDERS: &str = "seq, lanes(N).butterfly(), lanes(N).pairwise(), lanes(N).seq(), chunked(C), chunked(C).pairwise() or blocked(B, ORDER)";
+
+fn parse_reduce(input: ParseStream) -> syn::Result<ReduceSyntax> {
+    let var: Ident = input.parse()?;
+    input.parse::<Token![in]>()?;
+    let range = syn::Expr::parse_without_eager_brace(input)?;
+    input.parse::<Token![,]>()?;
+    let key: Ident = input.parse()?;
+    if key != "order" {
+        return Err(syn::Error::new(key.span(), format!("expected `order = ...` after the range, found `{key}`: every reduction declares its order ({ORDERS})")));
+    }
+    let eq: Token![=] = input.parse()?;
+    let order: syn::Expr = input.parse()?;
+    let order_tokens = quote::quote!(#key #eq #order);
+    input.parse::<Token![,]>()?;
+    let body: syn::Expr = input.parse()?;
+    if !input.is_empty() {
+        input.parse::<Token![,]>()?;
+    }
+    if !input.is_empty() {
+        return Err(input.error("expected the end of the reduction after its body"));
+    }
+    Ok(ReduceSyntax { var, range, order_tokens, order, body })
+}
+
+impl Lower<'_> {
+    pub(super) fn reduce(&mut self, mac: &syn::Macro, hint: Option<ScalarType>) -> R<Typed> {
+        let op = match mac.path.get_ident().map(ToString::to_string).as_deref() {
+            Some("sum") => ReduceOp::Add,
+            Some("max") => ReduceOp::Max,
+            Some("min") => ReduceOp::Min,
+            _ => return Err(self.fail(mac, super::expr::unsupported(&syn::Expr::Macro(syn::ExprMacro { attrs: vec![], mac: mac.clone() })))),
+        };
+        let usage = format!("expected `{}!(i in 0..len, order = ORDER, body)`", op.name());
+        let r = match parse_reduce.parse2(mac.tokens.clone()) {
+            Ok(r) => r,
+            Err(e) => {
+                let msg = format!("{e}; {usage}");
+                self.diag.push(syn::Error::new(e.span(), msg));
+                return Err(super::Reported);
+            }
+        };
+        // Pre-order: this reduction's ordinal comes before any nested one's.
+        self.spans.reduces.push(SpanRange::of(&r.order_tokens));
+        let schedule = self.schedule(&r.order)?;
+        let len = match strip(&r.range) {
+            syn::Expr::Range(range) => {
+                let (start, end) = self.range(range)?;
+                if !matches!(&start.e, Expr::Const(c) if c.bits == 0) {
+                    return Err(self.fail(range, format!("a reduction runs over `0..len`, found `{}`: shift the index in the body instead", show(range))));
+                }
+                if end.ty != ScalarType::INDEX {
+                    return Err(self.fail(range, format!("a reduction's length has type {}: expected usize", end.ty)));
+                }
+                end.e
+            }
+            other => return Err(self.fail(other, format!("{usage}: found `{}` where the range `0..len` goes", show(other)))),
+        };
+        let var = self.k.add_var(r.var.to_string(), ScalarType::INDEX, false);
+        let body = self.with_scope(|lw| {
+            let depth = lw.loop_depth;
+            lw.bind(&r.var, Binding::Local { var, depth });
+            lw.expr(&r.body, hint)
+        })?;
+        let ok = match op {
+            ReduceOp::Add => body.ty.is_float() || body.ty.is_int(),
+            ReduceOp::Max | ReduceOp::Min => body.ty == ScalarType::F32 || body.ty.is_int(),
+        };
+        if !ok {
+            return Err(self.fail(&r.body, format!("`{}!` over {}: expected f32 or an integer body (convert f16/bf16 with `.to_f32()`)", op.name(), body.ty)));
+        }
+        let reduce = Reduce { op, ty: body.ty, schedule, var, len, body: body.e };
+        Ok(Typed { ty: reduce.ty, e: Expr::Reduce(Box::new(reduce)) })
+    }
+
+    /// Parses and validates an ORDER expression.
+    fn schedule(&mut self, e: &syn::Expr) -> R<Schedule> {
+        let s = self.schedule_syntax(e)?;
+        match s.validate() {
+            Ok(()) => Ok(s),
+            Err(err) => Err(self.fail(e, format!("invalid reduction order `{}`: {err}", show(e)))),
+        }
+    }
+
+    fn schedule_syntax(&mut self, e: &syn::Expr) -> R<Schedule> {
+        let expected = |lw: &mut Self, node: &syn::Expr| lw.fail(node, format!("expected a reduction order ({ORDERS}), found `{}`", show(node)));
+        // Unwind the method chain: base call, then method names in order.
+        let mut methods: Vec<&syn::ExprMethodCall> = Vec::new();
+        let mut cur = strip(e);
+        while let syn::Expr::MethodCall(m) = cur {
+            methods.push(m);
+            cur = strip(&m.receiver);
+        }
+        methods.reverse();
+        if methods.iter().any(|m| !m.args.is_empty() || m.turbofish.is_some()) {
+            return Err(expected(self, e));
+        }
+        let names: Vec<String> = methods.iter().map(|m| m.method.to_string()).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        match cur {
+            syn::Expr::Path(p) if p.path.is_ident("seq") && names.is_empty() => Ok(Schedule::Sequential),
+            syn::Expr::Call(c) => {
+                let head = match &*c.func {
+                    syn::Expr::Path(p) => p.path.get_ident().map(ToString::to_string).unwrap_or_default(),
+                    _ => return Err(expected(self, e)),
+                };
+                let args: Vec<&syn::Expr> = c.args.iter().collect();
+                match (head.as_str(), args.as_slice()) {
+                    ("lanes", [n]) => {
+                        let count = self.count(n)?;
+                        let combine = match names.as_slice() {
+                            ["strided", c] | [c] => Combine::from_name(c),
+                            _ => None,
+                        };
+                        match combine {
+                            Some(combine) => Ok(Schedule::Lanes { count, combine }),
+                            None => Err(self.fail(e, format!("`lanes({count})` needs a combine: expected `lanes({count}).butterfly()`, `.pairwise()` or `.seq()` (optionally after `.strided()`), found `{}`", show(e)))),
+                        }
+                    }
+                    ("chunked", [n]) => {
+                        let size = self.count(n)?;
+                        let combine = match names.as_slice() {
+                            [] => Some(Combine::Sequential),
+                            [c] => Combine::from_name(c),
+                            _ => None,
+                        };
+                        match combine {
+                            Some(combine) => Ok(Schedule::Chunked { size, combine }),
+                            None => Err(expected(self, e)),
+                        }
+                    }
+                    ("blocked", [n, inner]) if names.is_empty() => {
+                        let block = self.count(n)?;
+                        let across = self.schedule_syntax(inner)?;
+                        Ok(Schedule::Blocked { block, across: Box::new(across) })
+                    }
+                    _ => Err(expected(self, e)),
+                }
+            }
+            _ => Err(expected(self, e)),
+        }
+    }
+
+    /// A count in an order: an integer literal.
+    fn count(&mut self, n: &syn::Expr) -> R<u32> {
+        match strip(n) {
+            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => match i.base10_parse::<u32>() {
+                Ok(v) => Ok(v),
+                Err(_) => Err(self.fail(n, format!("count `{}`: expected an integer literal that fits in u32", show(n)))),
+            },
+            other => Err(self.fail(other, format!("count `{}`: expected an integer literal (orders are fixed when the kernel is written)", show(other)))),
+        }
+    }
+}

@@ -1,0 +1,19 @@
+use baro_macros::kernel;
+use half::bf16;
+
+#[kernel(grid = [n])]
+pub fn matvec(x: &[f32], w: &[bf16], y: &mut [f32], k: usize, n: usize) {
+    let o = group_id(0);
+    y[o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[i] * w[o * k + i].to_f32());
+}
+
+// Same schedule, operands swapped: w*x is not x*w to the verifier.
+#[kernel(grid = [n], rows_of = matvec, rows = rows, row_stride(x = k, y = n))]
+pub fn matvec_rows(x: &[f32], w: &[bf16], y: &mut [f32], k: usize, n: usize, rows: usize) {
+    let o = group_id(0);
+    for r in 0..rows {
+        y[r * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), w[o * k + i].to_f32() * x[r * k + i]);
+    }
+}
+
+fn main() {}
