@@ -9,6 +9,7 @@ pub mod lanes;
 pub mod mathlib;
 pub mod schedule;
 pub mod verify;
+#[doc(hidden)] pub mod testkernels;
 
 #[cfg(feature = "llvm")]
 pub mod lower;
@@ -17,3 +18,7 @@ pub mod runtime;
 
 pub use ir::{Kernel, ScalarType};
 pub use schedule::{Combine, Schedule, Tree};
+
+pub mod cache;
+pub mod options;
+pub mod target;

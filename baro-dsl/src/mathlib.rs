@@ -1,1 +1,0 @@
-//! baro math functions from IEEE basic operations (to be written).
