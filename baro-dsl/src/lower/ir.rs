@@ -11,6 +11,7 @@ use inkwell::{FloatPredicate, IntPredicate};
 
 use super::{fail, R};
 
+#[derive(Clone, Copy)]
 pub(crate) struct Ir<'a, 'ctx> {
     pub cx: &'ctx Context,
     pub b: &'a Builder<'ctx>,

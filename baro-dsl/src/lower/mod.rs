@@ -6,8 +6,11 @@
 //! `llvm.fmuladd`, and never depends on a libcall being resolvable.
 
 pub mod convert;
+mod expr;
+pub mod gpu;
 pub mod host;
 mod ir;
+mod ops;
 
 pub use host::{lower_host, shared_layout, ErrorRecord, ENTRY_NAME, ERR_FOR_STEP, ERR_READ, ERR_READ_SHARED, ERR_WRITE, ERR_WRITE_SHARED};
 

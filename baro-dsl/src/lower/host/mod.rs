@@ -29,7 +29,7 @@ use inkwell::AddressSpace;
 
 use super::ir::Ir;
 use super::{fail, Fail, LowerError, R};
-use crate::ir::{Expr, Kernel, ParamKind, ScalarType, Stmt, Var};
+use crate::ir::{Expr, Kernel, ParamKind, Stmt, Var};
 
 /// The JIT entry's symbol name.
 pub const ENTRY_NAME: &str = "baro_entry";
@@ -98,25 +98,7 @@ pub(super) struct Cg<'a, 'ctx> {
     shuffles: HashMap<*const Expr, PointerValue<'ctx>>,
 }
 
-/// The register type of a scalar type (f16/bf16 travel as their i16 bits, bool as i1).
-pub(super) fn reg_ty<'ctx>(cx: &'ctx Context, t: ScalarType) -> BasicTypeEnum<'ctx> {
-    match t {
-        ScalarType::Bool => cx.bool_type().into(),
-        ScalarType::I8 | ScalarType::U8 => cx.i8_type().into(),
-        ScalarType::F16 | ScalarType::BF16 => cx.i16_type().into(),
-        ScalarType::I32 | ScalarType::U32 => cx.i32_type().into(),
-        ScalarType::I64 | ScalarType::U64 => cx.i64_type().into(),
-        ScalarType::F32 => cx.f32_type().into(),
-    }
-}
-
-/// The in-memory type (bool is one byte).
-pub(super) fn mem_ty<'ctx>(cx: &'ctx Context, t: ScalarType) -> BasicTypeEnum<'ctx> {
-    match t {
-        ScalarType::Bool => cx.i8_type().into(),
-        t => reg_ty(cx, t),
-    }
-}
+pub(super) use crate::lower::expr::{mem_ty, reg_ty};
 
 /// Lowers an expanded, call-free kernel to a module holding `ENTRY_NAME`.
 pub fn lower_host<'ctx>(cx: &'ctx Context, k: &Kernel) -> Result<Module<'ctx>, LowerError> {
@@ -208,23 +190,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 ParamKind::Scalar(t) => {
                     let sp = unsafe { self.ir.b.build_in_bounds_gep(i64t, scalars, &[idx], "")? };
                     let bits = self.ir.b.build_load(i64t, sp, &p.name)?.into_int_value();
-                    ParamVal::Scalar(self.scalar_from_bits64(bits, *t)?)
+                    ParamVal::Scalar(self.ir.scalar_from_bits64(bits, *t)?)
                 }
             };
             self.params.push(v);
         }
         Ok(())
-    }
-
-    /// A register value of type `t` from its canonical 64-bit pattern.
-    fn scalar_from_bits64(&self, bits: IntValue<'ctx>, t: ScalarType) -> R<BasicValueEnum<'ctx>> {
-        let cx = self.ir.cx;
-        Ok(match t {
-            ScalarType::Bool => self.ir.icmp(inkwell::IntPredicate::NE, bits, self.ir.i64(0))?.into(),
-            ScalarType::F32 => self.ir.bits_f32(self.ir.trunc(bits, cx.i32_type())?)?.into(),
-            ScalarType::I64 | ScalarType::U64 => bits.into(),
-            t => self.ir.trunc(bits, reg_ty(cx, t).into_int_type())?.into(),
-        })
     }
 
     /// Gives every statement-defined variable a zeroed slot: per-lane arrays for variables

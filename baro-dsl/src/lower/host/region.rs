@@ -9,6 +9,7 @@
 
 use super::Cg;
 use crate::ir::{Expr, Stmt, Var};
+use crate::lower::expr::ExprLeaves;
 use crate::lower::{fail, R};
 
 fn expr_has_shuffle(e: &Expr) -> bool {

@@ -8,7 +8,8 @@ use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::IntPredicate as P;
 
 use super::{mem_ty, reg_ty, Cg, ERR_FOR_STEP, ERR_WRITE, ERR_WRITE_SHARED};
-use crate::ir::{Buf, Expr, ScalarType, Stmt, Var};
+use crate::ir::{Buf, ScalarType, Stmt, Var};
+use crate::lower::expr::ExprLeaves;
 use crate::lower::{fail, R};
 
 pub(super) type Body<'b, 'a, 'ctx> = dyn FnMut(&mut Cg<'a, 'ctx>, IntValue<'ctx>) -> R<()> + 'b;
@@ -87,13 +88,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         Ok(())
     }
 
-    pub(super) fn var_ty(&self, v: Var) -> R<ScalarType> {
-        match self.k.vars.get(v.index()) {
-            Some(d) => Ok(d.ty),
-            None => fail(format!("variable {v} is not declared")),
-        }
-    }
-
     /// Stores to a variable: to the current lane's element of a per-lane variable, to every
     /// lane's element when outside a lane loop, or to the plain slot.
     pub(super) fn store_var(&mut self, v: Var, val: BasicValueEnum<'ctx>) -> R<()> {
@@ -134,23 +128,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
 
     pub(super) fn lane_ptr(&self, arr: PointerValue<'ctx>, t: inkwell::types::BasicTypeEnum<'ctx>, n: u32, lane: IntValue<'ctx>) -> R<PointerValue<'ctx>> {
         Ok(unsafe { self.ir.b.build_in_bounds_gep(t.array_type(n), arr, &[self.ir.i64(0), lane], "")? })
-    }
-
-    /// An index expression as u64 (sign-extended when its type is signed).
-    pub(super) fn index(&mut self, e: &'a Expr) -> R<(IntValue<'ctx>, bool)> {
-        let v = self.expr(e)?;
-        if !v.ty.is_int() {
-            return fail(format!("index of type {}: expected an integer", v.ty));
-        }
-        let i = v.v.into_int_value();
-        let i64t = self.ir.cx.i64_type();
-        let signed = v.ty.is_signed();
-        let i = match (v.ty.bits(), signed) {
-            (64, _) => i,
-            (_, true) => self.ir.b.build_int_s_extend(i, i64t, "")?,
-            (_, false) => self.ir.zext(i, i64t)?,
-        };
-        Ok((i, signed))
     }
 
     /// The address of `buf[idx]` after checking `idx < len` (else: error record and return).

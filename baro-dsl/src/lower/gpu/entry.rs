@@ -1,0 +1,212 @@
+//! The kernel entry of the GPU lowering: its signature and calling convention, per-target
+//! attributes and module flags, thread and group ids, zeroed variable slots and shared arrays.
+//! Nothing here lowers statements (`stmt`) or lane regions (`lanes`).
+
+use std::collections::HashMap;
+
+use inkwell::attributes::AttributeLoc;
+use inkwell::context::Context;
+use inkwell::module::{FlagBehavior, Linkage, Module};
+use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
+use inkwell::values::{BasicMetadataValueEnum, PointerValue};
+use inkwell::AddressSpace;
+
+use super::{Arch, Gpu, ParamVal};
+use crate::ir::{Kernel, ParamKind, Stmt, Var};
+use crate::lower::expr::{mem_ty, reg_ty};
+use crate::lower::ir::Ir;
+use crate::lower::{fail, Fail, R};
+use crate::options::{CodeObjectVersion, CompileOptions};
+
+/// LLVM calling conventions of kernel entries.
+const CC_PTX_KERNEL: u32 = 71;
+const CC_AMDGPU_KERNEL: u32 = 91;
+
+pub(super) const GLOBAL: u16 = 1;
+pub(super) const SHARED: u16 = 3;
+
+pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch: Arch, wave: u32, block_dim: u32, options: &CompileOptions) -> R<()> {
+    if k.grid.is_empty() || k.grid.len() > 3 {
+        return fail(format!("a kernel has 1 to 3 grid axes, found {}", k.grid.len()));
+    }
+    if k.name.is_empty() || !k.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || k.name.starts_with(|c: char| c.is_ascii_digit()) {
+        return fail(format!("kernel name `{}`: expected an identifier (letters, digits, `_`)", k.name));
+    }
+    let gptr = cx.ptr_type(AddressSpace::from(GLOBAL));
+    let i64t = cx.i64_type();
+    let mut sig: Vec<BasicMetadataTypeEnum> = Vec::new();
+    for p in &k.params {
+        match p.kind {
+            ParamKind::Buffer { .. } => {
+                sig.push(gptr.into());
+                sig.push(i64t.into());
+            }
+            ParamKind::Scalar(_) => sig.push(i64t.into()),
+        }
+    }
+    sig.push(gptr.into());
+    let f = m.add_function(&k.name, cx.void_type().fn_type(&sig, false), None);
+    annotate(cx, m, f, arch, block_dim, options)?;
+
+    let b = cx.create_builder();
+    let allocas = cx.create_builder();
+    let entry = cx.append_basic_block(f, "entry");
+    let start = cx.append_basic_block(f, "start");
+    allocas.position_at_end(entry);
+    b.position_at_end(start);
+    let ir = Ir { cx, b: &b, m };
+
+    let arg = |i: u32| f.get_nth_param(i).ok_or_else(|| Fail(format!("missing entry parameter {i}")));
+    let mut params = Vec::with_capacity(k.params.len());
+    let mut next = 0u32;
+    for p in &k.params {
+        match p.kind {
+            ParamKind::Buffer { .. } => {
+                let ptr = arg(next)?.into_pointer_value();
+                let len = arg(next + 1)?.into_int_value();
+                ptr.set_name(&p.name);
+                len.set_name(&format!("{}_len", p.name));
+                params.push(ParamVal::Buffer { ptr, len });
+                next += 2;
+            }
+            ParamKind::Scalar(t) => {
+                let bits = arg(next)?.into_int_value();
+                bits.set_name(&p.name);
+                params.push(ParamVal::Scalar(ir.scalar_from_bits64(bits, t)?));
+                next += 1;
+            }
+        }
+    }
+    let err = arg(next)?.into_pointer_value();
+    err.set_name("error_record");
+
+    let tid = ir.zext(super::intrinsics::thread_id(&ir, arch)?, i64t)?;
+    let mut group = [ir.i64(0); 3];
+    for (axis, g) in group.iter_mut().enumerate() {
+        *g = ir.zext(super::intrinsics::group_id(&ir, arch, axis as u8)?, i64t)?;
+    }
+    let mut shared = Vec::with_capacity(k.shared.len());
+    for s in &k.shared {
+        let t = mem_ty(cx, s.elem).array_type(s.len);
+        let g = m.add_global(t, Some(AddressSpace::from(SHARED)), &format!("shared_{}", s.name));
+        g.set_linkage(Linkage::Internal);
+        g.set_initializer(&t.get_undef());
+        g.set_alignment(8);
+        shared.push(g.as_pointer_value());
+    }
+
+    let mut gpu = Gpu {
+        ir,
+        allocas,
+        f,
+        k,
+        arch,
+        wave,
+        block_dim,
+        slots: HashMap::new(),
+        lets: HashMap::new(),
+        params,
+        shared,
+        err,
+        tid,
+        group,
+        region: None,
+    };
+    gpu.declare_vars()?;
+    gpu.zero_shared()?;
+    gpu.block(&k.body)?;
+    gpu.ir.b.build_return(None)?;
+    gpu.allocas.build_unconditional_branch(start)?;
+    Ok(())
+}
+
+/// Calling convention, launch bounds and floating-point mode of the entry; module flags.
+fn annotate<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, f: inkwell::values::FunctionValue<'ctx>, arch: Arch, block_dim: u32, options: &CompileOptions) -> R<()> {
+    let attr = |k: &str, v: &str| f.add_attribute(AttributeLoc::Function, cx.create_string_attribute(k, v));
+    // f32 denormals are preserved on every target (no flush to zero).
+    attr("denormal-fp-math-f32", "ieee,ieee");
+    attr("denormal-fp-math", "ieee,ieee");
+    match arch {
+        Arch::Nvptx => {
+            f.set_call_conventions(CC_PTX_KERNEL);
+            let md: [BasicMetadataValueEnum; 3] =
+                [f.as_global_value().as_pointer_value().into(), cx.metadata_string("maxntidx").into(), cx.i32_type().const_int(block_dim as u64, false).into()];
+            m.add_global_metadata("nvvm.annotations", &cx.metadata_node(&md)).map_err(|e| Fail(format!("nvvm.annotations: {e}")))?;
+        }
+        Arch::Amdgpu => {
+            f.set_call_conventions(CC_AMDGPU_KERNEL);
+            attr("amdgpu-flat-work-group-size", &format!("{block_dim},{block_dim}"));
+            attr("uniform-work-group-size", "true");
+            let cov = match options.amdgpu_code_object {
+                CodeObjectVersion::V4 => 400,
+                CodeObjectVersion::V5 => 500,
+            };
+            m.add_basic_value_flag("amdhsa_code_object_version", FlagBehavior::Error, cx.i32_type().const_int(cov, false));
+        }
+    }
+    Ok(())
+}
+
+impl<'a, 'ctx> Gpu<'a, 'ctx> {
+    /// Gives every statement-defined variable a zeroed private slot.
+    fn declare_vars(&mut self) -> R<()> {
+        let mut all = Vec::new();
+        collect_defs(&self.k.body, &mut all);
+        for v in all {
+            if self.slots.contains_key(&v) {
+                continue;
+            }
+            let Some(decl) = self.k.vars.get(v.index()) else { return fail(format!("variable {v} is not declared")) };
+            let p = self.alloca_zeroed(reg_ty(self.ir.cx, decl.ty), &decl.name)?;
+            self.slots.insert(v, p);
+        }
+        Ok(())
+    }
+
+    pub(super) fn alloca_zeroed(&self, t: BasicTypeEnum<'ctx>, name: &str) -> R<PointerValue<'ctx>> {
+        let p = self.allocas.build_alloca(t, name)?;
+        self.allocas.build_store(p, t.const_zero())?;
+        Ok(p)
+    }
+
+    /// Shared arrays start zeroed (as on the host): every thread clears a strided share,
+    /// then the workgroup waits at a barrier.
+    fn zero_shared(&mut self) -> R<()> {
+        if self.k.shared.is_empty() {
+            return Ok(());
+        }
+        for (i, s) in self.k.shared.iter().enumerate() {
+            let t = mem_ty(self.ir.cx, s.elem);
+            let base = self.shared[i];
+            let n = self.ir.i64(s.len as u64);
+            self.strided_loop(crate::ir::ScalarType::INDEX, n, &mut |g, j| {
+                let p = unsafe { g.ir.b.build_in_bounds_gep(t, base, &[j], "")? };
+                g.ir.b.build_store(p, t.const_zero())?;
+                Ok(())
+            })?;
+        }
+        self.barrier()
+    }
+}
+
+/// Every variable a statement defines or assigns.
+fn collect_defs(stmts: &[Stmt], all: &mut Vec<Var>) {
+    for s in stmts {
+        match s {
+            Stmt::Let { var, .. } | Stmt::Assign { var, .. } => all.push(*var),
+            Stmt::For { var, body, .. } | Stmt::ParFor { var, body, .. } => {
+                all.push(*var);
+                collect_defs(body, all);
+            }
+            Stmt::If { then_body, else_body, .. } => {
+                collect_defs(then_body, all);
+                collect_defs(else_body, all);
+            }
+            Stmt::Lanes { lane, body, .. } => {
+                all.push(*lane);
+                collect_defs(body, all);
+            }
+            Stmt::Store { .. } | Stmt::Barrier => {}
+        }
+    }
+}

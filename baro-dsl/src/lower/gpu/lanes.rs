@@ -1,0 +1,129 @@
+//! `Lanes` regions on a GPU: lanes are threads `0..count` of one wave (the others skip the
+//! region), shuffles are hardware lane exchanges, and after the region every uniform
+//! variable the region assigned is broadcast from lane 0 so that all threads agree again.
+//!
+//! A shuffle whose partner lane is outside `0..count` reads the lane's own value (as on the
+//! host). This module must never exchange values across waves.
+
+use std::collections::HashSet;
+
+use inkwell::values::{BasicValueEnum, IntValue};
+use inkwell::IntPredicate as P;
+
+use super::intrinsics::{exchange_i32, Partner};
+use super::Gpu;
+use crate::ir::{ScalarType, Stmt, Var};
+use crate::lower::expr::{ExprLeaves, Val};
+use crate::lower::{fail, R};
+
+impl<'a, 'ctx> Gpu<'a, 'ctx> {
+    pub(super) fn lanes_region(&mut self, lane: Var, count: u32, body: &'a [Stmt]) -> R<()> {
+        if count == 0 {
+            return fail("a `Lanes` region of 0 lanes");
+        }
+        if count > self.wave {
+            return fail(format!("a `Lanes` region of {count} lanes: expected at most the wave width {}", self.wave));
+        }
+        let inside = self.ir.icmp(P::ULT, self.tid, self.ir.i64(count as u64))?;
+        self.region = Some(count);
+        let r = self.branch(
+            inside,
+            &mut |g| {
+                g.store_var(lane, g.tid.into())?;
+                g.block(body)
+            },
+            &mut |_| Ok(()),
+        );
+        self.region = None;
+        r?;
+        let mut defined = HashSet::new();
+        defined.insert(lane);
+        let mut assigned = Vec::new();
+        outer_assigns(body, &mut defined, &mut assigned);
+        for v in assigned {
+            if defined.contains(&v) {
+                continue;
+            }
+            let ty = self.var_ty(v)?;
+            let val = self.load_var(v)?;
+            let lane0 = self.ir.i32(0);
+            let b = self.move_value(Val { v: val, ty }, Partner::Lane(lane0), self.block_dim)?;
+            self.store_var(v, b)?;
+        }
+        Ok(())
+    }
+
+    /// `v` as lane `lane ^ mask` of the current region holds it.
+    pub(super) fn exchange(&mut self, v: Val<'ctx>, mask: u32) -> R<Val<'ctx>> {
+        let Some(count) = self.region else { return fail("a shuffle outside a `Lanes` region") };
+        let partner = if count.is_power_of_two() && mask < count {
+            Partner::Xor(mask)
+        } else {
+            let lane = self.tid;
+            let p = self.ir.xor(lane, self.ir.i64(mask as u64))?;
+            let inside = self.ir.icmp(P::ULT, p, self.ir.i64(count as u64))?;
+            let p = self.ir.sel(inside, p, lane)?;
+            Partner::Lane(self.ir.trunc(p, self.ir.cx.i32_type())?)
+        };
+        let r = self.move_value(v, partner, count)?;
+        Ok(Val { v: r, ty: v.ty })
+    }
+
+    /// Moves a value of any scalar type between lanes, 32 bits at a time.
+    fn move_value(&mut self, v: Val<'ctx>, partner: Partner<'ctx>, members: u32) -> R<BasicValueEnum<'ctx>> {
+        let cx = self.ir.cx;
+        let i32t = cx.i32_type();
+        let (arch, tid) = (self.arch, self.tid);
+        let xchg = |g: &Self, x: IntValue<'ctx>| exchange_i32(&g.ir, arch, x, partner, tid, members);
+        Ok(match v.ty {
+            ScalarType::F32 => {
+                let bits = self.ir.f32_bits(v.v.into_float_value())?;
+                self.ir.bits_f32(xchg(self, bits)?)?.into()
+            }
+            ScalarType::I32 | ScalarType::U32 => xchg(self, v.v.into_int_value())?.into(),
+            ScalarType::I64 | ScalarType::U64 => {
+                let x = v.v.into_int_value();
+                let lo = self.ir.trunc(x, i32t)?;
+                let hi = self.ir.trunc(self.ir.lshr(x, self.ir.i64(32))?, i32t)?;
+                let (lo, hi) = (xchg(self, lo)?, xchg(self, hi)?);
+                let i64t = cx.i64_type();
+                self.ir.or(self.ir.zext(lo, i64t)?, self.ir.shl(self.ir.zext(hi, i64t)?, self.ir.i64(32))?)?.into()
+            }
+            ScalarType::Bool | ScalarType::I8 | ScalarType::U8 | ScalarType::F16 | ScalarType::BF16 => {
+                let x = v.v.into_int_value();
+                let t = x.get_type();
+                let r = xchg(self, self.ir.zext(x, i32t)?)?;
+                self.ir.trunc(r, t)?.into()
+            }
+        })
+    }
+}
+
+/// Variables assigned inside a region, and (in `defined`) those the region defines itself.
+fn outer_assigns(stmts: &[Stmt], defined: &mut HashSet<Var>, assigned: &mut Vec<Var>) {
+    for s in stmts {
+        match s {
+            Stmt::Let { var, .. } => {
+                defined.insert(*var);
+            }
+            Stmt::Assign { var, .. } => {
+                if !assigned.contains(var) {
+                    assigned.push(*var);
+                }
+            }
+            Stmt::For { var, body, .. } | Stmt::ParFor { var, body, .. } => {
+                defined.insert(*var);
+                outer_assigns(body, defined, assigned);
+            }
+            Stmt::If { then_body, else_body, .. } => {
+                outer_assigns(then_body, defined, assigned);
+                outer_assigns(else_body, defined, assigned);
+            }
+            Stmt::Lanes { lane, body, .. } => {
+                defined.insert(*lane);
+                outer_assigns(body, defined, assigned);
+            }
+            Stmt::Store { .. } | Stmt::Barrier => {}
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! GPU lowering (NVPTX and AMDGPU): one kernel entry per IR kernel, run by a workgroup of
+//! `block_dim` threads per grid point.
+//!
+//! Entry ABI (what every launcher passes, in order): for each IR parameter, a buffer becomes
+//! `(ptr addrspace(1) elements, i64 element_count)` and a scalar one `i64` holding its
+//! canonical bits; then `ptr addrspace(1)` to an `ErrorRecord` (4 × u64) zeroed before launch.
+//!
+//! Execution: uniform code runs redundantly in every thread; a `Lanes { count }` region runs
+//! in threads `0..count` with `lane = thread id` (the others skip it), and afterwards every
+//! uniform variable it assigned is broadcast from lane 0; `ParFor` strides by `block_dim`
+//! and ends with a barrier. A failed bounds check records the first failure (compare-and-swap
+//! on `kind`) and skips the access (a load yields 0); a bad loop step records and skips the
+//! loop. The wave width always comes from `Target::wave_width`. This module never emits
+//! fast-math flags, fma or `llvm.fmuladd`.
+
+mod emit;
+mod entry;
+mod intrinsics;
+mod lanes;
+mod link;
+mod stmt;
+
+use std::collections::HashMap;
+
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
+
+use super::ir::Ir;
+use super::LowerError;
+use crate::ir::{Kernel, Stmt, Var};
+use crate::options::CompileOptions;
+use crate::target::Target;
+use inkwell::targets::TargetMachine;
+
+pub use emit::{emit_gpu, EmitError, GpuStages};
+pub use link::find_ld_lld;
+
+/// Which GPU instruction set a lowering targets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Arch {
+    Nvptx,
+    Amdgpu,
+}
+
+/// The largest workgroup any supported GPU launches.
+pub const MAX_BLOCK_DIM: u32 = 1024;
+
+/// Threads per workgroup for `k` on `target`: the wave width, or the largest `Lanes` count
+/// rounded up to a multiple of it. A lane count above the wave width is an error for now:
+/// cross-wave lane exchange (through shared memory) is not lowered yet.
+pub fn block_dim(k: &Kernel, target: &Target) -> Result<u32, LowerError> {
+    let err = |message: String| LowerError { kernel: k.name.clone(), message };
+    let Some(wave) = target.wave_width() else { return Err(err(format!("target {target} is not a GPU"))) };
+    let mut widest = 0u32;
+    max_lanes(&k.body, &mut widest);
+    if widest > wave {
+        return Err(err(format!(
+            "a lane region of {widest} lanes on {target}: expected at most the wave width {wave} (cross-wave lane regions are not lowered yet)"
+        )));
+    }
+    let dim = widest.max(wave).div_ceil(wave) * wave;
+    if dim > MAX_BLOCK_DIM {
+        return Err(err(format!("a workgroup of {dim} threads on {target}: expected at most {MAX_BLOCK_DIM}")));
+    }
+    Ok(dim)
+}
+
+fn max_lanes(stmts: &[Stmt], widest: &mut u32) {
+    for s in stmts {
+        match s {
+            Stmt::Lanes { count, body, .. } => {
+                *widest = (*widest).max(*count);
+                max_lanes(body, widest);
+            }
+            Stmt::For { body, .. } | Stmt::ParFor { body, .. } => max_lanes(body, widest),
+            Stmt::If { then_body, else_body, .. } => {
+                max_lanes(then_body, widest);
+                max_lanes(else_body, widest);
+            }
+            Stmt::Let { .. } | Stmt::Assign { .. } | Stmt::Store { .. } | Stmt::Barrier => {}
+        }
+    }
+}
+
+pub(super) enum ParamVal<'ctx> {
+    Buffer { ptr: PointerValue<'ctx>, len: IntValue<'ctx> },
+    Scalar(BasicValueEnum<'ctx>),
+}
+
+/// The state of one GPU kernel's lowering.
+pub(super) struct Gpu<'a, 'ctx> {
+    ir: Ir<'a, 'ctx>,
+    /// Positioned in the entry block, where every alloca goes.
+    allocas: Builder<'ctx>,
+    f: FunctionValue<'ctx>,
+    k: &'a Kernel,
+    arch: Arch,
+    wave: u32,
+    block_dim: u32,
+    slots: HashMap<Var, PointerValue<'ctx>>,
+    lets: HashMap<Var, BasicValueEnum<'ctx>>,
+    params: Vec<ParamVal<'ctx>>,
+    shared: Vec<PointerValue<'ctx>>,
+    err: PointerValue<'ctx>,
+    /// This thread's index in the workgroup (i64).
+    tid: IntValue<'ctx>,
+    /// The workgroup's index per axis (i64).
+    group: [IntValue<'ctx>; 3],
+    /// The lane count of the enclosing `Lanes` region.
+    region: Option<u32>,
+}
+
+/// Lowers an expanded, call-free kernel to a module holding one kernel entry named after
+/// the kernel, laid out for `tm` (AMDGPU allocas live in address space 5).
+pub fn lower_gpu<'ctx>(cx: &'ctx Context, k: &Kernel, target: &Target, options: &CompileOptions, tm: &TargetMachine) -> Result<Module<'ctx>, LowerError> {
+    let m = cx.create_module(&k.name);
+    m.set_triple(&tm.get_triple());
+    m.set_data_layout(&tm.get_target_data().get_data_layout());
+    let block_dim = block_dim(k, target)?;
+    let fail = |message: &str| LowerError { kernel: k.name.clone(), message: message.into() };
+    let arch = match target {
+        Target::Nvptx { .. } => Arch::Nvptx,
+        Target::Amdgpu { .. } => Arch::Amdgpu,
+        Target::Host => return Err(fail("the host is not a GPU target")),
+    };
+    let Some(wave) = target.wave_width() else { return Err(fail("the target has no wave width")) };
+    entry::build(cx, &m, k, arch, wave, block_dim, options).map_err(|super::Fail(message)| LowerError { kernel: k.name.clone(), message })?;
+    if let Err(e) = m.verify() {
+        return Err(LowerError { kernel: k.name.clone(), message: format!("llvm rejected the module (a bug in baro): {}", e.to_string()) });
+    }
+    Ok(m)
+}
