@@ -3,8 +3,11 @@
 //! source kernel (each reduction built directly from its schedule's tree); the two must write
 //! identical DAGs, which proves the expansion implements every declared schedule.
 //!
+//! Every reduction must have run with enough elements for its order to matter on some shape
+//! (`coverage`), or the kernel is rejected as `Vacuous` rather than passed on an empty proof.
 //! It never changes the kernel and never panics on a malformed one.
 
+use super::coverage::Coverage;
 use super::dag::Dag;
 use super::ordinals::reduces;
 use super::report::{ErrorKind, KernelProof, Location, VerifyError};
@@ -45,6 +48,7 @@ pub fn verify_kernel(k: &Kernel) -> Result<KernelProof, Vec<VerifyError>> {
     let compare_source = !reduces(k).is_empty();
     let shapes = default_shapes(k);
     let mut regions_checked = 0;
+    let mut coverage = Coverage::default();
     for shape in &shapes {
         let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: true };
         let mut dag = Dag::new();
@@ -53,7 +57,11 @@ pub fn verify_kernel(k: &Kernel) -> Result<KernelProof, Vec<VerifyError>> {
         if compare_source {
             let meaning = execute(k, &mut dag, &cfg).map_err(|e| vec![in_shape(e, k, shape)])?;
             compare(k, &dag, &meaning, &code).map_err(|e| vec![in_shape(e, k, shape)])?;
+            coverage.add(&meaning);
         }
+    }
+    if compare_source {
+        coverage.check(k, &shapes)?;
     }
     Ok(KernelProof { shapes: shapes.len(), regions_checked })
 }

@@ -4,8 +4,10 @@
 //!
 //! The verifier never changes IR; it reads kernels and reports errors as data.
 
+mod coverage;
 mod dag;
 mod kernel_check;
+mod lengths;
 pub mod mutate;
 mod ordinals;
 mod report;

@@ -38,6 +38,9 @@ pub enum ErrorKind {
     ScheduleNotImplemented,
     /// The symbolic executor could not run the kernel (data-dependent control flow, ...).
     Unsupported,
+    /// The shapes tried never gave a reduction enough elements for its order to matter, so
+    /// passing would prove nothing about it (`location.reduce` names it).
+    Vacuous,
 }
 
 impl fmt::Display for VerifyError {

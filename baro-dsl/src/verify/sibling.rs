@@ -6,8 +6,12 @@
 //! shape of the rows kernel in one DAG arena, the m=1 kernel once per row with its row-strided
 //! buffers offset by `r * stride`, and every written element is compared by node identity.
 //! Both kernels run as written (reductions built from their schedule trees): `verify_kernel`
-//! separately proves the expanded code computes those trees. Nothing here changes a kernel.
+//! separately proves the expanded code computes those trees. Every reduction of the rows
+//! kernel must have run with enough elements for its order to matter on some shape
+//! (`coverage`), or the check fails (`Invalid`, kind `Vacuous`) instead of passing on an empty
+//! comparison. Nothing here changes a kernel.
 
+use super::coverage::Coverage;
 use super::dag::{Dag, NodeId};
 use super::ordinals::reduces;
 use super::report::{ErrorKind, Location, Mismatch, SiblingError, SiblingProof, VerifyError};
@@ -171,6 +175,7 @@ fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> 
     };
     let shapes = default_shapes(rows);
     let mut outputs = 0;
+    let mut coverage = Coverage::default();
     for shape in &shapes {
         let shape_named: Vec<(String, u64)> = shape.iter().map(|(p, v)| (rows.param(*p).name.clone(), *v)).collect();
         let n_rows = shape.iter().find(|(p, _)| *p == sib.rows).map_or(1, |(_, v)| *v);
@@ -241,6 +246,8 @@ fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> 
             })));
         }
         outputs += rows_run.outputs.len();
+        coverage.add(&rows_run);
     }
+    coverage.check(rows, &shapes).map_err(SiblingError::Invalid)?;
     Ok(SiblingProof { shapes: shapes.len(), outputs })
 }

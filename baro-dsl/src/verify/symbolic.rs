@@ -47,6 +47,8 @@ pub struct Run {
     pub regions_checked: usize,
     /// Nodes that are the value of a source reduction, with the reduction's ordinal.
     pub reduce_of: HashMap<NodeId, u32>,
+    /// By reduction ordinal: the largest length it ran with (`None`: it never ran).
+    pub longest: Vec<Option<u64>>,
 }
 
 /// How to run a kernel.
@@ -86,7 +88,7 @@ pub fn execute(k: &Kernel, dag: &mut Dag, cfg: &RunConfig) -> Result<Run, Verify
             }
         }
     }
-    Ok(Run { outputs: ex.outputs, regions_checked: ex.regions_checked, reduce_of: ex.reduce_of })
+    Ok(Run { outputs: ex.outputs, regions_checked: ex.regions_checked, reduce_of: ex.reduce_of, longest: ex.longest })
 }
 
 impl<'k, 'd> Exec<'k, 'd> {
@@ -110,6 +112,7 @@ fn new(k: &'k Kernel, dag: &'d mut Dag, cfg: &RunConfig) -> Exec<'k, 'd> {
             };
         }
     }
+    let longest = vec![None; ords.reduce.len()];
     Exec {
         k,
         dag,
@@ -129,6 +132,7 @@ fn new(k: &'k Kernel, dag: &'d mut Dag, cfg: &RunConfig) -> Exec<'k, 'd> {
         outputs: BTreeMap::new(),
         path: Vec::new(),
         reduce_of: HashMap::new(),
+        longest,
         regions_checked: 0,
         check_implements: cfg.check_implements,
         steps: 0,
@@ -158,6 +162,7 @@ struct Exec<'k, 'd> {
     outputs: BTreeMap<(Name, u64), Written>,
     path: Vec<u32>,
     reduce_of: HashMap<NodeId, u32>,
+    longest: Vec<Option<u64>>,
     regions_checked: usize,
     check_implements: bool,
     steps: u64,
@@ -465,6 +470,9 @@ impl Exec<'_, '_> {
         let len = self.concrete(&r.len, "reduction length")?;
         if len > 1 << 22 {
             return Err(self.unsupported(format!("reduction length {len} is too large to execute symbolically")));
+        }
+        if let Some(slot) = self.ords.reduce.get(&(r as *const Reduce)).and_then(|o| self.longest.get_mut(*o as usize)) {
+            *slot = Some(slot.map_or(len, |m| m.max(len)));
         }
         let vty = self.k.vars.get(r.var.index()).map_or(ScalarType::INDEX, |d| d.ty);
         let mut leaves = Vec::with_capacity(len as usize);

@@ -12,7 +12,7 @@ pub fn q8_matvec(x: &[f32], q: &[i8], d: &[f16], y: &mut [f32], k: usize, n: usi
         d[o * nb + b].to_f32() * sum!(j in 0..32, order = seq, (q[o * k + b * 32 + j] as f32) * x[b * 32 + j]));
 }
 
-#[kernel(grid = [n], rows_of = q8_matvec, rows = rows, row_stride(x = k, y = n), verify(k = [32, 96]))]
+#[kernel(grid = [n], rows_of = q8_matvec, rows = rows, row_stride(x = k, y = n), verify(k = [32, 96, 1056]))]
 pub fn q8_matvec_rows(x: &[f32], q: &[i8], d: &[f16], y: &mut [f32], k: usize, n: usize, rows: usize) {
     let o = group_id(0);
     let nb = k / 32;
