@@ -12,6 +12,8 @@ pub mod verify;
 #[doc(hidden)] pub mod testkernels;
 
 #[cfg(feature = "llvm")]
+pub mod compile;
+#[cfg(feature = "llvm")]
 pub mod lower;
 #[cfg(feature = "llvm")]
 pub mod runtime;

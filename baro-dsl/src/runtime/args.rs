@@ -6,6 +6,7 @@
 
 use half::{bf16, f16};
 
+use super::check::ArgShape;
 use crate::ir::{Const, ScalarType};
 
 mod sealed {
@@ -53,20 +54,33 @@ impl<'a> Arg<'a> {
     }
     /// How this argument reads in an error message (`&[f32]`, `&mut [bf16]`, `usize`).
     pub fn describe(&self) -> String {
+        self.shape().describe()
+    }
+    pub(crate) fn shape(&self) -> ArgShape {
         match self {
-            Arg::Buf { elem, .. } => format!("&[{elem}]"),
-            Arg::BufMut { elem, .. } => format!("&mut [{elem}]"),
-            Arg::Scalar(c) => c.ty.to_string(),
+            Arg::Buf { elem, .. } => ArgShape::Buf { elem: *elem, writable: false },
+            Arg::BufMut { elem, .. } => ArgShape::Buf { elem: *elem, writable: true },
+            Arg::Scalar(c) => ArgShape::Scalar(c.ty),
         }
     }
 }
 
+/// A Rust value that converts to a kernel scalar argument (its canonical `Const`).
+pub trait ScalarArg: Copy {
+    fn to_const(self) -> Const;
+}
+
 macro_rules! scalar_from {
     ($($t:ty => $e:expr),*) => {$(
+        impl ScalarArg for $t {
+            fn to_const(self) -> Const {
+                let f: fn($t) -> Const = $e;
+                f(self)
+            }
+        }
         impl From<$t> for Arg<'_> {
             fn from(v: $t) -> Self {
-                let f: fn($t) -> Const = $e;
-                Arg::Scalar(f(v))
+                Arg::Scalar(v.to_const())
             }
         }
     )*};

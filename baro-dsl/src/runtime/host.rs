@@ -19,7 +19,10 @@ use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, Targe
 use inkwell::OptimizationLevel;
 
 use super::args::Arg;
-use crate::ir::{Access, BinOp, Expr, Kernel, ParamKind, ScalarType};
+use super::check::check_args;
+use super::error::describe_record;
+use super::grid::grid_size;
+use crate::ir::{Access, Kernel, ParamKind};
 use crate::lower::{self, ErrorRecord};
 
 /// The host runtime could not start (LLVM's native target is unavailable).
@@ -41,25 +44,7 @@ pub enum CompileError {
     Llvm { kernel: String, message: String },
 }
 
-/// A launch failed; no user buffer was modified. Every variant is the caller's (or the
-/// kernel author's) to fix.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum LaunchError {
-    #[error("kernel `{kernel}` takes {expected} arguments, found {found}")]
-    ArgCount { kernel: String, expected: usize, found: usize },
-    #[error("argument `{name}` (#{position}): expected {expected}, found {found}")]
-    ArgType { name: String, position: usize, expected: String, found: String },
-    #[error("argument `{name}` (#{position}): the kernel writes it, expected &mut [{elem}], found &[{elem}]")]
-    ReadOnly { name: String, position: usize, elem: ScalarType },
-    #[error("kernel `{kernel}` grid axis {axis}: {message}")]
-    Grid { kernel: String, axis: usize, message: String },
-    #[error("kernel `{kernel}` {verb} {place}`{buffer}[{index}]` but `{buffer}` has {len} elements")]
-    OutOfBounds { kernel: String, verb: &'static str, place: &'static str, buffer: String, index: String, len: u64 },
-    #[error("kernel `{kernel}`: a `for` loop has step {step}, expected a positive step")]
-    ForStep { kernel: String, step: String },
-    #[error("kernel `{kernel}`: shared memory of {bytes} bytes does not fit in this process")]
-    Shared { kernel: String, bytes: u64 },
-}
+pub use super::error::LaunchError;
 
 type EntryFn = unsafe extern "C" fn(*const *mut u8, *const u64, *const u64, *const u64, *mut u8, *mut ErrorRecord);
 
@@ -193,42 +178,33 @@ impl HostKernel {
     /// Runs every workgroup of the grid. On error no argument is modified.
     pub fn launch(&self, args: &mut [Arg<'_>]) -> Result<(), LaunchError> {
         let k = &self.kernel;
-        if args.len() != k.params.len() {
-            return Err(LaunchError::ArgCount { kernel: k.name.clone(), expected: k.params.len(), found: args.len() });
-        }
+        check_args(k, args.iter().map(Arg::shape))?;
         let n = args.len();
         let (mut ptrs, mut lens, mut scalars) = (vec![std::ptr::null_mut::<u8>(); n], vec![0u64; n], vec![0u64; n]);
         let mut slots = Vec::with_capacity(n);
         for (i, (p, a)) in k.params.iter().zip(args.iter()).enumerate() {
-            let mismatch = |expected: String| LaunchError::ArgType { name: p.name.clone(), position: i, expected, found: a.describe() };
-            match (&p.kind, a) {
-                (ParamKind::Scalar(t), Arg::Scalar(c)) if c.ty == *t => {
+            let write = matches!(p.kind, ParamKind::Buffer { access: Access::ReadWrite, .. });
+            match a {
+                Arg::Scalar(c) => {
                     scalars[i] = c.bits;
                     slots.push(Slot::Borrowed);
                 }
-                (ParamKind::Scalar(t), _) => return Err(mismatch(t.to_string())),
-                (ParamKind::Buffer { elem, access }, Arg::Buf { elem: e, bytes }) if e == elem => {
-                    if *access == Access::ReadWrite {
-                        return Err(LaunchError::ReadOnly { name: p.name.clone(), position: i, elem: *elem });
-                    }
+                // `check_args` rejected a read-only view of a buffer the kernel writes.
+                Arg::Buf { elem, bytes } => {
                     ptrs[i] = bytes.as_ptr().cast_mut();
                     lens[i] = (bytes.len() / elem.size_bytes()) as u64;
                     slots.push(Slot::Borrowed);
                 }
-                (ParamKind::Buffer { elem, access }, Arg::BufMut { elem: e, bytes }) if e == elem => {
+                Arg::BufMut { elem, bytes } if !write => {
+                    ptrs[i] = bytes.as_ptr().cast_mut();
                     lens[i] = (bytes.len() / elem.size_bytes()) as u64;
-                    if *access == Access::ReadWrite {
-                        let mut words = vec![0u64; bytes.len().div_ceil(8)];
-                        copy_bytes(bytes, &mut words);
-                        slots.push(Slot::Copy(i, words));
-                    } else {
-                        ptrs[i] = bytes.as_ptr().cast_mut();
-                        slots.push(Slot::Borrowed);
-                    }
+                    slots.push(Slot::Borrowed);
                 }
-                (ParamKind::Buffer { elem, access }, _) => {
-                    let m = if *access == Access::ReadWrite { "mut " } else { "" };
-                    return Err(mismatch(format!("&{m}[{elem}]")));
+                Arg::BufMut { elem, bytes } => {
+                    lens[i] = (bytes.len() / elem.size_bytes()) as u64;
+                    let mut words = vec![0u64; bytes.len().div_ceil(8)];
+                    copy_bytes(bytes, &mut words);
+                    slots.push(Slot::Copy(i, words));
                 }
             }
         }
@@ -259,41 +235,12 @@ impl HostKernel {
         Ok(())
     }
 
-    /// Grid sizes (x, y, z), each at least 1 and their product within u64.
     fn grid(&self, scalars: &[u64]) -> Result<[u64; 3], LaunchError> {
-        let k = &self.kernel;
-        let mut g = [1u64; 3];
-        for (axis, e) in k.grid.iter().enumerate().take(3) {
-            let err = |message: String| LaunchError::Grid { kernel: k.name.clone(), axis, message };
-            let v = eval_grid(k, e, scalars).map_err(err)?;
-            if v <= 0 {
-                return Err(err(format!("expected at least 1 workgroup, found {v}")));
-            }
-            g[axis] = u64::try_from(v).map_err(|_| err(format!("{v} workgroups overflow u64")))?;
-        }
-        if g[0].checked_mul(g[1]).and_then(|p| p.checked_mul(g[2])).is_none() {
-            return Err(LaunchError::Grid { kernel: k.name.clone(), axis: 2, message: format!("{} x {} x {} workgroups overflow u64", g[0], g[1], g[2]) });
-        }
-        Ok(g)
+        grid_size(&self.kernel, scalars)
     }
 
     fn describe(&self, e: ErrorRecord, lens: &[u64]) -> LaunchError {
-        let k = &self.kernel;
-        let index = if e.signed != 0 { (e.index as i64).to_string() } else { e.index.to_string() };
-        let (verb, shared) = match e.kind {
-            lower::ERR_READ => ("read", false),
-            lower::ERR_WRITE => ("wrote", false),
-            lower::ERR_READ_SHARED => ("read", true),
-            lower::ERR_WRITE_SHARED => ("wrote", true),
-            _ => return LaunchError::ForStep { kernel: k.name.clone(), step: index },
-        };
-        let (buffer, len) = if shared {
-            k.shared.get(e.id as usize).map_or(("?".to_string(), 0), |s| (s.name.clone(), s.len as u64))
-        } else {
-            (k.params.get(e.id as usize).map_or("?".to_string(), |p| p.name.clone()), 0)
-        };
-        let len = if shared { len } else { lens.get(e.id as usize).copied().unwrap_or(0) };
-        LaunchError::OutOfBounds { kernel: k.name.clone(), verb, place: if shared { "shared " } else { "" }, buffer, index, len }
+        describe_record(&self.kernel, e, lens)
     }
 }
 
@@ -310,44 +257,4 @@ fn copy_back(src: &[u64], dst: &mut [u8]) {
         let b = w.to_ne_bytes();
         chunk.copy_from_slice(&b[..chunk.len()]);
     }
-}
-
-/// Evaluates a grid expression over scalar parameters, in exact integer arithmetic.
-fn eval_grid(k: &Kernel, e: &Expr, scalars: &[u64]) -> Result<i128, String> {
-    let ovf = || "the grid size overflows".to_string();
-    Ok(match e {
-        Expr::Const(c) if c.ty.is_int() => {
-            if c.ty.is_signed() {
-                c.bits as i64 as i128
-            } else {
-                c.bits as i128
-            }
-        }
-        Expr::Param(p) => match k.params.get(p.index()).map(|x| &x.kind) {
-            Some(ParamKind::Scalar(t)) if t.is_int() => {
-                let b = scalars.get(p.index()).copied().unwrap_or(0);
-                if t.is_signed() {
-                    b as i64 as i128
-                } else {
-                    b as i128
-                }
-            }
-            _ => return Err(format!("parameter {p} is not an integer scalar")),
-        },
-        Expr::Cast { to, arg } if to.is_int() => eval_grid(k, arg, scalars)?,
-        Expr::Binary { op, lhs, rhs } => {
-            let (a, b) = (eval_grid(k, lhs, scalars)?, eval_grid(k, rhs, scalars)?);
-            match op {
-                BinOp::Add => a.checked_add(b).ok_or_else(ovf)?,
-                BinOp::Sub => a.checked_sub(b).ok_or_else(ovf)?,
-                BinOp::Mul => a.checked_mul(b).ok_or_else(ovf)?,
-                BinOp::Div => a.checked_div(b).ok_or("division by zero in the grid size")?,
-                BinOp::Rem => a.checked_rem(b).ok_or("remainder by zero in the grid size")?,
-                BinOp::Min => a.min(b),
-                BinOp::Max => a.max(b),
-                _ => return Err(format!("`{}` is not supported in a grid size", op.name())),
-            }
-        }
-        other => return Err(format!("expected an integer expression over scalar parameters, found {other:?}")),
-    })
 }

@@ -1,8 +1,25 @@
-//! Runtimes that launch compiled kernels. `host` JIT-compiles kernels with LLVM and runs
-//! them in process; `args` holds the typed launch arguments every runtime accepts.
+//! Runtimes that launch compiled kernels, behind one interface (`device`): the host JIT
+//! (`host`, wrapped by `host_device`), CUDA (`cuda`, feature `cuda`) and HIP (`hip`, feature
+//! `hip`). `args` holds the typed arguments of a direct host launch; `check`, `grid` and
+//! `error` are the argument checks, grid evaluation and error messages every runtime shares.
 
 mod args;
+mod buffer;
+mod check;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod device;
+mod error;
+pub mod grid;
+#[cfg(feature = "hip")]
+pub mod hip;
 pub mod host;
+mod host_device;
+mod stream;
 
-pub use args::{Arg, Element};
-pub use host::{CompileError, HostKernel, HostRuntime, LaunchError, RuntimeError};
+pub use args::{Arg, Element, ScalarArg};
+pub use buffer::{Buffer, PinnedBuffer};
+pub use device::{Device, DeviceArg, DeviceError, DeviceKernel, DeviceKind};
+pub use error::LaunchError;
+pub use host::{CompileError, HostKernel, HostRuntime, RuntimeError};
+pub use stream::{Event, Stream};

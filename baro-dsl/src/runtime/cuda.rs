@@ -1,0 +1,327 @@
+//! The CUDA driver runtime (feature `cuda`), through `cudarc` with run-time loading of
+//! `libcuda.so.1`: no CUDA is needed to build, and a machine without the driver gets a clear
+//! error ("no CUDA driver (libcuda.so.1) found"), never a panic.
+//!
+//! Kernels come from `compile::compile_gpu` as PTX (`GpuArtifact`) and are launched with the
+//! GPU kernel ABI: per buffer (pointer, i64 element count), per scalar one i64 of canonical
+//! bits, then a pointer to a zeroed `ErrorRecord`. Each stream owns a ring of error records,
+//! one slot per launch since its last synchronisation, so launches stay asynchronous and a
+//! failed bounds check is still attributed to the right kernel with the host's message.
+//!
+//! This module never calls into cudarc before `is_culib_present()` said the library loads
+//! (cudarc panics when it cannot load a symbol), and never lets a driver error become a panic.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg};
+
+use super::buffer::{PinnedBuffer, PinnedMem};
+use super::check::{check_args, scalar_bits};
+use super::device::{DeviceArg, DeviceError, DeviceKind};
+use super::error::describe_record;
+use super::grid::{check_limits, grid_size};
+use super::stream::{Event, EventImpl, Stream, StreamImpl};
+use crate::cache::CompileCache;
+use crate::compile::{compile_gpu, GpuArtifact};
+use crate::ir::Kernel;
+use crate::lower::ErrorRecord;
+use crate::options::CompileOptions;
+use crate::target::Target;
+
+/// CUDA's grid limits per axis (x, y, z) for compute capability 3.0 and later.
+const GRID_LIMITS: [u64; 3] = [(1 << 31) - 1, 65535, 65535];
+/// Error-record slots per stream: launches between two synchronisations before an
+/// automatic one.
+const RECORD_SLOTS: usize = 1024;
+const RECORD_WORDS: usize = 4;
+
+/// A driver call failed.
+pub(crate) fn driver_error(call: &'static str, e: DriverError) -> DeviceError {
+    let name = e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", e.0));
+    let text = e.error_string().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    DeviceError::Driver { call, message: if text.is_empty() { name } else { format!("{name} ({text})") } }
+}
+
+/// Whether `libcuda.so.1` (or `libcuda.so`) can be loaded; nothing else in cudarc is safe to
+/// call before this says yes.
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen the library by its candidate names.
+    unsafe { sys::is_culib_present() }
+}
+
+fn require_driver() -> Result<(), DeviceError> {
+    if driver_present() {
+        Ok(())
+    } else {
+        Err(DeviceError::NoDriver { message: "no CUDA driver (libcuda.so.1) found".into() })
+    }
+}
+
+/// How many CUDA devices the driver sees (0 without a driver).
+pub fn device_count() -> Result<usize, DeviceError> {
+    require_driver()?;
+    cudarc::driver::result::init().map_err(|e| driver_error("cuInit", e))?;
+    let n = CudaContext::device_count().map_err(|e| driver_error("cuDeviceGetCount", e))?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
+pub(crate) struct CudaDevice {
+    ctx: Arc<CudaContext>,
+    name: String,
+    sm: u32,
+    driver: i32,
+    options: CompileOptions,
+    cache: CompileCache,
+    kernels: Mutex<HashMap<Kernel, Arc<CudaKernel>>>,
+}
+
+/// A kernel loaded into a CUDA context.
+pub(crate) struct CudaKernel {
+    artifact: Arc<GpuArtifact>,
+    func: CudaFunction,
+    _module: Arc<CudaModule>,
+}
+
+impl CudaKernel {
+    pub(crate) fn kernel(&self) -> &Kernel {
+        &self.artifact.kernel
+    }
+}
+
+/// Device memory. At least one byte is allocated (the driver rejects empty allocations);
+/// the buffer's own length is what kernels see.
+pub(crate) struct CudaMem {
+    slice: CudaSlice<u8>,
+}
+
+/// A CUDA stream and its error-record ring.
+pub(crate) struct CudaQueue {
+    stream: Arc<CudaStream>,
+    records: Mutex<Records>,
+}
+
+struct Records {
+    slots: CudaSlice<u64>, // (slot, 4): one ErrorRecord per launch since the last check
+    pending: Vec<Pending>,
+}
+
+/// A launch whose error record has not been read yet.
+struct Pending {
+    kernel: Arc<CudaKernel>,
+    lens: Vec<u64>,
+}
+
+impl CudaDevice {
+    pub(crate) fn new(ordinal: usize) -> Result<CudaDevice, DeviceError> {
+        let count = device_count()?;
+        if ordinal >= count {
+            return Err(DeviceError::NoDevice { kind: DeviceKind::Cuda, ordinal, count });
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| driver_error("cuDevicePrimaryCtxRetain", e))?;
+        let name = ctx.name().map_err(|e| driver_error("cuDeviceGetName", e))?;
+        let (major, minor) = ctx.compute_capability().map_err(|e| driver_error("cuDeviceGetAttribute", e))?;
+        let mut driver = 0i32;
+        // SAFETY: the library is present (checked above); `driver` outlives the call.
+        unsafe { sys::cuDriverGetVersion(&mut driver) }.result().map_err(|e| driver_error("cuDriverGetVersion", e))?;
+        let options = CompileOptions::from_env().map_err(|e| DeviceError::Compile { kernel: "*".into(), target: "cuda".into(), message: e.to_string() })?;
+        let cache = CompileCache::new(options.cache_dir.clone());
+        let sm = (major * 10 + minor) as u32;
+        Ok(CudaDevice { ctx, name, sm, driver, options, cache, kernels: Mutex::new(HashMap::new()) })
+    }
+
+    pub(crate) fn name(&self) -> String {
+        format!("{} (sm_{})", self.name, self.sm)
+    }
+
+    pub(crate) fn driver_version(&self) -> String {
+        format!("CUDA driver API {}.{}", self.driver / 1000, (self.driver % 1000) / 10)
+    }
+
+    pub(crate) fn target(&self) -> Target {
+        Target::Nvptx { sm: self.sm }
+    }
+
+    fn queue(&self, stream: Arc<CudaStream>) -> Result<CudaQueue, DeviceError> {
+        let slots = stream.alloc_zeros::<u64>(RECORD_SLOTS * RECORD_WORDS).map_err(|e| driver_error("cuMemAlloc (error records)", e))?;
+        Ok(CudaQueue { stream, records: Mutex::new(Records { slots, pending: Vec::new() }) })
+    }
+
+    /// The legacy default stream: with only it in use, cudarc tracks no events per buffer.
+    pub(crate) fn default_stream_queue(&self) -> Result<Stream, DeviceError> {
+        Ok(Stream { inner: StreamImpl::Cuda(self.queue(self.ctx.default_stream())?) })
+    }
+
+    pub(crate) fn new_stream(&self) -> Result<Stream, DeviceError> {
+        let s = self.ctx.new_stream().map_err(|e| driver_error("cuStreamCreate", e))?;
+        Ok(Stream { inner: StreamImpl::Cuda(self.queue(s)?) })
+    }
+
+    pub(crate) fn new_event(&self) -> Result<Event, DeviceError> {
+        let e = self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| driver_error("cuEventCreate", e))?;
+        Ok(Event { inner: EventImpl::Cuda(e) })
+    }
+
+    pub(crate) fn compile(&self, k: &Kernel) -> Result<Arc<CudaKernel>, DeviceError> {
+        if let Some(hit) = self.kernels.lock().unwrap_or_else(|e| e.into_inner()).get(k) {
+            return Ok(hit.clone());
+        }
+        let target = self.target();
+        let compile_err = |message: String| DeviceError::Compile { kernel: k.name.clone(), target: target.to_string(), message };
+        let artifact = compile_gpu(k, &target, &self.options, &self.cache).map_err(|e| compile_err(e.to_string()))?;
+        let loaded = Arc::new(self.load(artifact)?);
+        let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(kernels.entry(k.clone()).or_insert(loaded).clone())
+    }
+
+    /// Loads an artifact's PTX and finds its entry.
+    pub(crate) fn load(&self, artifact: Arc<GpuArtifact>) -> Result<CudaKernel, DeviceError> {
+        let bad = |message: String| DeviceError::Compile { kernel: artifact.kernel.name.clone(), target: artifact.target.to_string(), message };
+        if !matches!(artifact.target, Target::Nvptx { .. }) {
+            return Err(bad(format!("expected an nvptx artifact, found one for {}", artifact.target)));
+        }
+        let ptx = std::str::from_utf8(&artifact.image).map_err(|e| bad(format!("expected PTX text, found invalid UTF-8 ({e})")))?;
+        if ptx.contains('\0') || artifact.entry.contains('\0') {
+            return Err(bad("expected PTX text and an entry name without NUL bytes, found a NUL".into()));
+        }
+        let module = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|e| driver_error("cuModuleLoadData", e))?;
+        let func = module.load_function(&artifact.entry).map_err(|e| driver_error("cuModuleGetFunction", e))?;
+        Ok(CudaKernel { artifact, func, _module: module })
+    }
+
+    pub(crate) fn alloc(&self, bytes: usize) -> Result<CudaMem, DeviceError> {
+        let stream = self.ctx.default_stream();
+        let slice = stream.alloc_zeros::<u8>(bytes.max(1)).map_err(|e| driver_error("cuMemAlloc", e))?;
+        Ok(CudaMem { slice })
+    }
+
+    pub(crate) fn write(&self, m: &mut CudaMem, bytes: &[u8]) -> Result<(), DeviceError> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let stream = self.ctx.default_stream();
+        let mut view = m.slice.slice_mut(0..bytes.len());
+        stream.memcpy_htod(bytes, &mut view).map_err(|e| driver_error("cuMemcpyHtoD", e))?;
+        stream.synchronize().map_err(|e| driver_error("cuStreamSynchronize", e))
+    }
+
+    pub(crate) fn read(&self, m: &CudaMem, len: usize) -> Result<Vec<u8>, DeviceError> {
+        let mut out = vec![0u8; len];
+        if len == 0 {
+            return Ok(out);
+        }
+        let stream = self.ctx.default_stream();
+        stream.memcpy_dtoh(&m.slice.slice(0..len), &mut out).map_err(|e| driver_error("cuMemcpyDtoH", e))?;
+        stream.synchronize().map_err(|e| driver_error("cuStreamSynchronize", e))?;
+        Ok(out)
+    }
+
+    pub(crate) fn copy(&self, q: &CudaQueue, src: &CudaMem, dst: &mut CudaMem, len: usize) -> Result<(), DeviceError> {
+        if len == 0 {
+            return Ok(());
+        }
+        let mut view = dst.slice.slice_mut(0..len);
+        q.stream.memcpy_dtod(&src.slice.slice(0..len), &mut view).map_err(|e| driver_error("cuMemcpyDtoD", e))
+    }
+
+    pub(crate) fn alloc_pinned(&self, bytes: usize) -> Result<PinnedBuffer, DeviceError> {
+        // SAFETY: `u8` is valid for any bytes; cudarc zero-fills nothing, but a `u8` slice of
+        // uninitialised page-locked memory is only handed out after `cuMemHostAlloc`
+        // returned it, and we write zeros before anyone reads it.
+        let mut p = unsafe { self.ctx.alloc_pinned::<u8>(bytes.max(1)) }.map_err(|e| driver_error("cuMemHostAlloc", e))?;
+        p.as_mut_slice().map_err(|e| driver_error("cuEventSynchronize (pinned memory)", e))?.fill(0);
+        Ok(PinnedBuffer { mem: PinnedMem::Cuda(p) })
+    }
+
+    pub(crate) fn launch(&self, q: &CudaQueue, k: &Arc<CudaKernel>, args: &mut [DeviceArg<'_>]) -> Result<(), DeviceError> {
+        let kernel = &k.artifact.kernel;
+        check_args(kernel, args.iter().map(DeviceArg::shape))?;
+        let mut lens = vec![0u64; args.len()];
+        for (i, a) in args.iter().enumerate() {
+            let buf = match a {
+                DeviceArg::Buf(b) => &**b,
+                DeviceArg::BufMut(b) => &**b,
+                DeviceArg::Scalar(_) => continue,
+            };
+            if !matches!(buf.mem, super::buffer::Mem::Cuda(_)) {
+                return Err(DeviceError::Mismatch { what: "launch argument", expected: format!("a cuda buffer at #{i}"), found: format!("a {} buffer", buf.device_kind()) });
+            }
+            lens[i] = buf.len() as u64;
+        }
+        let scalars = scalar_bits(args.len(), args.iter().enumerate().filter_map(|(i, a)| match a {
+            DeviceArg::Scalar(c) => Some((i, c)),
+            _ => None,
+        }));
+        let grid = check_limits(kernel, grid_size(kernel, &scalars)?, GRID_LIMITS)?;
+        let mut records = q.records.lock().unwrap_or_else(|e| e.into_inner());
+        if records.pending.len() == RECORD_SLOTS {
+            q.check(&mut records)?;
+        }
+        let slot = records.pending.len();
+        // Kernel parameter values: each `push` borrows its value until the launch.
+        let counts: Vec<i64> = lens.iter().map(|&n| n as i64).collect();
+        let scalar_words: Vec<i64> = scalars.iter().map(|&b| b as i64).collect();
+        let record_view = records.slots.slice(slot * RECORD_WORDS..(slot + 1) * RECORD_WORDS);
+        let mut b = q.stream.launch_builder(&k.func);
+        for (i, a) in args.iter_mut().enumerate() {
+            match a {
+                DeviceArg::Buf(buf) => {
+                    if let super::buffer::Mem::Cuda(m) = &buf.mem {
+                        b.arg(&m.slice);
+                    }
+                    b.arg(&counts[i]);
+                }
+                DeviceArg::BufMut(buf) => {
+                    if let super::buffer::Mem::Cuda(m) = &mut buf.mem {
+                        b.arg(&mut m.slice);
+                    }
+                    b.arg(&counts[i]);
+                }
+                DeviceArg::Scalar(_) => {
+                    b.arg(&scalar_words[i]);
+                }
+            }
+        }
+        b.arg(&record_view);
+        let cfg = LaunchConfig { grid_dim: (grid[0], grid[1], grid[2]), block_dim: (k.artifact.block_dim, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: the arguments follow the kernel ABI of `compile_gpu` exactly: per buffer a
+        // device pointer and its element count (the kernel bounds-checks every access against
+        // it), per scalar its canonical bits, then a 32-byte zeroed error record; every
+        // buffer is a live allocation of this context of at least that many elements.
+        unsafe { b.launch(cfg) }.map_err(|e| driver_error("cuLaunchKernel", e))?;
+        records.pending.push(Pending { kernel: k.clone(), lens });
+        Ok(())
+    }
+}
+
+impl CudaQueue {
+    pub(crate) fn synchronize(&self) -> Result<(), DeviceError> {
+        let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        self.check(&mut records)
+    }
+
+    pub(crate) fn record(&self, e: &CudaEvent) -> Result<(), DeviceError> {
+        e.record(&self.stream).map_err(|e| driver_error("cuEventRecord", e))
+    }
+
+    /// Waits for the stream, reads the error records of the pending launches, clears them and
+    /// reports the first failure in launch order.
+    fn check(&self, records: &mut Records) -> Result<(), DeviceError> {
+        self.stream.synchronize().map_err(|e| driver_error("cuStreamSynchronize", e))?;
+        let n = records.pending.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let words = self.stream.clone_dtoh(&records.slots.slice(0..n * RECORD_WORDS)).map_err(|e| driver_error("cuMemcpyDtoH (error records)", e))?;
+        self.stream.memset_zeros(&mut records.slots.slice_mut(0..n * RECORD_WORDS)).map_err(|e| driver_error("cuMemsetD8 (error records)", e))?;
+        self.stream.synchronize().map_err(|e| driver_error("cuStreamSynchronize", e))?;
+        let pending = std::mem::take(&mut records.pending);
+        for (p, w) in pending.iter().zip(words.chunks_exact(RECORD_WORDS)) {
+            if w[0] != 0 {
+                let rec = ErrorRecord { kind: w[0], id: w[1], index: w[2], signed: w[3] };
+                return Err(DeviceError::Launch(describe_record(p.kernel.kernel(), rec, &p.lens)));
+            }
+        }
+        Ok(())
+    }
+}

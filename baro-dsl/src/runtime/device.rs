@@ -1,0 +1,467 @@
+//! The one runtime interface: a `Device` (the host JIT, a CUDA GPU, later a HIP GPU) that
+//! compiles kernels, holds `Buffer`s, orders work on `Stream`s, times it with `Event`s and
+//! launches with the same argument checks and error messages on every target. Tests, benches
+//! and the engine are written once against this file.
+//!
+//! Backends live in their own files (`host_device.rs`, `cuda.rs`; HIP: `hip.rs`); this file
+//! only dispatches. A backend that was not built is a clear error, never a panic.
+//!
+//! Adding a backend (the HIP slot): add a variant to `DeviceImpl`, `KernelImpl` (here),
+//! `Mem` (`buffer.rs`), `StreamImpl` and `EventImpl` (`stream.rs`), then one arm per `match`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::buffer::{Buffer, Mem, PinnedBuffer};
+use super::error::LaunchError;
+use super::host_device::HostDevice;
+use super::stream::{Event, Stream};
+use super::Element;
+use crate::ir::{Const, Kernel, ScalarType};
+use crate::target::Target;
+
+#[cfg(feature = "cuda")]
+use super::cuda;
+#[cfg(feature = "hip")]
+use super::hip;
+
+/// Which kind of device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceKind {
+    Host,
+    Cuda,
+    Hip,
+}
+
+impl fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DeviceKind::Host => "host",
+            DeviceKind::Cuda => "cuda",
+            DeviceKind::Hip => "hip",
+        })
+    }
+}
+
+impl std::str::FromStr for DeviceKind {
+    type Err = DeviceError;
+    fn from_str(s: &str) -> Result<DeviceKind, DeviceError> {
+        match s {
+            "host" => Ok(DeviceKind::Host),
+            "cuda" => Ok(DeviceKind::Cuda),
+            "hip" => Ok(DeviceKind::Hip),
+            other => Err(DeviceError::UnknownKind { found: other.to_string() }),
+        }
+    }
+}
+
+/// Anything that can go wrong on a device. `NoDriver`, `NoDevice`, `NotBuilt` are the
+/// environment's; `Driver` is the driver's (or a bug in baro); `Compile` is the kernel
+/// author's or baro's (the message says which); `Launch` and `Mismatch` are the caller's.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceError {
+    #[error("{message}")]
+    NoDriver { message: String },
+    #[error("no {kind} device {ordinal}: expected an ordinal below the device count, found {count} device(s)")]
+    NoDevice { kind: DeviceKind, ordinal: usize, count: usize },
+    #[error("{kind} support is not built into this binary: expected a build with `--features baro-dsl/{kind}`")]
+    NotBuilt { kind: DeviceKind },
+    #[error("{call} failed: {message}")]
+    Driver { call: &'static str, message: String },
+    #[error("compiling kernel `{kernel}` for {target}: {message}")]
+    Compile { kernel: String, target: String, message: String },
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    #[error("{what}: expected {expected}, found {found}")]
+    Mismatch { what: &'static str, expected: String, found: String },
+    #[error("unknown device `{found}`: expected cuda, hip or host")]
+    UnknownKind { found: String },
+}
+
+/// One launch argument, in the kernel's parameter order.
+pub enum DeviceArg<'a> {
+    /// A buffer the kernel only reads.
+    Buf(&'a Buffer),
+    /// A buffer the kernel may write.
+    BufMut(&'a mut Buffer),
+    Scalar(Const),
+}
+
+impl<'a> DeviceArg<'a> {
+    pub fn buf(b: &'a Buffer) -> DeviceArg<'a> {
+        DeviceArg::Buf(b)
+    }
+    pub fn buf_mut(b: &'a mut Buffer) -> DeviceArg<'a> {
+        DeviceArg::BufMut(b)
+    }
+    pub fn scalar(c: Const) -> DeviceArg<'a> {
+        DeviceArg::Scalar(c)
+    }
+    pub(crate) fn shape(&self) -> super::check::ArgShape {
+        use super::check::ArgShape;
+        match self {
+            DeviceArg::Buf(b) => ArgShape::Buf { elem: b.elem(), writable: false },
+            DeviceArg::BufMut(b) => ArgShape::Buf { elem: b.elem(), writable: true },
+            DeviceArg::Scalar(c) => ArgShape::Scalar(c.ty),
+        }
+    }
+}
+
+macro_rules! device_scalar_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for DeviceArg<'_> {
+            fn from(v: $t) -> Self {
+                DeviceArg::Scalar(super::args::ScalarArg::to_const(v))
+            }
+        }
+    )*};
+}
+device_scalar_from!(usize, u64, i64, u32, i32, u8, i8, bool, f32, half::f16, half::bf16, Const);
+
+/// A compiled kernel, ready to launch on the device that compiled it. Cheap to clone.
+#[derive(Clone)]
+pub struct DeviceKernel {
+    pub(crate) inner: KernelImpl,
+}
+
+#[derive(Clone)]
+pub(crate) enum KernelImpl {
+    Host(Arc<super::HostKernel>),
+    #[cfg(feature = "cuda")]
+    Cuda(Arc<cuda::CudaKernel>),
+    #[cfg(feature = "hip")]
+    Hip(Arc<hip::HipKernel>),
+}
+
+impl DeviceKernel {
+    /// The kernel's IR (as the backend compiled it: the host keeps the expanded form).
+    pub fn kernel(&self) -> &Kernel {
+        match &self.inner {
+            KernelImpl::Host(h) => h.kernel(),
+            #[cfg(feature = "cuda")]
+            KernelImpl::Cuda(c) => c.kernel(),
+            #[cfg(feature = "hip")]
+            KernelImpl::Hip(h) => h.kernel(),
+        }
+    }
+    pub fn name(&self) -> &str {
+        &self.kernel().name
+    }
+}
+
+/// A compute device. `Send + Sync`; every method takes `&self`.
+pub struct Device {
+    inner: DeviceImpl,
+    default_stream: Stream,
+}
+
+enum DeviceImpl {
+    Host(HostDevice),
+    #[cfg(feature = "cuda")]
+    Cuda(cuda::CudaDevice),
+    #[cfg(feature = "hip")]
+    Hip(hip::HipDevice),
+}
+
+impl Device {
+    /// The host JIT as a device ("device buffers" are host memory, launches run in place).
+    pub fn host() -> Result<Device, DeviceError> {
+        let d = HostDevice::new()?;
+        Ok(Device { inner: DeviceImpl::Host(d), default_stream: Stream::host() })
+    }
+
+    /// CUDA device `ordinal`. Without a driver: "no CUDA driver (libcuda.so.1) found".
+    pub fn cuda(ordinal: usize) -> Result<Device, DeviceError> {
+        #[cfg(feature = "cuda")]
+        {
+            let d = cuda::CudaDevice::new(ordinal)?;
+            let default_stream = d.default_stream_queue()?;
+            Ok(Device { inner: DeviceImpl::Cuda(d), default_stream })
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = ordinal;
+            Err(DeviceError::NotBuilt { kind: DeviceKind::Cuda })
+        }
+    }
+
+    /// HIP device `ordinal` (an AMD GPU). Without one: "no hip device 0: ...".
+    pub fn hip(ordinal: usize) -> Result<Device, DeviceError> {
+        #[cfg(feature = "hip")]
+        {
+            let d = hip::HipDevice::new(ordinal)?;
+            let default_stream = d.default_stream()?;
+            Ok(Device { inner: DeviceImpl::Hip(d), default_stream })
+        }
+        #[cfg(not(feature = "hip"))]
+        {
+            let _ = ordinal;
+            Err(DeviceError::NotBuilt { kind: DeviceKind::Hip })
+        }
+    }
+
+    pub fn open(kind: DeviceKind, ordinal: usize) -> Result<Device, DeviceError> {
+        match kind {
+            DeviceKind::Host => Device::host(),
+            DeviceKind::Cuda => Device::cuda(ordinal),
+            DeviceKind::Hip => Device::hip(ordinal),
+        }
+    }
+
+    /// CUDA device 0 if one is present, else HIP device 0 if one is present, else the host.
+    pub fn best_available() -> Result<Device, DeviceError> {
+        Device::cuda(0).or_else(|_| Device::hip(0)).or_else(|_| Device::host())
+    }
+
+    pub fn kind(&self) -> DeviceKind {
+        match &self.inner {
+            DeviceImpl::Host(_) => DeviceKind::Host,
+            #[cfg(feature = "cuda")]
+            DeviceImpl::Cuda(_) => DeviceKind::Cuda,
+            #[cfg(feature = "hip")]
+            DeviceImpl::Hip(_) => DeviceKind::Hip,
+        }
+    }
+
+    /// A human-readable device name ("NVIDIA H200", "host (x86_64-unknown-linux-gnu)").
+    pub fn name(&self) -> String {
+        match &self.inner {
+            DeviceImpl::Host(h) => h.name(),
+            #[cfg(feature = "cuda")]
+            DeviceImpl::Cuda(c) => c.name(),
+            #[cfg(feature = "hip")]
+            DeviceImpl::Hip(h) => h.name(),
+        }
+    }
+
+    /// The driver's version as text ("CUDA driver API 13.0"; the host: the LLVM version).
+    pub fn driver_version(&self) -> String {
+        match &self.inner {
+            DeviceImpl::Host(h) => h.driver_version(),
+            #[cfg(feature = "cuda")]
+            DeviceImpl::Cuda(c) => c.driver_version(),
+            #[cfg(feature = "hip")]
+            DeviceImpl::Hip(h) => h.driver_version(),
+        }
+    }
+
+    /// The compilation target kernels are built for.
+    pub fn target(&self) -> Target {
+        match &self.inner {
+            DeviceImpl::Host(_) => Target::Host,
+            #[cfg(feature = "cuda")]
+            DeviceImpl::Cuda(c) => c.target(),
+            #[cfg(feature = "hip")]
+            DeviceImpl::Hip(h) => h.target(),
+        }
+    }
+
+    /// Checks and compiles `k` (cached per device by kernel).
+    pub fn compile(&self, k: &Kernel) -> Result<DeviceKernel, DeviceError> {
+        let inner = match &self.inner {
+            DeviceImpl::Host(h) => KernelImpl::Host(h.compile(k)?),
+            #[cfg(feature = "cuda")]
+            DeviceImpl::Cuda(c) => KernelImpl::Cuda(c.compile(k)?),
+            #[cfg(feature = "hip")]
+            DeviceImpl::Hip(h) => KernelImpl::Hip(h.compile(k)?),
+        };
+        Ok(DeviceKernel { inner })
+    }
+
+    /// A zeroed buffer of `len` elements of `elem`.
+    pub fn alloc(&self, elem: ScalarType, len: usize) -> Result<Buffer, DeviceError> {
+        let bytes = byte_len(elem, len)?;
+        let mem = match &self.inner {
+            DeviceImpl::Host(_) => Mem::host_zeroed(bytes),
+            #[cfg(feature = "cuda")]
+            DeviceImpl::Cuda(c) => Mem::Cuda(c.alloc(bytes)?),
+            #[cfg(feature = "hip")]
+            DeviceImpl::Hip(h) => Mem::Hip(h.alloc(bytes)?),
+        };
+        Ok(Buffer::new(elem, len, mem))
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn upload<T: Element>(&self, data: &[T]) -> Result<Buffer, DeviceError> {
+        self.upload_bytes(T::TYPE, super::buffer::as_bytes(data))
+    }
+
+    /// A buffer of `elem` holding a copy of `bytes` (a whole number of elements).
+    pub fn upload_bytes(&self, elem: ScalarType, bytes: &[u8]) -> Result<Buffer, DeviceError> {
+        if bytes.len() % elem.size_bytes() != 0 {
+            return Err(DeviceError::Mismatch {
+                what: "upload",
+                expected: format!("a multiple of {} bytes (one {elem})", elem.size_bytes()),
+                found: format!("{} bytes", bytes.len()),
+            });
+        }
+        let mut b = self.alloc(elem, bytes.len() / elem.size_bytes())?;
+        self.write_bytes(&mut b, bytes)?;
+        Ok(b)
+    }
+
+    /// Overwrites all of `buf` with `bytes` (exactly `buf.byte_len()` of them). Synchronous.
+    pub fn write_bytes(&self, buf: &mut Buffer, bytes: &[u8]) -> Result<(), DeviceError> {
+        if bytes.len() != buf.byte_len() {
+            return Err(DeviceError::Mismatch { what: "write", expected: format!("{} bytes", buf.byte_len()), found: format!("{} bytes", bytes.len()) });
+        }
+        match (&self.inner, &mut buf.mem) {
+            (DeviceImpl::Host(_), Mem::Host(words)) => {
+                super::buffer::words_as_bytes_mut(words)[..bytes.len()].copy_from_slice(bytes);
+                Ok(())
+            }
+            #[cfg(feature = "cuda")]
+            (DeviceImpl::Cuda(c), Mem::Cuda(m)) => c.write(m, bytes),
+            #[cfg(feature = "hip")]
+            (DeviceImpl::Hip(h), Mem::Hip(m)) => h.write(m, bytes),
+            #[allow(unreachable_patterns)]
+            (_, mem) => Err(self.foreign("buffer", mem.kind())),
+        }
+    }
+
+    /// Overwrites all of `buf` with `data`.
+    pub fn write<T: Element>(&self, buf: &mut Buffer, data: &[T]) -> Result<(), DeviceError> {
+        buf.expect_elem(T::TYPE)?;
+        self.write_bytes(buf, super::buffer::as_bytes(data))
+    }
+
+    /// A copy of `buf`'s bytes. Synchronous: waits for work queued on the default stream.
+    pub fn read_bytes(&self, buf: &Buffer) -> Result<Vec<u8>, DeviceError> {
+        match (&self.inner, &buf.mem) {
+            (DeviceImpl::Host(_), Mem::Host(words)) => Ok(super::buffer::words_as_bytes(words)[..buf.byte_len()].to_vec()),
+            #[cfg(feature = "cuda")]
+            (DeviceImpl::Cuda(c), Mem::Cuda(m)) => c.read(m, buf.byte_len()),
+            #[cfg(feature = "hip")]
+            (DeviceImpl::Hip(h), Mem::Hip(m)) => h.read(m, buf.byte_len()),
+            #[allow(unreachable_patterns)]
+            (_, mem) => Err(self.foreign("buffer", mem.kind())),
+        }
+    }
+
+    /// A copy of `buf`'s elements, which must be of `T`'s type.
+    pub fn read<T: Element>(&self, buf: &Buffer) -> Result<Vec<T>, DeviceError> {
+        buf.expect_elem(T::TYPE)?;
+        super::buffer::from_bytes(&self.read_bytes(buf)?)
+    }
+
+    /// Queues a device-to-device copy of all of `src` into `dst` (same byte length) on `stream`.
+    pub fn copy(&self, stream: &Stream, src: &Buffer, dst: &mut Buffer) -> Result<(), DeviceError> {
+        if src.byte_len() != dst.byte_len() {
+            return Err(DeviceError::Mismatch { what: "copy", expected: format!("{} bytes in the destination", src.byte_len()), found: format!("{} bytes", dst.byte_len()) });
+        }
+        match (&self.inner, &src.mem, &mut dst.mem) {
+            (DeviceImpl::Host(_), Mem::Host(s), Mem::Host(d)) => {
+                d.copy_from_slice(s);
+                Ok(())
+            }
+            #[cfg(feature = "cuda")]
+            (DeviceImpl::Cuda(c), Mem::Cuda(s), Mem::Cuda(d)) => c.copy(stream.cuda()?, s, d, src.byte_len()),
+            #[cfg(feature = "hip")]
+            (DeviceImpl::Hip(h), Mem::Hip(s), Mem::Hip(d)) => h.copy(stream.hip()?, s, d, src.byte_len()),
+            #[allow(unreachable_patterns)]
+            _ => {
+                let _ = stream;
+                Err(self.foreign("buffer", if src.mem.kind() == self.kind() { dst.mem.kind() } else { src.mem.kind() }))
+            }
+        }
+    }
+
+    /// Page-locked host memory of `bytes` bytes (plain memory on the host device), for fast
+    /// transfers: pass its slice to `write_bytes`.
+    pub fn alloc_pinned(&self, bytes: usize) -> Result<PinnedBuffer, DeviceError> {
+        match &self.inner {
+            DeviceImpl::Host(_) => Ok(PinnedBuffer::host(bytes)),
+            #[cfg(feature = "cuda")]
+            DeviceImpl::Cuda(c) => c.alloc_pinned(bytes),
+            #[cfg(feature = "hip")]
+            DeviceImpl::Hip(h) => h.alloc_pinned(bytes),
+        }
+    }
+
+    /// The stream every synchronous call (`run`, `read`, `write`) uses.
+    pub fn default_stream(&self) -> &Stream {
+        &self.default_stream
+    }
+
+    pub fn new_stream(&self) -> Result<Stream, DeviceError> {
+        match &self.inner {
+            DeviceImpl::Host(_) => Ok(Stream::host()),
+            #[cfg(feature = "cuda")]
+            DeviceImpl::Cuda(c) => c.new_stream(),
+            #[cfg(feature = "hip")]
+            DeviceImpl::Hip(h) => h.new_stream(),
+        }
+    }
+
+    /// An event for timing (`record` on a stream, then `elapsed_ms`).
+    pub fn new_event(&self) -> Result<Event, DeviceError> {
+        match &self.inner {
+            DeviceImpl::Host(_) => Ok(Event::host()),
+            #[cfg(feature = "cuda")]
+            DeviceImpl::Cuda(c) => c.new_event(),
+            #[cfg(feature = "hip")]
+            DeviceImpl::Hip(h) => h.new_event(),
+        }
+    }
+
+    /// Queues `kernel` on `stream`. Arguments are checked now (count, element type,
+    /// writability, scalar type: the host's messages); a failed bounds check inside the
+    /// kernel is reported by the next `stream.synchronize()` (on the host: right here).
+    pub fn launch(&self, stream: &Stream, kernel: &DeviceKernel, args: &mut [DeviceArg<'_>]) -> Result<(), DeviceError> {
+        match (&self.inner, &kernel.inner) {
+            (DeviceImpl::Host(h), KernelImpl::Host(k)) => h.launch(k, args),
+            #[cfg(feature = "cuda")]
+            (DeviceImpl::Cuda(c), KernelImpl::Cuda(k)) => c.launch(stream.cuda()?, k, args),
+            #[cfg(feature = "hip")]
+            (DeviceImpl::Hip(h), KernelImpl::Hip(k)) => h.launch(stream.hip()?, k, args),
+            #[allow(unreachable_patterns)]
+            (_, other) => {
+                let _ = stream;
+                Err(self.foreign("kernel", other.kind()))
+            }
+        }
+    }
+
+    /// Launches on the default stream and waits: any error, bounds checks included, is
+    /// returned here.
+    pub fn run(&self, kernel: &DeviceKernel, args: &mut [DeviceArg<'_>]) -> Result<(), DeviceError> {
+        self.launch(&self.default_stream, kernel, args)?;
+        self.default_stream.synchronize()
+    }
+
+    fn foreign(&self, what: &'static str, found: DeviceKind) -> DeviceError {
+        DeviceError::Mismatch { what, expected: format!("one made by this {} device", self.kind()), found: format!("one made by a {found} device") }
+    }
+}
+
+impl KernelImpl {
+    fn kind(&self) -> DeviceKind {
+        match self {
+            KernelImpl::Host(_) => DeviceKind::Host,
+            #[cfg(feature = "cuda")]
+            KernelImpl::Cuda(_) => DeviceKind::Cuda,
+            #[cfg(feature = "hip")]
+            KernelImpl::Hip(_) => DeviceKind::Hip,
+        }
+    }
+}
+
+fn byte_len(elem: ScalarType, len: usize) -> Result<usize, DeviceError> {
+    len.checked_mul(elem.size_bytes()).ok_or_else(|| DeviceError::Mismatch {
+        what: "buffer length",
+        expected: format!("at most {} elements of {elem}", usize::MAX / elem.size_bytes()),
+        found: len.to_string(),
+    })
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Device({}: {})", self.kind(), self.name())
+    }
+}
+
+impl fmt::Debug for DeviceKernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DeviceKernel({} on {})", self.name(), self.inner.kind())
+    }
+}

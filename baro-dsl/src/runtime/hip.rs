@@ -1,0 +1,428 @@
+//! The HIP runtime (feature `hip`): AMD GPUs through `libamdhip64`, behind the `Device`
+//! interface. Device discovery, modules loaded from a `GpuArtifact`'s code object
+//! (`hipModuleLoadData`), device memory, streams, events, and launches checked exactly like
+//! the host's (same argument checks, same out-of-bounds messages through the `ErrorRecord`).
+//!
+//! Every HIP status other than success becomes `DeviceError::Driver` naming the call and the
+//! code ("hipModuleLoadData failed: error 101 (hipErrorInvalidDevice)"); nothing here panics
+//! on a HIP failure or on user input, and HIP only receives pointers this module allocated
+//! and sized, or a code object `code_object::check` proved in bounds. No AMD GPU exists on
+//! baro's build machines: the launch path follows the kernel ABI of `compile_gpu` but has
+//! never run on AMD hardware there.
+
+mod code_object;
+mod ffi;
+mod queue;
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::ptr::null_mut;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::buffer::{Mem, PinnedBuffer};
+use super::check::{check_args, scalar_bits};
+use super::device::{DeviceArg, DeviceError, DeviceKind};
+use super::grid::{check_limits, grid_size};
+use super::stream::{Event, EventImpl, Stream, StreamImpl};
+use crate::cache::CompileCache;
+use crate::compile::{compile_gpu, GpuArtifact};
+use crate::ir::Kernel;
+use crate::options::CompileOptions;
+use crate::target::Target;
+
+pub(crate) use queue::{HipEvent, HipQueue};
+
+/// Largest workgroup (threads per block) AMD GPUs accept.
+const MAX_BLOCK_DIM: u32 = 1024;
+
+/// How a HIP status reads in an error: `error 101 (hipErrorInvalidDevice)`.
+fn describe_code(code: ffi::Code) -> String {
+    match ffi::code_name(code) {
+        Some(name) => format!("error {code} ({name})"),
+        None => format!("error {code} (a code HIP 5.2 does not name)"),
+    }
+}
+
+/// `Ok` for success, else the error naming `call` and the code.
+fn check(call: &'static str, code: ffi::Code) -> Result<(), DeviceError> {
+    if code == ffi::SUCCESS {
+        Ok(())
+    } else {
+        Err(DeviceError::Driver { call, message: describe_code(code) })
+    }
+}
+
+/// `hipInit(0)`, once per process; its status is remembered.
+fn init() -> Result<(), DeviceError> {
+    static INIT: OnceLock<ffi::Code> = OnceLock::new();
+    // SAFETY: hipInit takes flags by value (0 is the only defined value).
+    let code = *INIT.get_or_init(|| unsafe { ffi::hipInit(0) });
+    check("hipInit", code)
+}
+
+fn set_device(ordinal: i32) -> Result<(), DeviceError> {
+    // SAFETY: a plain integer; HIP validates it.
+    check("hipSetDevice", unsafe { ffi::hipSetDevice(ordinal) })
+}
+
+/// How many AMD GPUs HIP sees: 0 (not an error) when there are none.
+pub fn device_count() -> Result<usize, DeviceError> {
+    let mut count: i32 = 0;
+    // SAFETY: `count` is a valid out-pointer for the duration of the call.
+    let code = unsafe { ffi::hipGetDeviceCount(&mut count) };
+    match code {
+        ffi::SUCCESS => Ok(usize::try_from(count).unwrap_or(0)),
+        ffi::ERROR_NO_DEVICE => Ok(0),
+        code => Err(DeviceError::Driver { call: "hipGetDeviceCount", message: describe_code(code) }),
+    }
+}
+
+/// The HIP runtime's version number (`hipRuntimeGetVersion`: 50222153 for 5.2.3); needs no GPU.
+pub fn runtime_version() -> Result<i32, DeviceError> {
+    let mut v = 0;
+    // SAFETY: `v` is a valid out-pointer for the duration of the call.
+    check("hipRuntimeGetVersion", unsafe { ffi::hipRuntimeGetVersion(&mut v) })?;
+    Ok(v)
+}
+
+/// One AMD GPU. Every operation first makes it the calling thread's current HIP device.
+pub(crate) struct HipDevice {
+    ordinal: i32,
+    name: String,
+    /// `gcnArchName` as HIP reports it (`gfx1100`, `gfx90a:sramecc+:xnack-`).
+    arch_name: String,
+    target: Target,
+    wave_width: u32,
+    runtime: i32,
+    options: CompileOptions,
+    cache: CompileCache,
+    kernels: Mutex<HashMap<Kernel, Arc<HipKernel>>>,
+}
+
+/// A kernel loaded into a HIP module. The module outlives the function handle (same struct).
+pub(crate) struct HipKernel {
+    artifact: Arc<GpuArtifact>,
+    function: ffi::Function,
+    _module: ModuleHandle,
+}
+
+// SAFETY: module and function handles may be used from any thread (HIP's API is thread-safe)
+// and are only read after `load`.
+unsafe impl Send for HipKernel {}
+unsafe impl Sync for HipKernel {}
+
+impl HipKernel {
+    pub(crate) fn kernel(&self) -> &Kernel {
+        &self.artifact.kernel
+    }
+}
+
+/// Device memory of one device, at least one byte (the buffer's own length is what kernels
+/// see); freed on drop.
+pub(crate) struct HipMem {
+    ptr: ffi::DevicePtr,
+    device: i32,
+}
+
+// SAFETY: a device allocation is not tied to a thread; every access is a HIP call (thread-safe)
+// and host-side writes go through `&mut`.
+unsafe impl Send for HipMem {}
+unsafe impl Sync for HipMem {}
+
+impl Drop for HipMem {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `hipMalloc`, freed exactly once; a failure leaves nothing to do.
+        unsafe { ffi::hipFree(self.ptr) };
+    }
+}
+
+impl HipMem {
+    /// `bytes` (at least 1) zeroed bytes on the current device.
+    fn zeroed(device: i32, bytes: usize) -> Result<HipMem, DeviceError> {
+        let mut ptr: ffi::DevicePtr = null_mut();
+        // SAFETY: `ptr` is a valid out-pointer.
+        check("hipMalloc", unsafe { ffi::hipMalloc(&mut ptr, bytes.max(1)) })?;
+        let mem = HipMem { ptr, device };
+        // SAFETY: `ptr` holds `bytes.max(1)` bytes; the null stream is synchronised before use.
+        check("hipMemsetAsync", unsafe { ffi::hipMemsetAsync(ptr, 0, bytes.max(1), null_mut()) })?;
+        check("hipStreamSynchronize", unsafe { ffi::hipStreamSynchronize(null_mut()) })?;
+        Ok(mem)
+    }
+}
+
+impl HipDevice {
+    pub(crate) fn new(ordinal: usize) -> Result<HipDevice, DeviceError> {
+        let count = device_count()?;
+        let raw = i32::try_from(ordinal).ok().filter(|_| ordinal < count).ok_or(DeviceError::NoDevice { kind: DeviceKind::Hip, ordinal, count })?;
+        init()?;
+        set_device(raw)?;
+        let props = properties(raw)?;
+        let bad = |message: String| DeviceError::Driver { call: "hipGetDeviceProperties", message };
+        let arch_name = c_chars(&props.gcnArchName);
+        let target = arch_name
+            .split(':')
+            .next()
+            .and_then(|a| a.parse::<Target>().ok())
+            .filter(|t| matches!(t, Target::Amdgpu { .. }))
+            .ok_or_else(|| bad(format!("expected a gfx architecture name, found `{arch_name}`")))?;
+        let wave_width = u32::try_from(props.warpSize).ok().filter(|&w| Some(w) == target.wave_width()).ok_or_else(|| {
+            bad(format!("expected the wave width {target} is compiled for ({:?}), found {}", target.wave_width(), props.warpSize))
+        })?;
+        let options = CompileOptions::from_env().map_err(|e| DeviceError::Compile { kernel: "*".into(), target: target.to_string(), message: e.to_string() })?;
+        let cache = CompileCache::new(options.cache_dir.clone());
+        Ok(HipDevice {
+            ordinal: raw,
+            name: c_chars(&props.name),
+            arch_name,
+            target,
+            wave_width,
+            runtime: runtime_version()?,
+            options,
+            cache,
+            kernels: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub(crate) fn name(&self) -> String {
+        format!("{} ({})", self.name, self.arch_name)
+    }
+
+    pub(crate) fn driver_version(&self) -> String {
+        let v = self.runtime;
+        format!("HIP runtime {}.{}.{}", v / 10_000_000, (v / 100_000) % 100, v % 100_000)
+    }
+
+    pub(crate) fn target(&self) -> Target {
+        self.target.clone()
+    }
+
+    pub(crate) fn compile(&self, k: &Kernel) -> Result<Arc<HipKernel>, DeviceError> {
+        if let Some(hit) = self.kernels.lock().unwrap_or_else(|e| e.into_inner()).get(k) {
+            return Ok(hit.clone());
+        }
+        let compile_err = |message: String| DeviceError::Compile { kernel: k.name.clone(), target: self.target.to_string(), message };
+        let artifact = compile_gpu(k, &self.target, &self.options, &self.cache).map_err(|e| compile_err(e.to_string()))?;
+        let loaded = Arc::new(self.load(artifact)?);
+        let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(kernels.entry(k.clone()).or_insert(loaded).clone())
+    }
+
+    /// Loads an artifact's code object and finds its entry. The artifact must have been
+    /// compiled for this device's architecture and wave width.
+    pub(crate) fn load(&self, artifact: Arc<GpuArtifact>) -> Result<HipKernel, DeviceError> {
+        let bad = |message: String| DeviceError::Compile { kernel: artifact.kernel.name.clone(), target: artifact.target.to_string(), message };
+        match &artifact.target {
+            Target::Amdgpu { arch } if *arch == self.target.cpu() => {}
+            other => return Err(bad(format!("expected a code object for {} (hip device {}), found one for {other}", self.target, self.ordinal))),
+        }
+        if artifact.block_dim == 0 || artifact.block_dim > MAX_BLOCK_DIM || !artifact.block_dim.is_multiple_of(self.wave_width) {
+            return Err(bad(format!("expected a multiple of {} up to {MAX_BLOCK_DIM} threads per workgroup, found {}", self.wave_width, artifact.block_dim)));
+        }
+        let entry = CString::new(artifact.entry.as_str()).map_err(|_| bad(format!("expected an entry name without NUL bytes, found `{}`", artifact.entry)))?;
+        set_device(self.ordinal)?;
+        let module = load_module(&artifact.image).map_err(|e| match e {
+            LoadError::Image(message) => bad(message),
+            LoadError::Hip(e) => e,
+        })?;
+        let mut function: ffi::Function = null_mut();
+        // SAFETY: `module` is a live module handle, `entry` a NUL-terminated string that
+        // outlives the call, `function` a valid out-pointer.
+        check("hipModuleGetFunction", unsafe { ffi::hipModuleGetFunction(&mut function, module.0, entry.as_ptr()) })?;
+        Ok(HipKernel { artifact, function, _module: module })
+    }
+
+    pub(crate) fn alloc(&self, bytes: usize) -> Result<HipMem, DeviceError> {
+        set_device(self.ordinal)?;
+        HipMem::zeroed(self.ordinal, bytes)
+    }
+
+    /// Overwrites the first `bytes.len()` bytes of `m` (the caller checked the length).
+    pub(crate) fn write(&self, m: &mut HipMem, bytes: &[u8]) -> Result<(), DeviceError> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        self.own(m)?;
+        // SAFETY: `m` holds at least `bytes.len()` bytes (its buffer's byte length); HIP only
+        // reads `bytes`.
+        check("hipMemcpyHtoD", unsafe { ffi::hipMemcpyHtoD(m.ptr, bytes.as_ptr().cast_mut().cast(), bytes.len()) })
+    }
+
+    /// The first `len` bytes of `m`. Waits for work on the null stream (blocking streams too).
+    pub(crate) fn read(&self, m: &HipMem, len: usize) -> Result<Vec<u8>, DeviceError> {
+        let mut out = vec![0u8; len];
+        if len == 0 {
+            return Ok(out);
+        }
+        self.own(m)?;
+        // SAFETY: `m` holds at least `len` bytes; `out` is `len` writable bytes.
+        check("hipMemcpyDtoH", unsafe { ffi::hipMemcpyDtoH(out.as_mut_ptr().cast(), m.ptr, len) })?;
+        Ok(out)
+    }
+
+    /// Queues a copy of `len` bytes from `src` to `dst` on `q`.
+    /// Dropping either buffer early is safe: `hipFree` waits for the device's queued work.
+    pub(crate) fn copy(&self, q: &HipQueue, src: &HipMem, dst: &mut HipMem, len: usize) -> Result<(), DeviceError> {
+        if len == 0 {
+            return Ok(());
+        }
+        self.own(src)?;
+        self.own(dst)?;
+        q.copy(src.ptr, dst.ptr, len)
+    }
+
+    /// Plain host memory: HIP page-locked memory is not wired up yet (transfers still work,
+    /// only slower).
+    pub(crate) fn alloc_pinned(&self, bytes: usize) -> Result<PinnedBuffer, DeviceError> {
+        Ok(PinnedBuffer::host(bytes))
+    }
+
+    /// The null stream (synchronises with every blocking stream of the device).
+    pub(crate) fn default_stream(&self) -> Result<Stream, DeviceError> {
+        set_device(self.ordinal)?;
+        Ok(Stream { inner: StreamImpl::Hip(HipQueue::null(self.ordinal)?) })
+    }
+
+    pub(crate) fn new_stream(&self) -> Result<Stream, DeviceError> {
+        set_device(self.ordinal)?;
+        Ok(Stream { inner: StreamImpl::Hip(HipQueue::new(self.ordinal)?) })
+    }
+
+    pub(crate) fn new_event(&self) -> Result<Event, DeviceError> {
+        set_device(self.ordinal)?;
+        Ok(Event { inner: EventImpl::Hip(HipEvent::new(self.ordinal)?) })
+    }
+
+    /// Queues `k` on `q`. Arguments are checked like the host's before anything is queued; a
+    /// failed bounds check is reported by the queue's next `synchronize`.
+    pub(crate) fn launch(&self, q: &HipQueue, k: &Arc<HipKernel>, args: &mut [DeviceArg<'_>]) -> Result<(), DeviceError> {
+        let kernel = &k.artifact.kernel;
+        let Prepared { words, lens, grid } = prepare(kernel, args, k.artifact.block_dim)?;
+        if q.device() != self.ordinal {
+            return Err(DeviceError::Mismatch { what: "stream", expected: format!("a stream of hip device {}", self.ordinal), found: format!("one of hip device {}", q.device()) });
+        }
+        for (i, a) in args.iter().enumerate() {
+            if let Some(Mem::Hip(m)) = arg_mem(a) {
+                if m.device != self.ordinal {
+                    return Err(DeviceError::Mismatch { what: "launch argument", expected: format!("a buffer of hip device {} at #{i}", self.ordinal), found: format!("one of hip device {}", m.device) });
+                }
+            }
+        }
+        set_device(self.ordinal)?;
+        q.launch(k, words, lens, grid)
+    }
+
+    fn own(&self, m: &HipMem) -> Result<(), DeviceError> {
+        if m.device != self.ordinal {
+            return Err(DeviceError::Mismatch { what: "buffer", expected: format!("one of hip device {}", self.ordinal), found: format!("one of hip device {}", m.device) });
+        }
+        set_device(self.ordinal)
+    }
+}
+
+fn arg_mem<'b>(a: &'b DeviceArg<'_>) -> Option<&'b Mem> {
+    match a {
+        DeviceArg::Buf(b) => Some(&b.mem),
+        DeviceArg::BufMut(b) => Some(&b.mem),
+        DeviceArg::Scalar(_) => None,
+    }
+}
+
+/// A checked launch, before any HIP call.
+#[derive(Debug)]
+struct Prepared {
+    /// Kernel-argument words (the ABI of `compile_gpu`): per buffer its device address and
+    /// element count, per scalar its canonical bits; the queue appends the error record's
+    /// address.
+    words: Vec<u64>,
+    /// Each parameter's element count (0 for scalars), for out-of-bounds messages.
+    lens: Vec<u64>,
+    grid: [u32; 3],
+}
+
+/// Checks a launch like the host does, without touching HIP, and lays out its arguments.
+fn prepare(kernel: &Kernel, args: &[DeviceArg<'_>], block_dim: u32) -> Result<Prepared, DeviceError> {
+    check_args(kernel, args.iter().map(DeviceArg::shape))?;
+    let mut words = Vec::with_capacity(2 * args.len() + 1);
+    let mut lens = vec![0u64; args.len()];
+    for (i, a) in args.iter().enumerate() {
+        let b = match a {
+            DeviceArg::Scalar(c) => {
+                words.push(c.ty.canonical_bits(c.bits));
+                continue;
+            }
+            DeviceArg::Buf(b) => &**b,
+            DeviceArg::BufMut(b) => &**b,
+        };
+        let Mem::Hip(m) = &b.mem else {
+            return Err(DeviceError::Mismatch { what: "launch argument", expected: format!("a hip buffer at #{i}"), found: format!("a {} buffer", b.device_kind()) });
+        };
+        lens[i] = b.len() as u64;
+        words.push(m.ptr as u64);
+        words.push(lens[i]);
+    }
+    let scalars = scalar_bits(args.len(), args.iter().enumerate().filter_map(|(i, a)| match a {
+        DeviceArg::Scalar(c) => Some((i, c)),
+        _ => None,
+    }));
+    // HIP counts work-items per axis in 32 bits: workgroups x block size must fit.
+    let x_limit = u64::from(u32::MAX) / u64::from(block_dim.max(1));
+    let grid = check_limits(kernel, grid_size(kernel, &scalars)?, [x_limit, u64::from(u32::MAX), u64::from(u32::MAX)])?;
+    Ok(Prepared { words, lens, grid })
+}
+
+fn properties(ordinal: i32) -> Result<ffi::DeviceProp, DeviceError> {
+    // A newer runtime's struct may be larger than the 5.x layout we read: give it room.
+    #[repr(C)]
+    struct Padded {
+        props: ffi::DeviceProp,
+        _room: [u8; 4096],
+    }
+    // SAFETY: plain C data (integers, arrays, raw pointers): all-zero is a valid value.
+    let mut p: Box<Padded> = Box::new(unsafe { std::mem::zeroed() });
+    // SAFETY: `p.props` is a writable `hipDeviceProp_t` followed by 4 KiB of room.
+    check("hipGetDeviceProperties", unsafe { ffi::hipGetDeviceProperties(&mut p.props, ordinal) })?;
+    Ok(p.props)
+}
+
+/// A fixed C char array up to its first NUL (all of it if none), lossily as UTF-8.
+fn c_chars(chars: &[std::ffi::c_char]) -> String {
+    let bytes: Vec<u8> = chars.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// An owned module handle, unloaded on drop.
+struct ModuleHandle(ffi::Module);
+
+impl Drop for ModuleHandle {
+    fn drop(&mut self) {
+        // SAFETY: loaded by `load_module`, unloaded exactly once; a failure leaves nothing to do.
+        unsafe { ffi::hipModuleUnload(self.0) };
+    }
+}
+
+enum LoadError {
+    /// The bytes are not a code object HIP could safely read.
+    Image(String),
+    Hip(DeviceError),
+}
+
+/// Checks `image`, then hands an 8-aligned copy of it to `hipModuleLoadData` on the current device.
+fn load_module(image: &[u8]) -> Result<ModuleHandle, LoadError> {
+    code_object::check(image).map_err(LoadError::Image)?;
+    let mut words = vec![0u64; image.len().div_ceil(8)];
+    for (w, chunk) in words.iter_mut().zip(image.chunks(8)) {
+        let mut b = [0u8; 8];
+        b[..chunk.len()].copy_from_slice(chunk);
+        *w = u64::from_ne_bytes(b);
+    }
+    let mut module: ffi::Module = null_mut();
+    // SAFETY: `words` holds a checked ELF image whose every header, segment and section lies
+    // inside it (the runtime reads nothing past them) and outlives the call; `module` is a
+    // valid out-pointer.
+    let code = unsafe { ffi::hipModuleLoadData(&mut module, words.as_ptr().cast::<c_void>()) };
+    check("hipModuleLoadData", code).map_err(LoadError::Hip)?;
+    Ok(ModuleHandle(module))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,188 @@
+//! HIP streams with their launch error records, and timing events.
+//!
+//! Each queue owns a ring of `ErrorRecord`s, one slot per launch since its last
+//! synchronisation, so launches stay asynchronous and a failed bounds check is still
+//! attributed to the right kernel with the host's message. A queue never reads a record
+//! before the stream has finished the launch that writes it.
+
+use std::ffi::c_void;
+use std::mem::size_of;
+use std::ptr::null_mut;
+use std::sync::{Arc, Mutex};
+
+use super::{check, ffi, HipKernel, HipMem};
+use crate::lower::ErrorRecord;
+use crate::runtime::device::DeviceError;
+use crate::runtime::error::describe_record;
+
+/// Error-record slots per queue: launches between two synchronisations before an automatic one.
+const RECORD_SLOTS: usize = 1024;
+const RECORD_BYTES: usize = size_of::<ErrorRecord>();
+
+/// A HIP stream (or the null stream) and its error-record ring.
+pub(crate) struct HipQueue {
+    raw: ffi::Stream,
+    /// Whether `raw` was created here (and is destroyed on drop); false for the null stream.
+    owned: bool,
+    device: i32,
+    records: Mutex<Records>,
+}
+
+struct Records {
+    slots: HipMem, // (RECORD_SLOTS, 4 x u64), zero except for launches still pending
+    pending: Vec<Pending>,
+}
+
+/// A launch whose error record has not been read yet.
+struct Pending {
+    kernel: Arc<HipKernel>,
+    lens: Vec<u64>,
+}
+
+// SAFETY: a stream handle may be used from any thread; the record ring is behind a mutex.
+unsafe impl Send for HipQueue {}
+unsafe impl Sync for HipQueue {}
+
+impl Drop for HipQueue {
+    fn drop(&mut self) {
+        if self.owned {
+            // SAFETY: created by `hipStreamCreate`, destroyed exactly once; HIP finishes its
+            // pending work first. The record ring is freed afterwards by its own drop.
+            unsafe { ffi::hipStreamDestroy(self.raw) };
+        }
+    }
+}
+
+impl HipQueue {
+    /// A new stream on the current device (`device`).
+    pub(crate) fn new(device: i32) -> Result<HipQueue, DeviceError> {
+        let slots = HipMem::zeroed(device, RECORD_SLOTS * RECORD_BYTES)?;
+        let mut raw: ffi::Stream = null_mut();
+        // SAFETY: `raw` is a valid out-pointer.
+        check("hipStreamCreate", unsafe { ffi::hipStreamCreate(&mut raw) })?;
+        Ok(HipQueue { raw, owned: true, device, records: Mutex::new(Records { slots, pending: Vec::new() }) })
+    }
+
+    /// The current device's null stream.
+    pub(crate) fn null(device: i32) -> Result<HipQueue, DeviceError> {
+        let slots = HipMem::zeroed(device, RECORD_SLOTS * RECORD_BYTES)?;
+        Ok(HipQueue { raw: null_mut(), owned: false, device, records: Mutex::new(Records { slots, pending: Vec::new() }) })
+    }
+
+    pub(crate) fn device(&self) -> i32 {
+        self.device
+    }
+
+    /// Queues a launch of `k` with its argument `words` (the error record's address is
+    /// appended here); `lens` are the parameters' element counts for the error message.
+    pub(crate) fn launch(&self, k: &Arc<HipKernel>, mut words: Vec<u64>, lens: Vec<u64>, grid: [u32; 3]) -> Result<(), DeviceError> {
+        let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        if records.pending.len() == RECORD_SLOTS {
+            self.check_records(&mut records)?;
+        }
+        let slot = records.pending.len();
+        words.push(records.slots.ptr as u64 + (slot * RECORD_BYTES) as u64);
+        let mut params: Vec<*mut c_void> = words.iter_mut().map(|w| (w as *mut u64).cast::<c_void>()).collect();
+        // SAFETY: `params` holds one pointer per kernel parameter of the ABI, each to a live
+        // 8-byte word that HIP copies before returning; every buffer address is a live
+        // allocation of this device holding at least its element count (the kernel
+        // bounds-checks every access against it); the record slot is zeroed, in the ring, and
+        // read only after the stream finishes; block_dim was checked at load.
+        let code = unsafe {
+            ffi::hipModuleLaunchKernel(k.function, grid[0], grid[1], grid[2], k.artifact.block_dim, 1, 1, 0, self.raw, params.as_mut_ptr(), null_mut())
+        };
+        check("hipModuleLaunchKernel", code)?;
+        records.pending.push(Pending { kernel: k.clone(), lens });
+        Ok(())
+    }
+
+    /// Queues a device-to-device copy (both allocations hold at least `len` bytes).
+    pub(crate) fn copy(&self, src: ffi::DevicePtr, dst: ffi::DevicePtr, len: usize) -> Result<(), DeviceError> {
+        // SAFETY: both are live allocations of at least `len` bytes (the caller's buffers);
+        // they are distinct allocations because one is borrowed mutably.
+        check("hipMemcpyDtoDAsync", unsafe { ffi::hipMemcpyDtoDAsync(dst, src, len, self.raw) })
+    }
+
+    /// Waits for all queued work, then reports the first failed bounds check (in launch
+    /// order) of the kernels launched since the last synchronisation.
+    pub(crate) fn synchronize(&self) -> Result<(), DeviceError> {
+        let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        self.check_records(&mut records)
+    }
+
+    fn sync_stream(&self) -> Result<(), DeviceError> {
+        // SAFETY: a live stream handle (or the null stream).
+        check("hipStreamSynchronize", unsafe { ffi::hipStreamSynchronize(self.raw) })
+    }
+
+    fn check_records(&self, records: &mut Records) -> Result<(), DeviceError> {
+        self.sync_stream()?;
+        let n = records.pending.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let mut words = vec![0u64; n * 4];
+        let bytes = n * RECORD_BYTES;
+        // SAFETY: the ring holds `RECORD_SLOTS * RECORD_BYTES >= bytes` bytes; `words` is
+        // `bytes` writable bytes; the stream is idle, so no kernel writes the ring meanwhile.
+        check("hipMemcpyDtoHAsync (error records)", unsafe { ffi::hipMemcpyDtoHAsync(words.as_mut_ptr().cast(), records.slots.ptr, bytes, self.raw) })?;
+        self.sync_stream()?;
+        // SAFETY: as above; zeroes the slots just read.
+        check("hipMemsetAsync (error records)", unsafe { ffi::hipMemsetAsync(records.slots.ptr, 0, bytes, self.raw) })?;
+        self.sync_stream()?;
+        let pending = std::mem::take(&mut records.pending);
+        for (p, w) in pending.iter().zip(words.chunks_exact(4)) {
+            if w[0] != 0 {
+                let rec = ErrorRecord { kind: w[0], id: w[1], index: w[2], signed: w[3] };
+                return Err(DeviceError::Launch(describe_record(p.kernel.kernel(), rec, &p.lens)));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn record(&self, e: &HipEvent) -> Result<(), DeviceError> {
+        if e.device != self.device {
+            return Err(DeviceError::Mismatch { what: "event", expected: format!("an event of hip device {}", self.device), found: format!("one of hip device {}", e.device) });
+        }
+        super::set_device(self.device)?;
+        // SAFETY: live event and stream handles of one device.
+        check("hipEventRecord", unsafe { ffi::hipEventRecord(e.raw, self.raw) })
+    }
+}
+
+/// A point in a stream's work, for timing.
+pub(crate) struct HipEvent {
+    raw: ffi::Event,
+    device: i32,
+}
+
+// SAFETY: event handles may be used from any thread; HIP's event calls are thread-safe.
+unsafe impl Send for HipEvent {}
+unsafe impl Sync for HipEvent {}
+
+impl Drop for HipEvent {
+    fn drop(&mut self) {
+        // SAFETY: created by `hipEventCreate`, destroyed exactly once.
+        unsafe { ffi::hipEventDestroy(self.raw) };
+    }
+}
+
+impl HipEvent {
+    /// A new event on the current device (`device`).
+    pub(crate) fn new(device: i32) -> Result<HipEvent, DeviceError> {
+        let mut raw: ffi::Event = null_mut();
+        // SAFETY: `raw` is a valid out-pointer.
+        check("hipEventCreate", unsafe { ffi::hipEventCreate(&mut raw) })?;
+        Ok(HipEvent { raw, device })
+    }
+
+    /// Milliseconds from this event to `end`; waits for `end` to complete.
+    pub(crate) fn elapsed_ms(&self, end: &HipEvent) -> Result<f32, DeviceError> {
+        // SAFETY: a live event handle.
+        check("hipEventSynchronize", unsafe { ffi::hipEventSynchronize(end.raw) })?;
+        let mut ms = 0f32;
+        // SAFETY: live event handles; `ms` is a valid out-pointer.
+        check("hipEventElapsedTime", unsafe { ffi::hipEventElapsedTime(&mut ms, self.raw, end.raw) })?;
+        Ok(ms)
+    }
+}

@@ -1,0 +1,128 @@
+//! Streams (ordered queues of device work) and events (points in a stream, for timing).
+//! On the host every call runs to completion before returning, so a host stream is empty
+//! and a host event is a wall-clock instant.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use super::device::DeviceError;
+
+pub struct Stream {
+    pub(crate) inner: StreamImpl,
+}
+
+pub(crate) enum StreamImpl {
+    Host,
+    #[cfg(feature = "cuda")]
+    Cuda(super::cuda::CudaQueue),
+    #[cfg(feature = "hip")]
+    Hip(super::hip::HipQueue),
+}
+
+impl Stream {
+    pub(crate) fn host() -> Stream {
+        Stream { inner: StreamImpl::Host }
+    }
+
+    /// Waits for all queued work, then reports the first failed bounds check of any kernel
+    /// launched on this stream since the last synchronisation.
+    pub fn synchronize(&self) -> Result<(), DeviceError> {
+        match &self.inner {
+            StreamImpl::Host => Ok(()),
+            #[cfg(feature = "cuda")]
+            StreamImpl::Cuda(q) => q.synchronize(),
+            #[cfg(feature = "hip")]
+            StreamImpl::Hip(q) => q.synchronize(),
+        }
+    }
+
+    #[cfg(feature = "cuda")]
+    pub(crate) fn cuda(&self) -> Result<&super::cuda::CudaQueue, DeviceError> {
+        match &self.inner {
+            StreamImpl::Cuda(q) => Ok(q),
+            #[allow(unreachable_patterns)]
+            _ => Err(DeviceError::Mismatch { what: "stream", expected: "a cuda stream".into(), found: "a stream of another device".into() }),
+        }
+    }
+
+    #[cfg(feature = "hip")]
+    pub(crate) fn hip(&self) -> Result<&super::hip::HipQueue, DeviceError> {
+        match &self.inner {
+            StreamImpl::Hip(q) => Ok(q),
+            #[allow(unreachable_patterns)]
+            _ => Err(DeviceError::Mismatch { what: "stream", expected: "a hip stream".into(), found: "a stream of another device".into() }),
+        }
+    }
+}
+
+pub struct Event {
+    pub(crate) inner: EventImpl,
+}
+
+pub(crate) enum EventImpl {
+    Host(Mutex<Option<Instant>>),
+    #[cfg(feature = "cuda")]
+    Cuda(cudarc::driver::CudaEvent),
+    #[cfg(feature = "hip")]
+    Hip(super::hip::HipEvent),
+}
+
+impl Event {
+    pub(crate) fn host() -> Event {
+        Event { inner: EventImpl::Host(Mutex::new(None)) }
+    }
+
+    /// Marks the point after all work queued on `stream` so far.
+    pub fn record(&self, stream: &Stream) -> Result<(), DeviceError> {
+        match (&self.inner, &stream.inner) {
+            (EventImpl::Host(t), StreamImpl::Host) => {
+                *t.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+                Ok(())
+            }
+            #[cfg(feature = "cuda")]
+            (EventImpl::Cuda(e), StreamImpl::Cuda(q)) => q.record(e),
+            #[cfg(feature = "hip")]
+            (EventImpl::Hip(e), StreamImpl::Hip(q)) => q.record(e),
+            #[allow(unreachable_patterns)]
+            _ => Err(DeviceError::Mismatch { what: "event", expected: "an event and a stream of one device".into(), found: "two devices".into() }),
+        }
+    }
+
+    /// Milliseconds from this event to `end` (both recorded); waits for `end`.
+    pub fn elapsed_ms(&self, end: &Event) -> Result<f32, DeviceError> {
+        match (&self.inner, &end.inner) {
+            (EventImpl::Host(a), EventImpl::Host(b)) => {
+                let a = *a.lock().unwrap_or_else(|e| e.into_inner());
+                let b = *b.lock().unwrap_or_else(|e| e.into_inner());
+                match (a, b) {
+                    (Some(a), Some(b)) => Ok(b.saturating_duration_since(a).as_secs_f32() * 1e3),
+                    _ => Err(DeviceError::Mismatch { what: "elapsed time", expected: "two recorded events".into(), found: "an event never recorded".into() }),
+                }
+            }
+            #[cfg(feature = "cuda")]
+            (EventImpl::Cuda(a), EventImpl::Cuda(b)) => a.elapsed_ms(b).map_err(|e| super::cuda::driver_error("cuEventElapsedTime", e)),
+            #[cfg(feature = "hip")]
+            (EventImpl::Hip(a), EventImpl::Hip(b)) => a.elapsed_ms(b),
+            #[allow(unreachable_patterns)]
+            _ => Err(DeviceError::Mismatch { what: "event", expected: "two events of one device".into(), found: "two devices".into() }),
+        }
+    }
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.inner {
+            StreamImpl::Host => "Stream(host)",
+            #[cfg(feature = "cuda")]
+            StreamImpl::Cuda(_) => "Stream(cuda)",
+            #[cfg(feature = "hip")]
+            StreamImpl::Hip(_) => "Stream(hip)",
+        })
+    }
+}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Event")
+    }
+}

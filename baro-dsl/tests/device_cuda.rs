@@ -1,0 +1,47 @@
+//! The CUDA runtime (feature `cuda`). Without a driver, opening a device is the clear error
+//! "no CUDA driver (libcuda.so.1) found", never a panic. With a GPU (the H200 machine runs
+//! the conformance binary instead), a kernel runs and matches the host byte for byte.
+#![cfg(feature = "cuda")]
+
+use baro_dsl::runtime::cuda;
+use baro_dsl::runtime::{Device, DeviceArg, DeviceError};
+use baro_dsl::{testkernels, ScalarType};
+
+#[test]
+fn no_driver_is_a_clear_error_not_a_panic() {
+    let r = std::panic::catch_unwind(|| Device::cuda(0).map(|d| d.name()));
+    let r = r.expect("Device::cuda panicked");
+    if cuda::driver_present() {
+        // A machine with a driver: either a device or a clear "no cuda device 0".
+        if let Err(e) = r {
+            assert!(matches!(e, DeviceError::NoDevice { .. } | DeviceError::Driver { .. }), "{e}");
+        }
+    } else {
+        assert_eq!(r.unwrap_err().to_string(), "no CUDA driver (libcuda.so.1) found");
+        assert_eq!(cuda::device_count().unwrap_err().to_string(), "no CUDA driver (libcuda.so.1) found");
+    }
+}
+
+#[test]
+fn a_kernel_on_the_gpu_matches_the_host_when_one_is_present() {
+    let Ok(gpu) = Device::cuda(0) else {
+        assert!(!cuda::driver_present() || cuda::device_count().map_or(true, |n| n == 0));
+        return;
+    };
+    let host = Device::host().unwrap();
+    let (k, m) = (1031usize, 7usize);
+    let w: Vec<f32> = (0..k * m).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 37.0).collect();
+    let x: Vec<f32> = (0..k).map(|i| ((i * 104_729 % 997) as f32 - 498.0) / 91.0).collect();
+    let mut outs = Vec::new();
+    for d in [&host, &gpu] {
+        let kern = d.compile(&testkernels::matvec()).unwrap();
+        let (wb, xb) = (d.upload(&w).unwrap(), d.upload(&x).unwrap());
+        let mut y = d.alloc(ScalarType::F32, m).unwrap();
+        d.run(&kern, &mut [DeviceArg::buf(&wb), DeviceArg::buf(&xb), DeviceArg::buf_mut(&mut y), k.into(), m.into()]).unwrap();
+        outs.push(d.read_bytes(&y).unwrap());
+        // The same bounds error as the host, through the error record.
+        let e = d.run(&kern, &mut [DeviceArg::buf(&wb), DeviceArg::buf(&xb), DeviceArg::buf_mut(&mut y), 2usize.into(), (m + 1).into()]).unwrap_err();
+        assert_eq!(e.to_string(), format!("kernel `matvec` wrote `y[{m}]` but `y` has {m} elements"));
+    }
+    assert_eq!(outs[0], outs[1]);
+}

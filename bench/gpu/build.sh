@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds the GPU binaries (`conformance`, `matvec_bw`) here, in release, with LLVM linked
+# statically, strips and gzips them into .carry/ (ignored by git) for the GPU machine:
+#   bench/gpu/build.sh        then carry .carry/{conformance.gz,matvec_bw.gz,COMMIT}
+#
+# baro-dsl's `llvm-static` feature cannot be enabled in this workspace as it stands: the
+# inkwell dependency always asks for `llvm19-1-force-dynamic`, and llvm-sys refuses two link
+# modes at once. So the build runs on a staged copy of the sources whose baro-dsl manifest
+# drops the dynamic request; the working tree is never modified.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+out=$root/.carry
+stage=$out/src
+mkdir -p "$out"
+grep -qx '/.carry/' .git/info/exclude 2>/dev/null || echo '/.carry/' >> .git/info/exclude
+
+rm -rf "$stage" && mkdir -p "$stage"
+tar --exclude=./target --exclude=./.carry --exclude=./.git -cf - . | tar -xf - -C "$stage"
+sed -i 's/"llvm19-1-force-dynamic", //' "$stage/baro-dsl/Cargo.toml"
+(cd "$stage" && CARGO_TARGET_DIR="$out/target" cargo build --release -p baro-bench --features baro-dsl/llvm-static)
+
+for b in conformance matvec_bw; do
+  strip -o "$out/$b" "$out/target/release/$b"
+  gzip -9 -f "$out/$b"
+done
+commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
+echo "$commit" > "$out/COMMIT"
+ls -l "$out"/*.gz "$out/COMMIT"
+echo "build.sh: carry .carry/conformance.gz .carry/matvec_bw.gz .carry/COMMIT, then run bench/gpu/run.sh there"
