@@ -1,0 +1,74 @@
+//! Helpers shared by the model-loading tests: fixture paths, a seeded generator, and building a
+//! GGUF file from an HF fixture through `names.rs`.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use baro_engine::model::names::{self, HfTensor};
+use baro_engine::model::{GgufWriter, HfCheckpoint, ModelConfig, TensorType};
+
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+}
+
+/// xorshift64*: deterministic test data without a dependency.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    /// Uniform in [-1, 1).
+    pub fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+}
+
+pub fn hf_get(ck: &HfCheckpoint) -> impl Fn(&str) -> Option<HfTensor> + '_ {
+    move |name| ck.tensor(name).map(|t| HfTensor { shape: t.shape.to_vec(), data: t.to_f32() })
+}
+
+/// Every canonical tensor of the checkpoint as f32, in `gguf_tensors` order.
+pub fn canonical_f32(ck: &HfCheckpoint) -> Vec<(names::GgufTensorSpec, Vec<f32>)> {
+    let get = hf_get(ck);
+    names::gguf_tensors(&ck.config)
+        .into_iter()
+        .map(|spec| {
+            let data = names::hf_to_gguf(&ck.config, &spec, &get).unwrap_or_else(|e| panic!("{e}"));
+            (spec, data)
+        })
+        .collect()
+}
+
+/// The type a tensor gets in a quantized variant: `want` for matrices whose rows are whole
+/// blocks, Q8_0 where only that fits, F32 otherwise (vectors, norms, the conv weights).
+pub fn pick_type(want: TensorType, shape: &[usize]) -> TensorType {
+    let inner = *shape.last().unwrap();
+    if shape.len() < 2 {
+        return TensorType::F32;
+    }
+    if inner % want.block_len() == 0 {
+        want
+    } else if inner % TensorType::Q8_0.block_len() == 0 {
+        TensorType::Q8_0
+    } else {
+        TensorType::F32
+    }
+}
+
+/// Writes the checkpoint as GGUF with every tensor of type `ty_for(shape)`.
+pub fn gguf_from(cfg: &ModelConfig, tensors: &[(names::GgufTensorSpec, Vec<f32>)], ty_for: &dyn Fn(&[usize]) -> TensorType) -> Vec<u8> {
+    let mut w = GgufWriter::new();
+    for (k, v) in cfg.to_gguf_metadata().expect("interval layer pattern") {
+        w.add_meta(&k, v);
+    }
+    for (spec, data) in tensors {
+        let ty = ty_for(&spec.shape);
+        let bytes = baro_engine::model::quantize::quantize(ty, data).expect("whole blocks");
+        w.add_tensor(&spec.name, ty, &spec.shape, bytes).expect("consistent tensor");
+    }
+    w.to_bytes().0
+}
