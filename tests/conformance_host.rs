@@ -15,7 +15,7 @@ fn every_kernel_host_vs_host_is_identical() {
     let (a, b) = (Device::host().unwrap(), Device::host().unwrap());
     let outcomes = run_all(&a, &b, true, 7, |_| {});
     let kernels: usize = families(true).iter().map(|f| f.kernels.len()).sum();
-    assert_eq!(kernels, 28, "examples (14) and testkernels (14) kernels");
+    assert_eq!(kernels, 32, "examples (18) and testkernels (14) kernels");
     assert_eq!(outcomes.len(), kernels * 2, "two quick shapes per kernel");
     let t = table(&outcomes);
     assert!(outcomes.iter().all(|o| o.passed()), "{t}");

@@ -7,6 +7,8 @@
 mod matvec;
 #[path = "../examples/matvec_half.rs"]
 mod matvec_half;
+#[path = "../examples/matvec_wide.rs"]
+mod matvec_wide;
 #[path = "../examples/q8_dot.rs"]
 mod q8_dot;
 #[path = "../examples/rmsnorm.rs"]
@@ -35,6 +37,7 @@ fn config() -> ProptestConfig {
 
 /// Runs a matvec-shaped pair (m=1 and rows) and checks reference and replay parity; returns
 /// how many outputs of the m=1 run differ from a naive sequential sum.
+#[allow(clippy::too_many_arguments)]
 fn check_matvec_pair<W: baro::dsl::runtime::Element>(
     single: &HostKernel,
     batched: &HostKernel,
@@ -44,6 +47,7 @@ fn check_matvec_pair<W: baro::dsl::runtime::Element>(
     k: usize,
     n: usize,
     rows: usize,
+    reference: fn(&[f32], &[f32], usize, usize) -> Vec<f32>,
 ) -> usize {
     let mut yb = vec![0.0f32; rows * n];
     batched
@@ -54,7 +58,7 @@ fn check_matvec_pair<W: baro::dsl::runtime::Element>(
         let xr = &x[r * k..(r + 1) * k];
         let mut y = vec![0.0f32; n];
         single.launch(&mut [Arg::buf(xr), Arg::buf(w), Arg::buf_mut(&mut y), Arg::from(k), Arg::from(n)]).unwrap();
-        assert_eq!(bits(&y), bits(&matvec::reference(xr, w32, k, n)), "row {r}: host vs reference");
+        assert_eq!(bits(&y), bits(&reference(xr, w32, k, n)), "row {r}: host vs reference");
         assert_eq!(bits(&y), bits(&yb[r * n..(r + 1) * n]), "row {r}: rows sibling vs m=1 replay");
         naive_differs += (0..n)
             .filter(|&o| sum_sequential(k, |i| xr[i] * w32[o * k + i]).to_bits() != y[o].to_bits())
@@ -72,7 +76,7 @@ proptest! {
         let x = rng.vec_f32(rows * k);
         let w = rng.vec_f32(n * k);
         let (s, b) = (compiled(matvec::matvec()), compiled(matvec::matvec_rows()));
-        check_matvec_pair(&s, &b, &x, &w, &w, k, n, rows);
+        check_matvec_pair(&s, &b, &x, &w, &w, k, n, rows, matvec::reference);
     }
 
     #[test]
@@ -85,9 +89,24 @@ proptest! {
         let wh32: Vec<f32> = wh.iter().map(|v| v.to_f32()).collect();
         let wb32: Vec<f32> = wb.iter().map(|v| v.to_f32()).collect();
         let (s, b) = (compiled(matvec_half::matvec_f16()), compiled(matvec_half::matvec_f16_rows()));
-        check_matvec_pair(&s, &b, &x, &wh, &wh32, k, n, rows);
+        check_matvec_pair(&s, &b, &x, &wh, &wh32, k, n, rows, matvec::reference);
         let (s, b) = (compiled(matvec_half::matvec_bf16()), compiled(matvec_half::matvec_bf16_rows()));
-        check_matvec_pair(&s, &b, &x, &wb, &wb32, k, n, rows);
+        check_matvec_pair(&s, &b, &x, &wb, &wb32, k, n, rows, matvec::reference);
+    }
+
+    #[test]
+    fn matvec_wide_f16_and_bf16(k in 1usize..1200, n in 1usize..5, rows in 1usize..5, seed in any::<u64>()) {
+        let mut rng = Rng::new(seed);
+        let x = rng.vec_f32(rows * k);
+        let w = rng.vec_f32(n * k);
+        let wh: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
+        let wb: Vec<bf16> = w.iter().map(|&v| bf16::from_f32(v)).collect();
+        let wh32: Vec<f32> = wh.iter().map(|v| v.to_f32()).collect();
+        let wb32: Vec<f32> = wb.iter().map(|v| v.to_f32()).collect();
+        let (s, b) = (compiled(matvec_wide::matvec_wide_f16()), compiled(matvec_wide::matvec_wide_f16_rows()));
+        check_matvec_pair(&s, &b, &x, &wh, &wh32, k, n, rows, matvec_wide::reference);
+        let (s, b) = (compiled(matvec_wide::matvec_wide_bf16()), compiled(matvec_wide::matvec_wide_bf16_rows()));
+        check_matvec_pair(&s, &b, &x, &wb, &wb32, k, n, rows, matvec_wide::reference);
     }
 
     #[test]
@@ -155,7 +174,7 @@ fn declared_order_differs_from_naive_sum() {
     let x = rng.vec_f32(rows * k);
     let w = rng.vec_f32(n * k);
     let (s, b) = (compiled(matvec::matvec()), compiled(matvec::matvec_rows()));
-    let differs = check_matvec_pair(&s, &b, &x, &w, &w, k, n, rows);
+    let differs = check_matvec_pair(&s, &b, &x, &w, &w, k, n, rows, matvec::reference);
     println!("naive sequential sum differs in {differs} of {} outputs", n * rows);
     assert!(differs > 0, "a lanes(32) butterfly never differed from a sequential sum over {} outputs", n * rows);
 }

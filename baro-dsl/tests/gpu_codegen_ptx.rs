@@ -60,16 +60,22 @@ fn butterflies_products_and_sequential_combines() {
 }
 
 #[test]
-fn a_lane_count_over_the_wave_width_is_a_clear_error() {
+fn a_lane_region_wider_than_the_wave_exchanges_through_shared_memory() {
     let (_, lanes64, _) = baro_dsl::testkernels::negative_controls().into_iter().find(|(w, _, _)| *w == "lanes64").unwrap();
     let cache = CompileCache::new(None);
-    let e = compile_gpu(&lanes64, &sm90(), &CompileOptions::default(), &cache).unwrap_err();
-    assert!(matches!(e, CompileError::Unsupported { .. }), "{e:?}");
-    let msg = e.to_string();
-    assert!(msg.contains("64 lanes") && msg.contains("wave width 32"), "{msg}");
-    // gfx942 has 64-lane waves: the same kernel compiles there, one wave per workgroup.
-    let a = compile_gpu(&lanes64, &"gfx942".parse().unwrap(), &CompileOptions::default(), &cache).unwrap();
+    // Two 32-lane warps: the xor-32 step goes through shared memory between two barriers,
+    // the steps below 32 are hardware butterflies, the broadcast from lane 0 is shared too.
+    let a = compile_gpu(&lanes64, &sm90(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(a.block_dim, 64);
+    let ptx = std::str::from_utf8(&a.image).unwrap();
+    assert!(ptx.contains(".maxntid 64, 1, 1"), "{ptx}");
+    assert_eq!(ptx.matches("shfl.sync.bfly.b32").count(), 5, "{ptx}");
+    assert_eq!(ptx.matches("bar.sync").count(), 4, "{ptx}");
+    assert!(ptx.contains("st.shared") && ptx.contains("ld.shared"), "{ptx}");
+    // gfx942 has 64-lane waves: the same kernel runs in one wave there, no barrier.
+    let g = compile_gpu(&lanes64, &"gfx942".parse().unwrap(), &CompileOptions::default(), &cache).unwrap();
+    assert_eq!(g.block_dim, 64);
+    assert!(!g.asm.contains("s_barrier"), "{}", g.asm);
     let host = compile_gpu(&lanes64, &Target::Host, &CompileOptions::default(), &cache).unwrap_err();
     assert!(host.to_string().contains("expected a GPU target"), "{host}");
 }

@@ -16,6 +16,9 @@ pub mod matvec;
 #[path = "../../examples/matvec_half.rs"]
 pub mod matvec_half;
 #[allow(dead_code)]
+#[path = "../../examples/matvec_wide.rs"]
+pub mod matvec_wide;
+#[allow(dead_code)]
 #[path = "../../examples/q8_dot.rs"]
 pub mod q8_dot;
 #[allow(dead_code)]
@@ -99,6 +102,10 @@ pub fn families(quick: bool) -> Vec<Family> {
                 ("examples", matvec_half::matvec_f16_rows()),
                 ("examples", matvec_half::matvec_bf16()),
                 ("examples", matvec_half::matvec_bf16_rows()),
+                ("examples", matvec_wide::matvec_wide_f16()),
+                ("examples", matvec_wide::matvec_wide_f16_rows()),
+                ("examples", matvec_wide::matvec_wide_bf16()),
+                ("examples", matvec_wide::matvec_wide_bf16_rows()),
                 ("testkernels", testkernels::matvec()),
                 ("testkernels", testkernels::matvec_rows_ok()),
                 ("testkernels", testkernels::matvec_bf16()),

@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use baro_bench::conformance::matvec_half;
+use baro_bench::conformance::{matvec_half, matvec_wide};
 use baro_bench::report::{json_str, write_pair, Meta};
 use baro_dsl::runtime::{Buffer, Device, DeviceArg, DeviceError, DeviceKernel, DeviceKind};
 use baro_dsl::{Kernel, ScalarType};
@@ -133,30 +133,35 @@ fn copy_bandwidth(dev: &Device, cli: &Cli, filler: &mut Filler) -> Result<(u64, 
     Ok((moved, moved as f64 / (median(ms) * 1e-3)))
 }
 
-/// Weight element type of a matvec variant.
+/// Weight element type of a matvec variant, and its lane split: one wave per output (the
+/// `matvec_half` examples) or 256 lanes per output (`matvec_wide`).
 #[derive(Clone, Copy)]
 enum Weight {
     F16,
     Bf16,
+    WideF16,
+    WideBf16,
 }
 
 impl Weight {
     fn bytes(self, w: &[f32]) -> Vec<u8> {
         match self {
-            Weight::F16 => w.iter().flat_map(|&v| f16::from_f32(v).to_le_bytes()).collect(),
-            Weight::Bf16 => w.iter().flat_map(|&v| bf16::from_f32(v).to_le_bytes()).collect(),
+            Weight::F16 | Weight::WideF16 => w.iter().flat_map(|&v| f16::from_f32(v).to_le_bytes()).collect(),
+            Weight::Bf16 | Weight::WideBf16 => w.iter().flat_map(|&v| bf16::from_f32(v).to_le_bytes()).collect(),
         }
     }
     fn elem(self) -> ScalarType {
         match self {
-            Weight::F16 => ScalarType::F16,
-            Weight::Bf16 => ScalarType::BF16,
+            Weight::F16 | Weight::WideF16 => ScalarType::F16,
+            Weight::Bf16 | Weight::WideBf16 => ScalarType::BF16,
         }
     }
     fn kernels(self) -> (Kernel, Kernel) {
         match self {
             Weight::F16 => (matvec_half::matvec_f16(), matvec_half::matvec_f16_rows()),
             Weight::Bf16 => (matvec_half::matvec_bf16(), matvec_half::matvec_bf16_rows()),
+            Weight::WideF16 => (matvec_wide::matvec_wide_f16(), matvec_wide::matvec_wide_f16_rows()),
+            Weight::WideBf16 => (matvec_wide::matvec_wide_bf16(), matvec_wide::matvec_wide_bf16_rows()),
         }
     }
 }
@@ -251,7 +256,7 @@ fn run(cli: Cli) -> Result<(), String> {
     }
     let mut results = Vec::new();
     let mut checked = 0u64;
-    for wt in [Weight::F16, Weight::Bf16] {
+    for wt in [Weight::F16, Weight::Bf16, Weight::WideF16, Weight::WideBf16] {
         let (single, batched) = wt.kernels();
         let (ks, kb) = (dev.compile(&single).map_err(err)?, dev.compile(&batched).map_err(err)?);
         for &(kk, n) in shapes {
@@ -268,10 +273,10 @@ fn run(cli: Cli) -> Result<(), String> {
         }
     }
 
-    let mut t = format!("{:<18} {:>6} {:>6} {:>5} {:>12} {:>11} {:>9} {:>7}\n", "kernel", "K", "N", "rows", "bytes", "median_us", "GB/s", "ratio");
+    let mut t = format!("{:<22} {:>6} {:>6} {:>5} {:>12} {:>11} {:>9} {:>7}\n", "kernel", "K", "N", "rows", "bytes", "median_us", "GB/s", "ratio");
     for r in &results {
         let rows = r.rows.map_or("-".to_string(), |v| v.to_string());
-        t += &format!("{:<18} {:>6} {:>6} {:>5} {:>12} {:>11.2} {:>9.1} {:>7.3}\n", r.kernel, r.k, r.n, rows, r.bytes, r.median_us, r.gbps, r.ratio);
+        t += &format!("{:<22} {:>6} {:>6} {:>5} {:>12} {:>11.2} {:>9.1} {:>7.3}\n", r.kernel, r.k, r.n, rows, r.bytes, r.median_us, r.gbps, r.ratio);
     }
     let summary = format!(
         "copy bandwidth {:.1} GB/s (median of {} copies of {} MiB, read + written); {} timed launches per row (median), weights rotated over > 3 x {} MiB; self-check vs host: {checked} bytes identical",

@@ -95,6 +95,19 @@ pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch:
         shared.push(g.as_pointer_value());
     }
 
+    let zero_t = cx.i64_type().array_type(2);
+    let zero = m.add_global(zero_t, Some(AddressSpace::from(GLOBAL)), "baro_zero");
+    zero.set_linkage(Linkage::Internal);
+    zero.set_constant(true);
+    zero.set_initializer(&zero_t.const_zero());
+    zero.set_alignment(16);
+    let zeroed = |t: inkwell::types::IntType<'ctx>, name: &str| -> R<PointerValue<'ctx>> {
+        let p = allocas.build_alloca(t, name)?;
+        allocas.build_store(p, t.const_zero())?;
+        Ok(p)
+    };
+    let (fail_code, fail_index) = (zeroed(cx.i32_type(), "fail_code")?, zeroed(i64t, "fail_index")?);
+
     let mut gpu = Gpu {
         ir,
         allocas,
@@ -108,6 +121,10 @@ pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch:
         params,
         shared,
         err,
+        xchg: None,
+        fail_code,
+        fail_index,
+        zero_global: zero.as_pointer_value(),
         tid,
         group,
         region: None,
@@ -115,6 +132,7 @@ pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch:
     gpu.declare_vars()?;
     gpu.zero_shared()?;
     gpu.block(&k.body)?;
+    gpu.flush_failure()?;
     gpu.ir.b.build_return(None)?;
     gpu.allocas.build_unconditional_branch(start)?;
     Ok(())

@@ -1,9 +1,14 @@
-//! `Lanes` regions on a GPU: lanes are threads `0..count` of one wave (the others skip the
-//! region), shuffles are hardware lane exchanges, and after the region every uniform
-//! variable the region assigned is broadcast from lane 0 so that all threads agree again.
+//! `Lanes` regions on a GPU: lanes are threads `0..count` (the others skip the region), and
+//! after the region every uniform variable the region assigned is broadcast from lane 0 so
+//! that all threads agree again.
 //!
-//! A shuffle whose partner lane is outside `0..count` reads the lane's own value (as on the
-//! host). This module must never exchange values across waves.
+//! A shuffle whose partner lane is in the same wave is a hardware lane exchange. A region
+//! wider than the wave spans the whole workgroup (`block_dim == count`), and a shuffle whose
+//! partner may be in another wave goes through workgroup memory: store, barrier, load the
+//! partner's slot, barrier (the second barrier keeps the next exchange from overwriting a
+//! slot before every thread read it). The broadcast after a region does the same when the
+//! workgroup is wider than a wave. A shuffle whose partner lane is outside `0..count` reads
+//! the lane's own value (as on the host). The hardware path never crosses waves.
 
 use std::collections::HashSet;
 
@@ -21,8 +26,11 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         if count == 0 {
             return fail("a `Lanes` region of 0 lanes");
         }
-        if count > self.wave {
-            return fail(format!("a `Lanes` region of {count} lanes: expected at most the wave width {}", self.wave));
+        if count > self.wave && count != self.block_dim {
+            return fail(format!(
+                "a `Lanes` region of {count} lanes in a workgroup of {}: a region wider than the wave {} must span the workgroup",
+                self.block_dim, self.wave
+            ));
         }
         let inside = self.ir.icmp(P::ULT, self.tid, self.ir.i64(count as u64))?;
         self.region = Some(count);
@@ -47,7 +55,8 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
             let ty = self.var_ty(v)?;
             let val = self.load_var(v)?;
             let lane0 = self.ir.i32(0);
-            let b = self.move_value(Val { v: val, ty }, Partner::Lane(lane0), self.block_dim)?;
+            let wide = self.block_dim > self.wave;
+            let b = self.move_value(Val { v: val, ty }, Partner::Lane(lane0), self.block_dim, wide)?;
             self.store_var(v, b)?;
         }
         Ok(())
@@ -56,7 +65,8 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
     /// `v` as lane `lane ^ mask` of the current region holds it.
     pub(super) fn exchange(&mut self, v: Val<'ctx>, mask: u32) -> R<Val<'ctx>> {
         let Some(count) = self.region else { return fail("a shuffle outside a `Lanes` region") };
-        let partner = if count.is_power_of_two() && mask < count {
+        let hardware = count.is_power_of_two() && mask < count && mask < self.wave;
+        let partner = if hardware {
             Partner::Xor(mask)
         } else {
             let lane = self.tid;
@@ -65,20 +75,29 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
             let p = self.ir.sel(inside, p, lane)?;
             Partner::Lane(self.ir.trunc(p, self.ir.cx.i32_type())?)
         };
-        let r = self.move_value(v, partner, count)?;
+        // Without a hardware xor, a partner may sit in another wave only in a wide region.
+        let r = self.move_value(v, partner, count.min(self.wave), !hardware && count > self.wave)?;
         Ok(Val { v: r, ty: v.ty })
     }
 
-    /// Moves a value of any scalar type between lanes, 32 bits at a time.
-    fn move_value(&mut self, v: Val<'ctx>, partner: Partner<'ctx>, members: u32) -> R<BasicValueEnum<'ctx>> {
+    /// Moves a value of any scalar type between lanes, 32 bits at a time: by hardware lane
+    /// exchange among `members` lanes of one wave, or (`shared`) through workgroup memory.
+    fn move_value(&mut self, v: Val<'ctx>, partner: Partner<'ctx>, members: u32, shared: bool) -> R<BasicValueEnum<'ctx>> {
         let cx = self.ir.cx;
         let i32t = cx.i32_type();
         let (arch, tid) = (self.arch, self.tid);
-        let xchg = |g: &Self, x: IntValue<'ctx>| exchange_i32(&g.ir, arch, x, partner, tid, members);
+        let xchg = |g: &mut Self, x: IntValue<'ctx>| {
+            if shared {
+                g.shared_exchange_i32(x, partner)
+            } else {
+                exchange_i32(&g.ir, arch, x, partner, tid, members)
+            }
+        };
         Ok(match v.ty {
             ScalarType::F32 => {
                 let bits = self.ir.f32_bits(v.v.into_float_value())?;
-                self.ir.bits_f32(xchg(self, bits)?)?.into()
+                let r = xchg(self, bits)?;
+                self.ir.bits_f32(r)?.into()
             }
             ScalarType::I32 | ScalarType::U32 => xchg(self, v.v.into_int_value())?.into(),
             ScalarType::I64 | ScalarType::U64 => {
@@ -92,10 +111,40 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
             ScalarType::Bool | ScalarType::I8 | ScalarType::U8 | ScalarType::F16 | ScalarType::BF16 => {
                 let x = v.v.into_int_value();
                 let t = x.get_type();
-                let r = xchg(self, self.ir.zext(x, i32t)?)?;
+                let wide = self.ir.zext(x, i32t)?;
+                let r = xchg(self, wide)?;
                 self.ir.trunc(r, t)?.into()
             }
         })
+    }
+
+    /// Reads the i32 `v` of the partner thread through workgroup memory; every thread of the
+    /// workgroup must call it (it holds two barriers).
+    fn shared_exchange_i32(&mut self, v: IntValue<'ctx>, partner: Partner<'ctx>) -> R<IntValue<'ctx>> {
+        let i32t = self.ir.cx.i32_type();
+        let slots = match self.xchg {
+            Some(p) => p,
+            None => {
+                let t = i32t.array_type(self.block_dim);
+                let g = self.ir.m.add_global(t, Some(inkwell::AddressSpace::from(super::entry::SHARED)), "baro_xchg");
+                g.set_linkage(inkwell::module::Linkage::Internal);
+                g.set_initializer(&t.get_undef());
+                g.set_alignment(4);
+                self.xchg = Some(g.as_pointer_value());
+                g.as_pointer_value()
+            }
+        };
+        let from = match partner {
+            Partner::Xor(m) => self.ir.xor(self.tid, self.ir.i64(m as u64))?,
+            Partner::Lane(l) => self.ir.zext(l, self.ir.cx.i64_type())?,
+        };
+        let mine = unsafe { self.ir.b.build_in_bounds_gep(i32t, slots, &[self.tid], "")? };
+        self.ir.b.build_store(mine, v)?;
+        self.barrier()?;
+        let theirs = unsafe { self.ir.b.build_in_bounds_gep(i32t, slots, &[from], "")? };
+        let r = self.ir.b.build_load(i32t, theirs, "")?.into_int_value();
+        self.barrier()?;
+        Ok(r)
     }
 }
 

@@ -6,15 +6,19 @@
 //! canonical bits; then `ptr addrspace(1)` to an `ErrorRecord` (4 × u64) zeroed before launch.
 //!
 //! Execution: uniform code runs redundantly in every thread; a `Lanes { count }` region runs
-//! in threads `0..count` with `lane = thread id` (the others skip it), and afterwards every
-//! uniform variable it assigned is broadcast from lane 0; `ParFor` strides by `block_dim`
-//! and ends with a barrier. A failed bounds check records the first failure (compare-and-swap
-//! on `kind`) and skips the access (a load yields 0); a bad loop step records and skips the
-//! loop. The wave width always comes from `Target::wave_width`. This module never emits
+//! in threads `0..count` with `lane = thread id` (the others skip it; a region wider than the
+//! wave spans the whole workgroup), and afterwards every uniform variable it assigned is
+//! broadcast from lane 0 (through workgroup memory when the workgroup is wider than a wave);
+//! `ParFor` strides by `block_dim`
+//! and ends with a barrier. A failed bounds check skips the access (a load yields 0) and is
+//! kept as the thread's first failure; at kernel end each failed thread publishes its own
+//! with a compare-and-swap on `kind` (the first to arrive wins); a bad loop step records and
+//! skips the loop. The wave width always comes from `Target::wave_width`. This module never emits
 //! fast-math flags, fma or `llvm.fmuladd`.
 
 mod emit;
 mod entry;
+mod hints;
 mod intrinsics;
 mod lanes;
 mod link;
@@ -48,17 +52,16 @@ pub(crate) enum Arch {
 pub const MAX_BLOCK_DIM: u32 = 1024;
 
 /// Threads per workgroup for `k` on `target`: the wave width, or the largest `Lanes` count
-/// rounded up to a multiple of it. A lane count above the wave width is an error for now:
-/// cross-wave lane exchange (through shared memory) is not lowered yet.
+/// rounded up to a multiple of it. A lane region wider than the wave must span the whole
+/// workgroup (its count a multiple of the wave width, and the widest region), because its
+/// cross-wave exchanges are workgroup barriers every thread must reach.
 pub fn block_dim(k: &Kernel, target: &Target) -> Result<u32, LowerError> {
     let err = |message: String| LowerError { kernel: k.name.clone(), message };
     let Some(wave) = target.wave_width() else { return Err(err(format!("target {target} is not a GPU"))) };
     let mut widest = 0u32;
     max_lanes(&k.body, &mut widest);
-    if widest > wave {
-        return Err(err(format!(
-            "a lane region of {widest} lanes on {target}: expected at most the wave width {wave} (cross-wave lane regions are not lowered yet)"
-        )));
+    if widest > wave && widest % wave != 0 {
+        return Err(err(format!("a lane region of {widest} lanes on {target}: expected at most the wave width {wave}, or a multiple of it")));
     }
     let dim = widest.max(wave).div_ceil(wave) * wave;
     if dim > MAX_BLOCK_DIM {
@@ -104,6 +107,13 @@ pub(super) struct Gpu<'a, 'ctx> {
     params: Vec<ParamVal<'ctx>>,
     shared: Vec<PointerValue<'ctx>>,
     err: PointerValue<'ctx>,
+    /// `[block_dim x i32]` in workgroup memory for cross-wave exchanges (made on first use).
+    xchg: Option<PointerValue<'ctx>>,
+    /// This thread's first failure: packed kind/id/signed (i32, 0: none) and index (i64).
+    fail_code: PointerValue<'ctx>,
+    fail_index: PointerValue<'ctx>,
+    /// A zeroed global a failing buffer load reads instead of the buffer.
+    zero_global: PointerValue<'ctx>,
     /// This thread's index in the workgroup (i64).
     tid: IntValue<'ctx>,
     /// The workgroup's index per axis (i64).

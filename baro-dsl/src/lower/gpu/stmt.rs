@@ -1,6 +1,11 @@
 //! Statements of the GPU lowering: private variable slots, loops, branches, bounds-checked
-//! loads and stores that record the first failure and skip the access, and the expression
-//! leaves the shared walk (`lower::expr`) needs.
+//! loads and stores that record the failure and skip the access, and the expression leaves
+//! the shared walk (`lower::expr`) needs.
+//!
+//! Failures are kept per thread (its first one, in program order, as selects on private
+//! state: no branch in a load's path) and published once at kernel end by a
+//! compare-and-swap across threads ("first" = the thread's first failure, from whichever
+//! thread reaches the end first).
 //!
 //! Loops never run forever and never overflow their counter: a bad step records
 //! `ERR_FOR_STEP` and skips the loop, and an iteration whose next counter would overflow is
@@ -17,6 +22,12 @@ use crate::lower::expr::{mem_ty, reg_ty, ExprLeaves, Val};
 use crate::lower::host::{ERR_FOR_STEP, ERR_READ, ERR_READ_SHARED, ERR_WRITE, ERR_WRITE_SHARED};
 use crate::lower::ir::Ir;
 use crate::lower::{fail, R};
+
+/// A thread's failure state packs `kind | signed << 7 | id << 8` into one i32 (0: none),
+/// 32 bits so that its per-access update is one compare and one select.
+const FAIL_KIND_MASK: u64 = 0x7f;
+const FAIL_SIGNED_BIT: u64 = 7;
+const FAIL_ID_SHIFT: u64 = 8;
 
 pub(super) type Body<'b, 'a, 'ctx> = dyn FnMut(&mut Gpu<'a, 'ctx>, IntValue<'ctx>) -> R<()> + 'b;
 
@@ -154,20 +165,58 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         )
     }
 
-    /// Records a failure unless an earlier one was recorded (the first failure wins).
+    /// Records a failure in this thread's failure state unless an earlier one was recorded
+    /// there (the thread's first failure wins); `flush_failure` publishes it at kernel end.
     pub(super) fn record(&mut self, kind: u64, id: u64, index: IntValue<'ctx>, signed: bool) -> R<()> {
-        let r = self.ir.b.build_cmpxchg(self.err, self.ir.i64(0), self.ir.i64(kind), AtomicOrdering::Monotonic, AtomicOrdering::Monotonic)?;
-        let won = self.ir.b.build_extract_value(r, 1, "")?.into_int_value();
+        let yes = self.ir.cx.bool_type().const_int(1, false);
+        self.record_if(yes, kind, id, index, signed)
+    }
+
+    /// `record` when `bad` holds, without a branch: two selects on the thread's state.
+    pub(super) fn record_if(&mut self, bad: IntValue<'ctx>, kind: u64, id: u64, index: IntValue<'ctx>, signed: bool) -> R<()> {
+        if kind == 0 || kind > FAIL_KIND_MASK || id > (u32::MAX as u64 >> FAIL_ID_SHIFT) {
+            return fail(format!("failure kind {kind} id {id}: expected a kind in 1..=127 and an id below 2^24"));
+        }
+        let code = kind | ((signed as u64) << FAIL_SIGNED_BIT) | (id << FAIL_ID_SHIFT);
+        let (i32t, i64t) = (self.ir.cx.i32_type(), self.ir.cx.i64_type());
+        let old = self.ir.b.build_load(i32t, self.fail_code, "")?.into_int_value();
+        let first = self.ir.and(bad, self.ir.icmp(P::EQ, old, self.ir.i32(0))?)?;
+        let new = self.ir.sel(first, self.ir.i32(code as u32), old)?;
+        self.ir.b.build_store(self.fail_code, new)?;
+        let old_index = self.ir.b.build_load(i64t, self.fail_index, "")?.into_int_value();
+        let new_index = self.ir.sel(first, index, old_index)?;
+        self.ir.b.build_store(self.fail_index, new_index)?;
+        Ok(())
+    }
+
+    /// At kernel end: a thread that recorded a failure tries to publish it (compare-and-swap
+    /// on `kind` from 0; the first thread to get there wins, the others' failures are dropped).
+    pub(super) fn flush_failure(&mut self) -> R<()> {
         let i64t = self.ir.cx.i64_type();
+        let code = self.ir.b.build_load(self.ir.cx.i32_type(), self.fail_code, "")?.into_int_value();
+        let code = self.ir.zext(code, i64t)?;
+        let index = self.ir.b.build_load(i64t, self.fail_index, "")?.into_int_value();
+        let failed = self.ir.icmp(P::NE, code, self.ir.i64(0))?;
         let err = self.err;
         self.branch(
-            won,
+            failed,
             &mut |g| {
-                for (field, v) in [(1u64, g.ir.i64(id)), (2, index), (3, g.ir.i64(signed as u64))] {
-                    let p = unsafe { g.ir.b.build_in_bounds_gep(i64t, err, &[g.ir.i64(field)], "")? };
-                    g.ir.b.build_store(p, v)?;
-                }
-                Ok(())
+                let kind = g.ir.and(code, g.ir.i64(FAIL_KIND_MASK))?;
+                let signed = g.ir.and(g.ir.lshr(code, g.ir.i64(FAIL_SIGNED_BIT))?, g.ir.i64(1))?;
+                let id = g.ir.lshr(code, g.ir.i64(FAIL_ID_SHIFT))?;
+                let r = g.ir.b.build_cmpxchg(err, g.ir.i64(0), kind, AtomicOrdering::Monotonic, AtomicOrdering::Monotonic)?;
+                let won = g.ir.b.build_extract_value(r, 1, "")?.into_int_value();
+                g.branch(
+                    won,
+                    &mut |g| {
+                        for (field, v) in [(1u64, id), (2, index), (3, signed)] {
+                            let p = unsafe { g.ir.b.build_in_bounds_gep(i64t, err, &[g.ir.i64(field)], "")? };
+                            g.ir.b.build_store(p, v)?;
+                        }
+                        Ok(())
+                    },
+                    &mut |_| Ok(()),
+                )
             },
             &mut |_| Ok(()),
         )
@@ -209,27 +258,34 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         )
     }
 
-    /// The loop itself, step known to be positive.
+    /// The loop itself, step known to be positive. The trip count is computed up front
+    /// (`(end - start - 1) / step + 1` when `start < end`, so no counter ever overflows) and
+    /// the loop has one exit, which lets LLVM unroll it: the body runs for
+    /// `i = start, start + step, …` while `i < end`, exactly as `(start..end).step_by(step)`.
     fn counted(&mut self, ty: ScalarType, start: IntValue<'ctx>, end: IntValue<'ctx>, step: IntValue<'ctx>, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
         let cx = self.ir.cx;
         let it = reg_ty(cx, ty).into_int_type();
         let signed = ty.is_signed();
-        let ctr = self.alloca_zeroed(it.into(), "i")?;
+        let go = self.ir.icmp(if signed { P::SLT } else { P::ULT }, start, end)?;
+        // end - start as an unsigned distance (exact when start < end), minus one.
+        let span = self.ir.sub(self.ir.sub(end, start)?, it.const_int(1, false))?;
+        let trips = self.ir.add(self.ir.b.build_int_unsigned_div(span, step, "")?, it.const_int(1, false))?;
+        let (ctr, j) = (self.alloca_zeroed(it.into(), "i")?, self.alloca_zeroed(it.into(), "trip")?);
         self.ir.b.build_store(ctr, start)?;
-        let (head, bb, exit) = (cx.append_basic_block(self.f, "head"), cx.append_basic_block(self.f, "body"), cx.append_basic_block(self.f, "exit"));
-        self.ir.b.build_unconditional_branch(head)?;
-        self.ir.b.position_at_end(head);
-        let i = self.ir.b.build_load(it, ctr, "")?.into_int_value();
-        let go = self.ir.icmp(if signed { P::SLT } else { P::ULT }, i, end)?;
+        self.ir.b.build_store(j, it.const_zero())?;
+        let (bb, exit) = (cx.append_basic_block(self.f, "body"), cx.append_basic_block(self.f, "exit"));
         self.ir.b.build_conditional_branch(go, bb, exit)?;
         self.ir.b.position_at_end(bb);
+        let i = self.ir.b.build_load(it, ctr, "")?.into_int_value();
+        let n = self.ir.b.build_load(it, j, "")?.into_int_value();
         body(self, i)?;
-        let name = if signed { "llvm.sadd.with.overflow" } else { "llvm.uadd.with.overflow" };
-        let r = self.ir.intrinsic(name, &[it.into()], &[i.into(), step.into()])?.into_struct_value();
-        let next = self.ir.b.build_extract_value(r, 0, "")?;
-        let ovf = self.ir.b.build_extract_value(r, 1, "")?.into_int_value();
-        self.ir.b.build_store(ctr, next)?;
-        self.ir.b.build_conditional_branch(ovf, exit, head)?;
+        let next_n = self.ir.add(n, it.const_int(1, false))?;
+        self.ir.b.build_store(j, next_n)?;
+        // Wraps only after the last iteration, where it is never used.
+        self.ir.b.build_store(ctr, self.ir.add(i, step)?)?;
+        let more = self.ir.icmp(P::ULT, next_n, trips)?;
+        let latch = self.ir.b.build_conditional_branch(more, bb, exit)?;
+        self.loop_hint(latch)?;
         self.ir.b.position_at_end(exit);
         Ok(())
     }
@@ -266,29 +322,36 @@ impl<'a, 'ctx> ExprLeaves<'a, 'ctx> for Gpu<'a, 'ctx> {
         }
     }
 
-    /// A failed check yields 0 and records the failure.
+    /// A failed check yields 0 and records the failure, without a branch: the load reads the
+    /// zeroed constant module global `baro_zero` instead of the buffer (buffers), or element 0
+    /// with its value replaced by 0 (shared arrays).
     fn load_elem(&mut self, buf: Buf, idx: IntValue<'ctx>, signed: bool) -> R<BasicValueEnum<'ctx>> {
         let Some(elem) = self.k.buf_elem(buf) else { return fail(format!("{buf:?} is not a buffer")) };
         let (base, len, kind, id) = self.access(buf, false)?;
         let t = mem_ty(self.ir.cx, elem);
         let ok = self.ir.icmp(P::ULT, idx, len)?;
-        let cx = self.ir.cx;
-        let (good, bad, done) = (cx.append_basic_block(self.f, "load"), cx.append_basic_block(self.f, "load_oob"), cx.append_basic_block(self.f, "loaded"));
-        self.ir.b.build_conditional_branch(ok, good, bad)?;
-        self.ir.b.position_at_end(good);
-        let p = unsafe { self.ir.b.build_in_bounds_gep(t, base, &[idx], "")? };
-        let v = self.ir.b.build_load(t, p, "")?;
-        let good_end = self.ir.b.get_insert_block().unwrap_or(good);
-        self.ir.b.build_unconditional_branch(done)?;
-        self.ir.b.position_at_end(bad);
-        self.record(kind, id, idx, signed)?;
-        let bad_end = self.ir.b.get_insert_block().unwrap_or(bad);
-        self.ir.b.build_unconditional_branch(done)?;
-        self.ir.b.position_at_end(done);
-        let phi = self.ir.b.build_phi(t, "")?;
+        let bad = self.ir.b.build_not(ok, "")?;
+        self.record_if(bad, kind, id, idx, signed)?;
         let zero = t.const_zero();
-        phi.add_incoming(&[(&v, good_end), (&zero, bad_end)]);
-        Ok(phi.as_basic_value())
+        let p = match buf {
+            Buf::Param(_) => {
+                let p = unsafe { self.ir.b.build_in_bounds_gep(t, base, &[idx], "")? };
+                self.ir.b.build_select(ok, p, self.zero_global, "")?.into_pointer_value()
+            }
+            Buf::Shared(s) => {
+                if self.k.shared[s.index()].len == 0 {
+                    return Ok(zero);
+                }
+                let safe = self.ir.sel(ok, idx, self.ir.i64(0))?;
+                unsafe { self.ir.b.build_in_bounds_gep(t, base, &[safe], "")? }
+            }
+        };
+        let v = self.ir.b.build_load(t, p, "")?;
+        match buf {
+            // `baro_zero` is a zeroed constant: a redirected load already reads +0 / 0.
+            Buf::Param(_) => Ok(v),
+            Buf::Shared(_) => Ok(self.ir.b.build_select(ok, v, zero, "")?),
+        }
     }
 
     fn shuffle_xor(&mut self, _node: &'a Expr, value: &'a Expr, mask: u32) -> R<Val<'ctx>> {
