@@ -3,3 +3,5 @@
 //! the DSL demonstration and does not use this library. Nothing here may call a driver API.
 
 pub mod model;
+pub mod sampling;
+pub mod tokenizer;
