@@ -1,0 +1,69 @@
+//! Full (gated) attention for one query token over a KV cache: GQA, one workgroup per query
+//! head, and the KV-cache append.
+//!
+//! Order, per head: score_t = seq(q·k_t) · scale (one lane per position, `par`); m = max over
+//! t (`lanes(32).butterfly()`, exact); p_t = exp(score_t − m); s = Σ p_t (`lanes(32).butterfly()`);
+//! p_t ← p_t / s (Transformers normalises before the value product); o_d = seq_t(p_t · v_t,d)
+//! (one lane per value dim); out = o · sigmoid(gate). The probabilities live in a caller-given
+//! scratch buffer (n_heads × ctx_stride): the kernel language's shared arrays have a size fixed
+//! when the kernel is written, and the context length is not.
+
+use baro::dsl::mathlib;
+use baro::kernel;
+use baro::reference::{max_lanes_butterfly, sum_lanes_butterfly, sum_sequential};
+
+/// Writes `k_new`, `v_new` (n_kv_heads · head_dim = kv_dim each) at position `pos` of caches
+/// laid out (position, kv_head, head_dim).
+#[kernel(grid = [1])]
+pub fn kv_append(k_new: &[f32], v_new: &[f32], k_cache: &mut [f32], v_cache: &mut [f32], pos: usize, kv_dim: usize) {
+    for i in par(0..kv_dim) {
+        k_cache[pos * kv_dim + i] = k_new[i];
+        v_cache[pos * kv_dim + i] = v_new[i];
+    }
+}
+
+/// q: (n_heads, head_dim), already normed and rotated; caches: (position, n_kv_heads,
+/// head_dim) holding positions 0..n_ctx; gate of head h: `gate[h · gate_stride + gate_off ..]`
+/// (the `q_proj` output as is: stride 2·head_dim, offset head_dim); scratch: (n_heads,
+/// ctx_stride ≥ n_ctx); y: (n_heads, head_dim). Query head h reads kv head
+/// h / (n_heads / n_kv_heads).
+#[kernel(grid = [n_heads], verify(head_dim = [1, 3, 33], n_heads = [2, 4], n_kv_heads = [1, 2], n_ctx = [1, 31, 33], ctx_stride = [40], gate_stride = [70], gate_off = [35]))]
+pub fn attention_decode(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[f32], scratch: &mut [f32], y: &mut [f32], head_dim: usize, n_heads: usize, n_kv_heads: usize, n_ctx: usize, ctx_stride: usize, gate_stride: usize, gate_off: usize, scale: f32) {
+    let h = group_id(0);
+    let kv = (h / (n_heads / n_kv_heads)) * head_dim;
+    let row = n_kv_heads * head_dim;
+    let sb = h * ctx_stride;
+    for t in par(0..n_ctx) {
+        scratch[sb + t] = sum!(d in 0..head_dim, order = seq, q[h * head_dim + d] * k_cache[t * row + kv + d]) * scale;
+    }
+    let m = max!(t in 0..n_ctx, order = lanes(32).butterfly(), scratch[sb + t]);
+    for t in par(0..n_ctx) {
+        scratch[sb + t] = exp(scratch[sb + t] - m);
+    }
+    let s = sum!(t in 0..n_ctx, order = lanes(32).butterfly(), scratch[sb + t]);
+    for t in par(0..n_ctx) {
+        scratch[sb + t] = scratch[sb + t] / s;
+    }
+    for d in par(0..head_dim) {
+        y[h * head_dim + d] = sum!(t in 0..n_ctx, order = seq, scratch[sb + t] * v_cache[t * row + kv + d]) * sigmoid(gate[h * gate_stride + gate_off + d]);
+    }
+}
+
+/// `attention_decode` in plain Rust.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_reference(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[f32], head_dim: usize, n_heads: usize, n_kv_heads: usize, n_ctx: usize, gate_stride: usize, gate_off: usize, scale: f32) -> Vec<f32> {
+    let row = n_kv_heads * head_dim;
+    let mut y = vec![0.0f32; n_heads * head_dim];
+    for h in 0..n_heads {
+        let kv = (h / (n_heads / n_kv_heads)) * head_dim;
+        let scores: Vec<f32> = (0..n_ctx).map(|t| sum_sequential(head_dim, |d| q[h * head_dim + d] * k_cache[t * row + kv + d]) * scale).collect();
+        let m = max_lanes_butterfly(n_ctx, 32, |t| scores[t]);
+        let e: Vec<f32> = scores.iter().map(|&v| mathlib::exp(v - m)).collect();
+        let s = sum_lanes_butterfly(n_ctx, 32, |t| e[t]);
+        let p: Vec<f32> = e.iter().map(|&v| v / s).collect();
+        for d in 0..head_dim {
+            y[h * head_dim + d] = sum_sequential(n_ctx, |t| p[t] * v_cache[t * row + kv + d]) * mathlib::sigmoid(gate[h * gate_stride + gate_off + d]);
+        }
+    }
+    y
+}

@@ -1,0 +1,112 @@
+//! The gated delta net's decode step: the causal conv step over a ring of recent inputs with
+//! SiLU, the delta-rule recurrence (l2norm of q and k, q scaling, beta, decay, state update,
+//! read-out), and the gated RMSNorm. All fp32.
+//!
+//! Value conventions (GGUF's): `ssm_a` is −exp(A_log) (a Hugging Face loader computes it); the
+//! conv weight is (channel, tap); value head h reads key head `h % n_k_heads` when `tiled`
+//! (GGUF's reordered value heads) or `h / (n_v_heads / n_k_heads)` otherwise (Transformers').
+
+use baro::dsl::mathlib;
+use baro::kernel;
+use baro::reference::{sum_lanes_butterfly, sum_sequential};
+
+/// y[c] = silu(seq_t(w[c·K + t] · in_t)) for taps t = 0..K (oldest first), where in_{K−1} =
+/// x[c] and in_t for t < K−1 is the input of position pos − (K−1) + t, kept in
+/// `ring[c · (K−1) + (that position) % (K−1)]` (zero before the sequence starts); then x[c]
+/// replaces the oldest. Needs conv_kernel ≥ 2.
+#[kernel(grid = [1], verify(channels = [1, 3], conv_kernel = [2, 4], pos = [0, 1, 6]))]
+pub fn gdn_conv_step(x: &[f32], w: &[f32], ring: &mut [f32], y: &mut [f32], channels: usize, conv_kernel: usize, pos: usize) {
+    let r = conv_kernel - 1;
+    for c in par(0..channels) {
+        y[c] = silu(sum!(t in 0..conv_kernel, order = seq, w[c * conv_kernel + t] * (if t == r { x[c] } else { ring[c * r + (pos + t) % r] })));
+        ring[c * r + pos % r] = x[c];
+    }
+}
+
+/// One delta-rule step, one workgroup per value head h, lanes over the value dim j (lane j
+/// owns column j of the head's (dk × dv) state). qkv: the conv output (q: n_k_heads·dk | k:
+/// n_k_heads·dk | v: n_v_heads·dv); state: (n_v_heads, dk, dv); o: (n_v_heads, dv).
+/// q̂ = (q · rsqrt(Σq² + 1e-6)) · q_scale, k̂ = k · rsqrt(Σk² + 1e-6) (sums `lanes(32).butterfly()`);
+/// beta = sigmoid(b[h]); decay = exp(ssm_a[h] · softplus(a[h] + dt_bias[h]));
+/// kv_j = seq_i((S_ij · decay) · k̂_i); δ_j = (v_j − kv_j) · beta;
+/// S_ij ← S_ij · decay + k̂_i · δ_j; o_j = seq_i(S_ij · q̂_i).
+#[kernel(grid = [n_v_heads], verify(dk = [1, 31, 33], dv = [1, 3], n_k_heads = [1, 2], n_v_heads = [2, 4]))]
+pub fn gdn_step(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: &[f32], state: &mut [f32], o: &mut [f32], dk: usize, dv: usize, n_k_heads: usize, n_v_heads: usize, tiled: bool, q_scale: f32) {
+    let h = group_id(0);
+    let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
+    let qb = kh * dk;
+    let kb = n_k_heads * dk + kh * dk;
+    let vb = 2 * n_k_heads * dk + h * dv;
+    let qn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[qb + i] * qkv[qb + i]) + 1e-6);
+    let kn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
+    let beta = sigmoid(b[h]);
+    let decay = exp(ssm_a[h] * softplus(a[h] + dt_bias[h]));
+    let sb = h * dk * dv;
+    for j in par(0..dv) {
+        let kv = sum!(i in 0..dk, order = seq, (state[sb + i * dv + j] * decay) * (qkv[kb + i] * kn));
+        let delta = (qkv[vb + j] - kv) * beta;
+        for i in 0..dk {
+            state[sb + i * dv + j] = state[sb + i * dv + j] * decay + (qkv[kb + i] * kn) * delta;
+        }
+        o[h * dv + j] = sum!(i in 0..dk, order = seq, state[sb + i * dv + j] * ((qkv[qb + i] * qn) * q_scale));
+    }
+}
+
+/// Per head (grid n_heads): y = (w · (x · rsqrt(Σx²/head_dim + eps))) · silu(z), w plain (not
+/// zero-centred), shared by the heads; the sum `lanes(32).butterfly()`.
+#[kernel(grid = [n_heads])]
+pub fn gated_rmsnorm(x: &[f32], z: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, n_heads: usize, eps: f32) {
+    let h = group_id(0);
+    let b = h * head_dim;
+    let ss = sum!(i in 0..head_dim, order = lanes(32).butterfly(), x[b + i] * x[b + i]);
+    let r = rsqrt(ss / (head_dim as f32) + eps);
+    for i in par(0..head_dim) {
+        y[b + i] = (w[i] * (x[b + i] * r)) * silu(z[b + i]);
+    }
+}
+
+/// `gdn_conv_step` in plain Rust; updates `ring` in place.
+pub fn conv_step_reference(x: &[f32], w: &[f32], ring: &mut [f32], conv_kernel: usize, pos: usize) -> Vec<f32> {
+    let r = conv_kernel - 1;
+    let mut y = Vec::with_capacity(x.len());
+    for c in 0..x.len() {
+        let input = |t: usize| if t == r { x[c] } else { ring[c * r + (pos + t) % r] };
+        y.push(mathlib::silu(sum_sequential(conv_kernel, |t| w[c * conv_kernel + t] * input(t))));
+        ring[c * r + pos % r] = x[c];
+    }
+    y
+}
+
+/// `gdn_step` in plain Rust; updates `state` in place and returns o.
+#[allow(clippy::too_many_arguments)]
+pub fn gdn_step_reference(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: &[f32], state: &mut [f32], dk: usize, dv: usize, n_k_heads: usize, n_v_heads: usize, tiled: bool, q_scale: f32) -> Vec<f32> {
+    let mut o = vec![0.0f32; n_v_heads * dv];
+    for h in 0..n_v_heads {
+        let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
+        let (qb, kb, vb) = (kh * dk, n_k_heads * dk + kh * dk, 2 * n_k_heads * dk + h * dv);
+        let qn = mathlib::rsqrt(sum_lanes_butterfly(dk, 32, |i| qkv[qb + i] * qkv[qb + i]) + 1e-6);
+        let kn = mathlib::rsqrt(sum_lanes_butterfly(dk, 32, |i| qkv[kb + i] * qkv[kb + i]) + 1e-6);
+        let beta = mathlib::sigmoid(b[h]);
+        let decay = mathlib::exp(ssm_a[h] * mathlib::softplus(a[h] + dt_bias[h]));
+        let s = &mut state[h * dk * dv..(h + 1) * dk * dv];
+        for j in 0..dv {
+            let kv = sum_sequential(dk, |i| (s[i * dv + j] * decay) * (qkv[kb + i] * kn));
+            let delta = (qkv[vb + j] - kv) * beta;
+            for i in 0..dk {
+                s[i * dv + j] = s[i * dv + j] * decay + (qkv[kb + i] * kn) * delta;
+            }
+            o[h * dv + j] = sum_sequential(dk, |i| s[i * dv + j] * ((qkv[qb + i] * qn) * q_scale));
+        }
+    }
+    o
+}
+
+/// `gated_rmsnorm` in plain Rust.
+pub fn gated_rmsnorm_reference(x: &[f32], z: &[f32], w: &[f32], head_dim: usize, eps: f32) -> Vec<f32> {
+    let mut y = Vec::with_capacity(x.len());
+    for (xh, zh) in x.chunks(head_dim).zip(z.chunks(head_dim)) {
+        let r = mathlib::rsqrt(sum_lanes_butterfly(head_dim, 32, |i| xh[i] * xh[i]) / head_dim as f32 + eps);
+        y.extend((0..head_dim).map(|i| (w[i] * (xh[i] * r)) * mathlib::silu(zh[i])));
+    }
+    y
+}

@@ -1,0 +1,50 @@
+//! Matrix-vector products with f32, f16 and bf16 weights: one output row per workgroup, the
+//! row's dot as `lanes(32).butterfly()` (lane l sums elements l, l+32, … sequentially, then
+//! an xor butterfly), each weight widened to f32 exactly before the multiply.
+//!
+//! Every matvec here and in `quant.rs` is expert-capable: grid axis 1 runs over `n_slots`
+//! slots; slot s uses weight matrix `ids[s]` of a stack of (n × k) matrices and input
+//! `x[s · x_stride ..]`, and writes `y[s · n ..]`. A plain projection passes `ids = [0]`,
+//! `n_slots = 1`; the routed experts pass the top-k ids, `x_stride = 0` for gate/up (one
+//! input) and `x_stride = k` for down (one input per expert).
+
+use baro::kernel;
+use baro::reference::sum_lanes_butterfly;
+use half::{bf16, f16};
+
+#[kernel(grid = [n, n_slots])]
+pub fn matvec_f32(x: &[f32], w: &[f32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+    let o = group_id(0);
+    let s = group_id(1);
+    let xb = s * x_stride;
+    let wb = ((ids[s] as usize) * n + o) * k;
+    y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i]);
+}
+
+#[kernel(grid = [n, n_slots])]
+pub fn matvec_f16(x: &[f32], w: &[f16], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+    let o = group_id(0);
+    let s = group_id(1);
+    let xb = s * x_stride;
+    let wb = ((ids[s] as usize) * n + o) * k;
+    y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i].to_f32());
+}
+
+#[kernel(grid = [n, n_slots])]
+pub fn matvec_bf16(x: &[f32], w: &[bf16], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+    let o = group_id(0);
+    let s = group_id(1);
+    let xb = s * x_stride;
+    let wb = ((ids[s] as usize) * n + o) * k;
+    y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i].to_f32());
+}
+
+/// The three float matvecs in plain Rust, on weights already widened to f32 (exact).
+pub fn matvec_reference(x: &[f32], w: &[f32], ids: &[u32], k: usize, n: usize, x_stride: usize) -> Vec<f32> {
+    let mut y = Vec::with_capacity(ids.len() * n);
+    for (s, &e) in ids.iter().enumerate() {
+        let (xb, wb) = (s * x_stride, e as usize * n * k);
+        y.extend((0..n).map(|o| sum_lanes_butterfly(k, 32, |i| x[xb + i] * w[wb + o * k + i])));
+    }
+    y
+}

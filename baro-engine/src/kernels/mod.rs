@@ -1,0 +1,65 @@
+//! The m=1 decode kernels of the qwen35moe path, each a `#[kernel]` with a plain-Rust
+//! reference beside it that performs the same f32 operations in the same order (so host
+//! results are compared byte for byte, never to a tolerance). Dimensions are scalar
+//! parameters; nothing here hard-codes a model size, and nothing here calls a driver.
+//!
+//! Conventions shared by every file:
+//! - One output (a projection row, a head, an expert) per workgroup; the lane count of every
+//!   `lanes(32)` schedule is part of the kernel's meaning and independent of the target.
+//! - Quantized weights are raw GGUF bytes (`&[u8]`, the block layouts of `model::dequant`),
+//!   dequantized inside the dot; f16 scales are decoded from their two bytes with integer
+//!   operations (`f16_bits` below documents the exact expression every kernel inlines),
+//!   because the kernel language has no 16-bit integer or f16 bit cast.
+//! - Token ids and expert ids are `u32` buffers.
+
+pub mod attention;
+pub mod embed;
+pub mod gdn;
+pub mod matvec;
+pub mod moe;
+pub mod norm;
+pub mod quant;
+pub mod rope;
+
+/// The f16 → f32 decode every quantized kernel inlines, on the 16 bits `h` (in a u32): the
+/// sign moved to bit 31; a zero exponent (zero or subnormal) as `m · 2^-24` (an exact integer
+/// conversion and a power-of-two product, no subnormal f32 involved); otherwise the exponent
+/// rebased by 112 (by 224 for inf/NaN) with the mantissa shifted into place. Exact for all
+/// 65536 inputs (`kernels_norm::f16_decode_is_exact` checks every one).
+pub fn f16_bits(h: u32) -> f32 {
+    let mag = if (h & 0x7c00) == 0 {
+        ((h & 0x3ff) as f32 * 5.960_464_5e-8).to_bits()
+    } else {
+        ((h & 0x7fff) << 13) + if (h & 0x7c00) == 0x7c00 { 0x7000_0000 } else { 0x3800_0000 }
+    };
+    f32::from_bits(((h & 0x8000) << 16) | mag)
+}
+
+/// Every kernel of this module, for precompiling (and for the offline GPU compile test).
+pub fn all() -> Vec<baro::dsl::Kernel> {
+    vec![
+        embed::embed_f32(),
+        embed::embed_bf16(),
+        embed::embed_q8_0(),
+        norm::rmsnorm(),
+        norm::rmsnorm_zc(),
+        norm::head_rmsnorm(),
+        norm::add(),
+        matvec::matvec_f32(),
+        matvec::matvec_f16(),
+        matvec::matvec_bf16(),
+        quant::matvec_q8_0(),
+        quant::matvec_q4_k(),
+        quant::matvec_q5_k(),
+        quant::matvec_q6_k(),
+        rope::rope_neox(),
+        attention::kv_append(),
+        attention::attention_decode(),
+        moe::router_topk(),
+        moe::swiglu(),
+        moe::moe_combine(),
+        gdn::gdn_conv_step(),
+        gdn::gdn_step(),
+        gdn::gated_rmsnorm(),
+    ]
+}

@@ -1,0 +1,156 @@
+//! Quantized matrix-vector products on raw GGUF bytes: Q8_0, Q4_K, Q5_K, Q6_K, dequantized
+//! inside the dot (never a full-precision copy), expert-capable as in `matvec.rs`.
+//!
+//! Schedule (all four): the row is cut into its scale units (Q8_0 blocks and Q4_K/Q5_K
+//! sub-blocks of 32, Q6_K sub-blocks of 16); unit results are combined by
+//! `lanes(32).butterfly()` over the units of the row; inside a unit,
+//! - Q8_0: `d · seq(q_i · x_i)`;
+//! - Q4_K, Q5_K: `(d · sc) · seq(q_i · x_i) − (dmin · m) · seq(x_i)`;
+//! - Q6_K: `(d · sc) · seq(q_i · x_i)`.
+//!
+//! `d · sc` and `dmin · m` are the products `model::dequant` forms, so a unit's result is the
+//! factored form of dequant's `d·sc·q − dmin·m`, not its element-wise sum: equal in exact
+//! arithmetic, compared to the dequantized dot within a tolerance. The scale and quant bit
+//! unpacking is `model::dequant`'s, element for element.
+//!
+//! The kernel language has no `let` inside an expression, so each unit's body repeats its
+//! byte loads (the f16 decode of `mod.rs` is inlined where a scale is read).
+
+use baro::kernel;
+use baro::reference::{sum_lanes_butterfly, sum_sequential};
+use half::f16;
+
+use crate::model::dequant::{scale_min_k4, Q4_K_BLOCK_BYTES, Q5_K_BLOCK_BYTES, Q6_K_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK_K};
+
+/// Q8_0 (k a multiple of 32): rows of k/32 blocks `{ f16 d; i8 q[32] }`.
+#[kernel(grid = [n, n_slots])]
+pub fn matvec_q8_0(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+    let o = group_id(0);
+    let s = group_id(1);
+    let xb = s * x_stride;
+    let nb = k / 32;
+    let row = ((ids[s] as usize) * n + o) * nb;
+    y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
+        f32::from_bits((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * sum!(j in 0..32, order = seq, ((w[(row + b) * 34 + 2 + j] as i8) as f32) * x[xb + b * 32 + j]));
+}
+
+/// Q4_K (k a multiple of 256): super-blocks `{ f16 d; f16 dmin; u8 scales[12]; u8 qs[128] }`.
+#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]))]
+pub fn matvec_q4_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+    let o = group_id(0);
+    let s = group_id(1);
+    let xb = s * x_stride;
+    let sb = ((ids[s] as usize) * n + o) * (k / 256);
+    y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
+        (f32::from_bits((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 144 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
+            * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 144 + 16 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) as f32) * x[xb + u * 32 + i])
+        - (f32::from_bits((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 144 + 4 + u % 8] >> 6) << 4) }) as f32))
+            * sum!(i in 0..32, order = seq, x[xb + u * 32 + i]));
+}
+
+/// Q5_K (k a multiple of 256): `{ f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128] }`.
+#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]))]
+pub fn matvec_q5_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+    let o = group_id(0);
+    let s = group_id(1);
+    let xb = s * x_stride;
+    let sb = ((ids[s] as usize) * n + o) * (k / 256);
+    y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
+        (f32::from_bits((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 176 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
+            * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 176 + 48 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) | (((w[(sb + u / 8) * 176 + 16 + i] >> ((u % 8) as u8)) & 1) << 4)) as f32) * x[xb + u * 32 + i])
+        - (f32::from_bits((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 176 + 4 + u % 8] >> 6) << 4) }) as f32))
+            * sum!(i in 0..32, order = seq, x[xb + u * 32 + i]));
+}
+
+/// Q6_K (k a multiple of 256): `{ u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }`; unit u is
+/// sub-block u % 16 of super-block u / 16; its element t is element e = (u % 16)·16 + t.
+#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]))]
+pub fn matvec_q6_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+    let o = group_id(0);
+    let s = group_id(1);
+    let xb = s * x_stride;
+    let sb = ((ids[s] as usize) * n + o) * (k / 256);
+    y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
+        (f32::from_bits((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((w[(sb + u / 16) * 210 + 192 + u % 16] as i8) as f32))
+            * sum!(t in 0..16, order = seq,
+                (((((w[(sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + t + 32 * (u % 8 / 2 % 2)] >> ((u % 8 / 4 * 4) as u8)) & 15)
+                    | (((w[(sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16 + t] >> ((u % 8 / 2 * 2) as u8)) & 3) << 4)) as i32 - 32) as f32)
+                * x[xb + u * 16 + t]));
+}
+
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
+}
+
+/// A quantized format's scale units: (units per 256 elements, elements per unit).
+fn unit_shape(ty: crate::model::TensorType) -> (usize, usize) {
+    use crate::model::TensorType as T;
+    match ty {
+        T::Q6_K => (16, 16),
+        _ => (8, 32),
+    }
+}
+
+/// One unit's result in the kernel's order; `blk` is the unit's block, `j` its index there.
+fn unit(ty: crate::model::TensorType, blk: &[u8], j: usize, x: &[f32]) -> f32 {
+    use crate::model::TensorType as T;
+    match ty {
+        T::Q8_0 => f16_at(blk, 0) * sum_sequential(32, |i| f32::from(blk[2 + i] as i8) * x[i]),
+        T::Q4_K | T::Q5_K => {
+            let (sc, m) = scale_min_k4(j, &blk[4..16]);
+            let (d, dmin) = (f16_at(blk, 0) * f32::from(sc), f16_at(blk, 2) * f32::from(m));
+            let q = |i: usize| {
+                let e = j * 32 + i;
+                if ty == T::Q4_K {
+                    let byte = blk[16 + (e / 64) * 32 + e % 32];
+                    if j.is_multiple_of(2) { byte & 0xF } else { byte >> 4 }
+                } else {
+                    let byte = blk[48 + (e / 64) * 32 + e % 32];
+                    let low = if j.is_multiple_of(2) { byte & 0xF } else { byte >> 4 };
+                    low | (((blk[16 + e % 32] >> j) & 1) << 4)
+                }
+            };
+            d * sum_sequential(32, |i| f32::from(q(i)) * x[i]) - dmin * sum_sequential(32, |i| x[i])
+        }
+        T::Q6_K => {
+            let d = f16_at(blk, Q6_K_BLOCK_BYTES - 2) * f32::from(blk[192 + j] as i8);
+            d * sum_sequential(16, |t| {
+                let e = j * 16 + t;
+                let (half, p) = (e / 128, e % 128);
+                let (group, l) = (p / 32, p % 32);
+                let ql = blk[64 * half + l + 32 * (group % 2)];
+                let low = if group < 2 { ql & 0xF } else { ql >> 4 };
+                let high = (blk[128 + 32 * half + l] >> (2 * group)) & 3;
+                (i32::from(low | (high << 4)) - 32) as f32 * x[t]
+            })
+        }
+        T::F32 | T::F16 | T::BF16 => f32::NAN,
+    }
+}
+
+/// Any of the four quantized matvecs in plain Rust, in the kernel's order (through
+/// `model::dequant`'s `scale_min_k4` and `half`'s f16, independent of the kernels' inline
+/// decode). `ty` must be Q8_0, Q4_K, Q5_K or Q6_K.
+pub fn matvec_quant_reference(ty: crate::model::TensorType, x: &[f32], w: &[u8], ids: &[u32], k: usize, n: usize, x_stride: usize) -> Vec<f32> {
+    use crate::model::TensorType as T;
+    let (block_len, block_bytes, per_block, unit_len) = match ty {
+        T::Q8_0 => (32, Q8_0_BLOCK_BYTES, 1, 32),
+        T::Q4_K => (QK_K, Q4_K_BLOCK_BYTES, unit_shape(ty).0, unit_shape(ty).1),
+        T::Q5_K => (QK_K, Q5_K_BLOCK_BYTES, unit_shape(ty).0, unit_shape(ty).1),
+        _ => (QK_K, Q6_K_BLOCK_BYTES, unit_shape(ty).0, unit_shape(ty).1),
+    };
+    let nb = k / block_len;
+    let mut y = Vec::with_capacity(ids.len() * n);
+    for (s, &e) in ids.iter().enumerate() {
+        let xs = &x[s * x_stride..];
+        for o in 0..n {
+            let row = (e as usize * n + o) * nb;
+            y.push(sum_lanes_butterfly(nb * per_block, 32, |u| {
+                let (b, j) = (u / per_block, u % per_block);
+                let blk = &w[(row + b) * block_bytes..(row + b + 1) * block_bytes];
+                unit(ty, blk, j, &xs[u * unit_len..])
+            }));
+        }
+    }
+    y
+}

@@ -1,0 +1,141 @@
+//! Host tests of the projection kernels: f32/f16/bf16 and Q8_0/Q4_K/Q5_K/Q6_K matvecs, byte
+//! for byte against their same-order plain-Rust references, on ragged shapes, as plain
+//! projections and as expert stacks (ids, x_stride); the quantized ones also against the dot of
+//! `model::dequant`'s full dequantization within a tolerance (the factored unit sums differ
+//! from dequant's element-wise values only by rounding); and the verifier on each kernel.
+
+use baro::reference::{bits, Rng};
+use baro_dsl::runtime::{Buffer, Device, DeviceArg as A};
+use baro_dsl::verify::verify_kernel;
+use baro_dsl::Kernel;
+use baro_engine::kernels::{matvec, quant};
+use baro_engine::model::{dequant, TensorType};
+use half::{bf16, f16};
+
+fn run(d: &Device, k: &Kernel, args: &mut [A<'_>]) {
+    let c = d.compile(k).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+    d.run(&c, args).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+}
+
+/// Runs a matvec kernel with the shared argument order.
+#[allow(clippy::too_many_arguments)]
+fn matvec_run(d: &Device, k: &Kernel, x: &[f32], w: &Buffer, ids: &[u32], kk: usize, n: usize, x_stride: usize) -> Vec<f32> {
+    let (xb, ib) = (d.upload(x).unwrap(), d.upload(ids).unwrap());
+    let mut y = d.alloc(baro_dsl::ScalarType::F32, ids.len() * n).unwrap();
+    run(d, k, &mut [A::buf(&xb), A::buf(w), A::buf(&ib), A::buf_mut(&mut y), A::from(kk), A::from(n), A::from(x_stride), A::from(ids.len())]);
+    d.read(&y).unwrap()
+}
+
+/// (ids, x_stride) cases: a plain projection, and three experts of a stack of 4 with shared
+/// and per-expert inputs (in top-k order, not sorted).
+fn slot_cases(k: usize) -> [(Vec<u32>, usize); 3] {
+    [(vec![0], 0), (vec![3, 0, 2], 0), (vec![2, 3, 1], k)]
+}
+
+#[test]
+fn float_matvecs_match_reference() {
+    let d = dev();
+    let mut rng = Rng::new(11);
+    for (k, n) in [(1usize, 3usize), (31, 5), (33, 4), (2053, 7)] {
+        let w32 = rng.vec_f32(4 * n * k);
+        let wh: Vec<f16> = w32.iter().map(|&v| f16::from_f32(v)).collect();
+        let wb: Vec<bf16> = w32.iter().map(|&v| bf16::from_f32(v)).collect();
+        let wh32: Vec<f32> = wh.iter().map(|v| v.to_f32()).collect();
+        let wb32: Vec<f32> = wb.iter().map(|v| v.to_f32()).collect();
+        let bufs = [(matvec::matvec_f32(), d.upload(&w32).unwrap(), &w32), (matvec::matvec_f16(), d.upload(&wh).unwrap(), &wh32), (matvec::matvec_bf16(), d.upload(&wb).unwrap(), &wb32)];
+        for (ids, xs) in slot_cases(k) {
+            let x = rng.vec_f32(3 * k);
+            for (kern, wbuf, wf) in &bufs {
+                let got = matvec_run(&d, kern, &x, wbuf, &ids, k, n, xs);
+                assert_eq!(bits(&got), bits(&matvec::matvec_reference(&x, wf, &ids, k, n, xs)), "{} k={k} n={n} ids={ids:?}", kern.name);
+            }
+        }
+    }
+}
+
+/// The host, or with `BARO_TEST_DEVICE=cuda` (or `hip`) a GPU: the references are plain Rust
+/// on the host, so a GPU passing these byte comparisons computes the host's bytes.
+fn dev() -> Device {
+    match std::env::var("BARO_TEST_DEVICE").as_deref() {
+        Ok("cuda") => Device::cuda(0),
+        Ok("hip") => Device::hip(0),
+        _ => Device::host(),
+    }
+    .expect("test device")
+}
+
+/// Random blocks of `ty` with sane f16 scales (a few zero and subnormal ones); every other
+/// byte (packed scales, quants, high bits) uniformly random.
+fn random_blocks(ty: TensorType, n_blocks: usize, rng: &mut Rng) -> Vec<u8> {
+    let bb = ty.block_bytes();
+    let mut w: Vec<u8> = (0..n_blocks * bb).map(|_| rng.below(256) as u8).collect();
+    let scale_at: &[usize] = match ty {
+        TensorType::Q8_0 => &[0],
+        TensorType::Q4_K | TensorType::Q5_K => &[0, 2],
+        _ => &[bb - 2],
+    };
+    for b in 0..n_blocks {
+        for &at in scale_at {
+            let v = match rng.below(16) {
+                0 => f16::from_bits(0),
+                1 => f16::from_bits(0x8000 | rng.below(0x400) as u16),
+                2 => f16::from_bits(rng.below(0x400) as u16),
+                _ => f16::from_f32(rng.f32() / 32.0),
+            };
+            w[b * bb + at..b * bb + at + 2].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    w
+}
+
+fn quant_cases() -> [(TensorType, Kernel); 4] {
+    [(TensorType::Q8_0, quant::matvec_q8_0()), (TensorType::Q4_K, quant::matvec_q4_k()), (TensorType::Q5_K, quant::matvec_q5_k()), (TensorType::Q6_K, quant::matvec_q6_k())]
+}
+
+#[test]
+fn quant_matvecs_match_reference_and_dequant() {
+    let d = dev();
+    let mut rng = Rng::new(12);
+    let mut compared = 0;
+    for (ty, kern) in quant_cases() {
+        let bl = ty.block_len();
+        // k: one block (fewer units than lanes), 3 blocks, units ragged past 32 lanes (33
+        // Q8_0 blocks; 40 or 80 K-quant units), and the model's 2048 and 512.
+        let ragged = if bl == 32 { 33 * 32 } else { 5 * 256 };
+        for (k, n) in [(bl, 3usize), (bl * 3, 2), (ragged, 2), (2048, 5), (512, 3)] {
+            let w = random_blocks(ty, 4 * n * k / bl, &mut rng);
+            let wbuf = d.upload(&w).unwrap();
+            let wf = dequant::to_f32(ty, &w);
+            for (ids, xs) in slot_cases(k) {
+                let x = rng.vec_f32(3 * k);
+                let got = matvec_run(&d, &kern, &x, &wbuf, &ids, k, n, xs);
+                let want = quant::matvec_quant_reference(ty, &x, &w, &ids, k, n, xs);
+                assert_eq!(bits(&got), bits(&want), "{} k={k} n={n} ids={ids:?}", kern.name);
+                for (s, &e) in ids.iter().enumerate() {
+                    for o in 0..n {
+                        let row = &wf[(e as usize * n + o) * k..][..k];
+                        let xr = &x[s * xs..][..k];
+                        let exact: f64 = row.iter().zip(xr).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+                        let mag: f64 = row.iter().zip(xr).map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs()).sum();
+                        let err = (f64::from(got[s * n + o]) - exact).abs();
+                        assert!(err <= 1e-5 * mag + 1e-30, "{} k={k} row {o} slot {s}: {} vs dequant dot {exact} (|Σ| {mag})", kern.name, got[s * n + o]);
+                        compared += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(compared > 100, "{compared}");
+}
+
+#[test]
+fn matvec_kernels_verify() {
+    let mut ks = vec![matvec::matvec_f32(), matvec::matvec_f16(), matvec::matvec_bf16()];
+    ks.extend(quant_cases().into_iter().map(|(_, k)| k));
+    for k in ks {
+        let t = std::time::Instant::now();
+        let proof = verify_kernel(&k).unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
+        assert!(proof.regions_checked > 0, "{}: no lane region checked", k.name);
+        println!("{}: {} shapes, {} regions, {:?}", k.name, proof.shapes, proof.regions_checked, t.elapsed());
+    }
+}
