@@ -4,5 +4,6 @@
 
 pub mod kernels;
 pub mod model;
+pub mod reference;
 pub mod sampling;
 pub mod tokenizer;
