@@ -2,6 +2,7 @@
 //! server land beside it. The `baro-engine` binary (`src/main.rs`) is, until the engine runs,
 //! the DSL demonstration and does not use this library. Nothing here may call a driver API.
 
+pub mod engine;
 pub mod kernels;
 pub mod model;
 pub mod reference;

@@ -1,0 +1,378 @@
+//! The decode path (m = 1): one token in, the next token's logits out, from baro kernels only,
+//! on any `Device`. Per layer: RMSNorm → mixer (gated delta net or gated attention) → residual
+//! → RMSNorm → router top-k → routed experts (gate and up for all k slots in one launch each,
+//! SwiGLU, down) and the sigmoid-gated shared expert → combine in top-k order → residual; then
+//! the final norm and the output head.
+//!
+//! This file holds the wiring only: no kernel body and no driver call. Every kernel is compiled
+//! once in `Engine::new`; a step queues launches on the device's default stream and waits once,
+//! when the logits are read back.
+
+use baro_dsl::runtime::{Buffer, Device, DeviceArg as A, DeviceError, DeviceKernel};
+
+use crate::engine::state::{LayerState, Scratch, State};
+use crate::engine::weights::{AttentionWeights, GdnWeights, Matrix, MixerWeights, ModelSource, MoeWeights, WeightError, Weights};
+use crate::kernels;
+use crate::model::{ModelConfig, TensorType};
+use crate::sampling::{self, SampleError};
+use crate::tokenizer::TokenId;
+
+/// What went wrong building or running the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Weights(Box<WeightError>),
+    /// The driver's fault, or a bug in baro (a kernel's bounds check).
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    #[error("kernel {name}: expected it in kernels::all(), found no such kernel (a bug in baro)")]
+    MissingKernel { name: &'static str },
+    #[error("context full: expected fewer than {max_ctx} tokens in the sequence, found {pos} already")]
+    ContextFull { pos: usize, max_ctx: usize },
+    #[error("token {token}: expected an id below the vocabulary size {vocab}")]
+    BadToken { token: TokenId, vocab: usize },
+    #[error("unsupported model: {what}: expected {expected}, found {found}")]
+    Unsupported { what: &'static str, expected: String, found: String },
+    #[error(transparent)]
+    Sample(#[from] SampleError),
+}
+
+impl From<WeightError> for EngineError {
+    fn from(e: WeightError) -> EngineError {
+        EngineError::Weights(Box::new(e))
+    }
+}
+
+/// Engine settings.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Positions the KV cache holds (capped by the model's context length when it has one).
+    pub max_ctx: usize,
+}
+
+impl Default for EngineOptions {
+    fn default() -> EngineOptions {
+        EngineOptions { max_ctx: 4096 }
+    }
+}
+
+/// The compiled decode kernels.
+struct Kernels {
+    embed_f32: DeviceKernel,
+    embed_bf16: DeviceKernel,
+    embed_q8_0: DeviceKernel,
+    rmsnorm: DeviceKernel,
+    head_rmsnorm: DeviceKernel,
+    add: DeviceKernel,
+    matvec_f32: DeviceKernel,
+    matvec_f16: DeviceKernel,
+    matvec_bf16: DeviceKernel,
+    matvec_q8_0: DeviceKernel,
+    matvec_q4_k: DeviceKernel,
+    matvec_q5_k: DeviceKernel,
+    matvec_q6_k: DeviceKernel,
+    rope_neox: DeviceKernel,
+    kv_append: DeviceKernel,
+    attention_decode: DeviceKernel,
+    router_topk: DeviceKernel,
+    swiglu: DeviceKernel,
+    moe_combine: DeviceKernel,
+    gdn_conv_step: DeviceKernel,
+    gdn_step: DeviceKernel,
+    gated_rmsnorm: DeviceKernel,
+}
+
+impl Kernels {
+    /// Compiles every kernel of `kernels::all()` and picks the ones decode uses.
+    fn compile(device: &Device) -> Result<Kernels, EngineError> {
+        let mut all = std::collections::HashMap::new();
+        for k in kernels::all() {
+            let compiled = device.compile(&k)?;
+            all.insert(k.name.clone(), compiled);
+        }
+        let take = |name: &'static str| all.get(name).cloned().ok_or(EngineError::MissingKernel { name });
+        Ok(Kernels {
+            embed_f32: take("embed_f32")?,
+            embed_bf16: take("embed_bf16")?,
+            embed_q8_0: take("embed_q8_0")?,
+            rmsnorm: take("rmsnorm")?,
+            head_rmsnorm: take("head_rmsnorm")?,
+            add: take("add")?,
+            matvec_f32: take("matvec_f32")?,
+            matvec_f16: take("matvec_f16")?,
+            matvec_bf16: take("matvec_bf16")?,
+            matvec_q8_0: take("matvec_q8_0")?,
+            matvec_q4_k: take("matvec_q4_k")?,
+            matvec_q5_k: take("matvec_q5_k")?,
+            matvec_q6_k: take("matvec_q6_k")?,
+            rope_neox: take("rope_neox")?,
+            kv_append: take("kv_append")?,
+            attention_decode: take("attention_decode")?,
+            router_topk: take("router_topk")?,
+            swiglu: take("swiglu")?,
+            moe_combine: take("moe_combine")?,
+            gdn_conv_step: take("gdn_conv_step")?,
+            gdn_step: take("gdn_step")?,
+            gated_rmsnorm: take("gated_rmsnorm")?,
+        })
+    }
+
+    fn matvec_for(&self, ty: TensorType) -> &DeviceKernel {
+        match ty {
+            TensorType::F32 => &self.matvec_f32,
+            TensorType::F16 => &self.matvec_f16,
+            TensorType::BF16 => &self.matvec_bf16,
+            TensorType::Q8_0 => &self.matvec_q8_0,
+            TensorType::Q4_K => &self.matvec_q4_k,
+            TensorType::Q5_K => &self.matvec_q5_k,
+            TensorType::Q6_K => &self.matvec_q6_k,
+        }
+    }
+}
+
+/// A model on a device with one sequence's state.
+pub struct Engine {
+    device: Device,
+    kernels: Kernels,
+    weights: Weights,
+    state: State,
+}
+
+/// The device and kernels a launch needs (borrowed apart from the state it writes).
+struct Launcher<'a> {
+    device: &'a Device,
+    k: &'a Kernels,
+}
+
+impl Launcher<'_> {
+    fn launch(&self, kernel: &DeviceKernel, args: &mut [A<'_>]) -> Result<(), DeviceError> {
+        self.device.launch(self.device.default_stream(), kernel, args)
+    }
+
+    /// y[slot] = w[ids[slot]] · x[slot · x_stride ..] for `n_slots` slots.
+    fn matvec(&self, w: &Matrix, x: &Buffer, ids: &Buffer, y: &mut Buffer, x_stride: usize, n_slots: usize) -> Result<(), DeviceError> {
+        let kernel = self.k.matvec_for(w.ty);
+        self.launch(kernel, &mut [A::buf(x), A::buf(&w.buf), A::buf(ids), A::buf_mut(y), A::from(w.cols), A::from(w.rows), A::from(x_stride), A::from(n_slots)])
+    }
+
+    fn rmsnorm(&self, x: &Buffer, w: &Buffer, y: &mut Buffer, n: usize, eps: f32) -> Result<(), DeviceError> {
+        self.launch(&self.k.rmsnorm, &mut [A::buf(x), A::buf(w), A::buf_mut(y), A::from(n), A::from(eps)])
+    }
+
+    fn add(&self, a: &Buffer, b: &Buffer, y: &mut Buffer, n: usize) -> Result<(), DeviceError> {
+        self.launch(&self.k.add, &mut [A::buf(a), A::buf(b), A::buf_mut(y), A::from(n)])
+    }
+
+    fn swiglu(&self, g: &Buffer, u: &Buffer, h: &mut Buffer, n: usize) -> Result<(), DeviceError> {
+        self.launch(&self.k.swiglu, &mut [A::buf(g), A::buf(u), A::buf_mut(h), A::from(n)])
+    }
+}
+
+impl Engine {
+    /// Compiles the decode kernels, uploads the weights of `source` and allocates one
+    /// sequence's state.
+    pub fn new(device: Device, source: &ModelSource, options: EngineOptions) -> Result<Engine, EngineError> {
+        let cfg = source.config()?;
+        if cfg.conv_kernel < 2 {
+            return Err(EngineError::Unsupported { what: "conv kernel length", expected: "at least 2".into(), found: cfg.conv_kernel.to_string() });
+        }
+        let max_ctx = match cfg.context_length {
+            0 => options.max_ctx,
+            n => options.max_ctx.min(n),
+        }
+        .max(1);
+        let kernels = Kernels::compile(&device)?;
+        let weights = Weights::load(&device, source, &cfg)?;
+        let state = State::new(&device, &cfg, max_ctx)?;
+        Ok(Engine { device, kernels, weights, state })
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.weights.config
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Tokens fed since the last reset.
+    pub fn position(&self) -> usize {
+        self.state.pos
+    }
+
+    /// Starts a new sequence.
+    pub fn reset(&mut self) -> Result<(), EngineError> {
+        self.state.reset(&self.device)?;
+        Ok(())
+    }
+
+    /// Feeds `token` at the next position and returns the logits for the position after it.
+    pub fn step(&mut self, token: TokenId) -> Result<Vec<f32>, EngineError> {
+        let cfg = &self.weights.config;
+        if token as usize >= cfg.vocab_size {
+            return Err(EngineError::BadToken { token, vocab: cfg.vocab_size });
+        }
+        let pos = self.state.pos;
+        if pos >= self.state.max_ctx {
+            return Err(EngineError::ContextFull { pos, max_ctx: self.state.max_ctx });
+        }
+        let run = Launcher { device: &self.device, k: &self.kernels };
+        let State { layers, rope_cos, rope_sin, s, max_ctx, .. } = &mut self.state;
+        let w = &self.weights;
+        let (h, eps) = (cfg.hidden_dim, cfg.rms_eps);
+        self.device.write(&mut s.token, &[token])?;
+        let embed = match w.token_embd.ty {
+            TensorType::BF16 => &self.kernels.embed_bf16,
+            TensorType::Q8_0 => &self.kernels.embed_q8_0,
+            _ => &self.kernels.embed_f32,
+        };
+        run.launch(embed, &mut [A::buf(&s.token), A::buf(&w.token_embd.buf), A::buf_mut(&mut s.x), A::from(0usize), A::from(h)])?;
+        for (lw, ls) in w.layers.iter().zip(layers.iter_mut()) {
+            run.rmsnorm(&s.x, &lw.attn_norm, &mut s.xn, h, eps)?;
+            match (&lw.mixer, ls) {
+                (MixerWeights::Gdn(g), LayerState::Gdn { conv_ring, ssm }) => gdn(&run, cfg, g, conv_ring, ssm, s, pos)?,
+                (MixerWeights::Attention(a), LayerState::Attention { k_cache, v_cache }) => {
+                    let rope = Rope { cos: rope_cos, sin: rope_sin };
+                    attention(&run, cfg, a, k_cache, v_cache, &rope, s, pos, *max_ctx)?
+                }
+                // Weights and state are both built from `cfg.layer_kinds`.
+                _ => return Err(EngineError::Unsupported { what: "layer state", expected: "the weights' layer kind".into(), found: "another kind (a bug in baro)".into() }),
+            }
+            run.add(&s.x, &s.mix, &mut s.h, h)?;
+            run.rmsnorm(&s.h, &lw.post_attention_norm, &mut s.xn, h, eps)?;
+            moe(&run, cfg, &lw.moe, s)?;
+            run.add(&s.h, &s.mix, &mut s.x, h)?;
+        }
+        run.rmsnorm(&s.x, &w.output_norm, &mut s.xn, h, eps)?;
+        run.matvec(w.lm_head(), &s.xn, &s.plain_ids, &mut s.logits, 0, 1)?;
+        self.device.default_stream().synchronize()?;
+        let logits = self.device.read::<f32>(&s.logits)?;
+        self.state.pos += 1;
+        Ok(logits)
+    }
+
+    /// Resets, feeds `prompt`, then picks `n` tokens greedily (argmax, lowest id on ties),
+    /// feeding each but the last back. Returns the picked tokens.
+    pub fn generate(&mut self, prompt: &[TokenId], n: usize) -> Result<Vec<TokenId>, EngineError> {
+        self.reset()?;
+        let Some((&last, head)) = prompt.split_last() else {
+            return Err(EngineError::Unsupported { what: "prompt", expected: "at least one token".into(), found: "none".into() });
+        };
+        for &t in head {
+            self.step(t)?;
+        }
+        let mut logits = self.step(last)?;
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let t = sampling::greedy(&logits)?;
+            out.push(t);
+            if i + 1 < n {
+                logits = self.step(t)?;
+            }
+        }
+        Ok(out)
+    }
+}
+
+struct Rope<'a> {
+    cos: &'a Buffer,
+    sin: &'a Buffer,
+}
+
+/// The gated delta net on `s.xn`, into `s.mix`.
+fn gdn(run: &Launcher<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer, ssm: &mut Buffer, s: &mut Scratch, pos: usize) -> Result<(), DeviceError> {
+    let ids = &s.plain_ids;
+    run.matvec(&w.qkv, &s.xn, ids, &mut s.qkv, 0, 1)?;
+    run.matvec(&w.gate_z, &s.xn, ids, &mut s.z, 0, 1)?;
+    run.matvec(&w.beta, &s.xn, ids, &mut s.beta, 0, 1)?;
+    run.matvec(&w.alpha, &s.xn, ids, &mut s.alpha, 0, 1)?;
+    run.launch(&run.k.gdn_conv_step, &mut [A::buf(&s.qkv), A::buf(&w.conv), A::buf_mut(conv_ring), A::buf_mut(&mut s.conv_out), A::from(cfg.gdn_conv_dim()), A::from(cfg.conv_kernel), A::from(pos)])?;
+    let (dk, dv) = (cfg.gdn_key_dim, cfg.gdn_value_dim);
+    let q_scale = (1.0 / (dk as f64).sqrt()) as f32;
+    run.launch(
+        &run.k.gdn_step,
+        &mut [
+            A::buf(&s.conv_out),
+            A::buf(&s.beta),
+            A::buf(&s.alpha),
+            A::buf(&w.ssm_a),
+            A::buf(&w.dt_bias),
+            A::buf_mut(ssm),
+            A::buf_mut(&mut s.o),
+            A::from(dk),
+            A::from(dv),
+            A::from(cfg.gdn_n_key_heads),
+            A::from(cfg.gdn_n_value_heads),
+            A::from(true),
+            A::from(q_scale),
+        ],
+    )?;
+    run.launch(&run.k.gated_rmsnorm, &mut [A::buf(&s.o), A::buf(&s.z), A::buf(&w.norm), A::buf_mut(&mut s.o_normed), A::from(dv), A::from(cfg.gdn_n_value_heads), A::from(cfg.rms_eps)])?;
+    run.matvec(&w.out, &s.o_normed, ids, &mut s.mix, 0, 1)
+}
+
+/// Full gated attention on `s.xn` at position `pos`, into `s.mix`.
+#[allow(clippy::too_many_arguments)]
+fn attention(run: &Launcher<'_>, cfg: &ModelConfig, w: &AttentionWeights, k_cache: &mut Buffer, v_cache: &mut Buffer, rope: &Rope<'_>, s: &mut Scratch, pos: usize, max_ctx: usize) -> Result<(), DeviceError> {
+    let ids = &s.plain_ids;
+    let (hd, nh, nkv, eps) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.rms_eps);
+    run.matvec(&w.q, &s.xn, ids, &mut s.q_gate, 0, 1)?;
+    run.matvec(&w.k, &s.xn, ids, &mut s.k_raw, 0, 1)?;
+    run.matvec(&w.v, &s.xn, ids, &mut s.v, 0, 1)?;
+    run.launch(&run.k.head_rmsnorm, &mut [A::buf(&s.q_gate), A::buf(&w.q_norm), A::buf_mut(&mut s.q), A::from(hd), A::from(2 * hd), A::from(hd), A::from(nh), A::from(eps)])?;
+    run.launch(&run.k.head_rmsnorm, &mut [A::buf(&s.k_raw), A::buf(&w.k_norm), A::buf_mut(&mut s.k), A::from(hd), A::from(hd), A::from(hd), A::from(nkv), A::from(eps)])?;
+    for (x, n) in [(&mut s.q, nh), (&mut s.k, nkv)] {
+        run.launch(&run.k.rope_neox, &mut [A::buf_mut(x), A::buf(rope.cos), A::buf(rope.sin), A::from(pos), A::from(cfg.rope_dim), A::from(hd), A::from(n)])?;
+    }
+    run.launch(&run.k.kv_append, &mut [A::buf(&s.k), A::buf(&s.v), A::buf_mut(k_cache), A::buf_mut(v_cache), A::from(pos), A::from(nkv * hd)])?;
+    let scale = (1.0 / (hd as f64).sqrt()) as f32;
+    run.launch(
+        &run.k.attention_decode,
+        &mut [
+            A::buf(&s.q),
+            A::buf(k_cache),
+            A::buf(v_cache),
+            A::buf(&s.q_gate),
+            A::buf_mut(&mut s.probs_attn),
+            A::buf_mut(&mut s.attn),
+            A::from(hd),
+            A::from(nh),
+            A::from(nkv),
+            A::from(pos + 1),
+            A::from(max_ctx),
+            A::from(2 * hd),
+            A::from(hd),
+            A::from(scale),
+        ],
+    )?;
+    run.matvec(&w.o, &s.attn, ids, &mut s.mix, 0, 1)
+}
+
+/// The MoE block on `s.xn`, into `s.mix`: router, routed experts, shared expert, combine.
+fn moe(run: &Launcher<'_>, cfg: &ModelConfig, w: &MoeWeights, s: &mut Scratch) -> Result<(), DeviceError> {
+    let ids = &s.plain_ids;
+    let (k, fi, fs, h) = (cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim, cfg.hidden_dim);
+    run.matvec(&w.router, &s.xn, ids, &mut s.router_logits, 0, 1)?;
+    run.launch(
+        &run.k.router_topk,
+        &mut [
+            A::buf(&s.router_logits),
+            A::buf_mut(&mut s.router_probs),
+            A::buf_mut(&mut s.router_work),
+            A::buf_mut(&mut s.expert_ids),
+            A::buf_mut(&mut s.expert_weights),
+            A::from(cfg.n_experts),
+            A::from(k),
+        ],
+    )?;
+    run.matvec(&w.gate_exps, &s.xn, &s.expert_ids, &mut s.gate, 0, k)?;
+    run.matvec(&w.up_exps, &s.xn, &s.expert_ids, &mut s.up, 0, k)?;
+    run.swiglu(&s.gate, &s.up, &mut s.act, k * fi)?;
+    run.matvec(&w.down_exps, &s.act, &s.expert_ids, &mut s.down, fi, k)?;
+    run.matvec(&w.gate_shexp, &s.xn, ids, &mut s.sh_gate, 0, 1)?;
+    run.matvec(&w.up_shexp, &s.xn, ids, &mut s.sh_up, 0, 1)?;
+    run.swiglu(&s.sh_gate, &s.sh_up, &mut s.sh_act, fs)?;
+    run.matvec(&w.down_shexp, &s.sh_act, ids, &mut s.sh_out, 0, 1)?;
+    run.matvec(&w.shared_gate, &s.xn, ids, &mut s.sh_logit, 0, 1)?;
+    run.launch(&run.k.moe_combine, &mut [A::buf(&s.down), A::buf(&s.expert_weights), A::buf(&s.sh_out), A::buf(&s.sh_logit), A::buf_mut(&mut s.mix), A::from(h), A::from(k)])
+}

@@ -1,0 +1,378 @@
+//! Uploads a `qwen35moe` model's weights to a `Device` in the layout the decode kernels read,
+//! from a Hugging Face checkpoint or a GGUF file.
+//!
+//! The device form is the canonical (GGUF) one of `model::names`, whatever the source:
+//! - RMSNorm weights hold 1 + w: a Hugging Face weight is offset once at load in f32
+//!   (`names::hf_to_gguf`'s `OnePlus`, the rounding `rmsnorm_zc` would do), so the decode path
+//!   runs the plain `rmsnorm` / `head_rmsnorm` for both sources and an F32 GGUF written from a
+//!   checkpoint gives the same bits;
+//! - `ssm_a` = −exp(A_log) with baro's `mathlib::exp`;
+//! - the conv weight is (channel, tap);
+//! - value heads are in GGUF's tiled order (so `gdn_step` runs with `tiled = true`); a Hugging
+//!   Face checkpoint's rows and columns are permuted at load, in its own element type. The
+//!   permutation also fixes the summation order of `ssm_out`, which is why the safetensors
+//!   path does not keep the grouped order and `tiled = false`.
+//!
+//! Matrices keep their stored element type (F32, F16, BF16, or the raw bytes of Q8_0 / Q4_K /
+//! Q5_K / Q6_K) and are never widened: the matvec kernels dequantize inside the dot. Vectors
+//! the kernels read as f32 (norms, `ssm_a`, `dt_bias`, the conv weight) are widened exactly
+//! from F16/BF16. Routed experts are stacked per layer as (expert, row, column), the layout
+//! the expert-capable matvecs index with `ids`. Never reads a file itself and never panics on
+//! a tensor's contents or shape.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::Path;
+
+use baro_dsl::runtime::{Buffer, Device, DeviceError};
+use baro_dsl::ScalarType;
+
+use crate::model::names::{self, ExpertPart, GgufTensorSpec, HfSource, HfTensor, Transform};
+use crate::model::{dequant, ConfigError, GgufError, GgufFile, HfCheckpoint, HfError, LayerKind, ModelConfig, TensorType};
+
+/// Where weights come from.
+pub enum ModelSource {
+    Hf(HfCheckpoint),
+    Gguf(GgufFile),
+}
+
+impl ModelSource {
+    /// A folder is a Hugging Face checkpoint; a file is GGUF.
+    pub fn open(path: &Path) -> Result<ModelSource, WeightError> {
+        if path.is_dir() {
+            Ok(ModelSource::Hf(HfCheckpoint::open(path)?))
+        } else {
+            Ok(ModelSource::Gguf(GgufFile::open(path)?))
+        }
+    }
+
+    pub fn config(&self) -> Result<ModelConfig, WeightError> {
+        match self {
+            ModelSource::Hf(ck) => Ok(ck.config.clone()),
+            ModelSource::Gguf(g) => Ok(ModelConfig::from_gguf(g)?),
+        }
+    }
+}
+
+/// What went wrong loading weights: the file's fault, except `Device` (the driver's or a full
+/// device).
+#[derive(Debug, thiserror::Error)]
+pub enum WeightError {
+    #[error("missing tensor {name} (for {canonical})")]
+    Missing { name: String, canonical: String },
+    #[error("tensor {name}: expected shape {expected:?}, found {found:?}")]
+    Shape { name: String, expected: Vec<usize>, found: Vec<usize> },
+    #[error("tensor {name}: expected element type {expected}, found {found}")]
+    Type { name: String, expected: &'static str, found: TensorType },
+    #[error(transparent)]
+    Hf(Box<HfError>),
+    #[error(transparent)]
+    Gguf(Box<GgufError>),
+    #[error(transparent)]
+    Config(Box<ConfigError>),
+    #[error("uploading {name}: {source}")]
+    Device { name: String, source: Box<DeviceError> },
+}
+
+impl From<HfError> for WeightError {
+    fn from(e: HfError) -> WeightError {
+        WeightError::Hf(Box::new(e))
+    }
+}
+
+impl From<GgufError> for WeightError {
+    fn from(e: GgufError) -> WeightError {
+        WeightError::Gguf(Box::new(e))
+    }
+}
+
+impl From<ConfigError> for WeightError {
+    fn from(e: ConfigError) -> WeightError {
+        WeightError::Config(Box::new(e))
+    }
+}
+
+/// A stack of `n_mats` matrices of (rows, cols) on the device, in its stored element type.
+pub struct Matrix {
+    pub buf: Buffer, // (mat, row, col): f32 / f16 / bf16 elements, or raw quantized blocks as u8
+    pub ty: TensorType,
+    pub n_mats: usize,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// The gated delta net's weights (value heads tiled).
+pub struct GdnWeights {
+    pub qkv: Matrix,     // (q | k | v channel, hidden)
+    pub gate_z: Matrix,  // (v_head · value_dim, hidden)
+    pub beta: Matrix,    // (v_head, hidden)
+    pub alpha: Matrix,   // (v_head, hidden)
+    pub ssm_a: Buffer,   // (v_head) f32, −exp(A_log)
+    pub dt_bias: Buffer, // (v_head) f32
+    pub conv: Buffer,    // (channel, tap) f32
+    pub norm: Buffer,    // (value_dim) f32, plain w
+    pub out: Matrix,     // (hidden, v_head · value_dim)
+}
+
+/// Full gated attention's weights.
+pub struct AttentionWeights {
+    pub q: Matrix,      // (head, query | gate, head_dim) rows × hidden
+    pub k: Matrix,      // (kv_head · head_dim, hidden)
+    pub v: Matrix,      // (kv_head · head_dim, hidden)
+    pub o: Matrix,      // (hidden, head · head_dim)
+    pub q_norm: Buffer, // (head_dim) f32, 1 + w
+    pub k_norm: Buffer, // (head_dim) f32, 1 + w
+}
+
+pub enum MixerWeights {
+    Gdn(GdnWeights),
+    Attention(AttentionWeights),
+}
+
+/// The MoE block: router, routed experts stacked by expert id, shared expert and its gate.
+pub struct MoeWeights {
+    pub router: Matrix,      // (expert, hidden)
+    pub shared_gate: Matrix, // (1, hidden)
+    pub gate_exps: Matrix,   // (expert, expert_ffn, hidden)
+    pub up_exps: Matrix,     // (expert, expert_ffn, hidden)
+    pub down_exps: Matrix,   // (expert, hidden, expert_ffn)
+    pub gate_shexp: Matrix,  // (shared_ffn, hidden)
+    pub up_shexp: Matrix,    // (shared_ffn, hidden)
+    pub down_shexp: Matrix,  // (hidden, shared_ffn)
+}
+
+pub struct LayerWeights {
+    pub attn_norm: Buffer,           // (hidden) f32, 1 + w
+    pub post_attention_norm: Buffer, // (hidden) f32, 1 + w
+    pub mixer: MixerWeights,
+    pub moe: MoeWeights,
+}
+
+/// Every weight of the text model on one device.
+pub struct Weights {
+    pub config: ModelConfig,
+    pub token_embd: Matrix,     // (vocab, hidden): F32, BF16 or Q8_0 (F16 is widened to F32)
+    pub output_norm: Buffer,    // (hidden) f32, 1 + w
+    pub output: Option<Matrix>, // (vocab, hidden); None when tied to `token_embd`
+    pub layers: Vec<LayerWeights>,
+}
+
+impl Weights {
+    /// The output head: `output`, or the token embedding when tied.
+    pub fn lm_head(&self) -> &Matrix {
+        self.output.as_ref().unwrap_or(&self.token_embd)
+    }
+
+    /// Uploads every tensor of `cfg`'s model from `source` to `device`.
+    pub fn load(device: &Device, source: &ModelSource, cfg: &ModelConfig) -> Result<Weights, WeightError> {
+        let specs: HashMap<String, GgufTensorSpec> = names::gguf_tensors(cfg).into_iter().map(|s| (s.name.clone(), s)).collect();
+        let l = Loader { device, source, cfg, specs };
+        let mut token_embd = l.matrix("token_embd.weight")?;
+        if token_embd.ty == TensorType::F16 {
+            let t = l.fetch("token_embd.weight")?;
+            token_embd.buf = l.upload("token_embd.weight", TensorType::F32, &f32_bytes(&dequant::to_f32(TensorType::F16, &t.bytes)))?;
+            token_embd.ty = TensorType::F32;
+        }
+        if !matches!(token_embd.ty, TensorType::F32 | TensorType::BF16 | TensorType::Q8_0) {
+            return Err(WeightError::Type { name: "token_embd.weight".into(), expected: "F32, F16, BF16 or Q8_0 (an embedding kernel's table)", found: token_embd.ty });
+        }
+        let output = if cfg.tied_embeddings { None } else { Some(l.matrix("output.weight")?) };
+        let mut layers = Vec::with_capacity(cfg.n_layers);
+        for (i, kind) in cfg.layer_kinds.iter().enumerate() {
+            let b = |s: &str| format!("blk.{i}.{s}");
+            let mixer = match kind {
+                LayerKind::Gdn => MixerWeights::Gdn(GdnWeights {
+                    qkv: l.matrix(&b("attn_qkv.weight"))?,
+                    gate_z: l.matrix(&b("attn_gate.weight"))?,
+                    beta: l.matrix(&b("ssm_beta.weight"))?,
+                    alpha: l.matrix(&b("ssm_alpha.weight"))?,
+                    ssm_a: l.vector(&b("ssm_a"))?,
+                    dt_bias: l.vector(&b("ssm_dt.bias"))?,
+                    conv: l.vector(&b("ssm_conv1d.weight"))?,
+                    norm: l.vector(&b("ssm_norm.weight"))?,
+                    out: l.matrix(&b("ssm_out.weight"))?,
+                }),
+                LayerKind::Attention => MixerWeights::Attention(AttentionWeights {
+                    q: l.matrix(&b("attn_q.weight"))?,
+                    k: l.matrix(&b("attn_k.weight"))?,
+                    v: l.matrix(&b("attn_v.weight"))?,
+                    o: l.matrix(&b("attn_output.weight"))?,
+                    q_norm: l.vector(&b("attn_q_norm.weight"))?,
+                    k_norm: l.vector(&b("attn_k_norm.weight"))?,
+                }),
+            };
+            let moe = MoeWeights {
+                router: l.matrix(&b("ffn_gate_inp.weight"))?,
+                shared_gate: l.matrix(&b("ffn_gate_inp_shexp.weight"))?,
+                gate_exps: l.matrix(&b("ffn_gate_exps.weight"))?,
+                up_exps: l.matrix(&b("ffn_up_exps.weight"))?,
+                down_exps: l.matrix(&b("ffn_down_exps.weight"))?,
+                gate_shexp: l.matrix(&b("ffn_gate_shexp.weight"))?,
+                up_shexp: l.matrix(&b("ffn_up_shexp.weight"))?,
+                down_shexp: l.matrix(&b("ffn_down_shexp.weight"))?,
+            };
+            layers.push(LayerWeights { attn_norm: l.vector(&b("attn_norm.weight"))?, post_attention_norm: l.vector(&b("post_attention_norm.weight"))?, mixer, moe });
+        }
+        Ok(Weights { config: cfg.clone(), token_embd, output_norm: l.vector("output_norm.weight")?, output, layers })
+    }
+}
+
+/// One canonical tensor on the host before upload; bytes borrowed from the file when no
+/// conversion is needed.
+struct HostTensor<'a> {
+    ty: TensorType,
+    bytes: Cow<'a, [u8]>,
+}
+
+struct Loader<'a> {
+    device: &'a Device,
+    source: &'a ModelSource,
+    cfg: &'a ModelConfig,
+    specs: HashMap<String, GgufTensorSpec>,
+}
+
+impl<'a> Loader<'a> {
+    fn spec(&self, name: &str) -> Result<&GgufTensorSpec, WeightError> {
+        // Every name asked for comes from the same table: a miss is a bug in this file.
+        self.specs.get(name).ok_or_else(|| WeightError::Missing { name: name.into(), canonical: "the qwen35moe tensor table (a bug in baro)".into() })
+    }
+
+    /// A (stack of) matrices of the spec's shape; 1-D specs are one row.
+    fn matrix(&self, name: &str) -> Result<Matrix, WeightError> {
+        let spec = self.spec(name)?;
+        let t = self.fetch(name)?;
+        let (n_mats, rows, cols) = match spec.shape.as_slice() {
+            [k] => (1, 1, *k),
+            [n, k] => (1, *n, *k),
+            [e, n, k] => (*e, *n, *k),
+            other => return Err(WeightError::Shape { name: name.into(), expected: vec![0, 0], found: other.to_vec() }),
+        };
+        if t.ty.is_quantized() && cols % t.ty.block_len() != 0 {
+            return Err(WeightError::Shape { name: name.into(), expected: vec![rows, cols.next_multiple_of(t.ty.block_len())], found: spec.shape.clone() });
+        }
+        let buf = self.upload(name, t.ty, &t.bytes)?;
+        Ok(Matrix { buf, ty: t.ty, n_mats, rows, cols })
+    }
+
+    /// An f32 vector (any shape, flattened), widened exactly from F16/BF16.
+    fn vector(&self, name: &str) -> Result<Buffer, WeightError> {
+        let t = self.fetch(name)?;
+        match t.ty {
+            TensorType::F32 => self.upload(name, TensorType::F32, &t.bytes),
+            TensorType::F16 | TensorType::BF16 => self.upload(name, TensorType::F32, &f32_bytes(&dequant::to_f32(t.ty, &t.bytes))),
+            found => Err(WeightError::Type { name: name.into(), expected: "F32, F16 or BF16", found }),
+        }
+    }
+
+    fn upload(&self, name: &str, ty: TensorType, bytes: &[u8]) -> Result<Buffer, WeightError> {
+        let elem = match ty {
+            TensorType::F32 => ScalarType::F32,
+            TensorType::F16 => ScalarType::F16,
+            TensorType::BF16 => ScalarType::BF16,
+            _ => ScalarType::U8,
+        };
+        self.device.upload_bytes(elem, bytes).map_err(|source| WeightError::Device { name: name.into(), source: Box::new(source) })
+    }
+
+    /// The canonical tensor `name` in its stored element type.
+    fn fetch(&self, name: &str) -> Result<HostTensor<'a>, WeightError> {
+        let spec = self.spec(name)?;
+        match self.source {
+            ModelSource::Gguf(g) => {
+                let t = g.tensor(name).ok_or_else(|| WeightError::Missing { name: name.into(), canonical: name.into() })?;
+                expect_shape(name, &spec.shape, t.shape)?;
+                Ok(HostTensor { ty: t.ty, bytes: Cow::Borrowed(t.bytes) })
+            }
+            ModelSource::Hf(ck) => self.fetch_hf(ck, spec),
+        }
+    }
+
+    fn fetch_hf(&self, ck: &'a HfCheckpoint, spec: &GgufTensorSpec) -> Result<HostTensor<'a>, WeightError> {
+        let missing = |hf: &str| WeightError::Missing { name: hf.into(), canonical: spec.name.clone() };
+        match &spec.source {
+            HfSource::One(hf) => {
+                let t = ck.tensor(hf).ok_or_else(|| missing(hf))?;
+                expect_shape(hf, &spec.shape, t.shape)?;
+                let es = t.ty.block_bytes();
+                let order = names::v_head_order(self.cfg.gdn_n_key_heads, self.cfg.gdn_n_value_heads);
+                let row_bytes = spec.shape[1..].iter().product::<usize>() * es;
+                let bytes = match spec.transform {
+                    Transform::Plain => Cow::Borrowed(t.bytes),
+                    Transform::VHeadRows { skip, head_len } => Cow::Owned(names::reorder_blocks(t.bytes, skip * row_bytes, head_len * row_bytes, &order)),
+                    Transform::VHeadCols { head_len } => {
+                        Cow::Owned(t.bytes.chunks_exact(row_bytes).flat_map(|row| names::reorder_blocks(row, 0, head_len * es, &order)).collect())
+                    }
+                    Transform::OnePlus | Transform::NegExpVHeads => {
+                        let get = |n: &str| ck.tensor(n).map(|v| HfTensor { shape: v.shape.to_vec(), data: v.to_f32() });
+                        let data = names::hf_to_gguf(self.cfg, spec, &get).map_err(|e| WeightError::Shape { name: format!("{hf} ({e})"), expected: spec.shape.clone(), found: t.shape.to_vec() })?;
+                        return Ok(HostTensor { ty: TensorType::F32, bytes: Cow::Owned(f32_bytes(&data)) });
+                    }
+                };
+                Ok(HostTensor { ty: t.ty, bytes })
+            }
+            HfSource::Experts { layer, part } => {
+                let per_expert = |e: usize| format!("model.layers.{layer}.mlp.experts.{e}.{}.weight", part_name(*part));
+                let one_shape = &spec.shape[1..];
+                if ck.tensor(&per_expert(0)).is_some() {
+                    let mut ty = None;
+                    let mut bytes = Vec::new();
+                    for e in 0..self.cfg.n_experts {
+                        let name = per_expert(e);
+                        let t = ck.tensor(&name).ok_or_else(|| missing(&name))?;
+                        expect_shape(&name, one_shape, t.shape)?;
+                        match ty {
+                            Some(first) if first != t.ty => return Err(WeightError::Type { name, expected: type_name(first), found: t.ty }),
+                            _ => ty = Some(t.ty),
+                        }
+                        bytes.extend_from_slice(t.bytes);
+                    }
+                    return Ok(HostTensor { ty: ty.unwrap_or(TensorType::F32), bytes: Cow::Owned(bytes) });
+                }
+                let fused = format!("model.layers.{layer}.mlp.experts.{}", if *part == ExpertPart::Down { "down_proj" } else { "gate_up_proj" });
+                let t = ck.tensor(&fused).ok_or_else(|| missing(&per_expert(0)))?;
+                if *part == ExpertPart::Down {
+                    expect_shape(&fused, &spec.shape, t.shape)?;
+                    return Ok(HostTensor { ty: t.ty, bytes: Cow::Borrowed(t.bytes) });
+                }
+                let (e, n, k) = (spec.shape[0], spec.shape[1], spec.shape[2]);
+                expect_shape(&fused, &[e, 2 * n, k], t.shape)?;
+                let per = n * k * t.ty.block_bytes();
+                let half = if *part == ExpertPart::Gate { 0 } else { per };
+                let bytes = t.bytes.chunks_exact(2 * per).flat_map(|ex| ex[half..half + per].to_vec()).collect();
+                Ok(HostTensor { ty: t.ty, bytes: Cow::Owned(bytes) })
+            }
+        }
+    }
+}
+
+fn part_name(p: ExpertPart) -> &'static str {
+    match p {
+        ExpertPart::Gate => "gate_proj",
+        ExpertPart::Up => "up_proj",
+        ExpertPart::Down => "down_proj",
+    }
+}
+
+fn type_name(t: TensorType) -> &'static str {
+    match t {
+        TensorType::F32 => "F32 (as the other experts)",
+        TensorType::F16 => "F16 (as the other experts)",
+        TensorType::BF16 => "BF16 (as the other experts)",
+        _ => "the other experts' type",
+    }
+}
+
+/// Shapes match when equal after dropping dimensions of 1 (HF's conv [C, 1, K] and shared
+/// gate [1, H] against GGUF's [C, K] and [H]).
+fn expect_shape(name: &str, expected: &[usize], found: &[usize]) -> Result<(), WeightError> {
+    let squeeze = |s: &[usize]| s.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
+    if squeeze(expected) == squeeze(found) {
+        Ok(())
+    } else {
+        Err(WeightError::Shape { name: name.into(), expected: expected.to_vec(), found: found.to_vec() })
+    }
+}
+
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
