@@ -5,6 +5,7 @@
 pub mod engine;
 pub mod kernels;
 pub mod model;
+pub mod pack;
 pub mod reference;
 pub mod sampling;
 pub mod tokenizer;

@@ -109,6 +109,68 @@ impl GgufWriter {
     }
 }
 
+/// One tensor of a file whose header is written before its data is made (streaming writers).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorEntry {
+    pub name: String,
+    pub ty: TensorType,
+    /// Outermost first.
+    pub shape: Vec<usize>,
+}
+
+/// The header of a file whose tensor data will be streamed after it.
+#[derive(Clone, Debug)]
+pub struct StreamHeader {
+    /// Everything before the data section, padded to the alignment.
+    pub bytes: Vec<u8>,
+    /// Each tensor's data offset from the start of the data section (aligned), in table order.
+    pub offsets: Vec<u64>,
+    /// Each tensor's encoded size.
+    pub sizes: Vec<u64>,
+    /// The data section's size, padding after every tensor included; the file is
+    /// `bytes.len() + data_len` bytes long.
+    pub data_len: u64,
+}
+
+/// Encodes the header for `tensors` (laid out in order, each padded to `alignment`, as
+/// `GgufWriter::to_bytes` lays them), so the data can be written after it piece by piece. A
+/// non-default `alignment` must also be in `metadata` as `general.alignment`; a tensor whose
+/// shape is not a whole number of blocks of its type is an error.
+pub fn stream_header(metadata: &[(String, MetaValue)], tensors: &[TensorEntry], alignment: usize) -> Result<StreamHeader, String> {
+    if !alignment.is_power_of_two() {
+        return Err(format!("alignment: expected a power of two, found {alignment}"));
+    }
+    let mut out = Vec::new();
+    out.extend_from_slice(&GGUF_MAGIC);
+    out.extend_from_slice(&GGUF_VERSION.to_le_bytes());
+    out.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(metadata.len() as u64).to_le_bytes());
+    for (k, v) in metadata {
+        put_string(&mut out, k);
+        out.extend_from_slice(&v.type_id().to_le_bytes());
+        put_value(&mut out, v);
+    }
+    let (mut offsets, mut sizes) = (Vec::new(), Vec::new());
+    let mut offset = 0u64;
+    for t in tensors {
+        let size = t.ty.bytes_for(&t.shape).ok_or_else(|| {
+            format!("tensor {:?}: expected a whole number of {} blocks in shape {:?}", t.name, t.ty, t.shape)
+        })? as u64;
+        put_string(&mut out, &t.name);
+        out.extend_from_slice(&(t.shape.len() as u32).to_le_bytes());
+        for &d in t.shape.iter().rev() {
+            out.extend_from_slice(&(d as u64).to_le_bytes());
+        }
+        out.extend_from_slice(&t.ty.ggml_id().to_le_bytes());
+        out.extend_from_slice(&offset.to_le_bytes());
+        offsets.push(offset);
+        sizes.push(size);
+        offset = (offset + size).next_multiple_of(alignment as u64);
+    }
+    out.resize(out.len().next_multiple_of(alignment), 0);
+    Ok(StreamHeader { bytes: out, offsets, sizes, data_len: offset })
+}
+
 fn put_string(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&(s.len() as u64).to_le_bytes());
     out.extend_from_slice(s.as_bytes());
