@@ -1,19 +1,29 @@
-//! `cargo run -p baro-engine`: with no subcommand, until the engine lands, a demonstration of
-//! the DSL. It builds every example kernel pair, verifies each kernel and each rows sibling,
-//! runs them on the host JIT, compares the rows sibling with replays of the m=1 kernel byte
-//! for byte, and prints what was proved and measured. It never claims a target it did not run.
-//! Subcommands (`cli/`): `synth-pack` writes a synthetic full-size pack for benchmarks.
+//! `cargo run -p baro-engine`: with no subcommand, text generation (`cli/run.rs`) from the
+//! embedded default model (random weights, real Qwen3.5 tokenizer) or `--model PATH`, on the
+//! best available target. Subcommands: `demo-dsl` (the DSL demonstration, `demo.rs`) and
+//! `synth-pack` (a synthetic full-size pack for benchmarks). Every error a user can cause,
+//! a bad flag included, is printed as `error: ...` and exits with status 1.
 
 mod cli;
 mod demo;
 
+use clap::error::ErrorKind;
 use clap::Parser;
 
 fn main() {
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => e.exit(),
+        Err(e) => {
+            // clap's own rendering already starts with `error: `.
+            let _ = e.print();
+            std::process::exit(1);
+        }
+    };
     let result = match &cli.command {
-        None => demo::run(),
-        Some(cli::Command::SynthPack(args)) => cli::synth_pack::run(args),
+        None => cli::run::run(&cli.run),
+        Some(cli::Command::DemoDsl) => demo::run().map_err(|e| e.to_string()),
+        Some(cli::Command::SynthPack(args)) => cli::synth_pack::run(args).map_err(|e| e.to_string()),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");
