@@ -46,7 +46,7 @@ fn pairs() -> Vec<Pair> {
 }
 
 pub fn run() -> Result<(), Box<dyn Error>> {
-    println!("baro: the engine has not landed yet; demonstrating the DSL on the host target\n");
+    println!("baro: demonstrating the DSL on the host target\n");
     println!("1. verification (symbolic execution over small ragged shapes)");
     for pair in pairs() {
         for k in [&pair.single, &pair.batched] {
