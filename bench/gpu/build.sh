@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Builds the GPU binaries (`conformance`, `matvec_bw`) here, in release, with LLVM linked
-# statically, strips and gzips them into .carry/ (ignored by git) for the GPU machine:
-#   bench/gpu/build.sh        then carry .carry/{conformance.gz,matvec_bw.gz,COMMIT}
+# Builds the GPU binaries (`conformance`, `matvec_bw`, `decode_bw`, and `baro-synth-pack`
+# to write a pack there) here, in release, with LLVM linked statically, strips and gzips them
+# into .carry/ (ignored by git) for the GPU machine:
+#   bench/gpu/build.sh        then carry .carry/{conformance,matvec_bw,decode_bw,baro-synth-pack}.gz
+#                             and .carry/COMMIT
+# BARO_SYNTH_PACK=0 skips `baro-synth-pack` (baro-engine's pack writer).
 #
 # baro-dsl's `llvm-static` feature cannot be enabled in this workspace as it stands: the
 # inkwell dependency always asks for `llvm19-1-force-dynamic`, and llvm-sys refuses two link
@@ -19,8 +22,14 @@ rm -rf "$stage" && mkdir -p "$stage"
 tar --exclude=./target --exclude=./.carry --exclude=./.git -cf - . | tar -xf - -C "$stage"
 sed -i 's/"llvm19-1-force-dynamic", //' "$stage/baro-dsl/Cargo.toml"
 (cd "$stage" && CARGO_TARGET_DIR="$out/target" cargo build --release -p baro-bench --features baro-dsl/llvm-static)
+bins="conformance matvec_bw decode_bw"
+# The pack writer, built with the same features (so nothing rebuilds) when it is in the tree.
+if [ "${BARO_SYNTH_PACK:-1}" != 0 ] && [ -f "$stage/baro-engine/src/cli/synth_pack_main.rs" ]; then
+  (cd "$stage" && CARGO_TARGET_DIR="$out/target" cargo build --release -p baro-bench -p baro-engine --bin baro-synth-pack --features baro-dsl/llvm-static)
+  bins="$bins baro-synth-pack"
+fi
 
-for b in conformance matvec_bw; do
+for b in $bins; do
   strip -o "$out/$b" "$out/target/release/$b"
   gzip -9 -f "$out/$b"
 done
@@ -28,4 +37,4 @@ commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
 echo "$commit" > "$out/COMMIT"
 ls -l "$out"/*.gz "$out/COMMIT"
-echo "build.sh: carry .carry/conformance.gz .carry/matvec_bw.gz .carry/COMMIT, then run bench/gpu/run.sh there"
+echo "build.sh: carry$(for b in $bins; do printf ' .carry/%s.gz' "$b"; done) .carry/COMMIT, then run bench/gpu/run.sh there"

@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root: unpacks the binaries that build.sh
-# left in .carry/, runs the conformance suite (host JIT vs CUDA, byte for byte) and then the
-# matvec bandwidth benchmark, and writes every output to $OUT (default bench/results).
-# Exits nonzero if either binary fails; both always run.
+# left in .carry/, runs the conformance suite (host JIT vs CUDA, byte for byte), the matvec
+# bandwidth benchmark and the decode benchmark, and writes every output to $OUT (default
+# bench/results). Exits nonzero if any binary fails; all selected ones always run.
+#
+# BARO_BENCHES   which to run, in order (default: those of conformance, matvec_bw, decode_bw
+#                whose .gz is in .carry/; a named one that is missing is an error)
+# BARO_PACK      the GGUF pack decode_bw reads; unset: baro-synth-pack (if carried) writes the
+#                real-shape community-mix pack (about 22.4 GB) to $BARO_PACK_DIR (default
+#                /tmp/baro_pack, so a later call on the same machine reuses it) first, or
+#                reuses one already there; BARO_PACK_CONFIG
+#                (default real; tiny for a smoke test) picks its shapes
+# DECODE_ARGS    extra decode_bw arguments (e.g. "--tokens 128 --context-tokens 4096")
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 carry=.carry
 out=${OUT:-bench/results}
 target=${BARO_TARGET:-cuda}
+# Default: each of the three whose binary was carried (the carry limit may not fit all three).
+benches=${BARO_BENCHES:-$(for b in conformance matvec_bw decode_bw; do [ -f "$carry/$b.gz" ] && printf '%s ' "$b"; done)}
+[ -n "$benches" ] || { echo "run.sh: no $carry/{conformance,matvec_bw,decode_bw}.gz: run bench/gpu/build.sh first" >&2; exit 2; }
 mkdir -p "$out"
 bin=$(mktemp -d)
-for b in conformance matvec_bw; do
+for b in $benches; do
   gunzip -c "$carry/$b.gz" > "$bin/$b" && chmod +x "$bin/$b" || { echo "run.sh: $carry/$b.gz missing: run bench/gpu/build.sh first" >&2; exit 2; }
 done
 export BARO_COMMIT=${BARO_COMMIT:-$(cat "$carry/COMMIT" 2>/dev/null || echo unknown)}
@@ -18,9 +30,38 @@ export BARO_COMMIT=${BARO_COMMIT:-$(cat "$carry/COMMIT" 2>/dev/null || echo unkn
 export BARO_CACHE_DIR=${BARO_CACHE_DIR:-$bin/cache}
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>&1 || true; } > "$out/nvidia_smi.txt"
 
-"$bin/conformance" --target "$target" --out "$out/conformance_$target.md" 2>&1 | tee "$out/conformance_$target.log"
-rc1=${PIPESTATUS[0]}
-"$bin/matvec_bw" --target "$target" --out "$out/matvec_bw_$target.md" 2>&1 | tee "$out/matvec_bw_$target.log"
-rc2=${PIPESTATUS[0]}
-echo "run.sh: conformance exit $rc1, matvec_bw exit $rc2; outputs in $out"
-[ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ]
+# Writes the synthetic pack when none is named; prints its path.
+pack_path() {
+  if [ -n "${BARO_PACK:-}" ]; then echo "$BARO_PACK"; return 0; fi
+  local dir=${BARO_PACK_DIR:-${TMPDIR:-/tmp}/baro_pack} p
+  p=$dir/qwen35moe_${BARO_PACK_CONFIG:-real}_community.gguf
+  if [ -f "$p" ]; then echo "$p"; return 0; fi
+  [ -f "$carry/baro-synth-pack.gz" ] || { echo "run.sh: no BARO_PACK and no $carry/baro-synth-pack.gz to write one" >&2; return 1; }
+  mkdir -p "$dir" && gunzip -c "$carry/baro-synth-pack.gz" > "$bin/baro-synth-pack" && chmod +x "$bin/baro-synth-pack" || return 1
+  "$bin/baro-synth-pack" --out "$p" --config "${BARO_PACK_CONFIG:-real}" --mix community >&2 || return 1
+  echo "$p"
+}
+
+summary=""
+fail=0
+for b in $benches; do
+  case $b in
+    decode_bw)
+      if pack=$(pack_path); then
+        # shellcheck disable=SC2086
+        "$bin/decode_bw" --target "$target" --model "$pack" ${DECODE_ARGS:-} --out "$out/decode_bw_$target.md" 2>&1 | tee "$out/decode_bw_$target.log"
+        rc=${PIPESTATUS[0]}
+      else
+        rc=2
+      fi
+      ;;
+    *)
+      "$bin/$b" --target "$target" --out "$out/${b}_$target.md" 2>&1 | tee "$out/${b}_$target.log"
+      rc=${PIPESTATUS[0]}
+      ;;
+  esac
+  summary="$summary $b exit $rc;"
+  [ "$rc" -eq 0 ] || fail=1
+done
+echo "run.sh:$summary outputs in $out"
+[ "$fail" -eq 0 ]

@@ -1,5 +1,8 @@
 //! baro's benchmarks and the cross-target conformance suite, as a library shared by the
-//! binaries (`conformance`, `matvec_bw`) that are carried to a GPU machine.
+//! binaries (`conformance`, `matvec_bw`, `decode_bw`) that are carried to a GPU machine.
 
+pub mod bandwidth;
 pub mod conformance;
+pub mod decode;
+pub mod floor;
 pub mod report;

@@ -14,6 +14,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use baro_bench::bandwidth::{copy_bandwidth, median, time_one, Filler};
 use baro_bench::conformance::{matvec_half, matvec_wide};
 use baro_bench::report::{json_str, write_pair, Meta};
 use baro_dsl::runtime::{Buffer, Device, DeviceArg, DeviceError, DeviceKernel, DeviceKind};
@@ -77,60 +78,6 @@ fn main() -> ExitCode {
 
 fn err(e: DeviceError) -> String {
     e.to_string()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
-}
-
-/// Queues the filler copy (keeps the GPU busy while the CPU queues what follows).
-struct Filler {
-    src: Buffer,
-    dst: Buffer,
-}
-
-impl Filler {
-    fn queue(&mut self, dev: &Device) -> Result<(), String> {
-        dev.copy(dev.default_stream(), &self.src, &mut self.dst).map_err(err)
-    }
-}
-
-/// Milliseconds of one queued operation, timed with events behind the filler.
-fn time_one(dev: &Device, filler: &mut Filler, op: &mut dyn FnMut() -> Result<(), String>) -> Result<f64, String> {
-    let s = dev.default_stream();
-    let (a, b) = (dev.new_event().map_err(err)?, dev.new_event().map_err(err)?);
-    filler.queue(dev)?;
-    a.record(s).map_err(err)?;
-    op()?;
-    b.record(s).map_err(err)?;
-    s.synchronize().map_err(err)?;
-    Ok(a.elapsed_ms(&b).map_err(err)? as f64)
-}
-
-fn copy_bandwidth(dev: &Device, cli: &Cli, filler: &mut Filler) -> Result<(u64, f64), String> {
-    let bytes = cli.copy_mib << 20;
-    let src = dev.alloc(ScalarType::U8, bytes).map_err(err)?;
-    let mut dst = dev.alloc(ScalarType::U8, bytes).map_err(err)?;
-    let s = dev.default_stream();
-    for _ in 0..cli.warmup {
-        dev.copy(s, &src, &mut dst).map_err(err)?;
-    }
-    s.synchronize().map_err(err)?;
-    let mut ms = Vec::new();
-    for _ in 0..cli.iters {
-        ms.push(time_one(dev, filler, &mut || dev.copy(s, &src, &mut dst).map_err(err))?);
-    }
-    let moved = 2 * bytes as u64;
-    Ok((moved, moved as f64 / (median(ms) * 1e-3)))
 }
 
 /// Weight element type of a matvec variant, and its lane split: one wave per output (the
@@ -241,9 +188,9 @@ fn run(cli: Cli) -> Result<(), String> {
     let meta = Meta::new(dev.name(), dev.driver_version(), cli.commit.clone());
     println!("matvec_bw on {} ({}), commit {}, {}", dev.name(), dev.driver_version(), meta.commit, meta.date);
     let filler_bytes = if cli.quick { 1 << 20 } else { 256 << 20 };
-    let mut filler = Filler { src: dev.alloc(ScalarType::U8, filler_bytes).map_err(err)?, dst: dev.alloc(ScalarType::U8, filler_bytes).map_err(err)? };
+    let mut filler = Filler::new(&dev, filler_bytes)?;
 
-    let (copy_moved, copy_bw) = copy_bandwidth(&dev, &cli, &mut filler)?;
+    let (copy_moved, copy_bw) = copy_bandwidth(&dev, cli.copy_mib << 20, cli.warmup, cli.iters, &mut filler)?;
     println!("copy: {} MiB read + written per copy, median {:.1} GB/s", copy_moved >> 20, copy_bw / 1e9);
 
     let shapes: &[(usize, usize)] = if cli.quick { &[(256, 512), (512, 256)] } else { &[(2048, 8192), (8192, 2048)] };
