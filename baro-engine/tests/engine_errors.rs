@@ -1,12 +1,15 @@
 //! The engine's errors on bad models and bad calls: a missing tensor, a mis-shaped tensor, a
-//! token embedding no gather kernel reads, a token id past the vocabulary and a full context
-//! each give an error naming what was expected and what was found, never a panic.
+//! token id past the vocabulary and a full context each give an error naming what was expected
+//! and what was found, never a panic. A K-quant token embedding, once refused here, now loads:
+//! its gather equals the engine on the F32 dequantized table, bit for bit.
 
 mod common;
 
 use baro_dsl::runtime::Device;
 use baro_engine::engine::{Engine, EngineError, EngineOptions, ModelSource, WeightError};
-use baro_engine::model::{GgufFile, HfCheckpoint, TensorType};
+use baro_engine::model::names::GgufTensorSpec;
+use baro_engine::model::quantize::quantize;
+use baro_engine::model::{dequant, GgufFile, GgufWriter, HfCheckpoint, ModelConfig, TensorType};
 use common::{canonical_f32, fixture, gguf_from};
 
 fn dev() -> Device {
@@ -38,14 +41,47 @@ fn missing_and_misshaped_tensors_are_named() {
     assert_eq!(e.to_string(), "tensor blk.0.attn_qkv.weight: expected shape [128, 64], found [64, 128]");
 }
 
+/// The fixture's canonical tensors as GGUF: F32 everywhere except `token_embd.weight`, written
+/// as `embd` (type, bytes); with `output` an untied `output.weight` is appended.
+fn gguf_with_embedding(cfg: &ModelConfig, canonical: &[(GgufTensorSpec, Vec<f32>)], embd: (TensorType, &[u8]), output: Option<(TensorType, &[u8])>) -> Vec<u8> {
+    let mut w = GgufWriter::new();
+    for (k, v) in cfg.to_gguf_metadata().expect("interval layer pattern") {
+        w.add_meta(&k, v);
+    }
+    for (spec, data) in canonical {
+        let (ty, bytes) = if spec.name == "token_embd.weight" { (embd.0, embd.1.to_vec()) } else { (TensorType::F32, quantize(TensorType::F32, data).unwrap()) };
+        w.add_tensor(&spec.name, ty, &spec.shape, bytes).expect("consistent tensor");
+    }
+    if let Some((ty, bytes)) = output {
+        w.add_tensor("output.weight", ty, &[cfg.vocab_size, cfg.hidden_dim], bytes.to_vec()).expect("consistent tensor");
+    }
+    w.to_bytes().0
+}
+
 #[test]
-fn k_quant_embedding_is_refused_at_load() {
+fn k_quant_embedding_loads_and_equals_its_dequantized_f32_table() {
     let ck = HfCheckpoint::open(&fixture("vocab")).unwrap();
+    let cfg = &ck.config;
+    assert!(cfg.tied_embeddings, "the vocab fixture ties its head to the embedding");
     let canonical = canonical_f32(&ck);
-    let vocab_hidden = [ck.config.vocab_size, ck.config.hidden_dim];
-    let bytes = gguf_from(&ck.config, &canonical, &|s| if s == vocab_hidden { TensorType::Q6_K } else { TensorType::F32 });
-    let e = engine_from(bytes, 8).err().expect("an error");
-    assert_eq!(e.to_string(), "tensor token_embd.weight: expected element type F32, F16, BF16 or Q8_0 (an embedding kernel's table), found Q6_K");
+    let embd = &canonical.iter().find(|(s, _)| s.name == "token_embd.weight").unwrap().1;
+    let tokens = [1u32, 2047, 0, 513, 77, 1024];
+    for ty in [TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K] {
+        let q = quantize(ty, embd).unwrap();
+        let deq = dequant::to_f32(ty, &q);
+        // The pack: a K-quant table, tied, so the head is the K-quant matvec on the same bytes.
+        let pack = gguf_with_embedding(cfg, &canonical, (ty, &q), None);
+        // The reference: the dequantized table as F32 for the gather, the same K-quant bytes as
+        // an untied head, so only the gather differs between the two engines.
+        let reference = gguf_with_embedding(cfg, &canonical, (TensorType::F32, &quantize(TensorType::F32, &deq).unwrap()), Some((ty, &q)));
+        let (mut a, mut b) = (engine_from(pack, 8).unwrap_or_else(|e| panic!("{ty}: {e}")), engine_from(reference, 8).unwrap());
+        for &t in &tokens {
+            let (la, lb) = (a.step(t).unwrap(), b.step(t).unwrap());
+            assert_eq!(la.len(), cfg.vocab_size);
+            let differ = la.iter().zip(&lb).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
+            assert_eq!(differ, 0, "{ty} token {t}: {differ} of {} logits differ in bits", la.len());
+        }
+    }
 }
 
 #[test]

@@ -1,12 +1,14 @@
 //! Host tests of the embedding, norm and residual kernels against their plain-Rust references,
-//! byte for byte, on ragged shapes; plus the verifier on each kernel and an exhaustive check of
-//! the f16 decode the quantized kernels inline.
+//! byte for byte, on ragged shapes (the K-quant gathers against `model::dequant` on random
+//! blocks); plus the verifier on each kernel and an exhaustive check of the f16 decode the
+//! quantized kernels inline.
 
 use baro::reference::{bits, Rng};
 use baro_dsl::runtime::{Buffer, Device, DeviceArg as A};
 use baro_dsl::verify::verify_kernel;
 use baro_dsl::Kernel;
 use baro_engine::kernels::{embed, f16_bits, norm};
+use baro_engine::model::{dequant, TensorType};
 use half::{bf16, f16};
 
 /// The host, or with `BARO_TEST_DEVICE=cuda` (or `hip`) a GPU: the references are plain Rust
@@ -91,6 +93,60 @@ fn embeddings_gather_the_row() {
     assert!(d.run(&c, &mut [A::buf(&bad), A::buf(&b32), A::buf_mut(&mut y), A::from(0usize), A::from(dim)]).is_err());
 }
 
+/// `n` random blocks of `ty`: random bytes, with every f16 scale (d, and dmin for Q4_K/Q5_K)
+/// a random finite pattern (zero, subnormal and normal exponents, both signs).
+fn random_k_blocks(rng: &mut Rng, ty: TensorType, n: usize) -> Vec<u8> {
+    let bb = ty.block_bytes();
+    let scale_at: &[usize] = if ty == TensorType::Q6_K { &[bb - 2] } else { &[0, 2] };
+    let mut out = Vec::with_capacity(n * bb);
+    for _ in 0..n {
+        let mut blk: Vec<u8> = (0..bb).map(|_| rng.below(256) as u8).collect();
+        for &at in scale_at {
+            let mut h = rng.below(1 << 16) as u16;
+            if h & 0x7c00 == 0x7c00 {
+                h &= !0x4000; // an inf/NaN exponent becomes a finite one
+            }
+            blk[at..at + 2].copy_from_slice(&h.to_le_bytes());
+        }
+        out.extend(blk);
+    }
+    out
+}
+
+#[test]
+fn k_quant_embeddings_equal_dequant_bytes() {
+    let d = dev();
+    let mut rng = Rng::new(5);
+    let cases = [(TensorType::Q4_K, embed::embed_q4_k()), (TensorType::Q5_K, embed::embed_q5_k()), (TensorType::Q6_K, embed::embed_q6_k())];
+    for (ty, kernel) in &cases {
+        let c = d.compile(kernel).unwrap_or_else(|e| panic!("{}: {e}", kernel.name));
+        // (rows, dim): ragged row counts, one and several super-blocks per row.
+        for (vocab, dim) in [(1usize, 256usize), (7, 512), (13, 768)] {
+            let table = random_k_blocks(&mut rng, *ty, vocab * dim / dequant::QK_K);
+            let tb = d.upload(&table).unwrap();
+            let ids: Vec<u32> = (0..vocab as u32).rev().collect();
+            let idb = d.upload(&ids).unwrap();
+            let mut y = zeros(&d, dim);
+            let mut whole = Vec::with_capacity(vocab * dim);
+            for (pos, &tok) in ids.iter().enumerate() {
+                d.run(&c, &mut [A::buf(&idb), A::buf(&tb), A::buf_mut(&mut y), A::from(pos), A::from(dim)]).unwrap();
+                let got = d.read::<f32>(&y).unwrap();
+                let want = embed::quant_row(*ty, &table, tok as usize, dim);
+                assert_eq!(want.len(), dim);
+                assert_eq!(bits(&got), bits(&want), "{ty} vocab={vocab} dim={dim} token {tok}");
+                whole.push((tok, got));
+            }
+            // The rows together are the whole table's dequantization.
+            whole.sort_by_key(|(t, _)| *t);
+            let all: Vec<f32> = whole.into_iter().flat_map(|(_, r)| r).collect();
+            assert_eq!(bits(&all), bits(&dequant::to_f32(*ty, &table)), "{ty} vocab={vocab} dim={dim}");
+            // A token id past the table is an error, not a read elsewhere.
+            let bad = d.upload(&[vocab as u32]).unwrap();
+            assert!(d.run(&c, &mut [A::buf(&bad), A::buf(&tb), A::buf_mut(&mut y), A::from(0usize), A::from(dim)]).is_err(), "{ty} vocab={vocab}");
+        }
+    }
+}
+
 #[test]
 fn rmsnorms_match_reference() {
     let d = dev();
@@ -141,7 +197,7 @@ fn norm_kernels_verify() {
         let proof = verify_kernel(&k).unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
         assert!(proof.regions_checked > 0, "{}: no lane region checked", k.name);
     }
-    for k in [embed::embed_f32(), embed::embed_bf16(), embed::embed_q8_0(), norm::add()] {
+    for k in [embed::embed_f32(), embed::embed_bf16(), embed::embed_q8_0(), embed::embed_q4_k(), embed::embed_q5_k(), embed::embed_q6_k(), norm::add()] {
         verify_kernel(&k).unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
     }
 }

@@ -61,6 +61,9 @@ struct Kernels {
     embed_f32: DeviceKernel,
     embed_bf16: DeviceKernel,
     embed_q8_0: DeviceKernel,
+    embed_q4_k: DeviceKernel,
+    embed_q5_k: DeviceKernel,
+    embed_q6_k: DeviceKernel,
     rmsnorm: DeviceKernel,
     head_rmsnorm: DeviceKernel,
     add: DeviceKernel,
@@ -95,6 +98,9 @@ impl Kernels {
             embed_f32: take("embed_f32")?,
             embed_bf16: take("embed_bf16")?,
             embed_q8_0: take("embed_q8_0")?,
+            embed_q4_k: take("embed_q4_k")?,
+            embed_q5_k: take("embed_q5_k")?,
+            embed_q6_k: take("embed_q6_k")?,
             rmsnorm: take("rmsnorm")?,
             head_rmsnorm: take("head_rmsnorm")?,
             add: take("add")?,
@@ -224,7 +230,11 @@ impl Engine {
         let embed = match w.token_embd.ty {
             TensorType::BF16 => &self.kernels.embed_bf16,
             TensorType::Q8_0 => &self.kernels.embed_q8_0,
-            _ => &self.kernels.embed_f32,
+            TensorType::Q4_K => &self.kernels.embed_q4_k,
+            TensorType::Q5_K => &self.kernels.embed_q5_k,
+            TensorType::Q6_K => &self.kernels.embed_q6_k,
+            // F16 is widened to F32 at load.
+            TensorType::F32 | TensorType::F16 => &self.kernels.embed_f32,
         };
         run.launch(embed, &mut [A::buf(&s.token), A::buf(&w.token_embd.buf), A::buf_mut(&mut s.x), A::from(0usize), A::from(h)])?;
         for (lw, ls) in w.layers.iter().zip(layers.iter_mut()) {

@@ -17,7 +17,8 @@
 //! Q5_K / Q6_K) and are never widened: the matvec kernels dequantize inside the dot. Vectors
 //! the kernels read as f32 (norms, `ssm_a`, `dt_bias`, the conv weight) are widened exactly
 //! from F16/BF16. Routed experts are stacked per layer as (expert, row, column), the layout
-//! the expert-capable matvecs index with `ids`. Never reads a file itself and never panics on
+//! the expert-capable matvecs index with `ids`; a GGUF file's fused `ffn_gate_up_exps` is split
+//! into gate and up by bytes. Never reads a file itself and never panics on
 //! a tensor's contents or shape.
 
 use std::borrow::Cow;
@@ -27,6 +28,7 @@ use std::path::Path;
 use baro_dsl::runtime::{Buffer, Device, DeviceError};
 use baro_dsl::ScalarType;
 
+use crate::kernels::embed;
 use crate::model::names::{self, ExpertPart, GgufTensorSpec, HfSource, HfTensor, Transform};
 use crate::model::{dequant, ConfigError, GgufError, GgufFile, HfCheckpoint, HfError, LayerKind, ModelConfig, TensorType};
 
@@ -151,7 +153,7 @@ pub struct LayerWeights {
 /// Every weight of the text model on one device.
 pub struct Weights {
     pub config: ModelConfig,
-    pub token_embd: Matrix,     // (vocab, hidden): F32, BF16 or Q8_0 (F16 is widened to F32)
+    pub token_embd: Matrix,     // (vocab, hidden): F32, BF16, Q8_0, Q4_K, Q5_K or Q6_K (F16 is widened to F32)
     pub output_norm: Buffer,    // (hidden) f32, 1 + w
     pub output: Option<Matrix>, // (vocab, hidden); None when tied to `token_embd`
     pub layers: Vec<LayerWeights>,
@@ -173,8 +175,8 @@ impl Weights {
             token_embd.buf = l.upload("token_embd.weight", TensorType::F32, &f32_bytes(&dequant::to_f32(TensorType::F16, &t.bytes)))?;
             token_embd.ty = TensorType::F32;
         }
-        if !matches!(token_embd.ty, TensorType::F32 | TensorType::BF16 | TensorType::Q8_0) {
-            return Err(WeightError::Type { name: "token_embd.weight".into(), expected: "F32, F16, BF16 or Q8_0 (an embedding kernel's table)", found: token_embd.ty });
+        if embed::kernel_name(token_embd.ty).is_none() {
+            return Err(WeightError::Type { name: "token_embd.weight".into(), expected: "F32, F16, BF16, Q8_0, Q4_K, Q5_K or Q6_K (an embedding kernel's table)", found: token_embd.ty });
         }
         let output = if cfg.tied_embeddings { None } else { Some(l.matrix("output.weight")?) };
         let mut layers = Vec::with_capacity(cfg.n_layers);
@@ -201,11 +203,12 @@ impl Weights {
                     k_norm: l.vector(&b("attn_k_norm.weight"))?,
                 }),
             };
+            let (gate_exps, up_exps) = l.gate_up_exps(i)?;
             let moe = MoeWeights {
                 router: l.matrix(&b("ffn_gate_inp.weight"))?,
                 shared_gate: l.matrix(&b("ffn_gate_inp_shexp.weight"))?,
-                gate_exps: l.matrix(&b("ffn_gate_exps.weight"))?,
-                up_exps: l.matrix(&b("ffn_up_exps.weight"))?,
+                gate_exps,
+                up_exps,
                 down_exps: l.matrix(&b("ffn_down_exps.weight"))?,
                 gate_shexp: l.matrix(&b("ffn_gate_shexp.weight"))?,
                 up_shexp: l.matrix(&b("ffn_up_shexp.weight"))?,
@@ -252,6 +255,42 @@ impl<'a> Loader<'a> {
         }
         let buf = self.upload(name, t.ty, &t.bytes)?;
         Ok(Matrix { buf, ty: t.ty, n_mats, rows, cols })
+    }
+
+    /// Layer `layer`'s routed gate and up experts: `ffn_gate_exps` and `ffn_up_exps`, or, in a
+    /// GGUF file that has neither, the fused `ffn_gate_up_exps` (E, 2·I, H) split per expert in
+    /// its stored element type: gate the first I rows of each expert, up the last I (the order
+    /// of llama.cpp and of `names`' HF `gate_up_proj`). Rows are whole blocks, so the split is
+    /// a byte split; nothing is widened.
+    fn gate_up_exps(&self, layer: usize) -> Result<(Matrix, Matrix), WeightError> {
+        let (gate, up) = (format!("blk.{layer}.ffn_gate_exps.weight"), format!("blk.{layer}.ffn_up_exps.weight"));
+        let ModelSource::Gguf(g) = self.source else {
+            return Ok((self.matrix(&gate)?, self.matrix(&up)?));
+        };
+        let fused = format!("blk.{layer}.ffn_gate_up_exps.weight");
+        let t = match g.tensor(&fused) {
+            Some(t) if g.tensor(&gate).is_none() && g.tensor(&up).is_none() => t,
+            _ => return Ok((self.matrix(&gate)?, self.matrix(&up)?)),
+        };
+        let (e, n, k) = match self.spec(&gate)?.shape.as_slice() {
+            &[e, n, k] => (e, n, k),
+            other => return Err(WeightError::Shape { name: gate.clone(), expected: vec![0, 0, 0], found: other.to_vec() }),
+        };
+        let expected = vec![e, 2 * n, k];
+        expect_shape(&fused, &expected, t.shape)?;
+        let per = n * (k / t.ty.block_len()) * t.ty.block_bytes();
+        if k % t.ty.block_len() != 0 || t.bytes.len() != e * 2 * per {
+            return Err(WeightError::Shape { name: fused, expected: vec![e, 2 * n, k.next_multiple_of(t.ty.block_len())], found: t.shape.to_vec() });
+        }
+        let (mut gate_bytes, mut up_bytes) = (Vec::with_capacity(e * per), Vec::with_capacity(e * per));
+        if per > 0 {
+            for expert in t.bytes.chunks_exact(2 * per) {
+                gate_bytes.extend_from_slice(&expert[..per]);
+                up_bytes.extend_from_slice(&expert[per..]);
+            }
+        }
+        let matrix = |name: &str, bytes: &[u8]| -> Result<Matrix, WeightError> { Ok(Matrix { buf: self.upload(name, t.ty, bytes)?, ty: t.ty, n_mats: e, rows: n, cols: k }) };
+        Ok((matrix(&format!("{fused} (gate half)"), &gate_bytes)?, matrix(&format!("{fused} (up half)"), &up_bytes)?))
     }
 
     /// An f32 vector (any shape, flattened), widened exactly from F16/BF16.
