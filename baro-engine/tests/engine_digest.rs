@@ -6,20 +6,12 @@
 
 mod common;
 
-use baro_dsl::runtime::Device;
+use common::dev;
+
 use baro_engine::engine::{Engine, EngineOptions, ModelSource};
 use baro_engine::model::HfCheckpoint;
 use common::fixture;
 use sha2::{Digest, Sha256};
-
-fn dev() -> Device {
-    match std::env::var("BARO_TEST_DEVICE").as_deref() {
-        Ok("cuda") => Device::cuda(0),
-        Ok("hip") => Device::hip(0),
-        _ => Device::host(),
-    }
-    .expect("test device")
-}
 
 fn digest(name: &str) -> (String, usize) {
     let dir = fixture(name);

@@ -5,21 +5,13 @@
 
 mod common;
 
-use baro_dsl::runtime::Device;
+use common::dev;
+
 use baro_engine::engine::{Engine, EngineError, EngineOptions, ModelSource, WeightError};
 use baro_engine::model::names::GgufTensorSpec;
 use baro_engine::model::quantize::quantize;
 use baro_engine::model::{dequant, GgufFile, GgufWriter, HfCheckpoint, ModelConfig, TensorType};
 use common::{canonical_f32, fixture, gguf_from};
-
-fn dev() -> Device {
-    match std::env::var("BARO_TEST_DEVICE").as_deref() {
-        Ok("cuda") => Device::cuda(0),
-        Ok("hip") => Device::hip(0),
-        _ => Device::host(),
-    }
-    .expect("test device")
-}
 
 fn engine_from(bytes: Vec<u8>, max_ctx: usize) -> Result<Engine, EngineError> {
     Engine::new(dev(), &ModelSource::Gguf(GgufFile::from_vec(bytes).unwrap()), EngineOptions { max_ctx })

@@ -12,20 +12,11 @@
 
 mod common;
 
-use baro_dsl::runtime::Device;
+use common::dev;
+
 use baro_engine::engine::{Engine, EngineOptions, ModelSource};
 use baro_engine::model::HfCheckpoint;
 use common::fixture;
-
-/// The host, or with `BARO_TEST_DEVICE=cuda` (or `hip`) a GPU.
-fn dev() -> Device {
-    match std::env::var("BARO_TEST_DEVICE").as_deref() {
-        Ok("cuda") => Device::cuda(0),
-        Ok("hip") => Device::hip(0),
-        _ => Device::host(),
-    }
-    .expect("test device")
-}
 
 /// One prompt of a fixture's index.json with its reference logits.
 struct Prompt {

@@ -7,21 +7,13 @@
 
 mod common;
 
-use baro_dsl::runtime::Device;
+use common::dev;
+
 use baro_engine::engine::{Engine, EngineError, EngineOptions, ModelSource};
 use baro_engine::model::names::GgufTensorSpec;
 use baro_engine::model::quantize::quantize;
 use baro_engine::model::{GgufFile, GgufWriter, HfCheckpoint, ModelConfig, TensorType};
 use common::{canonical_f32, fixture, pick_type};
-
-fn dev() -> Device {
-    match std::env::var("BARO_TEST_DEVICE").as_deref() {
-        Ok("cuda") => Device::cuda(0),
-        Ok("hip") => Device::hip(0),
-        _ => Device::host(),
-    }
-    .expect("test device")
-}
 
 /// How the gate and up experts are written.
 #[derive(Clone, Copy, PartialEq)]

@@ -8,19 +8,11 @@
 
 mod common;
 
-use baro_dsl::runtime::Device;
+use common::dev;
+
 use baro_engine::engine::{Engine, EngineOptions, ModelSource};
 use baro_engine::model::{dequant, quantize::quantize, GgufFile, HfCheckpoint, TensorType};
 use common::{canonical_f32, fixture, gguf_from, pick_type};
-
-fn dev() -> Device {
-    match std::env::var("BARO_TEST_DEVICE").as_deref() {
-        Ok("cuda") => Device::cuda(0),
-        Ok("hip") => Device::hip(0),
-        _ => Device::host(),
-    }
-    .expect("test device")
-}
 
 /// Every prompt of the fixture (prompt ++ its greedy tokens), as token lists.
 fn sequences(name: &str) -> Vec<Vec<u32>> {

@@ -4,22 +4,15 @@
 //! also against a naive f64 transcription of Transformers' `torch_recurrent_gated_delta_rule`;
 //! plus the verifier on each kernel.
 
+mod common;
+
+use common::dev;
+
 use baro::reference::{bits, Rng};
 use baro_dsl::runtime::{Buffer, Device, DeviceArg as A};
 use baro_dsl::verify::verify_kernel;
 use baro_dsl::{Kernel, ScalarType};
 use baro_engine::kernels::gdn;
-
-/// The host, or with `BARO_TEST_DEVICE=cuda` (or `hip`) a GPU: the references are plain Rust
-/// on the host, so a GPU passing these byte comparisons computes the host's bytes.
-fn dev() -> Device {
-    match std::env::var("BARO_TEST_DEVICE").as_deref() {
-        Ok("cuda") => Device::cuda(0),
-        Ok("hip") => Device::hip(0),
-        _ => Device::host(),
-    }
-    .expect("test device")
-}
 
 fn run(d: &Device, k: &Kernel, args: &mut [A<'_>]) {
     let c = d.compile(k).unwrap_or_else(|e| panic!("{}: {e}", k.name));

@@ -4,6 +4,10 @@
 //! `model::dequant`'s full dequantization within a tolerance (the factored unit sums differ
 //! from dequant's element-wise values only by rounding); and the verifier on each kernel.
 
+mod common;
+
+use common::dev;
+
 use baro::reference::{bits, Rng};
 use baro_dsl::runtime::{Buffer, Device, DeviceArg as A};
 use baro_dsl::verify::verify_kernel;
@@ -51,17 +55,6 @@ fn float_matvecs_match_reference() {
             }
         }
     }
-}
-
-/// The host, or with `BARO_TEST_DEVICE=cuda` (or `hip`) a GPU: the references are plain Rust
-/// on the host, so a GPU passing these byte comparisons computes the host's bytes.
-fn dev() -> Device {
-    match std::env::var("BARO_TEST_DEVICE").as_deref() {
-        Ok("cuda") => Device::cuda(0),
-        Ok("hip") => Device::hip(0),
-        _ => Device::host(),
-    }
-    .expect("test device")
 }
 
 /// Random blocks of `ty` with sane f16 scales (a few zero and subnormal ones); every other

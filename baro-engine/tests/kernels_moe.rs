@@ -3,6 +3,10 @@
 //! whole routed block (router → Q4_K gate/up and Q5_K down expert matvecs by id → SwiGLU →
 //! combine) against the composition of the plain-Rust references; plus the verifier.
 
+mod common;
+
+use common::dev;
+
 use baro::dsl::mathlib;
 use baro::reference::{bits, Rng};
 use baro_dsl::runtime::{Buffer, Device, DeviceArg as A};
@@ -10,17 +14,6 @@ use baro_dsl::verify::verify_kernel;
 use baro_dsl::{Kernel, ScalarType};
 use baro_engine::kernels::{matvec, moe, quant};
 use baro_engine::model::{quantize::quantize, TensorType};
-
-/// The host, or with `BARO_TEST_DEVICE=cuda` (or `hip`) a GPU: the references are plain Rust
-/// on the host, so a GPU passing these byte comparisons computes the host's bytes.
-fn dev() -> Device {
-    match std::env::var("BARO_TEST_DEVICE").as_deref() {
-        Ok("cuda") => Device::cuda(0),
-        Ok("hip") => Device::hip(0),
-        _ => Device::host(),
-    }
-    .expect("test device")
-}
 
 fn run(d: &Device, k: &Kernel, args: &mut [A<'_>]) {
     let c = d.compile(k).unwrap_or_else(|e| panic!("{}: {e}", k.name));

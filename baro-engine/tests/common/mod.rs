@@ -4,8 +4,21 @@
 
 use std::path::PathBuf;
 
+use baro_dsl::runtime::Device;
+
 use baro_engine::model::names::{self, HfTensor};
 use baro_engine::model::{GgufWriter, HfCheckpoint, ModelConfig, TensorType};
+
+/// The host, or with `BARO_TEST_DEVICE=cuda` (or `hip`) a GPU: the references are plain Rust,
+/// so the same test proves a GPU computes the host's bits.
+pub fn dev() -> Device {
+    match std::env::var("BARO_TEST_DEVICE").as_deref() {
+        Ok("cuda") => Device::cuda(0),
+        Ok("hip") => Device::hip(0),
+        _ => Device::host(),
+    }
+    .expect("test device")
+}
 
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
