@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use inkwell::context::Context;
 use inkwell::types::BasicTypeEnum;
-use inkwell::values::{BasicValueEnum, IntValue};
+use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::IntPredicate as P;
 
 use super::ir::Ir;
@@ -40,6 +40,13 @@ pub(crate) fn mem_ty<'ctx>(cx: &'ctx Context, t: ScalarType) -> BasicTypeEnum<'c
     }
 }
 
+/// A kernel parameter as a lowering sees it: a buffer's element pointer and element count, or
+/// a scalar's value.
+pub(crate) enum ParamVal<'ctx> {
+    Buffer { ptr: PointerValue<'ctx>, len: IntValue<'ctx> },
+    Scalar(BasicValueEnum<'ctx>),
+}
+
 /// What a target lowering provides so that `ExprLeaves::expr` can lower any expression.
 pub(crate) trait ExprLeaves<'a, 'ctx: 'a> {
     fn ir(&self) -> &Ir<'a, 'ctx>;
@@ -49,7 +56,14 @@ pub(crate) trait ExprLeaves<'a, 'ctx: 'a> {
     /// The current value of a variable (a `let` binding first, then its slot).
     fn var_value(&mut self, v: Var) -> R<BasicValueEnum<'ctx>>;
     /// A scalar parameter's register value.
-    fn scalar_param(&self, p: ParamId) -> R<BasicValueEnum<'ctx>>;
+    /// The kernel's parameters as lowered, in the IR's order.
+    fn params(&self) -> &[ParamVal<'ctx>];
+    fn scalar_param(&self, p: ParamId) -> R<BasicValueEnum<'ctx>> {
+        match self.params().get(p.index()) {
+            Some(ParamVal::Scalar(v)) => Ok(*v),
+            _ => fail(format!("parameter {p} used as a scalar value")),
+        }
+    }
     /// The workgroup index on `axis`, as i64.
     fn group_id(&mut self, axis: u8) -> R<IntValue<'ctx>>;
     /// Loads `buf[idx]` (bounds-checked the target's way) as its in-memory type.

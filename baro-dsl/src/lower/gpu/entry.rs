@@ -11,7 +11,8 @@ use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
 use inkwell::values::{BasicMetadataValueEnum, PointerValue};
 use inkwell::AddressSpace;
 
-use super::{Arch, Gpu, ParamVal};
+use super::{Arch, Gpu};
+use crate::lower::expr::ParamVal;
 use crate::ir::{Kernel, ParamKind, Stmt, Var};
 use crate::lower::expr::{mem_ty, reg_ty};
 use crate::lower::ir::Ir;

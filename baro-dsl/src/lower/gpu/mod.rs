@@ -37,6 +37,7 @@ use crate::ir::{Kernel, Stmt, Var};
 use crate::options::CompileOptions;
 use crate::target::Target;
 use inkwell::targets::TargetMachine;
+use crate::lower::expr::ParamVal;
 
 pub use emit::{emit_gpu, EmitError, GpuStages};
 pub use link::find_ld_lld;
@@ -85,11 +86,6 @@ fn max_lanes(stmts: &[Stmt], widest: &mut u32) {
             Stmt::Let { .. } | Stmt::Assign { .. } | Stmt::Store { .. } | Stmt::Barrier => {}
         }
     }
-}
-
-pub(super) enum ParamVal<'ctx> {
-    Buffer { ptr: PointerValue<'ctx>, len: IntValue<'ctx> },
-    Scalar(BasicValueEnum<'ctx>),
 }
 
 /// The state of one GPU kernel's lowering.

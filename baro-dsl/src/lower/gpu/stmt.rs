@@ -16,8 +16,9 @@ use std::collections::HashMap;
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::{AtomicOrdering, IntPredicate as P};
 
-use super::{intrinsics, Gpu, ParamVal};
-use crate::ir::{Access, Buf, Expr, Kernel, ParamId, ParamKind, ScalarType, Stmt, Var};
+use super::{intrinsics, Gpu};
+use crate::lower::expr::ParamVal;
+use crate::ir::{Access, Buf, Expr, Kernel, ParamKind, ScalarType, Stmt, Var};
 use crate::lower::expr::{mem_ty, reg_ty, ExprLeaves, Val};
 use crate::lower::host::{ERR_FOR_STEP, ERR_READ, ERR_READ_SHARED, ERR_WRITE, ERR_WRITE_SHARED};
 use crate::lower::ir::Ir;
@@ -308,11 +309,8 @@ impl<'a, 'ctx> ExprLeaves<'a, 'ctx> for Gpu<'a, 'ctx> {
         self.load_var(v)
     }
 
-    fn scalar_param(&self, p: ParamId) -> R<BasicValueEnum<'ctx>> {
-        match self.params.get(p.index()) {
-            Some(ParamVal::Scalar(v)) => Ok(*v),
-            _ => fail(format!("parameter {p} used as a scalar value")),
-        }
+    fn params(&self) -> &[ParamVal<'ctx>] {
+        &self.params
     }
 
     fn group_id(&mut self, axis: u8) -> R<IntValue<'ctx>> {

@@ -7,8 +7,9 @@ use std::collections::HashMap;
 use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate as P;
 
-use super::{reg_ty, Cg, ParamVal};
-use crate::ir::{Buf, Expr, Kernel, ParamId, Var};
+use super::{reg_ty, Cg};
+use crate::lower::expr::ParamVal;
+use crate::ir::{Buf, Expr, Kernel, Var};
 use crate::lower::expr::{mem_ty, ExprLeaves, Val};
 use crate::lower::ir::Ir;
 use crate::lower::{fail, R};
@@ -30,11 +31,8 @@ impl<'a, 'ctx> ExprLeaves<'a, 'ctx> for Cg<'a, 'ctx> {
         self.load_var(v)
     }
 
-    fn scalar_param(&self, p: ParamId) -> R<BasicValueEnum<'ctx>> {
-        match self.params.get(p.index()) {
-            Some(ParamVal::Scalar(v)) => Ok(*v),
-            _ => fail(format!("parameter {p} used as a scalar value")),
-        }
+    fn params(&self) -> &[ParamVal<'ctx>] {
+        &self.params
     }
 
     fn group_id(&mut self, axis: u8) -> R<IntValue<'ctx>> {

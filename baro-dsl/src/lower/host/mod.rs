@@ -30,6 +30,7 @@ use inkwell::AddressSpace;
 use super::ir::Ir;
 use super::{fail, Fail, LowerError, R};
 use crate::ir::{Expr, Kernel, ParamKind, Stmt, Var};
+use crate::lower::expr::ParamVal;
 
 /// The JIT entry's symbol name.
 pub const ENTRY_NAME: &str = "baro_entry";
@@ -71,11 +72,6 @@ pub(super) struct Slot<'ctx> {
     ptr: PointerValue<'ctx>,
     /// `Some(count)`: a per-lane array `[count x T]`.
     lanes: Option<u32>,
-}
-
-pub(super) enum ParamVal<'ctx> {
-    Buffer { ptr: PointerValue<'ctx>, len: IntValue<'ctx> },
-    Scalar(BasicValueEnum<'ctx>),
 }
 
 pub(super) struct Cg<'a, 'ctx> {

@@ -135,10 +135,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let Some(elem) = self.k.buf_elem(buf) else { return fail(format!("{buf:?} is not a buffer")) };
         let (base, len, kind, id) = match buf {
             Buf::Param(p) => match self.params.get(p.index()) {
-                Some(super::ParamVal::Buffer { .. }) if write && matches!(self.k.params[p.index()].kind, crate::ir::ParamKind::Buffer { access: crate::ir::Access::Read, .. }) => {
+                Some(crate::lower::expr::ParamVal::Buffer { .. }) if write && matches!(self.k.params[p.index()].kind, crate::ir::ParamKind::Buffer { access: crate::ir::Access::Read, .. }) => {
                     return fail(format!("store to read-only buffer `{}`", self.k.params[p.index()].name))
                 }
-                Some(super::ParamVal::Buffer { ptr, len }) => (*ptr, *len, if write { ERR_WRITE } else { super::ERR_READ }, p.index()),
+                Some(crate::lower::expr::ParamVal::Buffer { ptr, len }) => (*ptr, *len, if write { ERR_WRITE } else { super::ERR_READ }, p.index()),
                 _ => return fail(format!("parameter {p} is not a buffer")),
             },
             Buf::Shared(s) => {
