@@ -10,6 +10,7 @@
 
 use baro_dsl::runtime::{Buffer, Device, DeviceArg as A, DeviceError, DeviceKernel};
 
+use crate::engine::prefill::{Logits, PrefillMode, PrefillScratch, RowsKernels};
 use crate::engine::state::{LayerState, Scratch, State};
 use crate::engine::weights::{AttentionWeights, GdnWeights, Matrix, MixerWeights, ModelSource, MoeWeights, WeightError, Weights};
 use crate::kernels;
@@ -56,8 +57,8 @@ impl Default for EngineOptions {
     }
 }
 
-/// The compiled decode kernels.
-struct Kernels {
+/// The compiled kernels: the decode path's, and batched prefill's rows siblings.
+pub(crate) struct Kernels {
     embed_f32: DeviceKernel,
     embed_bf16: DeviceKernel,
     embed_q8_0: DeviceKernel,
@@ -83,6 +84,7 @@ struct Kernels {
     gdn_conv_step: DeviceKernel,
     gdn_step: DeviceKernel,
     gated_rmsnorm: DeviceKernel,
+    pub(crate) rows: RowsKernels,
 }
 
 impl Kernels {
@@ -120,10 +122,11 @@ impl Kernels {
             gdn_conv_step: take("gdn_conv_step")?,
             gdn_step: take("gdn_step")?,
             gated_rmsnorm: take("gated_rmsnorm")?,
+            rows: RowsKernels::take(&all)?,
         })
     }
 
-    fn matvec_for(&self, ty: TensorType) -> &DeviceKernel {
+    pub(crate) fn matvec_for(&self, ty: TensorType) -> &DeviceKernel {
         match ty {
             TensorType::F32 => &self.matvec_f32,
             TensorType::F16 => &self.matvec_f16,
@@ -138,10 +141,12 @@ impl Kernels {
 
 /// A model on a device with one sequence's state.
 pub struct Engine {
-    device: Device,
-    kernels: Kernels,
-    weights: Weights,
-    state: State,
+    pub(crate) device: Device,
+    pub(crate) kernels: Kernels,
+    pub(crate) weights: Weights,
+    pub(crate) state: State,
+    /// Batched prefill's chunk buffers, allocated at the first batched prefill.
+    pub(crate) prefill_scratch: Option<PrefillScratch>,
 }
 
 /// The device and kernels a launch needs (borrowed apart from the state it writes).
@@ -190,7 +195,7 @@ impl Engine {
         let kernels = Kernels::compile(&device)?;
         let weights = Weights::load(&device, source, &cfg)?;
         let state = State::new(&device, &cfg, max_ctx)?;
-        Ok(Engine { device, kernels, weights, state })
+        Ok(Engine { device, kernels, weights, state, prefill_scratch: None })
     }
 
     pub fn config(&self) -> &ModelConfig {
@@ -261,17 +266,16 @@ impl Engine {
         Ok(logits)
     }
 
-    /// Resets, feeds `prompt`, then picks `n` tokens greedily (argmax, lowest id on ties),
-    /// feeding each but the last back. Returns the picked tokens.
+    /// Resets, feeds `prompt` token by token, then picks `n` tokens greedily (argmax, lowest
+    /// id on ties), feeding each but the last back. Returns the picked tokens.
     pub fn generate(&mut self, prompt: &[TokenId], n: usize) -> Result<Vec<TokenId>, EngineError> {
+        self.generate_with(prompt, n, PrefillMode::Replay)
+    }
+
+    /// `generate` with the prompt fed by `mode`.
+    pub fn generate_with(&mut self, prompt: &[TokenId], n: usize, mode: PrefillMode) -> Result<Vec<TokenId>, EngineError> {
         self.reset()?;
-        let Some((&last, head)) = prompt.split_last() else {
-            return Err(EngineError::Unsupported { what: "prompt", expected: "at least one token".into(), found: "none".into() });
-        };
-        for &t in head {
-            self.step(t)?;
-        }
-        let mut logits = self.step(last)?;
+        let mut logits = self.prefill(prompt, mode, Logits::Last)?.logits;
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
             let t = sampling::greedy(&logits)?;

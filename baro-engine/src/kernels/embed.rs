@@ -229,3 +229,12 @@ pub fn q8_0_row(table: &[u8], tok: usize, dim: usize) -> Vec<f32> {
     let row_bytes = dim / 32 * Q8_0_BLOCK_BYTES;
     crate::model::dequant::to_f32(crate::model::TensorType::Q8_0, &table[tok * row_bytes..(tok + 1) * row_bytes])
 }
+
+/// y[i] = x[row · dim + i]: one row of a row-major buffer (an exact copy), e.g. the last
+/// prompt row handed to the m = 1 output head.
+#[kernel(grid = [1])]
+pub fn copy_row(x: &[f32], y: &mut [f32], row: usize, dim: usize) {
+    for i in par(0..dim) {
+        y[i] = x[row * dim + i];
+    }
+}

@@ -76,7 +76,8 @@ pub fn decode() -> Vec<baro::dsl::Kernel> {
 
 /// The kernels of batched prefill: each `_rows` kernel is declared the rows sibling of its
 /// m = 1 kernel (`rows_of`) and proven so while this crate compiles; the MoE grouping kernels
-/// (`moe_count`, `moe_scatter`, `moe_gather`, `moe_ungather`) only move integers and copies.
+/// (`moe_count`, `moe_scatter`, `moe_gather`, `moe_ungather`) and `copy_row` only move
+/// integers and copies.
 pub fn rows() -> Vec<baro::dsl::Kernel> {
     vec![
         embed::embed_f32_rows(),
@@ -105,6 +106,7 @@ pub fn rows() -> Vec<baro::dsl::Kernel> {
         moe::moe_scatter(),
         moe::moe_gather(),
         moe::moe_ungather(),
+        embed::copy_row(),
         gdn::gdn_conv_rows(),
         gdn::gdn_scan_rows(),
         gdn::gated_rmsnorm_rows(),
