@@ -1,8 +1,10 @@
 //! baro's benchmarks and the cross-target conformance suite, as a library shared by the
-//! binaries (`conformance`, `matvec_bw`, `decode_bw`) that are carried to a GPU machine.
+//! binaries (`conformance`, `matvec_bw`, `decode_bw`, `identity_gate`, `prefill_speed`) that are
+//! carried to a GPU machine.
 
 pub mod bandwidth;
 pub mod conformance;
 pub mod decode;
 pub mod floor;
+pub mod identity;
 pub mod report;

@@ -147,6 +147,8 @@ pub struct Engine {
     pub(crate) state: State,
     /// Batched prefill's chunk buffers, allocated at the first batched prefill.
     pub(crate) prefill_scratch: Option<PrefillScratch>,
+    /// The negative control's opt-out (`set_reordered_attention`).
+    pub(crate) reordered_attention: bool,
 }
 
 /// The device and kernels a launch needs (borrowed apart from the state it writes).
@@ -195,7 +197,7 @@ impl Engine {
         let kernels = Kernels::compile(&device)?;
         let weights = Weights::load(&device, source, &cfg)?;
         let state = State::new(&device, &cfg, max_ctx)?;
-        Ok(Engine { device, kernels, weights, state, prefill_scratch: None })
+        Ok(Engine { device, kernels, weights, state, prefill_scratch: None, reordered_attention: false })
     }
 
     pub fn config(&self) -> &ModelConfig {
@@ -206,6 +208,11 @@ impl Engine {
         &self.device
     }
 
+    /// Positions the sequence can hold (the KV cache's capacity).
+    pub fn max_context(&self) -> usize {
+        self.state.max_ctx
+    }
+
     /// Tokens fed since the last reset.
     pub fn position(&self) -> usize {
         self.state.pos
@@ -214,6 +221,21 @@ impl Engine {
     /// Starts a new sequence.
     pub fn reset(&mut self) -> Result<(), EngineError> {
         self.state.reset(&self.device)?;
+        Ok(())
+    }
+
+    /// A copy of the sequence's state: `restore` it to resume from this point.
+    pub fn snapshot(&self) -> Result<State, EngineError> {
+        Ok(self.state.snapshot(&self.device, &self.weights.config)?)
+    }
+
+    /// Resumes from `snapshot`, which must come from this engine (same model and context).
+    pub fn restore(&mut self, snapshot: &State) -> Result<(), EngineError> {
+        let copy = snapshot.snapshot(&self.device, &self.weights.config)?;
+        if copy.max_ctx != self.state.max_ctx {
+            return Err(EngineError::Unsupported { what: "snapshot", expected: format!("a context of {} positions", self.state.max_ctx), found: format!("{}", copy.max_ctx) });
+        }
+        self.state = copy;
         Ok(())
     }
 

@@ -75,6 +75,7 @@ pub(crate) struct RowsKernels {
     rope_neox: DeviceKernel,
     kv_append: DeviceKernel,
     attention: DeviceKernel,
+    attention_reordered: DeviceKernel,
     router_topk: DeviceKernel,
     swiglu: DeviceKernel,
     moe_combine: DeviceKernel,
@@ -123,6 +124,7 @@ impl RowsKernels {
             rope_neox: take("rope_neox_rows")?,
             kv_append: take("kv_append_rows")?,
             attention: take("attention_rows")?,
+            attention_reordered: take("attention_rows_reordered")?,
             router_topk: take("router_topk_rows")?,
             swiglu: take("swiglu_rows")?,
             moe_combine: take("moe_combine_rows")?,
@@ -268,6 +270,13 @@ impl Rows<'_> {
 }
 
 impl Engine {
+    /// Opts batched prefill out of identity with decode (the negative control): attention
+    /// over rows then runs `attention_rows_reordered`, whose P·V sum is in another order.
+    /// Off by default; replay and decode are never affected.
+    pub fn set_reordered_attention(&mut self, on: bool) {
+        self.reordered_attention = on;
+    }
+
     /// Feeds `tokens` at the next positions (the sequence is not reset) and returns the
     /// logits `which` asks for. Batched and replay compute the same bits.
     pub fn prefill(&mut self, tokens: &[TokenId], mode: PrefillMode, which: Logits) -> Result<Prefilled, EngineError> {
@@ -339,7 +348,7 @@ impl Engine {
             match (&lw.mixer, ls) {
                 (MixerWeights::Gdn(g), LayerState::Gdn { conv_ring, ssm }) => gdn(&run, cfg, g, conv_ring, ssm, p, pos, t)?,
                 (MixerWeights::Attention(a), LayerState::Attention { k_cache, v_cache }) => {
-                    attention(&run, cfg, a, k_cache, v_cache, (&self.state.rope_cos, &self.state.rope_sin), p, pos, t, max_ctx)?
+                    attention(&run, cfg, a, k_cache, v_cache, (&self.state.rope_cos, &self.state.rope_sin), p, pos, t, max_ctx, self.reordered_attention)?
                 }
                 _ => return Err(EngineError::Unsupported { what: "layer state", expected: "the weights' layer kind".into(), found: "another kind (a bug in baro)".into() }),
             }
@@ -417,7 +426,7 @@ fn gdn(run: &Rows<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer
 
 /// Causal gated attention over `t` rows at positions pos..pos+t, into `p.mix`.
 #[allow(clippy::too_many_arguments)]
-fn attention(run: &Rows<'_>, cfg: &ModelConfig, w: &AttentionWeights, k_cache: &mut Buffer, v_cache: &mut Buffer, rope: (&Buffer, &Buffer), p: &mut PrefillScratch, pos: usize, t: usize, max_ctx: usize) -> Result<(), DeviceError> {
+fn attention(run: &Rows<'_>, cfg: &ModelConfig, w: &AttentionWeights, k_cache: &mut Buffer, v_cache: &mut Buffer, rope: (&Buffer, &Buffer), p: &mut PrefillScratch, pos: usize, t: usize, max_ctx: usize, reordered: bool) -> Result<(), DeviceError> {
     let ids = &p.zero_ids;
     let (hd, nh, nkv, eps) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.rms_eps);
     run.matvec(&w.q, &p.xn, ids, &mut p.q_gate, t)?;
@@ -430,8 +439,9 @@ fn attention(run: &Rows<'_>, cfg: &ModelConfig, w: &AttentionWeights, k_cache: &
     }
     run.launch(&run.k.kv_append, &mut [A::buf(&p.k), A::buf(&p.v), A::buf_mut(k_cache), A::buf_mut(v_cache), A::from(pos), A::from(nkv * hd), A::from(t)])?;
     let scale = (1.0 / (hd as f64).sqrt()) as f32;
+    let kernel = if reordered { &run.k.attention_reordered } else { &run.k.attention };
     run.launch(
-        &run.k.attention,
+        kernel,
         &mut [
             A::buf(&p.q),
             A::buf(k_cache),

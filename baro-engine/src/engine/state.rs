@@ -137,6 +137,29 @@ impl State {
         Ok(State { pos: 0, max_ctx, layers, rope_cos: device.upload(&cos)?, rope_sin: device.upload(&sin)?, s })
     }
 
+    /// A copy of this sequence's state (KV cache, conv rings, delta-rule states, position) in
+    /// fresh buffers, queued on the default stream: a later `restore` resumes from here.
+    pub fn snapshot(&self, device: &Device, cfg: &ModelConfig) -> Result<State, DeviceError> {
+        let mut copy = State::new(device, cfg, self.max_ctx)?;
+        let stream = device.default_stream();
+        for (src, dst) in self.layers.iter().zip(copy.layers.iter_mut()) {
+            match (src, dst) {
+                (LayerState::Gdn { conv_ring, ssm }, LayerState::Gdn { conv_ring: r, ssm: s }) => {
+                    device.copy(stream, conv_ring, r)?;
+                    device.copy(stream, ssm, s)?;
+                }
+                (LayerState::Attention { k_cache, v_cache }, LayerState::Attention { k_cache: k, v_cache: v }) => {
+                    device.copy(stream, k_cache, k)?;
+                    device.copy(stream, v_cache, v)?;
+                }
+                // Both were built from the same `cfg.layer_kinds`.
+                _ => return Err(DeviceError::Mismatch { what: "state snapshot", expected: "the same layer kinds".into(), found: "another layout (a bug in baro)".into() }),
+            }
+        }
+        copy.pos = self.pos;
+        Ok(copy)
+    }
+
     /// Back to position 0: the GDN conv rings and delta-rule states are zeroed (the KV cache
     /// needs no clearing: attention reads positions 0..pos only).
     pub fn reset(&mut self, device: &Device) -> Result<(), DeviceError> {

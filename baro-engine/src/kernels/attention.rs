@@ -108,3 +108,33 @@ pub fn attention_reference(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[
     }
     y
 }
+
+/// **Not identical to decode** (the negative control, behind the engine's explicit opt-out):
+/// `attention_rows` with the P·V sum over positions as `lanes(32).butterfly()` instead of
+/// `seq`, the faster parallel order a tiled attention would use. It declares no sibling; given
+/// `attention_rows`' declaration the verifier rejects it (`kernels_rows::reordered_attention_is_rejected`),
+/// and the identity gate run with it reports the divergence.
+#[kernel(grid = [n_heads, rows])]
+pub fn attention_rows_reordered(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[f32], scratch: &mut [f32], y: &mut [f32], head_dim: usize, n_heads: usize, n_kv_heads: usize, n_ctx: usize, ctx_stride: usize, gate_stride: usize, gate_off: usize, scale: f32, rows: usize) {
+    let h = group_id(0);
+    let r = group_id(1);
+    let n = n_ctx + r;
+    let kv = (h / (n_heads / n_kv_heads)) * head_dim;
+    let row = n_kv_heads * head_dim;
+    let qb = (r * n_heads + h) * head_dim;
+    let sb = (r * n_heads + h) * ctx_stride;
+    for t in par(0..n) {
+        scratch[sb + t] = sum!(d in 0..head_dim, order = seq, q[qb + d] * k_cache[t * row + kv + d]) * scale;
+    }
+    let m = max!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t]);
+    for t in par(0..n) {
+        scratch[sb + t] = exp(scratch[sb + t] - m);
+    }
+    let s = sum!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t]);
+    for t in par(0..n) {
+        scratch[sb + t] = scratch[sb + t] / s;
+    }
+    for d in 0..head_dim {
+        y[qb + d] = sum!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t] * v_cache[t * row + kv + d]) * sigmoid(gate[r * n_heads * gate_stride + h * gate_stride + gate_off + d]);
+    }
+}
