@@ -53,25 +53,26 @@ fn sizes_print_in_the_largest_whole_unit() {
 }
 
 fn needs() -> MemoryNeeds {
-    // 3 layers, 1000 bytes per expert (layer 1: 2000), 16 experts top-4, 50 000 fixed.
-    MemoryNeeds { fixed: 50_000, per_expert: vec![1000, 2000, 1000], n_experts: 16, top_k: 4 }
+    // 6 layers, 1000 bytes per expert (layer 1: 2000), 16 experts top-4, 50 000 fixed.
+    MemoryNeeds { fixed: 50_000, per_expert: vec![1000, 2000, 1000, 1000, 1000, 1000], n_experts: 16, top_k: 4 }
 }
 
 #[test]
 fn the_plan_is_resident_when_everything_fits_and_staged_with_what_fits_otherwise() {
     let n = needs();
-    assert_eq!((n.all_experts(), n.slot_row(), n.staging()), (64_000, 4000, 64_000));
+    assert_eq!((n.all_experts(), n.slot_row(), n.staging()), (112_000, 7000, 64_000));
     assert_eq!(plan(None, n.clone(), 8).unwrap().mode, MemoryMode::Resident);
     assert_eq!(plan(Some(n.resident()), n.clone(), 8).unwrap().mode, MemoryMode::Resident);
+    // 50 000 + 64 000 staging leaves 47 999 bytes: 6 slots of 7000.
     let just_under = plan(Some(n.resident() - 1), n.clone(), 8).unwrap();
-    // 50 000 + 64 000 staging leaves 49 999 bytes: 12 slots of 4000, 8 asked.
-    assert_eq!(just_under.mode, MemoryMode::Staged { slots: 8, asked: 8 });
-    assert_eq!(just_under.device_bytes(), 50_000 + 64_000 + 8 * 4000);
-    let tight = plan(Some(n.staged(5) + 3999), n.clone(), 8).unwrap();
+    assert_eq!(just_under.mode, MemoryMode::Staged { slots: 6, asked: 8 });
+    assert_eq!(just_under.device_bytes(), 50_000 + 64_000 + 6 * 7000);
+    assert!(just_under.to_string().contains("6 expert slots per layer, 8 asked, the budget holds 6"), "{just_under}");
+    let tight = plan(Some(n.staged(5) + 6999), n.clone(), 8).unwrap();
     assert_eq!(tight.mode, MemoryMode::Staged { slots: 5, asked: 8 });
-    assert!(tight.to_string().contains("5 expert slots per layer, 8 asked, the budget holds 5"), "{tight}");
+    assert_eq!(plan(Some(n.staged(4)), n.clone(), 4).unwrap().mode, MemoryMode::Staged { slots: 4, asked: 4 });
     // More slots than experts are capped at the expert count.
-    assert_eq!(plan(Some(n.staged(16)), n.clone(), 100).unwrap().mode, MemoryMode::Staged { slots: 16, asked: 16 });
+    assert_eq!(plan(Some(n.resident() - 1), n.clone(), 100).unwrap().mode, MemoryMode::Staged { slots: 6, asked: 16 });
 }
 
 #[test]
@@ -83,10 +84,11 @@ fn a_budget_below_the_minimum_names_budget_need_and_minimum() {
     assert_eq!((e.budget, e.minimum, e.needed), (minimum - 1, minimum, n.staged(8)));
     assert_eq!(
         e.to_string(),
-        "vram budget 127.00 KiB: too small for this model: expected at least 127.00 KiB (non-expert weights and state 48.83 KiB, prefill staging of two whole layers 62.50 KiB, 4 expert slots per layer 15.62 KiB), found 127.00 KiB; 8 asked slots need 142.58 KiB"
+        "vram budget: expected at least 138.67 KiB (142000 bytes: non-expert weights and state 48.83 KiB + prefill staging of two whole layers 62.50 KiB + 4 expert slots per layer 27.34 KiB), found 138.67 KiB (141999 bytes); 8 slots per layer would need 166.02 KiB"
     );
     let e = plan(Some(1000), n, 8).unwrap_err();
-    assert!(e.to_string().starts_with("vram budget 1000 B: too small for this model: expected at least 127.00 KiB"), "{e}");
+    assert!(e.to_string().starts_with("vram budget: expected at least 138.67 KiB (142000 bytes: "), "{e}");
+    assert!(e.to_string().contains("found 1000 B (1000 bytes)"), "{e}");
 }
 
 fn tiny() -> ModelSource {
@@ -108,7 +110,8 @@ fn the_engine_refuses_a_too_small_budget_and_runs_at_the_minimum() {
     let text = err.to_string();
     assert!(matches!(err, EngineError::Budget(_)), "{text}");
     assert!(text.contains(&format!("expected at least {}", format_bytes(minimum))), "{text}");
-    assert!(text.contains(&format!("found {}", format_bytes(minimum - 1))), "{text}");
+    assert!(text.starts_with("vram budget: expected at least"), "{text}");
+    assert!(text.contains(&format!("found {} ({} bytes)", format_bytes(minimum - 1), minimum - 1)), "{text}");
     let mut at_min = engine(Some(minimum), 64).unwrap();
     assert_eq!(at_min.memory_plan().mode, MemoryMode::Staged { slots: cfg.n_experts_used, asked: cfg.n_experts });
     assert_eq!(at_min.memory_plan().device_bytes(), minimum);
@@ -128,7 +131,7 @@ fn cli_budget_flags_check_their_input() {
     for (args, wanted) in [
         (vec!["--vram-budget", "24X"], "expected a size such as 24G, 512M or 1.5GiB (K, M, G, T: powers of 1024), found `24X`"),
         (vec!["--model", dir, "--prompt-ids", "1,2", "--expert-slots", "1"], "--expert-slots: expected at least the model's top-k (2), found 1"),
-        (vec!["--model", dir, "--prompt-ids", "1,2", "--vram-budget", "1K"], "vram budget 1.00 KiB: too small for this model: expected at least"),
+        (vec!["--model", dir, "--prompt-ids", "1,2", "--vram-budget", "1K"], "found 1.00 KiB (1024 bytes)"),
     ] {
         let out = cli(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -152,6 +155,6 @@ fn a_staged_cli_run_reports_the_plan_and_the_hit_rate() {
     assert!(stdout.contains("memory: staged: "), "{stdout}");
     assert!(stdout.contains("3 expert slots per layer, 8 asked, the budget holds 3"), "{stdout}");
     let line = stdout.lines().find(|l| l.starts_with("expert cache: ")).unwrap_or_else(|| panic!("no cache line in:\n{stdout}"));
-    // 3 prompt tokens + 5 fed back, 4 layers, top-2.
-    assert!(line.starts_with("expert cache: 3 slots per layer, 64 lookups, "), "{line}");
+    // 3 prompt tokens + 6 generated ones, each fed; 4 layers; top-2.
+    assert!(line.starts_with("expert cache: 3 slots per layer, 72 lookups, "), "{line}");
 }

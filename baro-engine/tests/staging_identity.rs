@@ -45,7 +45,8 @@ fn staged_equals_resident(source: &ModelSource, what: &str, slot_counts: &[usize
     let needs = resident.memory_plan().needs.clone();
     let cfg = resident.config().clone();
     for &slots in slot_counts {
-        // Exactly the staged layout with `slots` slots: one expert short of resident.
+        // Exactly the staged layout with `slots` slots (two staging sets of a whole layer
+        // included: with 4 layers of 8 experts, at most 3 slots stay below resident).
         let budget = needs.staged(slots);
         assert!(budget < needs.resident(), "{what}: the staged layout must be smaller than resident");
         let mut staged = engine(source, Some(budget), 64);
@@ -81,7 +82,7 @@ fn staged_equals_resident(source: &ModelSource, what: &str, slot_counts: &[usize
 #[test]
 fn tiny_f32_staged_logits_and_tokens_equal_resident_bytes() {
     let source = ModelSource::Hf(HfCheckpoint::open(&fixture("tiny")).unwrap());
-    staged_equals_resident(&source, "tiny f32", &[2, 5]);
+    staged_equals_resident(&source, "tiny f32", &[2, 3]);
 }
 
 #[test]

@@ -105,8 +105,8 @@ impl fmt::Display for MemoryPlan {
 /// A budget too small for even the smallest staged layout: the user's to change.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "vram budget {}: too small for this model: expected at least {} (non-expert weights and state {}, prefill staging of two whole layers {}, {} expert slots per layer {}), found {}; {} asked slots need {}",
-    format_bytes(*budget), format_bytes(*minimum), format_bytes(*fixed), format_bytes(*staging), top_k, format_bytes(*slots_bytes), format_bytes(*budget), asked, format_bytes(*needed)
+    "vram budget: expected at least {} ({minimum} bytes: non-expert weights and state {} + prefill staging of two whole layers {} + {top_k} expert slots per layer {}), found {} ({budget} bytes); {asked} slots per layer would need {}",
+    format_bytes(*minimum), format_bytes(*fixed), format_bytes(*staging), format_bytes(*slots_bytes), format_bytes(*budget), format_bytes(*needed)
 )]
 pub struct BudgetError {
     pub budget: u64,
