@@ -18,7 +18,9 @@
 //! the kernels read as f32 (norms, `ssm_a`, `dt_bias`, the conv weight) are widened exactly
 //! from F16/BF16. Routed experts are stacked per layer as (expert, row, column), the layout
 //! the expert-capable matvecs index with `ids`; a GGUF file's fused `ffn_gate_up_exps` is split
-//! into gate and up by bytes. Never reads a file itself and never panics on
+//! into gate and up by bytes. `load_dense` leaves the routed experts out (`experts: None`) for
+//! `staging` to place; `host_experts` and `expert_shapes` give them, or their shapes from the
+//! tensor directory alone, on the host. Never reads a file itself and never panics on
 //! a tensor's contents or shape.
 
 use std::borrow::Cow;
