@@ -43,24 +43,23 @@ impl LayerStaging {
     /// Two sets, each big enough for any layer of `store`. Layers must agree on each part's
     /// device element type (all quantized, or one float type), as one buffer serves them all.
     pub fn new(device: &Device, store: &ExpertStore) -> Result<LayerStaging, DeviceError> {
-        let set = || -> Result<StagingSet, DeviceError> {
-            let mut parts = Vec::with_capacity(3);
-            for p in 0..3 {
-                // The largest layer's shape of this part; its bytes bound every layer's.
-                let largest = (0..store.n_layers()).map(|l| store.parts(l)[p].shape).max_by_key(|s| s.bytes());
-                let Some(largest) = largest else {
-                    return Err(DeviceError::Mismatch { what: "layer staging", expected: "a store with at least one layer".into(), found: "none".into() });
-                };
-                for l in 0..store.n_layers() {
-                    let ty = store.parts(l)[p].shape.ty;
-                    if storage_elem(ty) != storage_elem(largest.ty) {
-                        return Err(DeviceError::Mismatch { what: "layer staging", expected: format!("one device element type per expert matrix across layers ({})", storage_elem(largest.ty)), found: format!("{ty} in layer {l}") });
-                    }
+        let part = |p: usize| -> Result<crate::engine::weights::Matrix, DeviceError> {
+            // The largest layer's shape of this part; its bytes bound every layer's.
+            let largest = (0..store.n_layers()).map(|l| store.parts(l)[p].shape).max_by_key(|s| s.bytes());
+            let Some(largest) = largest else {
+                return Err(DeviceError::Mismatch { what: "layer staging", expected: "a store with at least one layer".into(), found: "none".into() });
+            };
+            for l in 0..store.n_layers() {
+                let ty = store.parts(l)[p].shape.ty;
+                if storage_elem(ty) != storage_elem(largest.ty) {
+                    return Err(DeviceError::Mismatch { what: "layer staging", expected: format!("one device element type per expert matrix across layers ({})", storage_elem(largest.ty)), found: format!("{ty} in layer {l}") });
                 }
-                parts.push(alloc_matrix(device, largest)?);
             }
-            let [gate, up, down]: [_; 3] = parts.try_into().unwrap_or_else(|_| unreachable!("three parts"));
-            Ok(StagingSet { experts: ExpertMatrices { gate, up, down }, layer: None, staged: device.new_event()?, released: device.new_event()? })
+            alloc_matrix(device, largest)
+        };
+        let set = || -> Result<StagingSet, DeviceError> {
+            let experts = ExpertMatrices { gate: part(0)?, up: part(1)?, down: part(2)? };
+            Ok(StagingSet { experts, layer: None, staged: device.new_event()?, released: device.new_event()? })
         };
         Ok(LayerStaging { copy: device.new_stream()?, sets: [set()?, set()?], copied: 0 })
     }

@@ -65,9 +65,10 @@ impl DecodeSlots {
     /// ids. Returns the slot stacks and the slot-id buffer, to launch the expert matvecs with
     /// in place of the resident stacks and the expert ids.
     pub fn map(&mut self, device: &Device, stream: &Stream, layer: usize, expert_ids: &Buffer) -> Result<(&ExpertMatrices, &Buffer), SlotError> {
+        let n_layers = self.layers.len();
+        let l = self.layers.get_mut(layer).ok_or_else(|| DeviceError::Mismatch { what: "decode slots", expected: format!("a layer below {n_layers}"), found: layer.to_string() })?;
         stream.synchronize()?;
         self.expert_ids = device.read::<u32>(expert_ids)?;
-        let l = &mut self.layers[layer];
         l.cache.lookup(&self.expert_ids, &mut self.slots, &mut self.misses)?;
         // Synchronous, but the stream is idle here: the copies below are queued after it.
         device.write(&mut self.slot_ids, &self.slots)?;

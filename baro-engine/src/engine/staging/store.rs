@@ -92,10 +92,10 @@ impl ExpertStore {
         let mut bytes = 0;
         for (part, m) in l.parts.iter().zip(dst.parts_mut()) {
             expect_fits(part.shape, m, slot)?;
-            let (off, len) = part.expert_range(expert);
             if expert >= part.shape.n_mats {
                 return Err(DeviceError::Mismatch { what: "expert copy", expected: format!("an expert below {}", part.shape.n_mats), found: expert.to_string() });
             }
+            let (off, len) = part.expert_range(expert);
             device.copy_from_pinned(stream, &l.pinned, off, &mut m.buf, slot * len, len)?;
             bytes += len;
         }
