@@ -31,10 +31,10 @@ fn check_store_and_staging(source: &ModelSource) -> Result<(), WeightError> {
     let shapes = expert_shapes(source, &cfg)?;
     assert_eq!(store.n_layers(), cfg.n_layers);
     let mut total = 0;
-    for l in 0..cfg.n_layers {
+    for (l, layer_shapes) in shapes.iter().enumerate() {
         let host = host_experts(source, &cfg, l)?;
         let pinned = store.pinned(l).as_slice().unwrap();
-        for ((part, h), shape) in store.parts(l).iter().zip(&host).zip(&shapes[l]) {
+        for ((part, h), shape) in store.parts(l).iter().zip(&host).zip(layer_shapes) {
             assert_eq!((part.shape, h.shape), (*shape, *shape), "layer {l}: the directory's shapes are the loaded ones");
             assert_eq!(&pinned[part.offset..part.offset + h.bytes.len()], &h.bytes[..], "layer {l}: store bytes");
             total += h.bytes.len() as u64;
