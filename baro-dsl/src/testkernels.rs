@@ -70,7 +70,7 @@ impl Kb {
         Expr::Reduce(Box::new(Reduce { op, ty: F32, schedule, var, len, body }))
     }
     fn sibling(&mut self, of: &str, rows: ParamId, row_strides: Vec<(ParamId, Expr)>) {
-        self.k.sibling = Some(Sibling { of: of.to_string(), rows, row_strides });
+        self.k.sibling = Some(Sibling::strided(of, rows, row_strides));
     }
     fn done(mut self, grid: Vec<Expr>, body: Vec<Stmt>) -> Kernel {
         self.k.grid = grid;

@@ -134,11 +134,14 @@ fn kernel() -> impl Strategy<Value = Kernel> {
         .prop_map(|(name, kind)| Param { name, kind });
     let shared = (name(), scalar_type(), any::<u32>()).prop_map(|(name, elem, len)| SharedArray { name, elem, len });
     let var = (name(), scalar_type(), any::<bool>()).prop_map(|(name, ty, mutable)| VarDecl { name, ty, mutable });
-    let sibling = (name(), id(), prop::collection::vec((id(), expr()), 0..3)).prop_map(|(of, rows, s)| Sibling {
-        of,
-        rows: ParamId(rows),
-        row_strides: s.into_iter().map(|(p, e)| (ParamId(p), e)).collect(),
-    });
+    let sibling = (name(), id(), prop::collection::vec((id(), expr()), 0..3), prop::collection::vec((id(), expr()), 0..2), prop::collection::vec(id(), 0..2))
+        .prop_map(|(of, rows, s, steps, carried)| Sibling {
+            of,
+            rows: ParamId(rows),
+            row_strides: s.into_iter().map(|(p, e)| (ParamId(p), e)).collect(),
+            row_steps: steps.into_iter().map(|(p, e)| (ParamId(p), e)).collect(),
+            carried: carried.into_iter().map(ParamId).collect(),
+        });
     let verify = prop::collection::vec((id(), prop::collection::vec(any::<u64>(), 0..4)), 0..3)
         .prop_map(|v| VerifyShapes { values: v.into_iter().map(|(p, xs)| (ParamId(p), xs)).collect() });
     (

@@ -66,6 +66,8 @@ fn every_variant() -> Kernel {
         of: "every_variant_m1".into(),
         rows: m,
         row_strides: vec![(x, Expr::Param(n)), (y, Expr::Param(n))],
+        row_steps: vec![(n, Expr::index(2))],
+        carried: vec![y],
     });
     k.verify_shapes = VerifyShapes { values: vec![(n, vec![1, 7, 64]), (m, vec![]), (n, vec![u64::MAX])] };
     let mut body = vec![
@@ -185,7 +187,7 @@ fn ill_formed_references_round_trip() {
     // Undeclared ids print bare and read back, so a bug report can show a broken kernel.
     let mut k = Kernel::new("broken");
     k.grid = vec![];
-    k.sibling = Some(Sibling { of: "nothing".into(), rows: baro_dsl::ir::ParamId(9), row_strides: vec![] });
+    k.sibling = Some(Sibling::strided("nothing", baro_dsl::ir::ParamId(9), vec![]));
     k.body = vec![
         Stmt::Assign { var: baro_dsl::ir::Var(7), value: Expr::Param(baro_dsl::ir::ParamId(4)) },
         Stmt::Store { buf: Buf::Shared(baro_dsl::ir::SharedId(3)), index: Expr::GroupId(200), value: Expr::index(0) },

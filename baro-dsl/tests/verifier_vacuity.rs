@@ -47,7 +47,7 @@ fn blocked_dot(rows: bool, schedule: Schedule, k_values: Option<Vec<u64>>) -> Ke
     ];
     k.grid = vec![Expr::Param(n)];
     if let Some(rp) = rp {
-        k.sibling = Some(Sibling { of: "dot".to_string(), rows: rp, row_strides: vec![(x, Expr::Param(kk)), (y, Expr::Param(n))] });
+        k.sibling = Some(Sibling::strided("dot", rp, vec![(x, Expr::Param(kk)), (y, Expr::Param(n))]));
     }
     if let Some(v) = k_values {
         k.verify_shapes.values.push((kk, v));

@@ -155,6 +155,9 @@ fn a_staged_cli_run_reports_the_plan_and_the_hit_rate() {
     assert!(stdout.contains("memory: staged: "), "{stdout}");
     assert!(stdout.contains("3 expert slots per layer, 8 asked, the budget holds 3"), "{stdout}");
     let line = stdout.lines().find(|l| l.starts_with("expert cache: ")).unwrap_or_else(|| panic!("no cache line in:\n{stdout}"));
-    // 3 prompt tokens + 6 generated ones, each fed; 4 layers; top-2.
-    assert!(line.starts_with("expert cache: 3 slots per layer, 72 lookups, "), "{line}");
+    // The 3 prompt tokens go through batched prefill (whole layers staged, no cache lookups);
+    // the 6 generated tokens are decoded: 4 layers, top-2.
+    assert!(line.starts_with("expert cache: 3 slots per layer, 48 lookups, "), "{line}");
+    let staged = stdout.lines().find(|l| l.starts_with("layer staging: ")).unwrap_or_else(|| panic!("no layer staging line in:\n{stdout}"));
+    assert!(staged.contains("4 layers staged for prefill"), "{staged}");
 }

@@ -92,3 +92,44 @@ fn tiny_q8_0_gguf_staged_logits_and_tokens_equal_resident_bytes() {
     let source = ModelSource::Gguf(GgufFile::from_vec(bytes).unwrap());
     staged_equals_resident(&source, "tiny q8_0", &[3]);
 }
+
+/// Batched prefill in staged mode streams every layer through the two staging sets: its logits
+/// at every prompt position equal the resident batched prefill's and the staged replay's, and
+/// the decode steps after it (through the slot cache) equal the resident ones.
+fn staged_prefill_equals_resident(source: &ModelSource, what: &str) {
+    use baro_engine::engine::{Logits, PrefillMode};
+    let mut resident = engine(source, None, 64);
+    let needs = resident.memory_plan().needs.clone();
+    let mut staged = engine(source, Some(needs.staged(2)), 64);
+    assert!(matches!(staged.memory_plan().mode, MemoryMode::Staged { slots: 2, .. }));
+    for (n, (prompt, greedy)) in sequences("tiny").iter().enumerate() {
+        // Longer prompts (prompt ++ greedy) so that chunks of 5 cross chunk boundaries.
+        let tokens: Vec<u32> = prompt.iter().chain(greedy).copied().collect();
+        let run = |e: &mut Engine, mode: PrefillMode| {
+            e.reset().unwrap();
+            let mut bits: Vec<u32> = e.prefill(&tokens, mode, Logits::All).unwrap().logits.iter().map(|v| v.to_bits()).collect();
+            for &t in &greedy[..4.min(greedy.len())] {
+                bits.extend(e.step(t).unwrap().iter().map(|v| v.to_bits()));
+            }
+            bits
+        };
+        let want = run(&mut resident, PrefillMode::Batched { chunk: 5 });
+        let got = run(&mut staged, PrefillMode::Batched { chunk: 5 });
+        let replay = run(&mut staged, PrefillMode::Replay);
+        let differ = want.iter().zip(&got).filter(|(a, b)| a != b).count();
+        assert_eq!((want.len(), differ), (got.len(), 0), "{what} prompt {n}: staged batched prefill vs resident: {differ} logits differ in bits");
+        assert_eq!(replay, want, "{what} prompt {n}: staged replay vs resident batched");
+    }
+}
+
+#[test]
+fn tiny_f32_staged_batched_prefill_equals_resident_bytes() {
+    staged_prefill_equals_resident(&ModelSource::Hf(HfCheckpoint::open(&fixture("tiny")).unwrap()), "tiny f32");
+}
+
+#[test]
+fn tiny_q8_0_staged_batched_prefill_equals_resident_bytes() {
+    let ck = HfCheckpoint::open(&fixture("tiny")).unwrap();
+    let bytes = gguf_from(&ck.config, &canonical_f32(&ck), &|shape| pick_type(TensorType::Q8_0, shape));
+    staged_prefill_equals_resident(&ModelSource::Gguf(GgufFile::from_vec(bytes).unwrap()), "tiny q8_0");
+}

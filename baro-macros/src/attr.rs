@@ -1,7 +1,8 @@
 //! Parsing of the `#[kernel(...)]` arguments into their syntax, before any lowering.
 //!
 //! Keys: `grid = [e0, e1?, e2?]` (required), `rows_of = path`, `rows = ident`,
-//! `row_stride(buf = expr, ...)`, `verify(param = [v, ...], ...)`. This module only reads
+//! `row_stride(buf = expr, ...)`, `row_step(scalar = expr, ...)`, `carry(buf, ...)`,
+//! `verify(param = [v, ...], ...)`. This module only reads
 //! tokens; it never decides what a name refers to (the lowering does, with the signature).
 
 use crate::diag::Diag;
@@ -16,14 +17,16 @@ pub struct KernelAttr {
     pub rows_of: Option<Path>,
     pub rows: Option<Ident>,
     pub row_strides: Vec<(Ident, Expr)>,
+    pub row_steps: Vec<(Ident, Expr)>,
+    pub carried: Vec<Ident>,
     pub verify: Vec<(Ident, Vec<LitInt>)>,
 }
 
-const KEYS: &str = "grid, rows_of, rows, row_stride or verify";
+const KEYS: &str = "grid, rows_of, rows, row_stride, row_step, carry or verify";
 
 /// Parses the attribute arguments, recording every problem in `diag`.
 pub fn parse(tokens: TokenStream, diag: &mut Diag) -> KernelAttr {
-    let mut attr = KernelAttr { grid: None, rows_of: None, rows: None, row_strides: Vec::new(), verify: Vec::new() };
+    let mut attr = KernelAttr { grid: None, rows_of: None, rows: None, row_strides: Vec::new(), row_steps: Vec::new(), carried: Vec::new(), verify: Vec::new() };
     let parser = |input: ParseStream| -> syn::Result<()> {
         let mut seen: Vec<String> = Vec::new();
         while !input.is_empty() {
@@ -62,6 +65,22 @@ pub fn parse(tokens: TokenStream, diag: &mut Diag) -> KernelAttr {
                         Ok((buf, s.parse()?))
                     })?;
                     attr.row_strides.extend(items);
+                }
+                "row_step" => {
+                    let content;
+                    parenthesized!(content in input);
+                    let items = Punctuated::<(Ident, Expr), Token![,]>::parse_terminated_with(&content, |s| {
+                        let scalar: Ident = s.parse()?;
+                        s.parse::<Token![=]>()?;
+                        Ok((scalar, s.parse()?))
+                    })?;
+                    attr.row_steps.extend(items);
+                }
+                "carry" => {
+                    let content;
+                    parenthesized!(content in input);
+                    let items = Punctuated::<Ident, Token![,]>::parse_terminated(&content)?;
+                    attr.carried.extend(items);
                 }
                 "verify" => {
                     let content;
@@ -108,6 +127,12 @@ pub fn parse(tokens: TokenStream, diag: &mut Diag) -> KernelAttr {
     if attr.rows_of.is_none() {
         if let Some((buf, _)) = attr.row_strides.first() {
             diag.spanned(buf, "`row_stride` without `rows_of`: expected `rows_of = <m=1 kernel>` as well");
+        }
+        if let Some((scalar, _)) = attr.row_steps.first() {
+            diag.spanned(scalar, "`row_step` without `rows_of`: expected `rows_of = <m=1 kernel>` as well");
+        }
+        if let Some(buf) = attr.carried.first() {
+            diag.spanned(buf, "`carry` without `rows_of`: expected `rows_of = <m=1 kernel>` as well");
         }
     }
     attr

@@ -104,7 +104,19 @@ fn sibling(s: &Sibling) -> TokenStream {
         let e = expr(e);
         quote!((#p, #e))
     });
-    quote!(::baro_dsl::ir::Sibling { of: ::std::string::String::from(#of), rows: #rows, row_strides: ::std::vec![#(#strides),*] })
+    let steps = s.row_steps.iter().map(|(p, e)| {
+        let p = param_id(*p);
+        let e = expr(e);
+        quote!((#p, #e))
+    });
+    let carried = s.carried.iter().map(|p| param_id(*p));
+    quote!(::baro_dsl::ir::Sibling {
+        of: ::std::string::String::from(#of),
+        rows: #rows,
+        row_strides: ::std::vec![#(#strides),*],
+        row_steps: ::std::vec![#(#steps),*],
+        carried: ::std::vec![#(#carried),*],
+    })
 }
 
 fn verify_shapes(v: &VerifyShapes) -> TokenStream {

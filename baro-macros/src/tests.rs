@@ -115,7 +115,7 @@ fn matvec_rows_equals_hand_built_ir() {
     let r = k.add_var("r", T::INDEX, false);
     let i = k.add_var("i", T::INDEX, false);
     k.grid = vec![p(4)];
-    k.sibling = Some(Sibling { of: "matvec".into(), rows, row_strides: vec![(ParamId(0), p(3)), (ParamId(2), p(4))] });
+    k.sibling = Some(Sibling::strided("matvec", rows, vec![(ParamId(0), p(3)), (ParamId(2), p(4))]));
     k.verify_shapes.values = vec![(ParamId(3), vec![1, 31, 70])];
     let x_index = Expr::bin(BinOp::Add, Expr::bin(BinOp::Mul, Expr::Var(r), p(3)), Expr::Var(i));
     let y_index = Expr::bin(BinOp::Add, Expr::bin(BinOp::Mul, Expr::Var(r), p(4)), v(0));

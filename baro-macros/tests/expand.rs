@@ -70,7 +70,7 @@ fn generated_matvec_equals_hand_built_ir() {
 fn generated_rows_kernel_declares_its_sibling() {
     let k = matvec_rows();
     assert_eq!(k.params.len(), 6);
-    assert_eq!(k.sibling, Some(Sibling { of: "matvec".into(), rows: ParamId(5), row_strides: vec![(ParamId(0), Expr::Param(ParamId(3))), (ParamId(2), Expr::Param(ParamId(4)))] }));
+    assert_eq!(k.sibling, Some(Sibling::strided("matvec", ParamId(5), vec![(ParamId(0), Expr::Param(ParamId(3))), (ParamId(2), Expr::Param(ParamId(4)))])));
     assert_eq!(k.verify_shapes.values, vec![(ParamId(3), vec![1, 31, 70])]);
     let Stmt::For { var, body, .. } = &k.body[1] else { panic!("expected the row loop, found {:?}", k.body[1]) };
     assert_eq!(*var, Var(1));

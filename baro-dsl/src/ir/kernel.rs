@@ -74,12 +74,28 @@ pub struct VarDecl {
 /// compute exactly what the m=1 kernel computes when run on row `r`'s slice of every
 /// row-major buffer. Parameters are matched by name; buffers listed in `row_strides` hold
 /// one row every `stride` elements, the others are shared by all rows (weights).
+///
+/// Two additions make sequential kernels siblings too (a scan over tokens, a KV append):
+/// - `row_steps`: integer scalars that advance per row; the m=1 kernel runs row `r` with
+///   `param + r · step` (a position, a context length);
+/// - `carried`: buffers whose contents flow from row to row (recurrent state); the m=1 kernel
+///   runs row `r` on what row `r − 1` left in them, and their final contents after the last
+///   row are compared instead of per-row slices.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Sibling {
     pub of: String,
     /// The scalar parameter holding the row count.
     pub rows: ParamId,
     pub row_strides: Vec<(ParamId, Expr)>,
+    pub row_steps: Vec<(ParamId, Expr)>,
+    pub carried: Vec<ParamId>,
+}
+
+impl Sibling {
+    /// A sibling with row strides only (no stepped scalars, no carried state).
+    pub fn strided(of: impl Into<String>, rows: ParamId, row_strides: Vec<(ParamId, Expr)>) -> Sibling {
+        Sibling { of: of.into(), rows, row_strides, row_steps: Vec::new(), carried: Vec::new() }
+    }
 }
 
 /// Values the verifier gives to integer scalar parameters when it executes a kernel

@@ -16,7 +16,8 @@
 //!    k ∈ {32, 1023, 1056, 2271}, nb ∈ {1, 31, 33, 70}). A parameter reaching lengths
 //!    through several divisors gets the union; an axis keeps at most `MAX_AXIS_VALUES`,
 //!    evenly spaced, smallest and largest included;
-//! 4. any other size-like parameter: {1, 3}.
+//! 4. any other size-like parameter: {1, 3};
+//! 5. a `bool` parameter: both values (a flag chooses a layout, so it is part of the shape).
 //!
 //! The cartesian product is capped at `MAX_SHAPES`, keeping an evenly spaced subset that
 //! includes the first and last combination. This module only chooses values; it runs nothing.
@@ -25,7 +26,7 @@
 
 use super::lengths::{feeds, merge, Definitions, Feeds};
 use super::ordinals::{reduces, stmt_blocks};
-use crate::ir::{Expr, Kernel, ParamId, ParamKind, Reduce, Stmt};
+use crate::ir::{Expr, Kernel, ParamId, ParamKind, Reduce, ScalarType, Stmt};
 use crate::schedule::Schedule;
 use std::collections::BTreeSet;
 
@@ -144,6 +145,11 @@ pub fn default_shapes(k: &Kernel) -> Vec<Vec<(ParamId, u64)>> {
     for (i, p) in k.params.iter().enumerate() {
         let id = ParamId(i as u32);
         let ParamKind::Scalar(t) = p.kind else { continue };
+        if t == ScalarType::Bool {
+            // A flag is part of the shape (it chooses an index layout): both values run.
+            axes.push((id, vec![0, 1]));
+            continue;
+        }
         if !t.is_int() {
             continue;
         }

@@ -12,15 +12,15 @@
 //! comparison. Nothing here changes a kernel.
 
 use super::coverage::Coverage;
-use super::dag::{Dag, NodeId};
+use super::dag::{Dag, Name, NodeId};
 use super::ordinals::reduces;
 use super::report::{ErrorKind, Location, Mismatch, SiblingError, SiblingProof, VerifyError};
 use super::shapes::default_shapes;
-use super::symbolic::{eval_uniform, execute, Run, RunConfig};
+use super::symbolic::{eval_uniform, execute, Run, RunConfig, Value, Written};
 use super::wellformed;
 use crate::ir::{Kernel, ParamId, ParamKind, Reduce};
 use crate::schedule::Schedule;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Checks that `rows` is an order-preserving sibling of `m1`: declaration, schedules, then
 /// arithmetic on every default shape.
@@ -169,6 +169,21 @@ fn reduce_at(dag: &Dag, run: &Run, root: NodeId, other: NodeId) -> Option<u32> {
     found
 }
 
+/// The counterexample for output `buf[index]` (row `row`): `want` is the m=1 kernel's node,
+/// `got` what the rows kernel stored there, if anything.
+#[allow(clippy::too_many_arguments)]
+fn mismatch(dag: &Dag, rows_run: &Run, shape: Vec<(String, u64)>, buf: String, row: u64, index: u64, m1_index: u64, want: NodeId, got: Option<&Written>) -> SiblingError {
+    let (rows_expr, first_difference, location) = match got {
+        Some(g) => (
+            dag.show(g.node, 16),
+            dag.describe_difference(want, g.node, "m=1", "rows"),
+            Location { stmt_path: Vec::new(), reduce: reduce_at(dag, rows_run, g.node, want), store: Some(g.store) },
+        ),
+        None => ("(not written)".to_string(), format!("the rows kernel never writes {buf}[{index}]"), Location::default()),
+    };
+    SiblingError::Arithmetic(Box::new(Mismatch { shape, buffer: buf, row, index, m1_index, m1_expr: dag.show(want, 16), rows_expr, first_difference, location }))
+}
+
 fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> {
     let Some(sib) = &rows.sibling else {
         return Err(invalid(rows, "no sibling declared".to_string()));
@@ -179,7 +194,7 @@ fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> 
     for shape in &shapes {
         let shape_named: Vec<(String, u64)> = shape.iter().map(|(p, v)| (rows.param(*p).name.clone(), *v)).collect();
         let n_rows = shape.iter().find(|(p, _)| *p == sib.rows).map_or(1, |(_, v)| *v);
-        let m1_scalars: Vec<(ParamId, u64)> =
+        let m1_base: Vec<(ParamId, u64)> =
             shape.iter().filter_map(|(p, v)| m1.param_by_name(&rows.param(*p).name).map(|q| (q, *v))).collect();
         let mut strides: Vec<(ParamId, u64)> = Vec::new();
         for (p, e) in &sib.row_strides {
@@ -188,46 +203,53 @@ fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> 
                 strides.push((q, s));
             }
         }
+        let mut steps: Vec<(ParamId, u64)> = Vec::new();
+        for (p, e) in &sib.row_steps {
+            let s = eval_uniform(rows, shape, e).map_err(as_invalid)?;
+            if let Some(q) = m1.param_by_name(&rows.param(*p).name) {
+                steps.push((q, s));
+            }
+        }
         let mut dag = Dag::new();
-        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: false };
+        let carried: HashSet<Name> = sib.carried.iter().map(|p| dag.name(&rows.param(*p).name)).collect();
+        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: false, memory: None };
         let rows_run = execute(rows, &mut dag, &cfg).map_err(as_invalid)?;
         let mut covered = HashSet::new();
+        // The state the next row starts from, and where each carried element was last written.
+        let mut state: HashMap<(Name, u64), Value> = HashMap::new();
+        let mut carried_final: BTreeMap<(Name, u64), (u64, NodeId)> = BTreeMap::new();
         for r in 0..n_rows {
             let offsets: Vec<(ParamId, u64)> = strides.iter().map(|(q, s)| (*q, r.wrapping_mul(*s))).collect();
-            let cfg = RunConfig { scalars: &m1_scalars, offsets: &offsets, check_implements: false };
+            let m1_scalars: Vec<(ParamId, u64)> = m1_base
+                .iter()
+                .map(|&(q, v)| (q, steps.iter().find(|(p, _)| *p == q).map_or(v, |(_, s)| v.wrapping_add(r.wrapping_mul(*s)))))
+                .collect();
+            let memory = (!carried.is_empty()).then_some(&state);
+            let cfg = RunConfig { scalars: &m1_scalars, offsets: &offsets, check_implements: false, memory };
             let m1_run = execute(m1, &mut dag, &cfg).map_err(as_invalid)?;
             for (key, want) in &m1_run.outputs {
                 covered.insert(*key);
+                if carried.contains(&key.0) {
+                    carried_final.insert(*key, (r, want.node));
+                    continue;
+                }
                 let buf = dag.name_str(key.0).to_string();
                 let off = m1.param_by_name(&buf).and_then(|q| offsets.iter().find(|(p, _)| *p == q)).map_or(0, |(_, o)| *o);
                 let got = rows_run.outputs.get(key);
                 if got.is_some_and(|g| g.node == want.node) {
                     continue;
                 }
-                let (rows_expr, first_difference, location) = match got {
-                    Some(g) => (
-                        dag.show(g.node, 16),
-                        dag.describe_difference(want.node, g.node, "m=1", "rows"),
-                        Location { stmt_path: Vec::new(), reduce: reduce_at(&dag, &rows_run, g.node, want.node), store: Some(g.store) },
-                    ),
-                    None => (
-                        "(not written)".to_string(),
-                        format!("the rows kernel never writes {buf}[{}]", key.1),
-                        Location::default(),
-                    ),
-                };
-                return Err(SiblingError::Arithmetic(Box::new(Mismatch {
-                    shape: shape_named,
-                    buffer: buf,
-                    row: r,
-                    index: key.1,
-                    m1_index: key.1.wrapping_sub(off),
-                    m1_expr: dag.show(want.node, 16),
-                    rows_expr,
-                    first_difference,
-                    location,
-                })));
+                return Err(mismatch(&dag, &rows_run, shape_named, buf, r, key.1, key.1.wrapping_sub(off), want.node, got));
             }
+            state = m1_run.memory.into_iter().filter(|(k, _)| carried.contains(&k.0)).collect();
+        }
+        for (key, (r, want)) in &carried_final {
+            let got = rows_run.outputs.get(key);
+            if got.is_some_and(|g| g.node == *want) {
+                continue;
+            }
+            let buf = dag.name_str(key.0).to_string();
+            return Err(mismatch(&dag, &rows_run, shape_named, buf, *r, key.1, key.1, *want, got));
         }
         if let Some((key, got)) = rows_run.outputs.iter().find(|(k, _)| !covered.contains(*k)) {
             let buf = dag.name_str(key.0).to_string();

@@ -49,6 +49,8 @@ pub struct Run {
     pub reduce_of: HashMap<NodeId, u32>,
     /// By reduction ordinal: the largest length it ran with (`None`: it never ran).
     pub longest: Vec<Option<u64>>,
+    /// Every buffer element's value at the end (what was stored, and `RunConfig::memory`).
+    pub memory: HashMap<(Name, u64), Value>,
 }
 
 /// How to run a kernel.
@@ -59,6 +61,9 @@ pub struct RunConfig<'a> {
     pub offsets: &'a [(ParamId, u64)],
     /// Check every `Lanes` region's `implements` claim against its schedule's tree.
     pub check_implements: bool,
+    /// Buffer contents to start from instead of input leaves (state carried from the
+    /// previous row of a sequential sibling); `None`: every element starts as a leaf.
+    pub memory: Option<&'a HashMap<(Name, u64), Value>>,
 }
 
 /// Statements executed before the executor gives up (a guard against runaway loops).
@@ -67,7 +72,7 @@ const STEP_BUDGET: u64 = 50_000_000;
 /// Evaluates a uniform integer expression over scalar parameters (a row stride) for `scalars`.
 pub fn eval_uniform(k: &Kernel, scalars: &[(ParamId, u64)], e: &Expr) -> Result<u64, VerifyError> {
     let mut dag = Dag::new();
-    let mut ex = Exec::new(k, &mut dag, &RunConfig { scalars, offsets: &[], check_implements: false });
+    let mut ex = Exec::new(k, &mut dag, &RunConfig { scalars, offsets: &[], check_implements: false, memory: None });
     ex.concrete(e, "row stride")
 }
 
@@ -88,7 +93,7 @@ pub fn execute(k: &Kernel, dag: &mut Dag, cfg: &RunConfig) -> Result<Run, Verify
             }
         }
     }
-    Ok(Run { outputs: ex.outputs, regions_checked: ex.regions_checked, reduce_of: ex.reduce_of, longest: ex.longest })
+    Ok(Run { outputs: ex.outputs, regions_checked: ex.regions_checked, reduce_of: ex.reduce_of, longest: ex.longest, memory: ex.mem })
 }
 
 impl<'k, 'd> Exec<'k, 'd> {
@@ -126,7 +131,7 @@ fn new(k: &'k Kernel, dag: &'d mut Dag, cfg: &RunConfig) -> Exec<'k, 'd> {
         local: vec![false; k.vars.len()],
         cur: None,
         group: [0; 3],
-        mem: HashMap::new(),
+        mem: cfg.memory.cloned().unwrap_or_default(),
         shared: HashMap::new(),
         versions: HashMap::new(),
         outputs: BTreeMap::new(),

@@ -130,6 +130,24 @@ impl Wf<'_> {
                 }
                 self.typed_expr(stride, Some(ScalarType::INDEX), "row stride");
             }
+            for (p, step) in &sib.row_steps {
+                match k.params.get(p.index()).map(|x| &x.kind) {
+                    Some(ParamKind::Scalar(t)) if t.is_int() => {}
+                    Some(_) => self.malformed(format!("row step given for `{}`, which is not an integer scalar", k.params[p.index()].name)),
+                    None => self.malformed(format!("row step given for parameter {p}, which does not exist")),
+                }
+                self.typed_expr(step, Some(ScalarType::INDEX), "row step");
+            }
+            for p in &sib.carried {
+                match k.params.get(p.index()).map(|x| &x.kind) {
+                    Some(ParamKind::Buffer { .. }) if sib.row_strides.iter().any(|(q, _)| q == p) => {
+                        self.malformed(format!("`{}` is both carried and row-strided: expected one state for every row", k.params[p.index()].name))
+                    }
+                    Some(ParamKind::Buffer { .. }) => {}
+                    Some(_) => self.malformed(format!("carried `{}` is not a buffer", k.params[p.index()].name)),
+                    None => self.malformed(format!("carried parameter {p} does not exist")),
+                }
+            }
         }
         for (p, _) in &k.verify_shapes.values {
             match k.params.get(p.index()).map(|x| &x.kind) {

@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use baro_engine::engine::{Engine, EngineError};
+use baro_engine::engine::{Engine, EngineError, Logits, PrefillMode, Prefilled};
 use baro_engine::sampling::{Sampler, Step, StopChecker, StopReason};
 use baro_engine::tokenizer::{Specials, TokenId, Tokenizer};
 
@@ -24,6 +24,8 @@ pub enum Ended {
 pub struct Report {
     pub prompt_tokens: usize,
     pub prompt_time: Duration,
+    /// Which prefill path ran and how many rows went through it.
+    pub prefill: Prefilled,
     pub generated: usize,
     /// From the first sample to the last token fed back.
     pub gen_time: Duration,
@@ -36,6 +38,7 @@ pub struct Settings<'a> {
     pub stops: &'a [String],
     /// `None`: no tokenizer; tokens are written as ids.
     pub tokenizer: Option<&'a Tokenizer>,
+    pub prefill: PrefillMode,
 }
 
 fn io(e: std::io::Error) -> String {
@@ -44,16 +47,14 @@ fn io(e: std::io::Error) -> String {
 
 /// Runs one generation from `prompt` (not empty), writing the new text to `out`.
 pub fn run(engine: &mut Engine, prompt: &[TokenId], sampler: &mut Sampler, settings: &Settings<'_>, out: &mut dyn Write) -> Result<Report, String> {
-    let Some((&last, head)) = prompt.split_last() else {
+    if prompt.is_empty() {
         return Err("prompt: expected at least one token, found none".into());
-    };
+    }
     let engine_err = |e: EngineError| format!("generation: {e}");
     engine.reset().map_err(engine_err)?;
     let start = Instant::now();
-    for &t in head {
-        engine.step(t).map_err(engine_err)?;
-    }
-    let mut logits = engine.step(last).map_err(engine_err)?;
+    let mut prefilled = engine.prefill(prompt, settings.prefill, Logits::Last).map_err(engine_err)?;
+    let mut logits = std::mem::take(&mut prefilled.logits);
     let prompt_time = start.elapsed();
 
     let eos = settings.tokenizer.map(|t| t.special_ids().eos.clone()).unwrap_or_default();
@@ -100,5 +101,5 @@ pub fn run(engine: &mut Engine, prompt: &[TokenId], sampler: &mut Sampler, setti
         out.write_all(tail.as_bytes()).map_err(io)?;
     }
     out.flush().map_err(io)?;
-    Ok(Report { prompt_tokens: prompt.len(), prompt_time, generated, gen_time, ended })
+    Ok(Report { prompt_tokens: prompt.len(), prompt_time, prefill: prefilled, generated, gen_time, ended })
 }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use baro_dsl::runtime::DeviceKind;
 use baro_engine::engine::staging::{self, format_bytes};
-use baro_engine::engine::{Engine, EngineOptions};
+use baro_engine::engine::{Engine, EngineOptions, PrefillMode};
 use baro_engine::sampling::{SampleError, Sampler, SamplerConfig, StopReason};
 use baro_engine::tokenizer::{ChatMessage, ChatOptions, Specials, TokenId};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
@@ -66,6 +66,13 @@ pub struct RunArgs {
     /// Positions the KV cache holds (capped by the model's context length)
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub max_context: usize,
+    /// How the prompt is fed: `batched` (chunks through the rows kernels, bit-identical to
+    /// replay) or `replay` (one decode step per token)
+    #[arg(long, value_name = "MODE", default_value = "batched", value_parser = ["batched", "replay"])]
+    pub prefill: String,
+    /// Prompt tokens per batched chunk
+    #[arg(long, value_name = "N", default_value_t = PrefillMode::DEFAULT_CHUNK)]
+    pub chunk: usize,
     /// Device memory to plan against, e.g. 24G (K, M, G, T: powers of 1024); routed experts are staged from pinned host memory when the model does not fit [default: the device's free memory]
     #[arg(long, value_name = "SIZE", value_parser = parse_budget)]
     pub vram_budget: Option<u64>,
@@ -76,6 +83,17 @@ pub struct RunArgs {
 
 fn parse_budget(text: &str) -> Result<u64, String> {
     staging::parse_bytes(text)
+}
+
+impl RunArgs {
+    /// The prefill mode the flags ask for.
+    pub fn prefill_mode(&self) -> Result<PrefillMode, String> {
+        match self.prefill.as_str() {
+            "replay" => Ok(PrefillMode::Replay),
+            _ if self.chunk == 0 => Err("--chunk: expected at least 1 token per chunk, found 0".into()),
+            _ => Ok(PrefillMode::Batched { chunk: self.chunk }),
+        }
+    }
 }
 
 /// The `--help` text of the generation command.
@@ -176,7 +194,11 @@ fn ended(e: &Ended) -> String {
 
 fn print_report(out: &mut dyn Write, r: &Report) -> std::io::Result<()> {
     let (p, g) = (r.prompt_time.as_secs_f64(), r.gen_time.as_secs_f64());
-    writeln!(out, "prompt: {} tokens in {:.3} s, {}", r.prompt_tokens, p, rate(r.prompt_tokens, p))?;
+    let path = match r.prefill.mode {
+        PrefillMode::Batched { chunk } => format!("batched prefill, {} rows through the rows kernels in {} chunks of up to {chunk}", r.prefill.rows_batched, r.prefill.chunks),
+        PrefillMode::Replay => "replay prefill, one decode step per token".to_string(),
+    };
+    writeln!(out, "prompt: {} tokens in {:.3} s, {} ({path})", r.prompt_tokens, p, rate(r.prompt_tokens, p))?;
     writeln!(out, "generation: {} tokens in {:.3} s, {} (stopped: {})", r.generated, g, rate(r.generated, g), ended(&r.ended))
 }
 
@@ -194,11 +216,16 @@ fn print_cache_stats(out: &mut dyn Write, engine: &Engine) -> std::io::Result<()
         s.misses,
         s.evictions,
         format_bytes(slots.copied_bytes())
-    )
+    )?;
+    if let Some(l) = engine.layer_staging() {
+        writeln!(out, "layer staging: {} layers staged for prefill, {} streamed on the copy stream", l.stages(), format_bytes(l.copied_bytes()))?;
+    }
+    Ok(())
 }
 
 pub fn run(args: &RunArgs) -> Result<(), String> {
     let sampler_config = check_flags(args)?;
+    args.prefill_mode()?;
     let device = target::open(args.target)?;
     let (loaded, load_time) = match &args.model {
         None => spin("building the built-in model", load::default),
@@ -244,7 +271,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     .map_err(io)?;
     writeln!(out, "{shown}").map_err(io)?;
     writeln!(out).map_err(io)?;
-    let settings = Settings { max_tokens: args.max_tokens, stops: &args.stop, tokenizer: loaded.tokenizer.as_ref() };
+    let settings = Settings { max_tokens: args.max_tokens, stops: &args.stop, tokenizer: loaded.tokenizer.as_ref(), prefill: args.prefill_mode()? };
     let report = generate::run(&mut engine, &prompt, &mut sampler, &settings, &mut out)?;
     writeln!(out).map_err(io)?;
     writeln!(out).map_err(io)?;

@@ -10,7 +10,8 @@
 
 use baro_dsl::runtime::{Buffer, Device, DeviceArg as A, DeviceError, DeviceKernel};
 
-use crate::engine::staging::{self, BudgetError, CacheStats, DecodeSlots, MemoryPlan, SlotError};
+use crate::engine::prefill::{Logits, PrefillMode, PrefillScratch, RowsKernels};
+use crate::engine::staging::{self, BudgetError, CacheStats, DecodeSlots, LayerStaging, MemoryPlan, SlotError};
 use crate::engine::state::{LayerState, Scratch, State};
 use crate::engine::weights::{AttentionWeights, GdnWeights, Matrix, MixerWeights, ModelSource, MoeWeights, WeightError, Weights};
 use crate::kernels;
@@ -67,8 +68,8 @@ impl Default for EngineOptions {
     }
 }
 
-/// The compiled decode kernels.
-struct Kernels {
+/// The compiled kernels: the decode path's, and batched prefill's rows siblings.
+pub(crate) struct Kernels {
     embed_f32: DeviceKernel,
     embed_bf16: DeviceKernel,
     embed_q8_0: DeviceKernel,
@@ -94,6 +95,7 @@ struct Kernels {
     gdn_conv_step: DeviceKernel,
     gdn_step: DeviceKernel,
     gated_rmsnorm: DeviceKernel,
+    pub(crate) rows: RowsKernels,
 }
 
 impl Kernels {
@@ -131,10 +133,11 @@ impl Kernels {
             gdn_conv_step: take("gdn_conv_step")?,
             gdn_step: take("gdn_step")?,
             gated_rmsnorm: take("gated_rmsnorm")?,
+            rows: RowsKernels::take(&all)?,
         })
     }
 
-    fn matvec_for(&self, ty: TensorType) -> &DeviceKernel {
+    pub(crate) fn matvec_for(&self, ty: TensorType) -> &DeviceKernel {
         match ty {
             TensorType::F32 => &self.matvec_f32,
             TensorType::F16 => &self.matvec_f16,
@@ -149,13 +152,17 @@ impl Kernels {
 
 /// A model on a device with one sequence's state.
 pub struct Engine {
-    device: Device,
-    kernels: Kernels,
-    weights: Weights,
-    state: State,
-    memory: MemoryPlan,
+    pub(crate) device: Device,
+    pub(crate) kernels: Kernels,
+    pub(crate) weights: Weights,
+    pub(crate) state: State,
+    /// Batched prefill's chunk buffers, allocated at the first batched prefill.
+    pub(crate) prefill_scratch: Option<PrefillScratch>,
+    pub(crate) memory: MemoryPlan,
     /// Staged mode's decode expert cache; `None` when the experts are resident.
-    slots: Option<DecodeSlots>,
+    pub(crate) slots: Option<DecodeSlots>,
+    /// Staged mode's whole-layer sets for batched prefill, allocated at the first one.
+    pub(crate) layer_staging: Option<LayerStaging>,
 }
 
 /// The device and kernels a launch needs (borrowed apart from the state it writes).
@@ -211,7 +218,7 @@ impl Engine {
         let mut weights = Weights::load_dense(&device, source, &cfg)?;
         let fixed = device.allocated_bytes() - before;
         let (memory, slots) = staging::place_experts(&device, source, &cfg, &mut weights, budget, fixed, options.expert_slots)?;
-        Ok(Engine { device, kernels, weights, state, memory, slots })
+        Ok(Engine { device, kernels, weights, state, prefill_scratch: None, memory, slots, layer_staging: None })
     }
 
     /// Where the weights live and why.
@@ -223,6 +230,11 @@ impl Engine {
     /// resident.
     pub fn decode_slots(&self) -> Option<&DecodeSlots> {
         self.slots.as_ref()
+    }
+
+    /// Staged mode's prefill staging sets, once a batched prefill has used them.
+    pub fn layer_staging(&self) -> Option<&LayerStaging> {
+        self.layer_staging.as_ref()
     }
 
     /// The decode expert cache's counters summed over layers; `None` when resident.
@@ -299,17 +311,16 @@ impl Engine {
         Ok(logits)
     }
 
-    /// Resets, feeds `prompt`, then picks `n` tokens greedily (argmax, lowest id on ties),
-    /// feeding each but the last back. Returns the picked tokens.
+    /// Resets, feeds `prompt` token by token, then picks `n` tokens greedily (argmax, lowest
+    /// id on ties), feeding each but the last back. Returns the picked tokens.
     pub fn generate(&mut self, prompt: &[TokenId], n: usize) -> Result<Vec<TokenId>, EngineError> {
+        self.generate_with(prompt, n, PrefillMode::Replay)
+    }
+
+    /// `generate` with the prompt fed by `mode`.
+    pub fn generate_with(&mut self, prompt: &[TokenId], n: usize, mode: PrefillMode) -> Result<Vec<TokenId>, EngineError> {
         self.reset()?;
-        let Some((&last, head)) = prompt.split_last() else {
-            return Err(EngineError::Unsupported { what: "prompt", expected: "at least one token".into(), found: "none".into() });
-        };
-        for &t in head {
-            self.step(t)?;
-        }
-        let mut logits = self.step(last)?;
+        let mut logits = self.prefill(prompt, mode, Logits::Last)?.logits;
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
             let t = sampling::greedy(&logits)?;

@@ -22,6 +22,16 @@ pub fn kv_append(k_new: &[f32], v_new: &[f32], k_cache: &mut [f32], v_cache: &mu
     }
 }
 
+/// `kv_append` over rows: row r's k and v (k_new[r · kv_dim ..]) go to position pos + r.
+#[kernel(grid = [rows], rows_of = kv_append, rows = rows, row_stride(k_new = kv_dim, v_new = kv_dim), row_step(pos = 1))]
+pub fn kv_append_rows(k_new: &[f32], v_new: &[f32], k_cache: &mut [f32], v_cache: &mut [f32], pos: usize, kv_dim: usize, rows: usize) {
+    let r = group_id(0);
+    for i in par(0..kv_dim) {
+        k_cache[(pos + r) * kv_dim + i] = k_new[r * kv_dim + i];
+        v_cache[(pos + r) * kv_dim + i] = v_new[r * kv_dim + i];
+    }
+}
+
 /// q: (n_heads, head_dim), already normed and rotated; caches: (position, n_kv_heads,
 /// head_dim) holding positions 0..n_ctx; gate of head h: `gate[h · gate_stride + gate_off ..]`
 /// (the `q_proj` output as is: stride 2·head_dim, offset head_dim); scratch: (n_heads,
@@ -46,6 +56,37 @@ pub fn attention_decode(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[f32
     }
     for d in par(0..head_dim) {
         y[h * head_dim + d] = sum!(t in 0..n_ctx, order = seq, scratch[sb + t] * v_cache[t * row + kv + d]) * sigmoid(gate[h * gate_stride + gate_off + d]);
+    }
+}
+
+/// `attention_decode` over rows, causal: row r attends to the first n_ctx + r positions
+/// (n_ctx is row 0's context), in the decode kernel's order; q, gate, scratch and y hold one
+/// row each per n_heads heads. One workgroup per (head, row).
+#[kernel(grid = [n_heads, rows], rows_of = attention_decode, rows = rows,
+         row_stride(q = n_heads * head_dim, gate = n_heads * gate_stride, scratch = n_heads * ctx_stride, y = n_heads * head_dim),
+         row_step(n_ctx = 1),
+         verify(head_dim = [1, 33], n_heads = [2], n_kv_heads = [1, 2], n_ctx = [1, 31], ctx_stride = [40], gate_stride = [70], gate_off = [35], rows = [1, 3]))]
+pub fn attention_rows(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[f32], scratch: &mut [f32], y: &mut [f32], head_dim: usize, n_heads: usize, n_kv_heads: usize, n_ctx: usize, ctx_stride: usize, gate_stride: usize, gate_off: usize, scale: f32, rows: usize) {
+    let h = group_id(0);
+    let r = group_id(1);
+    let n = n_ctx + r;
+    let kv = (h / (n_heads / n_kv_heads)) * head_dim;
+    let row = n_kv_heads * head_dim;
+    let qb = (r * n_heads + h) * head_dim;
+    let sb = (r * n_heads + h) * ctx_stride;
+    for t in par(0..n) {
+        scratch[sb + t] = sum!(d in 0..head_dim, order = seq, q[qb + d] * k_cache[t * row + kv + d]) * scale;
+    }
+    let m = max!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t]);
+    for t in par(0..n) {
+        scratch[sb + t] = exp(scratch[sb + t] - m);
+    }
+    let s = sum!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t]);
+    for t in par(0..n) {
+        scratch[sb + t] = scratch[sb + t] / s;
+    }
+    for d in par(0..head_dim) {
+        y[qb + d] = sum!(t in 0..n, order = seq, scratch[sb + t] * v_cache[t * row + kv + d]) * sigmoid(gate[r * n_heads * gate_stride + h * gate_stride + gate_off + d]);
     }
 }
 

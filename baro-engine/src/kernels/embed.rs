@@ -24,12 +24,32 @@ pub fn embed_f32(ids: &[u32], table: &[f32], y: &mut [f32], pos: usize, dim: usi
     }
 }
 
+/// `embed_f32` over rows: row r embeds ids[pos + r] into y[r·dim ..].
+#[kernel(grid = [rows], rows_of = embed_f32, rows = rows, row_stride(y = dim), row_step(pos = 1))]
+pub fn embed_f32_rows(ids: &[u32], table: &[f32], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
+    let r = group_id(0);
+    let row = (ids[pos + r] as usize) * dim;
+    for i in par(0..dim) {
+        y[r * dim + i] = table[row + i];
+    }
+}
+
 /// As `embed_f32` from a bf16 table (widening is exact).
 #[kernel(grid = [1])]
 pub fn embed_bf16(ids: &[u32], table: &[bf16], y: &mut [f32], pos: usize, dim: usize) {
     let row = (ids[pos] as usize) * dim;
     for i in par(0..dim) {
         y[i] = table[row + i].to_f32();
+    }
+}
+
+/// `embed_bf16` over rows: row r embeds ids[pos + r] into y[r·dim ..].
+#[kernel(grid = [rows], rows_of = embed_bf16, rows = rows, row_stride(y = dim), row_step(pos = 1))]
+pub fn embed_bf16_rows(ids: &[u32], table: &[bf16], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
+    let r = group_id(0);
+    let row = (ids[pos + r] as usize) * dim;
+    for i in par(0..dim) {
+        y[r * dim + i] = table[row + i].to_f32();
     }
 }
 
@@ -43,6 +63,19 @@ pub fn embed_q8_0(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
         let h = (table[at] as u32) | ((table[at + 1] as u32) << 8);
         let d = f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
         y[i] = d * ((table[at + 2 + i % 32] as i8) as f32);
+    }
+}
+
+/// `embed_q8_0` over rows: row r embeds ids[pos + r] into y[r·dim ..].
+#[kernel(grid = [rows], rows_of = embed_q8_0, rows = rows, row_stride(y = dim), row_step(pos = 1))]
+pub fn embed_q8_0_rows(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
+    let r = group_id(0);
+    let row = (ids[pos + r] as usize) * (dim / 32) * 34;
+    for i in par(0..dim) {
+        let at = row + (i / 32) * 34;
+        let h = (table[at] as u32) | ((table[at + 1] as u32) << 8);
+        let d = f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
+        y[r * dim + i] = d * ((table[at + 2 + i % 32] as i8) as f32);
     }
 }
 
@@ -67,6 +100,26 @@ pub fn embed_q4_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
     }
 }
 
+/// `embed_q4_k` over rows: row r embeds ids[pos + r] into y[r·dim ..].
+#[kernel(grid = [rows], rows_of = embed_q4_k, rows = rows, row_stride(y = dim), row_step(pos = 1))]
+pub fn embed_q4_k_rows(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
+    let r = group_id(0);
+    let row = (ids[pos + r] as usize) * (dim / 256) * 144;
+    for i in par(0..dim) {
+        let at = row + (i / 256) * 144;
+        let e = i % 256;
+        let j = e / 32;
+        let hd = (table[at] as u32) | ((table[at + 1] as u32) << 8);
+        let d = f32::from_bits(((hd & 0x8000) << 16) | (if (hd & 0x7c00) == 0 { (((hd & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((hd & 0x7fff) << 13) + (if (hd & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
+        let hm = (table[at + 2] as u32) | ((table[at + 3] as u32) << 8);
+        let dmin = f32::from_bits(((hm & 0x8000) << 16) | (if (hm & 0x7c00) == 0 { (((hm & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((hm & 0x7fff) << 13) + (if (hm & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
+        let sc = if j < 4 { table[at + 4 + j] & 63 } else { (table[at + 8 + j] & 15) | ((table[at + 4 + (j + 4) % 8] >> 6) << 4) };
+        let m = if j < 4 { table[at + 8 + j] & 63 } else { (table[at + 8 + j] >> 4) | ((table[at + 4 + j] >> 6) << 4) };
+        let q = (table[at + 16 + (e / 64) * 32 + e % 32] >> ((j % 2 * 4) as u8)) & 15;
+        y[r * dim + i] = d * (sc as f32) * (q as f32) - dmin * (m as f32);
+    }
+}
+
 /// As `embed_q4_k` from a Q5_K table (super-blocks `{ f16 d; f16 dmin; u8 scales[12];
 /// u8 qh[32]; u8 qs[128] }` of 176 bytes): the quant gains bit `j` of `qh[e % 32]` as its 5th bit.
 #[kernel(grid = [1])]
@@ -88,6 +141,27 @@ pub fn embed_q5_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
     }
 }
 
+/// `embed_q5_k` over rows: row r embeds ids[pos + r] into y[r·dim ..].
+#[kernel(grid = [rows], rows_of = embed_q5_k, rows = rows, row_stride(y = dim), row_step(pos = 1))]
+pub fn embed_q5_k_rows(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
+    let r = group_id(0);
+    let row = (ids[pos + r] as usize) * (dim / 256) * 176;
+    for i in par(0..dim) {
+        let at = row + (i / 256) * 176;
+        let e = i % 256;
+        let j = e / 32;
+        let hd = (table[at] as u32) | ((table[at + 1] as u32) << 8);
+        let d = f32::from_bits(((hd & 0x8000) << 16) | (if (hd & 0x7c00) == 0 { (((hd & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((hd & 0x7fff) << 13) + (if (hd & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
+        let hm = (table[at + 2] as u32) | ((table[at + 3] as u32) << 8);
+        let dmin = f32::from_bits(((hm & 0x8000) << 16) | (if (hm & 0x7c00) == 0 { (((hm & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((hm & 0x7fff) << 13) + (if (hm & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
+        let sc = if j < 4 { table[at + 4 + j] & 63 } else { (table[at + 8 + j] & 15) | ((table[at + 4 + (j + 4) % 8] >> 6) << 4) };
+        let m = if j < 4 { table[at + 8 + j] & 63 } else { (table[at + 8 + j] >> 4) | ((table[at + 4 + j] >> 6) << 4) };
+        let low = (table[at + 48 + (e / 64) * 32 + e % 32] >> ((j % 2 * 4) as u8)) & 15;
+        let high = ((table[at + 16 + e % 32] >> (j as u8)) & 1) << 4;
+        y[r * dim + i] = d * (sc as f32) * ((low | high) as f32) - dmin * (m as f32);
+    }
+}
+
 /// As `embed_f32` from a Q6_K table (dim a multiple of 256; super-blocks `{ u8 ql[128];
 /// u8 qh[64]; i8 scales[16]; f16 d }` of 210 bytes): `y[i] = d · sc · (q − 32)` for element
 /// e = i % 256 of sub-block e / 16.
@@ -106,6 +180,26 @@ pub fn embed_q6_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
         let high = (table[at + 128 + 32 * half + l] >> ((2 * group) as u8)) & 3;
         let q = ((low | (high << 4)) as i32) - 32;
         y[i] = d * ((table[at + 192 + e / 16] as i8) as f32) * (q as f32);
+    }
+}
+
+/// `embed_q6_k` over rows: row r embeds ids[pos + r] into y[r·dim ..].
+#[kernel(grid = [rows], rows_of = embed_q6_k, rows = rows, row_stride(y = dim), row_step(pos = 1))]
+pub fn embed_q6_k_rows(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
+    let r = group_id(0);
+    let row = (ids[pos + r] as usize) * (dim / 256) * 210;
+    for i in par(0..dim) {
+        let at = row + (i / 256) * 210;
+        let e = i % 256;
+        let half = e / 128;
+        let group = e % 128 / 32;
+        let l = e % 32;
+        let hd = (table[at + 208] as u32) | ((table[at + 209] as u32) << 8);
+        let d = f32::from_bits(((hd & 0x8000) << 16) | (if (hd & 0x7c00) == 0 { (((hd & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((hd & 0x7fff) << 13) + (if (hd & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
+        let low = (table[at + 64 * half + l + 32 * (group % 2)] >> ((group / 2 * 4) as u8)) & 15;
+        let high = (table[at + 128 + 32 * half + l] >> ((2 * group) as u8)) & 3;
+        let q = ((low | (high << 4)) as i32) - 32;
+        y[r * dim + i] = d * ((table[at + 192 + e / 16] as i8) as f32) * (q as f32);
     }
 }
 
@@ -134,4 +228,13 @@ pub fn quant_row(ty: TensorType, table: &[u8], tok: usize, dim: usize) -> Vec<f3
 pub fn q8_0_row(table: &[u8], tok: usize, dim: usize) -> Vec<f32> {
     let row_bytes = dim / 32 * Q8_0_BLOCK_BYTES;
     crate::model::dequant::to_f32(crate::model::TensorType::Q8_0, &table[tok * row_bytes..(tok + 1) * row_bytes])
+}
+
+/// y[i] = x[row · dim + i]: one row of a row-major buffer (an exact copy), e.g. the last
+/// prompt row handed to the m = 1 output head.
+#[kernel(grid = [1])]
+pub fn copy_row(x: &[f32], y: &mut [f32], row: usize, dim: usize) {
+    for i in par(0..dim) {
+        y[i] = x[row * dim + i];
+    }
 }

@@ -23,6 +23,23 @@ pub fn gdn_conv_step(x: &[f32], w: &[f32], ring: &mut [f32], y: &mut [f32], chan
     }
 }
 
+/// `gdn_conv_step` over rows: row r is the token at position pos + r, x and y hold one row of
+/// `channels` each, and the ring carries from row to row (each channel scans its rows in
+/// order, as decode would feed them).
+#[kernel(grid = [1], rows_of = gdn_conv_step, rows = rows, row_stride(x = channels, y = channels), row_step(pos = 1), carry(ring),
+         verify(channels = [1, 3], conv_kernel = [2, 4], pos = [0, 1, 6], rows = [1, 2, 5]))]
+pub fn gdn_conv_rows(x: &[f32], w: &[f32], ring: &mut [f32], y: &mut [f32], channels: usize, conv_kernel: usize, pos: usize, rows: usize) {
+    let r = conv_kernel - 1;
+    for c in par(0..channels) {
+        for t_row in 0..rows {
+            let p = pos + t_row;
+            let xb = t_row * channels;
+            y[xb + c] = silu(sum!(t in 0..conv_kernel, order = seq, w[c * conv_kernel + t] * (if t == r { x[xb + c] } else { ring[c * r + (p + t) % r] })));
+            ring[c * r + p % r] = x[xb + c];
+        }
+    }
+}
+
 /// One delta-rule step, one workgroup per value head h, lanes over the value dim j (lane j
 /// owns column j of the head's (dk × dv) state). qkv: the conv output (q: n_k_heads·dk | k:
 /// n_k_heads·dk | v: n_v_heads·dv); state: (n_v_heads, dk, dv); o: (n_v_heads, dv).
@@ -52,12 +69,54 @@ pub fn gdn_step(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: &[f32
     }
 }
 
+/// `gdn_step` over rows: the delta-rule scan, row r reading qkv[r · (2 · n_k_heads · dk +
+/// n_v_heads · dv) ..], b and a [r · n_v_heads ..] and writing o[r · n_v_heads · dv ..], the
+/// state carried from row to row, every row in the decode step's own order.
+#[kernel(grid = [n_v_heads], rows_of = gdn_step, rows = rows,
+         row_stride(qkv = 2 * n_k_heads * dk + n_v_heads * dv, b = n_v_heads, a = n_v_heads, o = n_v_heads * dv), carry(state),
+         verify(dk = [1, 33], dv = [1, 3], n_k_heads = [1, 2], n_v_heads = [2, 4], rows = [1, 3]))]
+pub fn gdn_scan_rows(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: &[f32], state: &mut [f32], o: &mut [f32], dk: usize, dv: usize, n_k_heads: usize, n_v_heads: usize, tiled: bool, q_scale: f32, rows: usize) {
+    let h = group_id(0);
+    let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
+    let sb = h * dk * dv;
+    for r in 0..rows {
+        let rb = r * (2 * n_k_heads * dk + n_v_heads * dv);
+        let qb = rb + kh * dk;
+        let kb = rb + n_k_heads * dk + kh * dk;
+        let vb = rb + 2 * n_k_heads * dk + h * dv;
+        let qn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[qb + i] * qkv[qb + i]) + 1e-6);
+        let kn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
+        let beta = sigmoid(b[r * n_v_heads + h]);
+        let decay = exp(ssm_a[h] * softplus(a[r * n_v_heads + h] + dt_bias[h]));
+        for j in par(0..dv) {
+            let kv = sum!(i in 0..dk, order = seq, (state[sb + i * dv + j] * decay) * (qkv[kb + i] * kn));
+            let delta = (qkv[vb + j] - kv) * beta;
+            for i in 0..dk {
+                state[sb + i * dv + j] = state[sb + i * dv + j] * decay + (qkv[kb + i] * kn) * delta;
+            }
+            o[(r * n_v_heads + h) * dv + j] = sum!(i in 0..dk, order = seq, state[sb + i * dv + j] * ((qkv[qb + i] * qn) * q_scale));
+        }
+    }
+}
+
 /// Per head (grid n_heads): y = (w · (x · rsqrt(Σx²/head_dim + eps))) · silu(z), w plain (not
 /// zero-centred), shared by the heads; the sum `lanes(32).butterfly()`.
 #[kernel(grid = [n_heads])]
 pub fn gated_rmsnorm(x: &[f32], z: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, n_heads: usize, eps: f32) {
     let h = group_id(0);
     let b = h * head_dim;
+    let ss = sum!(i in 0..head_dim, order = lanes(32).butterfly(), x[b + i] * x[b + i]);
+    let r = rsqrt(ss / (head_dim as f32) + eps);
+    for i in par(0..head_dim) {
+        y[b + i] = (w[i] * (x[b + i] * r)) * silu(z[b + i]);
+    }
+}
+
+/// `gated_rmsnorm` over rows of n_heads · head_dim: one workgroup per (head, row).
+#[kernel(grid = [n_heads, rows], rows_of = gated_rmsnorm, rows = rows, row_stride(x = n_heads * head_dim, z = n_heads * head_dim, y = n_heads * head_dim))]
+pub fn gated_rmsnorm_rows(x: &[f32], z: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, n_heads: usize, eps: f32, rows: usize) {
+    let h = group_id(0);
+    let b = (group_id(1) * n_heads + h) * head_dim;
     let ss = sum!(i in 0..head_dim, order = lanes(32).butterfly(), x[b + i] * x[b + i]);
     let r = rsqrt(ss / (head_dim as f32) + eps);
     for i in par(0..head_dim) {

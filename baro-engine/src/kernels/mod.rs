@@ -37,6 +37,13 @@ pub fn f16_bits(h: u32) -> f32 {
 
 /// Every kernel of this module, for precompiling (and for the offline GPU compile test).
 pub fn all() -> Vec<baro::dsl::Kernel> {
+    let mut all = decode();
+    all.extend(rows());
+    all
+}
+
+/// The m = 1 kernels of the decode path.
+pub fn decode() -> Vec<baro::dsl::Kernel> {
     vec![
         embed::embed_f32(),
         embed::embed_bf16(),
@@ -65,4 +72,57 @@ pub fn all() -> Vec<baro::dsl::Kernel> {
         gdn::gdn_step(),
         gdn::gated_rmsnorm(),
     ]
+}
+
+/// The kernels of batched prefill: each `_rows` kernel is declared the rows sibling of its
+/// m = 1 kernel (`rows_of`) and proven so while this crate compiles; the MoE grouping kernels
+/// (`moe_count`, `moe_scatter`, `moe_gather`, `moe_ungather`) and `copy_row` only move
+/// integers and copies.
+pub fn rows() -> Vec<baro::dsl::Kernel> {
+    vec![
+        embed::embed_f32_rows(),
+        embed::embed_bf16_rows(),
+        embed::embed_q8_0_rows(),
+        embed::embed_q4_k_rows(),
+        embed::embed_q5_k_rows(),
+        embed::embed_q6_k_rows(),
+        norm::rmsnorm_rows(),
+        norm::head_rmsnorm_rows(),
+        norm::add_rows(),
+        matvec::matvec_f32_rows(),
+        matvec::matvec_f16_rows(),
+        matvec::matvec_bf16_rows(),
+        quant::matvec_q8_0_rows(),
+        quant::matvec_q4_k_rows(),
+        quant::matvec_q5_k_rows(),
+        quant::matvec_q6_k_rows(),
+        rope::rope_neox_rows(),
+        attention::kv_append_rows(),
+        attention::attention_rows(),
+        moe::router_topk_rows(),
+        moe::swiglu_rows(),
+        moe::moe_combine_rows(),
+        moe::moe_count(),
+        moe::moe_scatter(),
+        moe::moe_gather(),
+        moe::moe_ungather(),
+        embed::copy_row(),
+        gdn::gdn_conv_rows(),
+        gdn::gdn_scan_rows(),
+        gdn::gated_rmsnorm_rows(),
+    ]
+}
+
+/// Every (rows kernel, m = 1 kernel) pair declared with `rows_of`, for the proof count and
+/// the tests that re-run the sibling check at run time.
+pub fn sibling_pairs() -> Vec<(baro::dsl::Kernel, baro::dsl::Kernel)> {
+    let decode = decode();
+    rows()
+        .into_iter()
+        .filter_map(|r| {
+            let of = r.sibling.as_ref()?.of.clone();
+            let m1 = decode.iter().find(|k| k.name == of)?.clone();
+            Some((r, m1))
+        })
+        .collect()
 }

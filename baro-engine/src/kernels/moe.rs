@@ -36,11 +36,50 @@ pub fn router_topk(logits: &[f32], probs: &mut [f32], work: &mut [f32], ids: &mu
     }
 }
 
+/// `router_topk` over rows: row r routes logits[r · n_experts ..] into ids and weights
+/// [r · top_k ..]; one workgroup per row.
+#[kernel(grid = [rows], rows_of = router_topk, rows = rows,
+         row_stride(logits = n_experts, probs = n_experts, work = n_experts, ids = top_k, weights = top_k),
+         verify(n_experts = [1, 33, 70], top_k = [1, 2], rows = [1, 3]))]
+pub fn router_topk_rows(logits: &[f32], probs: &mut [f32], work: &mut [f32], ids: &mut [u32], weights: &mut [f32], n_experts: usize, top_k: usize, rows: usize) {
+    let r = group_id(0);
+    let lb = r * n_experts;
+    let kb = r * top_k;
+    let m = max!(e in 0..n_experts, order = lanes(32).butterfly(), logits[lb + e]);
+    let s = sum!(e in 0..n_experts, order = lanes(32).butterfly(), exp(logits[lb + e] - m));
+    for e in par(0..n_experts) {
+        probs[lb + e] = exp(logits[lb + e] - m) / s;
+        work[lb + e] = exp(logits[lb + e] - m) / s;
+    }
+    for j in 0..top_k {
+        let best = max!(e in 0..n_experts, order = lanes(32).butterfly(), work[lb + e]);
+        let id = min!(e in 0..n_experts, order = lanes(32).butterfly(), if work[lb + e] == best { e } else { n_experts });
+        ids[kb + j] = id as u32;
+        weights[kb + j] = best;
+        for e in par(0..n_experts) {
+            work[lb + e] = if e == id { f32::NEG_INFINITY } else { work[lb + e] };
+        }
+    }
+    let total = sum!(j in 0..top_k, order = seq, weights[kb + j]);
+    for j in par(0..top_k) {
+        weights[kb + j] = weights[kb + j] / total;
+    }
+}
+
 /// h = silu(g) · u, elementwise over n (all k experts' rows at once).
 #[kernel(grid = [1])]
 pub fn swiglu(g: &[f32], u: &[f32], h: &mut [f32], n: usize) {
     for i in par(0..n) {
         h[i] = silu(g[i]) * u[i];
+    }
+}
+
+/// `swiglu` over rows of n: one workgroup per row.
+#[kernel(grid = [rows], rows_of = swiglu, rows = rows, row_stride(g = n, u = n, h = n))]
+pub fn swiglu_rows(g: &[f32], u: &[f32], h: &mut [f32], n: usize, rows: usize) {
+    let r = group_id(0);
+    for i in par(0..n) {
+        h[r * n + i] = silu(g[r * n + i]) * u[r * n + i];
     }
 }
 
@@ -51,6 +90,18 @@ pub fn moe_combine(ye: &[f32], weights: &[f32], shared: &[f32], shared_logit: &[
     let gs = sigmoid(shared_logit[0]);
     for i in par(0..dim) {
         y[i] = sum!(j in 0..top_k, order = seq, weights[j] * ye[j * dim + i]) + gs * shared[i];
+    }
+}
+
+/// `moe_combine` over rows: row r sums its k expert outputs ye[r · top_k · dim ..] (in
+/// (token, k) order, gathered back from expert order) in top-k order, then adds its gated
+/// shared expert; one workgroup per row.
+#[kernel(grid = [rows], rows_of = moe_combine, rows = rows, row_stride(ye = top_k * dim, weights = top_k, shared = dim, shared_logit = 1, y = dim))]
+pub fn moe_combine_rows(ye: &[f32], weights: &[f32], shared: &[f32], shared_logit: &[f32], y: &mut [f32], dim: usize, top_k: usize, rows: usize) {
+    let r = group_id(0);
+    let gs = sigmoid(shared_logit[r]);
+    for i in par(0..dim) {
+        y[r * dim + i] = sum!(j in 0..top_k, order = seq, weights[r * top_k + j] * ye[(r * top_k + j) * dim + i]) + gs * shared[r * dim + i];
     }
 }
 
@@ -79,4 +130,78 @@ pub fn router_reference(logits: &[f32], top_k: usize) -> (Vec<f32>, Vec<u32>, Ve
 pub fn combine_reference(ye: &[f32], weights: &[f32], shared: &[f32], shared_logit: f32, dim: usize) -> Vec<f32> {
     let gs = mathlib::sigmoid(shared_logit);
     (0..dim).map(|i| sum_sequential(weights.len(), |j| weights[j] * ye[j * dim + i]) + gs * shared[i]).collect()
+}
+
+/// Batched prefill's grouping of (token, k) pairs by expert, step 1: `counts[e]` = how many
+/// of the `n_pairs` entries of `ids` (in (token, k) order) are `e`. One workgroup per expert;
+/// integer counting only, so it is exact in any order.
+#[kernel(grid = [n_experts])]
+pub fn moe_count(ids: &[u32], counts: &mut [u32], n_pairs: usize, n_experts: usize) {
+    let e = group_id(0);
+    let mut c: usize = 0;
+    for q in 0..n_pairs {
+        if (ids[q] as usize) == e {
+            c = c + 1;
+        }
+    }
+    counts[e] = c as u32;
+}
+
+/// Step 2, a stable counting sort: expert e's pairs take the slots from the sum of the
+/// counts of experts below e, in (token, k) order. Writes, per slot, the pair it holds
+/// (`pair_of`) and its expert (`sorted_ids`), and per pair its slot (`slot_of`). Pure integer
+/// moves: the expert projections then run over slots (`matvec_*_rows` with
+/// `ids = sorted_ids`), so pairs that share an expert sit next to each other and share its
+/// weight rows, and every pair's dot is still the m=1 kernel's dot.
+#[kernel(grid = [n_experts])]
+pub fn moe_scatter(ids: &[u32], counts: &[u32], pair_of: &mut [u32], slot_of: &mut [u32], sorted_ids: &mut [u32], n_pairs: usize, n_experts: usize) {
+    let e = group_id(0);
+    let mut slot: usize = 0;
+    for f in 0..e {
+        slot = slot + (counts[f] as usize);
+    }
+    for q in 0..n_pairs {
+        if (ids[q] as usize) == e {
+            pair_of[slot] = q as u32;
+            slot_of[q] = slot as u32;
+            sorted_ids[slot] = e as u32;
+            slot = slot + 1;
+        }
+    }
+}
+
+/// y[p · dim ..] = x[(pair_of[p] / top_k) · dim ..]: each slot's copy of its token's row
+/// (a gather, exact). One workgroup per slot.
+#[kernel(grid = [n_pairs])]
+pub fn moe_gather(x: &[f32], pair_of: &[u32], y: &mut [f32], dim: usize, top_k: usize, n_pairs: usize) {
+    let p = group_id(0);
+    let src = (pair_of[p] as usize) / top_k;
+    for i in par(0..dim) {
+        y[p * dim + i] = x[src * dim + i];
+    }
+}
+
+/// y[q · dim ..] = x[slot_of[q] · dim ..]: expert outputs back in (token, k) order (a gather,
+/// exact). One workgroup per pair.
+#[kernel(grid = [n_pairs])]
+pub fn moe_ungather(x: &[f32], slot_of: &[u32], y: &mut [f32], dim: usize, n_pairs: usize) {
+    let q = group_id(0);
+    let src = slot_of[q] as usize;
+    for i in par(0..dim) {
+        y[q * dim + i] = x[src * dim + i];
+    }
+}
+
+/// The stable counting sort of `moe_count` + `moe_scatter` in plain Rust:
+/// (pair_of, slot_of, sorted_ids).
+pub fn sort_reference(ids: &[u32], n_experts: usize) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let mut pair_of: Vec<u32> = (0..ids.len() as u32).collect();
+    pair_of.sort_by_key(|&q| ids[q as usize]);
+    pair_of.retain(|&q| (ids[q as usize] as usize) < n_experts);
+    let mut slot_of = vec![0u32; ids.len()];
+    for (slot, &q) in pair_of.iter().enumerate() {
+        slot_of[q as usize] = slot as u32;
+    }
+    let sorted_ids = pair_of.iter().map(|&q| ids[q as usize]).collect();
+    (pair_of, slot_of, sorted_ids)
 }

@@ -18,6 +18,18 @@ pub fn rmsnorm(x: &[f32], w: &[f32], y: &mut [f32], n: usize, eps: f32) {
     }
 }
 
+/// `rmsnorm` over rows: row r normalises x[r·n ..] into y[r·n ..], one workgroup per row.
+#[kernel(grid = [rows], rows_of = rmsnorm, rows = rows, row_stride(x = n, y = n))]
+pub fn rmsnorm_rows(x: &[f32], w: &[f32], y: &mut [f32], n: usize, eps: f32, rows: usize) {
+    let r = group_id(0);
+    let b = r * n;
+    let ss = sum!(i in 0..n, order = lanes(32).butterfly(), x[b + i] * x[b + i]);
+    let scale = rsqrt(ss / (n as f32) + eps);
+    for i in par(0..n) {
+        y[b + i] = x[b + i] * scale * w[i];
+    }
+}
+
 /// y = x · rsqrt(Σx²/n + eps) · (1 + w) (w as Hugging Face stores it).
 #[kernel(grid = [1])]
 pub fn rmsnorm_zc(x: &[f32], w: &[f32], y: &mut [f32], n: usize, eps: f32) {
@@ -43,11 +55,35 @@ pub fn head_rmsnorm(x: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, in_str
     }
 }
 
+/// `head_rmsnorm` over rows: row r's heads start at x[r · n_heads · in_stride] and
+/// y[r · n_heads · out_stride]; one workgroup per (head, row).
+#[kernel(grid = [n_heads, rows], rows_of = head_rmsnorm, rows = rows, row_stride(x = n_heads * in_stride, y = n_heads * out_stride),
+         verify(head_dim = [1, 31, 33, 70], in_stride = [70, 141], out_stride = [70], n_heads = [1, 2], rows = [1, 3]))]
+pub fn head_rmsnorm_rows(x: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, in_stride: usize, out_stride: usize, n_heads: usize, eps: f32, rows: usize) {
+    let h = group_id(0);
+    let r = group_id(1);
+    let xb = r * n_heads * in_stride + h * in_stride;
+    let ss = sum!(i in 0..head_dim, order = lanes(32).butterfly(), x[xb + i] * x[xb + i]);
+    let scale = rsqrt(ss / (head_dim as f32) + eps);
+    for i in par(0..head_dim) {
+        y[r * n_heads * out_stride + h * out_stride + i] = x[xb + i] * scale * w[i];
+    }
+}
+
 /// y = a + b, elementwise (the residual add).
 #[kernel(grid = [1])]
 pub fn add(a: &[f32], b: &[f32], y: &mut [f32], n: usize) {
     for i in par(0..n) {
         y[i] = a[i] + b[i];
+    }
+}
+
+/// `add` over rows of n: one workgroup per row.
+#[kernel(grid = [rows], rows_of = add, rows = rows, row_stride(a = n, b = n, y = n))]
+pub fn add_rows(a: &[f32], b: &[f32], y: &mut [f32], n: usize, rows: usize) {
+    let r = group_id(0);
+    for i in par(0..n) {
+        y[r * n + i] = a[r * n + i] + b[r * n + i];
     }
 }
 

@@ -34,6 +34,24 @@ pub fn matvec_q8_0(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n:
         f32::from_bits((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * sum!(j in 0..32, order = seq, ((w[(row + b) * 34 + 2 + j] as i8) as f32) * x[xb + b * 32 + j]));
 }
 
+/// `matvec_q8_0` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
+/// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
+/// reused from cache by the others (pairs sorted by expert share their expert's rows).
+#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q8_0, rows = rows, row_stride(x = k, ids = 1, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
+pub fn matvec_q8_0_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+    let o = group_id(0);
+    for t in 0..8 {
+        let s = group_id(1) * 8 + t;
+        if s < rows {
+            let xb = s * k;
+            let nb = k / 32;
+            let row = ((ids[s] as usize) * n + o) * nb;
+            y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
+                f32::from_bits((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * sum!(j in 0..32, order = seq, ((w[(row + b) * 34 + 2 + j] as i8) as f32) * x[xb + b * 32 + j]));
+        }
+    }
+}
+
 /// Q4_K (k a multiple of 256): super-blocks `{ f16 d; f16 dmin; u8 scales[12]; u8 qs[128] }`.
 #[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]))]
 pub fn matvec_q4_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
@@ -46,6 +64,26 @@ pub fn matvec_q4_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n:
             * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 144 + 16 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) as f32) * x[xb + u * 32 + i])
         - (f32::from_bits((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 144 + 4 + u % 8] >> 6) << 4) }) as f32))
             * sum!(i in 0..32, order = seq, x[xb + u * 32 + i]));
+}
+
+/// `matvec_q4_k` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
+/// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
+/// reused from cache by the others (pairs sorted by expert share their expert's rows).
+#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q4_k, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
+pub fn matvec_q4_k_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+    let o = group_id(0);
+    for t in 0..8 {
+        let s = group_id(1) * 8 + t;
+        if s < rows {
+            let xb = s * k;
+            let sb = ((ids[s] as usize) * n + o) * (k / 256);
+            y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
+                (f32::from_bits((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 144 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
+                    * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 144 + 16 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) as f32) * x[xb + u * 32 + i])
+                - (f32::from_bits((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 144 + 4 + u % 8] >> 6) << 4) }) as f32))
+                    * sum!(i in 0..32, order = seq, x[xb + u * 32 + i]));
+        }
+    }
 }
 
 /// Q5_K (k a multiple of 256): `{ f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128] }`.
@@ -62,6 +100,26 @@ pub fn matvec_q5_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n:
             * sum!(i in 0..32, order = seq, x[xb + u * 32 + i]));
 }
 
+/// `matvec_q5_k` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
+/// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
+/// reused from cache by the others (pairs sorted by expert share their expert's rows).
+#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q5_k, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
+pub fn matvec_q5_k_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+    let o = group_id(0);
+    for t in 0..8 {
+        let s = group_id(1) * 8 + t;
+        if s < rows {
+            let xb = s * k;
+            let sb = ((ids[s] as usize) * n + o) * (k / 256);
+            y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
+                (f32::from_bits((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 176 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
+                    * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 176 + 48 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) | (((w[(sb + u / 8) * 176 + 16 + i] >> ((u % 8) as u8)) & 1) << 4)) as f32) * x[xb + u * 32 + i])
+                - (f32::from_bits((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 176 + 4 + u % 8] >> 6) << 4) }) as f32))
+                    * sum!(i in 0..32, order = seq, x[xb + u * 32 + i]));
+        }
+    }
+}
+
 /// Q6_K (k a multiple of 256): `{ u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }`; unit u is
 /// sub-block u % 16 of super-block u / 16; its element t is element e = (u % 16)·16 + t.
 #[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]))]
@@ -76,6 +134,27 @@ pub fn matvec_q6_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n:
                 (((((w[(sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + t + 32 * (u % 8 / 2 % 2)] >> ((u % 8 / 4 * 4) as u8)) & 15)
                     | (((w[(sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16 + t] >> ((u % 8 / 2 * 2) as u8)) & 3) << 4)) as i32 - 32) as f32)
                 * x[xb + u * 16 + t]));
+}
+
+/// `matvec_q6_k` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
+/// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
+/// reused from cache by the others (pairs sorted by expert share their expert's rows).
+#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q6_k, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
+pub fn matvec_q6_k_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+    let o = group_id(0);
+    for t in 0..8 {
+        let s = group_id(1) * 8 + t;
+        if s < rows {
+            let xb = s * k;
+            let sb = ((ids[s] as usize) * n + o) * (k / 256);
+            y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
+                (f32::from_bits((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((w[(sb + u / 16) * 210 + 192 + u % 16] as i8) as f32))
+                    * sum!(t in 0..16, order = seq,
+                        (((((w[(sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + t + 32 * (u % 8 / 2 % 2)] >> ((u % 8 / 4 * 4) as u8)) & 15)
+                            | (((w[(sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16 + t] >> ((u % 8 / 2 * 2) as u8)) & 3) << 4)) as i32 - 32) as f32)
+                        * x[xb + u * 16 + t]));
+        }
+    }
 }
 
 fn f16_at(b: &[u8], at: usize) -> f32 {

@@ -28,6 +28,26 @@ pub fn rope_neox(x: &mut [f32], cos: &[f32], sin: &[f32], pos: usize, rope_dim: 
     }
 }
 
+/// `rope_neox` over rows: row r's heads start at x[r · n_heads · head_stride] and sit at
+/// position pos + r; one workgroup per (head, row).
+#[kernel(grid = [n_heads, rows], rows_of = rope_neox, rows = rows, row_stride(x = n_heads * head_stride), row_step(pos = 1),
+         verify(pos = [0, 3], rope_dim = [2, 4, 6], head_stride = [6, 7], n_heads = [1, 2], rows = [1, 3]))]
+pub fn rope_neox_rows(x: &mut [f32], cos: &[f32], sin: &[f32], pos: usize, rope_dim: usize, head_stride: usize, n_heads: usize, rows: usize) {
+    let h = group_id(0);
+    let r = group_id(1);
+    let half = rope_dim / 2;
+    let b = r * n_heads * head_stride + h * head_stride;
+    let p = pos + r;
+    for i in par(0..half) {
+        let c = cos[p * half + i];
+        let s = sin[p * half + i];
+        let x0 = x[b + i];
+        let x1 = x[b + i + half];
+        x[b + i] = x0 * c - x1 * s;
+        x[b + i + half] = x1 * c + x0 * s;
+    }
+}
+
 /// (cos, sin) tables of `n_pos` rows of `rope_dim/2`: angle `p · theta^(−2i/rope_dim)` in f64.
 pub fn rope_table(theta: f64, rope_dim: usize, n_pos: usize) -> (Vec<f32>, Vec<f32>) {
     let half = rope_dim / 2;

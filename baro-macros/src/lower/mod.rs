@@ -157,8 +157,37 @@ impl Lower<'_> {
                     row_strides.push((id, s));
                 }
             }
+            let mut row_steps = Vec::new();
+            for (scalar, step) in &attr.row_steps {
+                let id = match self.lookup(&scalar.to_string()) {
+                    Some(Binding::Param(p)) if matches!(self.k.param(p).kind, ParamKind::Scalar(t) if t.is_int()) => Some(p),
+                    Some(Binding::Poisoned) => None,
+                    _ => {
+                        self.diag.spanned(scalar, format!("`row_step({scalar} = ...)`: expected an integer scalar parameter of this kernel"));
+                        None
+                    }
+                };
+                if let (Some(id), Ok(s)) = (id, self.header_expr(step, "a row step")) {
+                    row_steps.push((id, s));
+                }
+            }
+            let mut carried = Vec::new();
+            for buf in &attr.carried {
+                match self.lookup(&buf.to_string()) {
+                    Some(Binding::Param(p)) if matches!(self.k.param(p).kind, ParamKind::Buffer { .. }) => {
+                        if row_strides.iter().any(|(q, _)| *q == p) {
+                            self.diag.spanned(buf, format!("`carry({buf})`: a carried buffer holds one state for every row, expected no `row_stride` for it"));
+                        }
+                        carried.push(p);
+                    }
+                    Some(Binding::Poisoned) => {}
+                    _ => {
+                        self.diag.spanned(buf, format!("`carry({buf})`: expected a buffer parameter of this kernel"));
+                    }
+                }
+            }
             if let Some(rows) = rows_id {
-                self.k.sibling = Some(Sibling { of: of_name, rows, row_strides });
+                self.k.sibling = Some(Sibling { of: of_name, rows, row_strides, row_steps, carried });
             }
         }
         let mut shapes = VerifyShapes::default();

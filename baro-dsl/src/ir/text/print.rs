@@ -51,7 +51,30 @@ pub(super) fn kernel(k: &Kernel, f: &mut Formatter<'_>) -> fmt::Result {
             f.write_str(" = ")?;
             p.expr(stride, f)?;
         }
-        writeln!(f, "]")?;
+        f.write_str("]")?;
+        if !s.row_steps.is_empty() {
+            f.write_str(" steps [")?;
+            for (i, (scalar, step)) in s.row_steps.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                p.param(*scalar, f)?;
+                f.write_str(" = ")?;
+                p.expr(step, f)?;
+            }
+            f.write_str("]")?;
+        }
+        if !s.carried.is_empty() {
+            f.write_str(" carry [")?;
+            for (i, buf) in s.carried.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                p.param(*buf, f)?;
+            }
+            f.write_str("]")?;
+        }
+        writeln!(f)?;
     }
     for (param, values) in &k.verify_shapes.values {
         write!(f, "{INDENT}verify ")?;

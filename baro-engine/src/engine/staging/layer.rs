@@ -37,6 +37,7 @@ pub struct LayerStaging {
     copy: Stream,
     sets: [StagingSet; 2],
     copied: u64,
+    stages: u64,
 }
 
 impl LayerStaging {
@@ -61,7 +62,7 @@ impl LayerStaging {
             let experts = ExpertMatrices { gate: part(0)?, up: part(1)?, down: part(2)? };
             Ok(StagingSet { experts, layer: None, staged: device.new_event()?, released: device.new_event()? })
         };
-        Ok(LayerStaging { copy: device.new_stream()?, sets: [set()?, set()?], copied: 0 })
+        Ok(LayerStaging { copy: device.new_stream()?, sets: [set()?, set()?], copied: 0, stages: 0 })
     }
 
     /// The copy stream the sets are filled on.
@@ -82,6 +83,7 @@ impl LayerStaging {
         s.staged.record(&self.copy)?;
         s.layer = Some(layer);
         self.copied += bytes as u64;
+        self.stages += 1;
         Ok(())
     }
 
@@ -110,6 +112,11 @@ impl LayerStaging {
     /// Device bytes of both sets.
     pub fn device_bytes(&self) -> u64 {
         self.sets.iter().flat_map(|s| s.experts.parts()).map(|m| m.buf.byte_len() as u64).sum()
+    }
+
+    /// Layers staged so far.
+    pub fn stages(&self) -> u64 {
+        self.stages
     }
 
     /// Bytes queued for copying so far.

@@ -116,7 +116,21 @@ impl<'a> Parser<'a> {
                     p.punct("=")?;
                     Ok((buf, p.expr()?))
                 })?;
-                self.k.sibling = Some(Sibling { of, rows, row_strides });
+                let mut row_steps = Vec::new();
+                if self.eat_keyword("steps") {
+                    self.punct("[")?;
+                    row_steps = self.list("]", |p| {
+                        let scalar = p.param_ref()?;
+                        p.punct("=")?;
+                        Ok((scalar, p.expr()?))
+                    })?;
+                }
+                let mut carried = Vec::new();
+                if self.eat_keyword("carry") {
+                    self.punct("[")?;
+                    carried = self.list("]", Self::param_ref)?;
+                }
+                self.k.sibling = Some(Sibling { of, rows, row_strides, row_steps, carried });
             }
             _ => {
                 let param = self.param_ref()?;

@@ -1,0 +1,509 @@
+//! Prompt processing: **batched** prefill through the rows siblings of the decode kernels
+//! (every `_rows` kernel proven, while the crate compiles, to compute row for row what its
+//! m = 1 kernel computes), or **replay**, the decode step applied to each prompt token, the
+//! comparison arm of the identity gate.
+//!
+//! A batched chunk of T tokens at position p runs, per layer, the same operations as T decode
+//! steps: the projections over rows (a workgroup shares a weight row across 8 rows), the GDN
+//! conv and delta-rule scan over rows with their state carried row to row, RoPE and the KV
+//! append at positions p..p+T, causal attention per row in the decode kernel's order, and
+//! the MoE block with its (token, k) pairs sorted by expert on the device (`moe_count`,
+//! `moe_scatter`), gathered, projected per pair, gathered back and summed in top-k order.
+//! Chunks cross freely: the KV cache and GDN state carry from one to the next. Wiring only:
+//! no kernel body and no driver call.
+
+use std::collections::HashMap;
+
+use baro_dsl::runtime::{Buffer, Device, DeviceArg as A, DeviceError, DeviceKernel};
+use baro_dsl::ScalarType;
+
+use crate::engine::decode::{Engine, EngineError};
+use crate::engine::staging::LayerStaging;
+use crate::engine::state::LayerState;
+use crate::engine::weights::{AttentionWeights, ExpertMatrices, GdnWeights, Matrix, MixerWeights, MoeWeights};
+use crate::model::{ModelConfig, TensorType};
+use crate::tokenizer::TokenId;
+
+/// How the prompt is fed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrefillMode {
+    /// Chunks of at most `chunk` tokens through the rows kernels.
+    Batched { chunk: usize },
+    /// One decode step per token.
+    Replay,
+}
+
+impl PrefillMode {
+    pub const DEFAULT_CHUNK: usize = 512;
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            PrefillMode::Batched { .. } => "batched",
+            PrefillMode::Replay => "replay",
+        }
+    }
+}
+
+/// Which logits a prefill returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// The logits after the last prompt token only.
+    Last,
+    /// The logits after every prompt token, (position, vocab) row-major.
+    All,
+}
+
+/// What a prefill did.
+#[derive(Clone, Debug)]
+pub struct Prefilled {
+    /// `Logits::Last`: vocab values; `Logits::All`: tokens × vocab.
+    pub logits: Vec<f32>,
+    /// The path that ran.
+    pub mode: PrefillMode,
+    /// Tokens that went through the rows kernels (0 for replay).
+    pub rows_batched: usize,
+    /// Rows-kernel chunks launched.
+    pub chunks: usize,
+}
+
+/// The compiled rows kernels.
+pub(crate) struct RowsKernels {
+    embed: HashMap<TensorType, DeviceKernel>,
+    matvec: HashMap<TensorType, DeviceKernel>,
+    rmsnorm: DeviceKernel,
+    head_rmsnorm: DeviceKernel,
+    add: DeviceKernel,
+    rope_neox: DeviceKernel,
+    kv_append: DeviceKernel,
+    attention: DeviceKernel,
+    router_topk: DeviceKernel,
+    swiglu: DeviceKernel,
+    moe_combine: DeviceKernel,
+    moe_count: DeviceKernel,
+    moe_scatter: DeviceKernel,
+    moe_gather: DeviceKernel,
+    moe_ungather: DeviceKernel,
+    copy_row: DeviceKernel,
+    gdn_conv: DeviceKernel,
+    gdn_scan: DeviceKernel,
+    gated_rmsnorm: DeviceKernel,
+}
+
+const TYPES: [(TensorType, &str); 7] = [
+    (TensorType::F32, "f32"),
+    (TensorType::F16, "f16"),
+    (TensorType::BF16, "bf16"),
+    (TensorType::Q8_0, "q8_0"),
+    (TensorType::Q4_K, "q4_k"),
+    (TensorType::Q5_K, "q5_k"),
+    (TensorType::Q6_K, "q6_k"),
+];
+
+impl RowsKernels {
+    /// Picks the rows kernels out of the compiled `kernels::all()`.
+    pub(crate) fn take(all: &HashMap<String, DeviceKernel>) -> Result<RowsKernels, EngineError> {
+        let take = |name: &'static str| all.get(name).cloned().ok_or(EngineError::MissingKernel { name });
+        let family = |prefix: &str, skip_f16: bool| -> Result<HashMap<TensorType, DeviceKernel>, EngineError> {
+            let mut m = HashMap::new();
+            for (ty, suffix) in TYPES {
+                if skip_f16 && ty == TensorType::F16 {
+                    continue;
+                }
+                let name = format!("{prefix}_{suffix}_rows");
+                let k = all.get(&name).cloned().ok_or(EngineError::MissingKernel { name: if prefix == "embed" { "embed_*_rows" } else { "matvec_*_rows" } })?;
+                m.insert(ty, k);
+            }
+            Ok(m)
+        };
+        Ok(RowsKernels {
+            embed: family("embed", true)?,
+            matvec: family("matvec", false)?,
+            rmsnorm: take("rmsnorm_rows")?,
+            head_rmsnorm: take("head_rmsnorm_rows")?,
+            add: take("add_rows")?,
+            rope_neox: take("rope_neox_rows")?,
+            kv_append: take("kv_append_rows")?,
+            attention: take("attention_rows")?,
+            router_topk: take("router_topk_rows")?,
+            swiglu: take("swiglu_rows")?,
+            moe_combine: take("moe_combine_rows")?,
+            moe_count: take("moe_count")?,
+            moe_scatter: take("moe_scatter")?,
+            moe_gather: take("moe_gather")?,
+            moe_ungather: take("moe_ungather")?,
+            copy_row: take("copy_row")?,
+            gdn_conv: take("gdn_conv_rows")?,
+            gdn_scan: take("gdn_scan_rows")?,
+            gated_rmsnorm: take("gated_rmsnorm_rows")?,
+        })
+    }
+}
+
+/// Buffers one batched chunk writes, for chunks of up to `rows` tokens (pairs: rows · top_k).
+pub(crate) struct PrefillScratch {
+    rows: usize,
+    tokens: Buffer,     // (row) u32
+    zero_ids: Buffer,   // (row) u32 = 0: the `ids` of a single-matrix projection
+    x: Buffer,          // (row, hidden)
+    h: Buffer,          // (row, hidden)
+    xn: Buffer,         // (row, hidden)
+    mix: Buffer,        // (row, hidden)
+    qkv: Buffer,        // (row, q | k | v channel)
+    conv_out: Buffer,   // (row, q | k | v channel)
+    z: Buffer,          // (row, v_head, value_dim)
+    beta: Buffer,       // (row, v_head)
+    alpha: Buffer,      // (row, v_head)
+    o: Buffer,          // (row, v_head, value_dim)
+    o_normed: Buffer,   // (row, v_head, value_dim)
+    q_gate: Buffer,     // (row, head, query | gate, head_dim)
+    q: Buffer,          // (row, head, head_dim)
+    k_raw: Buffer,      // (row, kv_head, head_dim)
+    k: Buffer,          // (row, kv_head, head_dim)
+    v: Buffer,          // (row, kv_head, head_dim)
+    probs_attn: Buffer, // (row, head, max_ctx)
+    attn: Buffer,       // (row, head, head_dim)
+    router_logits: Buffer, // (row, expert)
+    router_probs: Buffer,  // (row, expert)
+    router_work: Buffer,   // (row, expert)
+    expert_ids: Buffer,    // (row, top_k) u32
+    expert_weights: Buffer, // (row, top_k)
+    counts: Buffer,        // (expert) u32
+    pair_of: Buffer,       // (slot) u32: the (row · top_k + k) pair in each expert-sorted slot
+    slot_of: Buffer,       // (pair) u32
+    sorted_ids: Buffer,    // (slot) u32: the slot's expert
+    xs: Buffer,            // (slot, hidden): each slot's token row
+    gate: Buffer,          // (slot, expert_ffn)
+    up: Buffer,            // (slot, expert_ffn)
+    act: Buffer,           // (slot, expert_ffn)
+    down_sorted: Buffer,   // (slot, hidden)
+    down: Buffer,          // (pair, hidden): back in (row, k) order
+    sh_gate: Buffer,       // (row, shared_ffn)
+    sh_up: Buffer,         // (row, shared_ffn)
+    sh_act: Buffer,        // (row, shared_ffn)
+    sh_out: Buffer,        // (row, hidden)
+    sh_logit: Buffer,      // (row)
+    logits: Option<Buffer>, // (row, vocab), allocated when every position's logits are asked for
+}
+
+impl PrefillScratch {
+    fn new(device: &Device, cfg: &ModelConfig, rows: usize, max_ctx: usize) -> Result<PrefillScratch, DeviceError> {
+        let f = |n: usize| device.alloc(ScalarType::F32, rows * n);
+        let u = |n: usize| device.alloc(ScalarType::U32, rows * n);
+        let (h, k, fi, fs) = (cfg.hidden_dim, cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim);
+        let (nv, vd, kv_dim) = (cfg.gdn_n_value_heads, cfg.gdn_value_dim, cfg.n_kv_heads * cfg.head_dim);
+        Ok(PrefillScratch {
+            rows,
+            tokens: u(1)?,
+            zero_ids: device.upload(&vec![0u32; rows])?,
+            x: f(h)?,
+            h: f(h)?,
+            xn: f(h)?,
+            mix: f(h)?,
+            qkv: f(cfg.gdn_conv_dim())?,
+            conv_out: f(cfg.gdn_conv_dim())?,
+            z: f(nv * vd)?,
+            beta: f(nv)?,
+            alpha: f(nv)?,
+            o: f(nv * vd)?,
+            o_normed: f(nv * vd)?,
+            q_gate: f(2 * cfg.n_heads * cfg.head_dim)?,
+            q: f(cfg.n_heads * cfg.head_dim)?,
+            k_raw: f(kv_dim)?,
+            k: f(kv_dim)?,
+            v: f(kv_dim)?,
+            probs_attn: f(cfg.n_heads * max_ctx)?,
+            attn: f(cfg.n_heads * cfg.head_dim)?,
+            router_logits: f(cfg.n_experts)?,
+            router_probs: f(cfg.n_experts)?,
+            router_work: f(cfg.n_experts)?,
+            expert_ids: u(k)?,
+            expert_weights: f(k)?,
+            counts: device.alloc(ScalarType::U32, cfg.n_experts.max(1))?,
+            pair_of: u(k)?,
+            slot_of: u(k)?,
+            sorted_ids: u(k)?,
+            xs: f(k * h)?,
+            gate: f(k * fi)?,
+            up: f(k * fi)?,
+            act: f(k * fi)?,
+            down_sorted: f(k * h)?,
+            down: f(k * h)?,
+            sh_gate: f(fs)?,
+            sh_up: f(fs)?,
+            sh_act: f(fs)?,
+            sh_out: f(h)?,
+            sh_logit: f(1)?,
+            logits: None,
+        })
+    }
+}
+
+/// Launches on the default stream with the rows kernels.
+struct Rows<'a> {
+    device: &'a Device,
+    k: &'a RowsKernels,
+}
+
+impl Rows<'_> {
+    fn launch(&self, kernel: &DeviceKernel, args: &mut [A<'_>]) -> Result<(), DeviceError> {
+        self.device.launch(self.device.default_stream(), kernel, args)
+    }
+
+    /// y[r] = w[ids[r]] · x[r] for `rows` rows of x (w.cols wide) into y (w.rows wide).
+    fn matvec(&self, w: &Matrix, x: &Buffer, ids: &Buffer, y: &mut Buffer, rows: usize) -> Result<(), DeviceError> {
+        let kernel = &self.k.matvec[&w.ty];
+        self.launch(kernel, &mut [A::buf(x), A::buf(&w.buf), A::buf(ids), A::buf_mut(y), A::from(w.cols), A::from(w.rows), A::from(0usize), A::from(1usize), A::from(rows)])
+    }
+
+    fn rmsnorm(&self, x: &Buffer, w: &Buffer, y: &mut Buffer, n: usize, eps: f32, rows: usize) -> Result<(), DeviceError> {
+        self.launch(&self.k.rmsnorm, &mut [A::buf(x), A::buf(w), A::buf_mut(y), A::from(n), A::from(eps), A::from(rows)])
+    }
+
+    fn add(&self, a: &Buffer, b: &Buffer, y: &mut Buffer, n: usize, rows: usize) -> Result<(), DeviceError> {
+        self.launch(&self.k.add, &mut [A::buf(a), A::buf(b), A::buf_mut(y), A::from(n), A::from(rows)])
+    }
+
+    fn swiglu(&self, g: &Buffer, u: &Buffer, h: &mut Buffer, n: usize, rows: usize) -> Result<(), DeviceError> {
+        self.launch(&self.k.swiglu, &mut [A::buf(g), A::buf(u), A::buf_mut(h), A::from(n), A::from(rows)])
+    }
+}
+
+impl Engine {
+    /// Feeds `tokens` at the next positions (the sequence is not reset) and returns the
+    /// logits `which` asks for. Batched and replay compute the same bits.
+    pub fn prefill(&mut self, tokens: &[TokenId], mode: PrefillMode, which: Logits) -> Result<Prefilled, EngineError> {
+        let cfg = self.weights.config.clone();
+        if tokens.is_empty() {
+            return Err(EngineError::Unsupported { what: "prompt", expected: "at least one token".into(), found: "none".into() });
+        }
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= cfg.vocab_size) {
+            return Err(EngineError::BadToken { token: bad, vocab: cfg.vocab_size });
+        }
+        if self.state.pos + tokens.len() > self.state.max_ctx {
+            return Err(EngineError::ContextFull { pos: self.state.pos + tokens.len() - 1, max_ctx: self.state.max_ctx });
+        }
+        let chunk = match mode {
+            PrefillMode::Replay => {
+                let mut logits = Vec::with_capacity(if which == Logits::All { tokens.len() * cfg.vocab_size } else { cfg.vocab_size });
+                for (i, &t) in tokens.iter().enumerate() {
+                    let l = self.step(t)?;
+                    if which == Logits::All || i + 1 == tokens.len() {
+                        logits.extend_from_slice(&l);
+                    }
+                }
+                return Ok(Prefilled { logits, mode, rows_batched: 0, chunks: 0 });
+            }
+            PrefillMode::Batched { chunk: 0 } => {
+                return Err(EngineError::Unsupported { what: "prefill chunk size", expected: "at least 1 token".into(), found: "0".into() });
+            }
+            PrefillMode::Batched { chunk } => chunk.min(tokens.len()),
+        };
+        if let (Some(slots), None) = (&self.slots, &self.layer_staging) {
+            self.layer_staging = Some(LayerStaging::new(&self.device, slots.store())?);
+        }
+        if self.prefill_scratch.as_ref().is_none_or(|s| s.rows < chunk) {
+            self.prefill_scratch = None;
+            self.prefill_scratch = Some(PrefillScratch::new(&self.device, &cfg, chunk, self.state.max_ctx)?);
+        }
+        let mut logits = Vec::new();
+        let mut chunks = 0;
+        for part in tokens.chunks(chunk) {
+            let last = chunks * chunk + part.len() == tokens.len();
+            let l = self.prefill_chunk(part, which == Logits::All || last, which == Logits::All)?;
+            logits.extend_from_slice(&l);
+            chunks += 1;
+        }
+        Ok(Prefilled { logits, mode, rows_batched: tokens.len(), chunks })
+    }
+
+    /// One batched chunk at the next position. With `want` false no logits are computed;
+    /// with `all` false only the last row's (through the m = 1 head, same arithmetic).
+    fn prefill_chunk(&mut self, tokens: &[TokenId], want: bool, all: bool) -> Result<Vec<f32>, EngineError> {
+        let t = tokens.len();
+        let pos = self.state.pos;
+        let cfg = &self.weights.config;
+        let (h, eps) = (cfg.hidden_dim, cfg.rms_eps);
+        let run = Rows { device: &self.device, k: &self.kernels.rows };
+        let Some(p) = self.prefill_scratch.as_mut() else {
+            return Err(EngineError::Unsupported { what: "prefill scratch", expected: "allocated before a chunk".into(), found: "none (a bug in baro)".into() });
+        };
+        let w = &self.weights;
+        // The token buffer holds a full chunk; rows past `t` are never read.
+        let mut padded = tokens.to_vec();
+        padded.resize(p.rows, 0);
+        self.device.write(&mut p.tokens, &padded)?;
+        let embed = match w.token_embd.ty {
+            TensorType::F16 => TensorType::F32, // widened at load
+            ty => ty,
+        };
+        run.launch(&run.k.embed[&embed], &mut [A::buf(&p.tokens), A::buf(&w.token_embd.buf), A::buf_mut(&mut p.x), A::from(0usize), A::from(h), A::from(t)])?;
+        let max_ctx = self.state.max_ctx;
+        // Staged: the layers' experts stream into two sets on a copy stream, one layer ahead.
+        let mut staged = match (&self.slots, self.layer_staging.as_mut()) {
+            (Some(slots), Some(staging)) => Some((slots.store(), staging)),
+            _ => None,
+        };
+        if let Some((store, staging)) = staged.as_mut() {
+            staging.stage(&self.device, store, 0, 0)?;
+        }
+        let compute = self.device.default_stream();
+        for (i, (lw, ls)) in w.layers.iter().zip(self.state.layers.iter_mut()).enumerate() {
+            run.rmsnorm(&p.x, &lw.attn_norm, &mut p.xn, h, eps, t)?;
+            match (&lw.mixer, ls) {
+                (MixerWeights::Gdn(g), LayerState::Gdn { conv_ring, ssm }) => gdn(&run, cfg, g, conv_ring, ssm, p, pos, t)?,
+                (MixerWeights::Attention(a), LayerState::Attention { k_cache, v_cache }) => {
+                    attention(&run, cfg, a, k_cache, v_cache, (&self.state.rope_cos, &self.state.rope_sin), p, pos, t, max_ctx)?
+                }
+                _ => return Err(EngineError::Unsupported { what: "layer state", expected: "the weights' layer kind".into(), found: "another kind (a bug in baro)".into() }),
+            }
+            run.add(&p.x, &p.mix, &mut p.h, h, t)?;
+            run.rmsnorm(&p.h, &lw.post_attention_norm, &mut p.xn, h, eps, t)?;
+            match (&lw.moe.experts, staged.as_mut()) {
+                (Some(resident), _) => moe(&run, cfg, &lw.moe, resident, p, t)?,
+                (None, Some((store, staging))) => {
+                    let set = i % 2;
+                    if i + 1 < w.layers.len() {
+                        staging.stage(&self.device, store, i + 1, 1 - set)?;
+                    }
+                    moe(&run, cfg, &lw.moe, staging.wait(compute, set)?, p, t)?;
+                    staging.release(compute, set)?;
+                }
+                (None, None) => return Err(EngineError::Unsupported { what: "routed experts", expected: "resident or staged".into(), found: "neither (a bug in baro)".into() }),
+            }
+            run.add(&p.h, &p.mix, &mut p.x, h, t)?;
+        }
+        self.state.pos += t;
+        if !want {
+            self.device.default_stream().synchronize()?;
+            return Ok(Vec::new());
+        }
+        run.rmsnorm(&p.x, &w.output_norm, &mut p.xn, h, eps, t)?;
+        let head = w.lm_head();
+        if all {
+            if p.logits.as_ref().is_none_or(|l| l.len() < p.rows * cfg.vocab_size) {
+                p.logits = None;
+                p.logits = Some(self.device.alloc(ScalarType::F32, p.rows * cfg.vocab_size)?);
+            }
+            let Some(logits) = p.logits.as_mut() else { unreachable!("allocated just above") };
+            run.matvec(head, &p.xn, &p.zero_ids, logits, t)?;
+            self.device.default_stream().synchronize()?;
+            let mut out = self.device.read::<f32>(logits)?;
+            out.truncate(t * cfg.vocab_size);
+            return Ok(out);
+        }
+        // The last row through the decode step's own head: the same kernels a replay ends with.
+        let s = &mut self.state.s;
+        run.launch(&run.k.copy_row, &mut [A::buf(&p.xn), A::buf_mut(&mut s.xn), A::from(t - 1), A::from(h)])?;
+        let mv = self.kernels.matvec_for(head.ty);
+        self.device.launch(
+            self.device.default_stream(),
+            mv,
+            &mut [A::buf(&s.xn), A::buf(&head.buf), A::buf(&s.plain_ids), A::buf_mut(&mut s.logits), A::from(head.cols), A::from(head.rows), A::from(0usize), A::from(1usize)],
+        )?;
+        self.device.default_stream().synchronize()?;
+        Ok(self.device.read::<f32>(&s.logits)?)
+    }
+}
+
+/// The gated delta net over `t` rows of `p.xn`, into `p.mix`.
+#[allow(clippy::too_many_arguments)]
+fn gdn(run: &Rows<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer, ssm: &mut Buffer, p: &mut PrefillScratch, pos: usize, t: usize) -> Result<(), DeviceError> {
+    let ids = &p.zero_ids;
+    run.matvec(&w.qkv, &p.xn, ids, &mut p.qkv, t)?;
+    run.matvec(&w.gate_z, &p.xn, ids, &mut p.z, t)?;
+    run.matvec(&w.beta, &p.xn, ids, &mut p.beta, t)?;
+    run.matvec(&w.alpha, &p.xn, ids, &mut p.alpha, t)?;
+    run.launch(&run.k.gdn_conv, &mut [A::buf(&p.qkv), A::buf(&w.conv), A::buf_mut(conv_ring), A::buf_mut(&mut p.conv_out), A::from(cfg.gdn_conv_dim()), A::from(cfg.conv_kernel), A::from(pos), A::from(t)])?;
+    let (dk, dv) = (cfg.gdn_key_dim, cfg.gdn_value_dim);
+    let q_scale = (1.0 / (dk as f64).sqrt()) as f32;
+    run.launch(
+        &run.k.gdn_scan,
+        &mut [
+            A::buf(&p.conv_out),
+            A::buf(&p.beta),
+            A::buf(&p.alpha),
+            A::buf(&w.ssm_a),
+            A::buf(&w.dt_bias),
+            A::buf_mut(ssm),
+            A::buf_mut(&mut p.o),
+            A::from(dk),
+            A::from(dv),
+            A::from(cfg.gdn_n_key_heads),
+            A::from(cfg.gdn_n_value_heads),
+            A::from(true),
+            A::from(q_scale),
+            A::from(t),
+        ],
+    )?;
+    run.launch(&run.k.gated_rmsnorm, &mut [A::buf(&p.o), A::buf(&p.z), A::buf(&w.norm), A::buf_mut(&mut p.o_normed), A::from(dv), A::from(cfg.gdn_n_value_heads), A::from(cfg.rms_eps), A::from(t)])?;
+    run.matvec(&w.out, &p.o_normed, ids, &mut p.mix, t)
+}
+
+/// Causal gated attention over `t` rows at positions pos..pos+t, into `p.mix`.
+#[allow(clippy::too_many_arguments)]
+fn attention(run: &Rows<'_>, cfg: &ModelConfig, w: &AttentionWeights, k_cache: &mut Buffer, v_cache: &mut Buffer, rope: (&Buffer, &Buffer), p: &mut PrefillScratch, pos: usize, t: usize, max_ctx: usize) -> Result<(), DeviceError> {
+    let ids = &p.zero_ids;
+    let (hd, nh, nkv, eps) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.rms_eps);
+    run.matvec(&w.q, &p.xn, ids, &mut p.q_gate, t)?;
+    run.matvec(&w.k, &p.xn, ids, &mut p.k_raw, t)?;
+    run.matvec(&w.v, &p.xn, ids, &mut p.v, t)?;
+    run.launch(&run.k.head_rmsnorm, &mut [A::buf(&p.q_gate), A::buf(&w.q_norm), A::buf_mut(&mut p.q), A::from(hd), A::from(2 * hd), A::from(hd), A::from(nh), A::from(eps), A::from(t)])?;
+    run.launch(&run.k.head_rmsnorm, &mut [A::buf(&p.k_raw), A::buf(&w.k_norm), A::buf_mut(&mut p.k), A::from(hd), A::from(hd), A::from(hd), A::from(nkv), A::from(eps), A::from(t)])?;
+    for (x, n) in [(&mut p.q, nh), (&mut p.k, nkv)] {
+        run.launch(&run.k.rope_neox, &mut [A::buf_mut(x), A::buf(rope.0), A::buf(rope.1), A::from(pos), A::from(cfg.rope_dim), A::from(hd), A::from(n), A::from(t)])?;
+    }
+    run.launch(&run.k.kv_append, &mut [A::buf(&p.k), A::buf(&p.v), A::buf_mut(k_cache), A::buf_mut(v_cache), A::from(pos), A::from(nkv * hd), A::from(t)])?;
+    let scale = (1.0 / (hd as f64).sqrt()) as f32;
+    run.launch(
+        &run.k.attention,
+        &mut [
+            A::buf(&p.q),
+            A::buf(k_cache),
+            A::buf(v_cache),
+            A::buf(&p.q_gate),
+            A::buf_mut(&mut p.probs_attn),
+            A::buf_mut(&mut p.attn),
+            A::from(hd),
+            A::from(nh),
+            A::from(nkv),
+            A::from(pos + 1),
+            A::from(max_ctx),
+            A::from(2 * hd),
+            A::from(hd),
+            A::from(scale),
+            A::from(t),
+        ],
+    )?;
+    run.matvec(&w.o, &p.attn, ids, &mut p.mix, t)
+}
+
+/// The MoE block over `t` rows of `p.xn`, into `p.mix`: router per row, (row, k) pairs sorted
+/// by expert, one dot per pair, back to (row, k) order, shared expert, combine in k order.
+/// `experts` are the layer's stacks by expert id: resident, or a staging set holding the layer.
+fn moe(run: &Rows<'_>, cfg: &ModelConfig, w: &MoeWeights, experts: &ExpertMatrices, p: &mut PrefillScratch, t: usize) -> Result<(), DeviceError> {
+    let ids = &p.zero_ids;
+    let (k, fi, fs, h, ne) = (cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim, cfg.hidden_dim, cfg.n_experts);
+    let pairs = t * k;
+    run.matvec(&w.router, &p.xn, ids, &mut p.router_logits, t)?;
+    run.launch(
+        &run.k.router_topk,
+        &mut [A::buf(&p.router_logits), A::buf_mut(&mut p.router_probs), A::buf_mut(&mut p.router_work), A::buf_mut(&mut p.expert_ids), A::buf_mut(&mut p.expert_weights), A::from(ne), A::from(k), A::from(t)],
+    )?;
+    run.launch(&run.k.moe_count, &mut [A::buf(&p.expert_ids), A::buf_mut(&mut p.counts), A::from(pairs), A::from(ne)])?;
+    run.launch(
+        &run.k.moe_scatter,
+        &mut [A::buf(&p.expert_ids), A::buf(&p.counts), A::buf_mut(&mut p.pair_of), A::buf_mut(&mut p.slot_of), A::buf_mut(&mut p.sorted_ids), A::from(pairs), A::from(ne)],
+    )?;
+    run.launch(&run.k.moe_gather, &mut [A::buf(&p.xn), A::buf(&p.pair_of), A::buf_mut(&mut p.xs), A::from(h), A::from(k), A::from(pairs)])?;
+    run.matvec(&experts.gate, &p.xs, &p.sorted_ids, &mut p.gate, pairs)?;
+    run.matvec(&experts.up, &p.xs, &p.sorted_ids, &mut p.up, pairs)?;
+    run.swiglu(&p.gate, &p.up, &mut p.act, fi, pairs)?;
+    run.matvec(&experts.down, &p.act, &p.sorted_ids, &mut p.down_sorted, pairs)?;
+    run.launch(&run.k.moe_ungather, &mut [A::buf(&p.down_sorted), A::buf(&p.slot_of), A::buf_mut(&mut p.down), A::from(h), A::from(pairs)])?;
+    run.matvec(&w.gate_shexp, &p.xn, ids, &mut p.sh_gate, t)?;
+    run.matvec(&w.up_shexp, &p.xn, ids, &mut p.sh_up, t)?;
+    run.swiglu(&p.sh_gate, &p.sh_up, &mut p.sh_act, fs, t)?;
+    run.matvec(&w.down_shexp, &p.sh_act, ids, &mut p.sh_out, t)?;
+    run.matvec(&w.shared_gate, &p.xn, ids, &mut p.sh_logit, t)?;
+    run.launch(&run.k.moe_combine, &mut [A::buf(&p.down), A::buf(&p.expert_weights), A::buf(&p.sh_out), A::buf(&p.sh_logit), A::buf_mut(&mut p.mix), A::from(h), A::from(k), A::from(t)])
+}
