@@ -9,8 +9,10 @@
 //! append at positions p..p+T, causal attention per row in the decode kernel's order, and
 //! the MoE block with its (token, k) pairs sorted by expert on the device (`moe_count`,
 //! `moe_scatter`), gathered, projected per pair, gathered back and summed in top-k order.
-//! Chunks cross freely: the KV cache and GDN state carry from one to the next. Wiring only:
-//! no kernel body and no driver call.
+//! Chunks cross freely: the KV cache and GDN state carry from one to the next. With staged
+//! experts each layer's experts stream into one of two `LayerStaging` sets on a copy stream
+//! while the previous layer computes (events, no host wait); the MoE reads the set as it would
+//! the resident stacks. Wiring only: no kernel body and no driver call.
 
 use std::collections::HashMap;
 

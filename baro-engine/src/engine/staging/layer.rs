@@ -4,7 +4,7 @@
 //! only, never by a host wait: the copy into a set waits for the compute that last read it
 //! (`release`), and the compute that reads it waits for the copy (`wait`).
 //!
-//! The intended loop (one compute stream, sets alternating by layer):
+//! The loop `engine::prefill` runs (one compute stream, sets alternating by layer):
 //!
 //! ```text
 //! staging.stage(device, store, 0, 0)?;
