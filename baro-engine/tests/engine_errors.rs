@@ -14,7 +14,7 @@ use baro_engine::model::{dequant, GgufFile, GgufWriter, HfCheckpoint, ModelConfi
 use common::{canonical_f32, fixture, gguf_from};
 
 fn engine_from(bytes: Vec<u8>, max_ctx: usize) -> Result<Engine, EngineError> {
-    Engine::new(dev(), &ModelSource::Gguf(GgufFile::from_vec(bytes).unwrap()), EngineOptions { max_ctx })
+    Engine::new(dev(), &ModelSource::Gguf(GgufFile::from_vec(bytes).unwrap()), EngineOptions { max_ctx, ..EngineOptions::default() })
 }
 
 #[test]
@@ -79,7 +79,7 @@ fn k_quant_embedding_loads_and_equals_its_dequantized_f32_table() {
 #[test]
 fn bad_token_and_full_context_are_errors() {
     let ck = HfCheckpoint::open(&fixture("tiny")).unwrap();
-    let mut engine = Engine::new(dev(), &ModelSource::Hf(ck), EngineOptions { max_ctx: 2 }).unwrap();
+    let mut engine = Engine::new(dev(), &ModelSource::Hf(ck), EngineOptions { max_ctx: 2, ..EngineOptions::default() }).unwrap();
     let e = engine.step(1000).unwrap_err();
     assert_eq!(e.to_string(), "token 1000: expected an id below the vocabulary size 1000");
     assert_eq!(engine.position(), 0);

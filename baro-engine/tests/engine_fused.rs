@@ -67,7 +67,7 @@ fn pack(cfg: &ModelConfig, canonical: &[(GgufTensorSpec, Vec<f32>)], want: Tenso
 }
 
 fn engine(bytes: Vec<u8>) -> Result<Engine, EngineError> {
-    Engine::new(dev(), &ModelSource::Gguf(GgufFile::from_vec(bytes).unwrap()), EngineOptions { max_ctx: 16 })
+    Engine::new(dev(), &ModelSource::Gguf(GgufFile::from_vec(bytes).unwrap()), EngineOptions { max_ctx: 16, ..EngineOptions::default() })
 }
 
 /// The logits of every step of `tokens`.

@@ -23,7 +23,7 @@ fn sequences(name: &str) -> Vec<Vec<u32>> {
 
 /// Logits of every position of every sequence, fed one token at a time.
 fn replay_all(source: &ModelSource, seqs: &[Vec<u32>]) -> Vec<Vec<f32>> {
-    let mut engine = Engine::new(dev(), source, EngineOptions { max_ctx: 256 }).unwrap();
+    let mut engine = Engine::new(dev(), source, EngineOptions { max_ctx: 256, ..EngineOptions::default() }).unwrap();
     seqs.iter()
         .map(|seq| {
             engine.reset().unwrap();

@@ -27,7 +27,7 @@ fn first_difference(a: &[f32], b: &[f32], vocab: usize) -> String {
 }
 
 fn check(source: &ModelSource, what: &str) {
-    let mut engine = Engine::new(dev(), source, EngineOptions { max_ctx: 512 }).unwrap();
+    let mut engine = Engine::new(dev(), source, EngineOptions { max_ctx: 512, ..EngineOptions::default() }).unwrap();
     let vocab = engine.config().vocab_size;
     for (seed, len, chunk) in [(1u64, 37usize, 8usize), (2, 64, 64), (3, 100, 33), (4, 5, 16), (5, 129, 128)] {
         let p = prompt(seed, len, vocab);
@@ -70,7 +70,7 @@ fn batched_prefill_is_replay_from_q8_0_gguf() {
 #[test]
 fn bad_prefill_input_is_an_error() {
     let ck = HfCheckpoint::open(&fixture("tiny")).unwrap();
-    let mut engine = Engine::new(dev(), &ModelSource::Hf(ck), EngineOptions { max_ctx: 16 }).unwrap();
+    let mut engine = Engine::new(dev(), &ModelSource::Hf(ck), EngineOptions { max_ctx: 16, ..EngineOptions::default() }).unwrap();
     let e = engine.prefill(&[], PrefillMode::Batched { chunk: 4 }, Logits::Last).unwrap_err().to_string();
     assert!(e.contains("expected at least one token"), "{e}");
     let e = engine.prefill(&[1, 2], PrefillMode::Batched { chunk: 0 }, Logits::Last).unwrap_err().to_string();

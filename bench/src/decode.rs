@@ -207,7 +207,7 @@ pub fn run(o: &DecodeOptions) -> Result<DecodeReport, String> {
     println!("kernels compiled in {compile_s:.2} s");
     let upload_bytes: u64 = fl.tensors.iter().filter(|t| t.rule != crate::floor::Rule::NotRead).map(|t| t.stored).sum();
     let t = Instant::now();
-    let mut engine = Engine::new(dev, &source, EngineOptions { max_ctx }).map_err(|e| e.to_string())?;
+    let mut engine = Engine::new(dev, &source, EngineOptions { max_ctx, ..EngineOptions::default() }).map_err(|e| e.to_string())?;
     let upload_s = t.elapsed().as_secs_f64();
     println!(
         "engine built in {upload_s:.2} s: {:.3} GB of weights uploaded from the map, {:.2} GB/s ({:.2} of the pinned upload rate)",

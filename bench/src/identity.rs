@@ -96,6 +96,8 @@ pub struct GateReport {
     /// Largest |batched − replay| over the largest |replay logit|, over every prompt position
     /// of every case, when the logits were kept (`None`: too large to keep).
     pub max_rel_delta: Option<f64>,
+    /// SHA-256 over every position digest and greedy-step digest of both arms, in order.
+    pub digest: [u8; 32],
 }
 
 impl GateReport {
@@ -111,6 +113,10 @@ impl GateReport {
     pub fn positions(&self) -> usize {
         self.cases.iter().map(|c| c.case.len).sum()
     }
+    pub fn digest_hex(&self) -> String {
+        self.digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     pub fn top1_agree(&self) -> usize {
         self.cases.iter().map(|c| c.top1_agree).sum()
     }
@@ -227,6 +233,9 @@ pub fn run(engine: &mut Engine, cases: &[Case], greedy_n: usize, seed: u64, prog
     // Batched arm: each prompt on its own, chunk by chunk so its logits stream.
     let mut results = Vec::with_capacity(cases.len());
     let mut max_rel: f64 = 0.0;
+    let mut all = Sha256::new();
+    replay.digests.iter().for_each(|d| all.update(d));
+    replay_greedy.iter().for_each(|(_, (_, ds))| ds.iter().for_each(|d| all.update(d)));
     for &case in cases {
         engine.reset()?;
         let mut batched = Positions::new(false);
@@ -250,6 +259,7 @@ pub fn run(engine: &mut Engine, cases: &[Case], greedy_n: usize, seed: u64, prog
         }
         let n = greedy_for(case.len);
         let (tokens, digests) = greedy(engine, last, n)?;
+        batched.digests.iter().chain(&digests).for_each(|d| all.update(d));
         let differing: Vec<usize> = (0..case.len).filter(|&i| batched.digests[i] != replay.digests[i]).collect();
         let top1_agree = (0..case.len).filter(|&i| batched.argmax[i] == replay.argmax[i]).count();
         let (want_tokens, want_digests) = &replay_greedy.iter().find(|(l, _)| *l == case.len).map(|(_, g)| g).ok_or(EngineError::Unsupported {
@@ -271,7 +281,7 @@ pub fn run(engine: &mut Engine, cases: &[Case], greedy_n: usize, seed: u64, prog
         progress(&r);
         results.push(r);
     }
-    Ok(GateReport { cases: results, greedy: greedy_n, max_rel_delta: keep.then_some(max_rel) })
+    Ok(GateReport { cases: results, greedy: greedy_n, max_rel_delta: keep.then_some(max_rel), digest: all.finalize().into() })
 }
 
 /// One line per prompt.

@@ -94,7 +94,7 @@ pub struct PinnedBuffer {
 pub(crate) enum PinnedMem {
     Host(Vec<u8>),
     #[cfg(feature = "cuda")]
-    Cuda(cudarc::driver::PinnedHostSlice<u8>),
+    Cuda(super::cuda::CudaPinned),
 }
 
 impl PinnedBuffer {
@@ -115,14 +115,16 @@ impl PinnedBuffer {
         match &self.mem {
             PinnedMem::Host(v) => Ok(v),
             #[cfg(feature = "cuda")]
-            PinnedMem::Cuda(p) => p.as_slice().map_err(|e| super::cuda::driver_error("cuEventSynchronize (pinned memory)", e)),
+            PinnedMem::Cuda(p) => p.as_slice(),
         }
     }
+    /// The bytes, for writing. On CUDA this first waits for the device, so no queued copy
+    /// (`Device::copy_from_pinned`) still reads them.
     pub fn as_mut_slice(&mut self) -> Result<&mut [u8], DeviceError> {
         match &mut self.mem {
             PinnedMem::Host(v) => Ok(v),
             #[cfg(feature = "cuda")]
-            PinnedMem::Cuda(p) => p.as_mut_slice().map_err(|e| super::cuda::driver_error("cuEventSynchronize (pinned memory)", e)),
+            PinnedMem::Cuda(p) => p.as_mut_slice(),
         }
     }
 }

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg};
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DriverError, LaunchConfig, PinnedHostSlice, PushKernelArg};
 
 use super::buffer::{PinnedBuffer, PinnedMem};
 use super::check::{check_args, scalar_bits};
@@ -93,6 +93,36 @@ impl CudaKernel {
 /// the buffer's own length is what kernels see.
 pub(crate) struct CudaMem {
     slice: CudaSlice<u8>,
+}
+
+/// Page-locked host memory. Copies from it are asynchronous and cudarc does not know about
+/// them (they go through `cuMemcpyHtoDAsync` on a range), so writing it and freeing it first
+/// wait for the whole context: nothing queued may still read it.
+pub(crate) struct CudaPinned {
+    slice: PinnedHostSlice<u8>,
+    ctx: Arc<CudaContext>,
+}
+
+impl CudaPinned {
+    pub(crate) fn len(&self) -> usize {
+        self.slice.len()
+    }
+
+    pub(crate) fn as_slice(&self) -> Result<&[u8], DeviceError> {
+        self.slice.as_slice().map_err(|e| driver_error("cuEventSynchronize (pinned memory)", e))
+    }
+
+    pub(crate) fn as_mut_slice(&mut self) -> Result<&mut [u8], DeviceError> {
+        self.ctx.synchronize().map_err(|e| driver_error("cuCtxSynchronize (pinned memory)", e))?;
+        self.slice.as_mut_slice().map_err(|e| driver_error("cuEventSynchronize (pinned memory)", e))
+    }
+}
+
+impl Drop for CudaPinned {
+    fn drop(&mut self) {
+        // A failure here leaves nothing better to do than free the memory anyway.
+        let _ = self.ctx.synchronize();
+    }
 }
 
 /// A CUDA stream and its error-record ring.
@@ -230,7 +260,25 @@ impl CudaDevice {
         // returned it, and we write zeros before anyone reads it.
         let mut p = unsafe { self.ctx.alloc_pinned::<u8>(bytes.max(1)) }.map_err(|e| driver_error("cuMemHostAlloc", e))?;
         p.as_mut_slice().map_err(|e| driver_error("cuEventSynchronize (pinned memory)", e))?.fill(0);
-        Ok(PinnedBuffer { mem: PinnedMem::Cuda(p) })
+        Ok(PinnedBuffer { mem: PinnedMem::Cuda(CudaPinned { slice: p, ctx: self.ctx.clone() }) })
+    }
+
+    /// Queues `len` bytes from `src[src_off..]` into `dst[dst_off..]` on `q` (ranges checked
+    /// by the caller).
+    pub(crate) fn copy_from_pinned(&self, q: &CudaQueue, src: &CudaPinned, src_off: usize, dst: &mut CudaMem, dst_off: usize, len: usize) -> Result<(), DeviceError> {
+        let host = &src.as_slice()?[src_off..src_off + len];
+        // The guard records cudarc's write event on `q` after the copy (kept until then), so a
+        // later launch on another stream that reads `dst` is ordered after it too.
+        let (base, _guard) = dst.slice.device_ptr_mut(&q.stream);
+        // SAFETY: `dst` holds at least `dst_off + len` bytes (checked by the caller) and
+        // `host` is `len` bytes of live page-locked memory, which `CudaPinned` keeps alive and
+        // unwritten until the context has finished (its `as_mut_slice` and `Drop` synchronise).
+        unsafe { cudarc::driver::result::memcpy_htod_async(base + dst_off as u64, host, q.stream.cu_stream()) }.map_err(|e| driver_error("cuMemcpyHtoDAsync", e))
+    }
+
+    pub(crate) fn memory_info(&self) -> Result<super::device::MemoryInfo, DeviceError> {
+        let (free, total) = self.ctx.mem_get_info().map_err(|e| driver_error("cuMemGetInfo", e))?;
+        Ok(super::device::MemoryInfo { free: free as u64, total: total as u64 })
     }
 
     pub(crate) fn launch(&self, q: &CudaQueue, k: &Arc<CudaKernel>, args: &mut [DeviceArg<'_>]) -> Result<(), DeviceError> {
@@ -302,6 +350,10 @@ impl CudaQueue {
 
     pub(crate) fn record(&self, e: &CudaEvent) -> Result<(), DeviceError> {
         e.record(&self.stream).map_err(|e| driver_error("cuEventRecord", e))
+    }
+
+    pub(crate) fn wait(&self, e: &CudaEvent) -> Result<(), DeviceError> {
+        self.stream.wait(e).map_err(|e| driver_error("cuStreamWaitEvent", e))
     }
 
     /// Waits for the stream, reads the error records of the pending launches, clears them and

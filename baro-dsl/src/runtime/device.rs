@@ -10,6 +10,7 @@
 //! `Mem` (`buffer.rs`), `StreamImpl` and `EventImpl` (`stream.rs`), then one arm per `match`.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::buffer::{Buffer, Mem, PinnedBuffer};
@@ -153,6 +154,15 @@ impl DeviceKernel {
 pub struct Device {
     inner: DeviceImpl,
     default_stream: Stream,
+    /// Bytes `alloc` has handed out since the device was opened (never decreases).
+    allocated: AtomicU64,
+}
+
+/// A device's memory as its driver reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryInfo {
+    pub free: u64,
+    pub total: u64,
 }
 
 enum DeviceImpl {
@@ -167,7 +177,7 @@ impl Device {
     /// The host JIT as a device ("device buffers" are host memory, launches run in place).
     pub fn host() -> Result<Device, DeviceError> {
         let d = HostDevice::new()?;
-        Ok(Device { inner: DeviceImpl::Host(d), default_stream: Stream::host() })
+        Ok(Device { inner: DeviceImpl::Host(d), default_stream: Stream::host(), allocated: AtomicU64::new(0) })
     }
 
     /// CUDA device `ordinal`. Without a driver: "no CUDA driver (libcuda.so.1) found".
@@ -176,7 +186,7 @@ impl Device {
         {
             let d = cuda::CudaDevice::new(ordinal)?;
             let default_stream = d.default_stream_queue()?;
-            Ok(Device { inner: DeviceImpl::Cuda(d), default_stream })
+            Ok(Device { inner: DeviceImpl::Cuda(d), default_stream, allocated: AtomicU64::new(0) })
         }
         #[cfg(not(feature = "cuda"))]
         {
@@ -191,7 +201,7 @@ impl Device {
         {
             let d = hip::HipDevice::new(ordinal)?;
             let default_stream = d.default_stream()?;
-            Ok(Device { inner: DeviceImpl::Hip(d), default_stream })
+            Ok(Device { inner: DeviceImpl::Hip(d), default_stream, allocated: AtomicU64::new(0) })
         }
         #[cfg(not(feature = "hip"))]
         {
@@ -278,7 +288,26 @@ impl Device {
             #[cfg(feature = "hip")]
             DeviceImpl::Hip(h) => Mem::Hip(h.alloc(bytes)?),
         };
+        self.allocated.fetch_add(bytes as u64, Ordering::Relaxed);
         Ok(Buffer::new(elem, len, mem))
+    }
+
+    /// Bytes of device buffers `alloc` (and so `upload`) has handed out since this device was
+    /// opened, freed ones included: the difference around a constructor is what it allocated.
+    pub fn allocated_bytes(&self) -> u64 {
+        self.allocated.load(Ordering::Relaxed)
+    }
+
+    /// Free and total device memory as the driver reports them; `None` on the host, whose
+    /// "device memory" is the process's own.
+    pub fn memory_info(&self) -> Result<Option<MemoryInfo>, DeviceError> {
+        match &self.inner {
+            DeviceImpl::Host(_) => Ok(None),
+            #[cfg(feature = "cuda")]
+            DeviceImpl::Cuda(c) => c.memory_info().map(Some),
+            #[cfg(feature = "hip")]
+            DeviceImpl::Hip(h) => h.memory_info().map(Some),
+        }
     }
 
     /// A buffer holding a copy of `data`.
@@ -366,6 +395,37 @@ impl Device {
         }
     }
 
+    /// Queues a copy of `len` bytes from `src[src_off..]` (pinned host memory) into
+    /// `dst[dst_off..]` (bytes of the buffer) on `stream`. Both ranges are checked first.
+    /// Asynchronous on CUDA: `src` must not be written until the stream has passed the copy
+    /// (`PinnedBuffer::as_mut_slice` and dropping the buffer wait for the device). On the host
+    /// it is a plain copy; on HIP, whose pinned memory is pageable for now, it waits for
+    /// `stream` before returning.
+    pub fn copy_from_pinned(&self, stream: &Stream, src: &PinnedBuffer, src_off: usize, dst: &mut Buffer, dst_off: usize, len: usize) -> Result<(), DeviceError> {
+        check_range("copy source", "bytes of pinned memory", src_off, len, src.len())?;
+        check_range("copy destination", "bytes in the buffer", dst_off, len, dst.byte_len())?;
+        if len == 0 {
+            return Ok(());
+        }
+        match (&self.inner, &src.mem, &mut dst.mem) {
+            (DeviceImpl::Host(_), super::buffer::PinnedMem::Host(s), Mem::Host(d)) => {
+                super::buffer::words_as_bytes_mut(d)[dst_off..dst_off + len].copy_from_slice(&s[src_off..src_off + len]);
+                Ok(())
+            }
+            #[cfg(feature = "cuda")]
+            (DeviceImpl::Cuda(c), super::buffer::PinnedMem::Cuda(s), Mem::Cuda(d)) => c.copy_from_pinned(stream.cuda()?, s, src_off, d, dst_off, len),
+            #[cfg(feature = "hip")]
+            (DeviceImpl::Hip(h), super::buffer::PinnedMem::Host(s), Mem::Hip(d)) => h.copy_from_host(stream.hip()?, &s[src_off..src_off + len], d, dst_off),
+            #[allow(unreachable_patterns)]
+            (_, _, mem) if mem.kind() != self.kind() => {
+                let _ = stream;
+                Err(self.foreign("buffer", mem.kind()))
+            }
+            #[allow(unreachable_patterns)]
+            _ => Err(DeviceError::Mismatch { what: "pinned memory", expected: format!("memory from this {} device's alloc_pinned", self.kind()), found: "pinned memory of another device".into() }),
+        }
+    }
+
     /// Page-locked host memory of `bytes` bytes (plain memory on the host device), for fast
     /// transfers: pass its slice to `write_bytes`.
     pub fn alloc_pinned(&self, bytes: usize) -> Result<PinnedBuffer, DeviceError> {
@@ -443,6 +503,14 @@ impl KernelImpl {
             #[cfg(feature = "hip")]
             KernelImpl::Hip(_) => DeviceKind::Hip,
         }
+    }
+}
+
+/// `off..off + len` lies within `0..size`.
+fn check_range(what: &'static str, unit: &str, off: usize, len: usize, size: usize) -> Result<(), DeviceError> {
+    match off.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(DeviceError::Mismatch { what, expected: format!("a range within the {size} {unit}"), found: format!("bytes {off}..{}", off as u128 + len as u128) }),
     }
 }
 

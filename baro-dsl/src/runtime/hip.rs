@@ -270,6 +270,22 @@ impl HipDevice {
         q.copy(src.ptr, dst.ptr, len)
     }
 
+    /// Copies `src` into `dst[dst_off..]` through `q` (range checked by the caller) and waits
+    /// for `q`: see `HipQueue::copy_from_host`.
+    pub(crate) fn copy_from_host(&self, q: &HipQueue, src: &[u8], dst: &mut HipMem, dst_off: usize) -> Result<(), DeviceError> {
+        self.own(dst)?;
+        // Pointer arithmetic inside the allocation (the range was checked against its length).
+        q.copy_from_host(src, dst.ptr.cast::<u8>().wrapping_add(dst_off).cast())
+    }
+
+    pub(crate) fn memory_info(&self) -> Result<super::device::MemoryInfo, DeviceError> {
+        set_device(self.ordinal)?;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: two valid out-pointers for the duration of the call.
+        check("hipMemGetInfo", unsafe { ffi::hipMemGetInfo(&mut free, &mut total) })?;
+        Ok(super::device::MemoryInfo { free: free as u64, total: total as u64 })
+    }
+
     /// Plain host memory: HIP page-locked memory is not wired up yet (transfers still work,
     /// only slower).
     pub(crate) fn alloc_pinned(&self, bytes: usize) -> Result<PinnedBuffer, DeviceError> {

@@ -19,7 +19,7 @@ mod stream;
 
 pub use args::{Arg, Element, ScalarArg};
 pub use buffer::{Buffer, PinnedBuffer};
-pub use device::{Device, DeviceArg, DeviceError, DeviceKernel, DeviceKind};
+pub use device::{Device, DeviceArg, DeviceError, DeviceKernel, DeviceKind, MemoryInfo};
 pub use error::LaunchError;
 pub use host::{CompileError, HostKernel, HostRuntime, RuntimeError};
 pub use stream::{Event, Stream};

@@ -1,6 +1,7 @@
-//! Streams (ordered queues of device work) and events (points in a stream, for timing).
-//! On the host every call runs to completion before returning, so a host stream is empty
-//! and a host event is a wall-clock instant.
+//! Streams (ordered queues of device work) and events (points in a stream, for timing and
+//! for ordering one stream after another). On the host every call runs to completion before
+//! returning, so a host stream is empty, a host event is a wall-clock instant and waiting on
+//! one is already satisfied.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -33,6 +34,21 @@ impl Stream {
             StreamImpl::Cuda(q) => q.synchronize(),
             #[cfg(feature = "hip")]
             StreamImpl::Hip(q) => q.synchronize(),
+        }
+    }
+
+    /// Makes work queued on this stream from now on wait until `event` (as last recorded on
+    /// any stream of the same device) has completed; the host thread does not wait. An event
+    /// never recorded is already complete. On the host: nothing to wait for.
+    pub fn wait_event(&self, event: &Event) -> Result<(), DeviceError> {
+        match (&self.inner, &event.inner) {
+            (StreamImpl::Host, EventImpl::Host(_)) => Ok(()),
+            #[cfg(feature = "cuda")]
+            (StreamImpl::Cuda(q), EventImpl::Cuda(e)) => q.wait(e),
+            #[cfg(feature = "hip")]
+            (StreamImpl::Hip(q), EventImpl::Hip(e)) => q.wait(e),
+            #[allow(unreachable_patterns)]
+            _ => Err(DeviceError::Mismatch { what: "event", expected: "an event and a stream of one device".into(), found: "two devices".into() }),
         }
     }
 

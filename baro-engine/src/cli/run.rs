@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use baro_dsl::runtime::DeviceKind;
+use baro_engine::engine::staging::{self, format_bytes};
 use baro_engine::engine::{Engine, EngineOptions, PrefillMode};
 use baro_engine::sampling::{SampleError, Sampler, SamplerConfig, StopReason};
 use baro_engine::tokenizer::{ChatMessage, ChatOptions, Specials, TokenId};
@@ -72,6 +73,16 @@ pub struct RunArgs {
     /// Prompt tokens per batched chunk
     #[arg(long, value_name = "N", default_value_t = PrefillMode::DEFAULT_CHUNK)]
     pub chunk: usize,
+    /// Device memory to plan against, e.g. 24G (K, M, G, T: powers of 1024); routed experts are staged from pinned host memory when the model does not fit [default: the device's free memory]
+    #[arg(long, value_name = "SIZE", value_parser = parse_budget)]
+    pub vram_budget: Option<u64>,
+    /// Decode expert slots per layer on the device when experts are staged (at least the model's top-k)
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub expert_slots: usize,
+}
+
+fn parse_budget(text: &str) -> Result<u64, String> {
+    staging::parse_bytes(text)
 }
 
 impl RunArgs {
@@ -118,6 +129,9 @@ fn check_flags(args: &RunArgs) -> Result<SamplerConfig, String> {
     }
     if args.max_context == 0 {
         return Err("--max-context: expected at least 1, found 0".into());
+    }
+    if args.expert_slots == 0 {
+        return Err("--expert-slots: expected at least the model's top-k, found 0".into());
     }
     sampler_config(args)
 }
@@ -188,6 +202,27 @@ fn print_report(out: &mut dyn Write, r: &Report) -> std::io::Result<()> {
     writeln!(out, "generation: {} tokens in {:.3} s, {} (stopped: {})", r.generated, g, rate(r.generated, g), ended(&r.ended))
 }
 
+/// Staged mode only: the decode expert cache's hit rate over the run.
+fn print_cache_stats(out: &mut dyn Write, engine: &Engine) -> std::io::Result<()> {
+    let Some(slots) = engine.decode_slots() else { return Ok(()) };
+    let s = slots.stats();
+    writeln!(
+        out,
+        "expert cache: {} slots per layer, {} lookups, {:.1} % hits ({} hits, {} misses, {} evictions), {} copied from pinned memory",
+        slots.n_slots(),
+        s.lookups,
+        100.0 * s.hit_rate(),
+        s.hits,
+        s.misses,
+        s.evictions,
+        format_bytes(slots.copied_bytes())
+    )?;
+    if let Some(l) = engine.layer_staging() {
+        writeln!(out, "layer staging: {} layers staged for prefill, {} streamed on the copy stream", l.stages(), format_bytes(l.copied_bytes()))?;
+    }
+    Ok(())
+}
+
 pub fn run(args: &RunArgs) -> Result<(), String> {
     let sampler_config = check_flags(args)?;
     args.prefill_mode()?;
@@ -211,7 +246,10 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     if prompt.len() > capacity {
         return Err(format!("prompt: expected at most {capacity} tokens (--max-context, the model's context length), found {}", prompt.len()));
     }
-    let options = EngineOptions { max_ctx: args.max_context };
+    if args.expert_slots < loaded.config.n_experts_used {
+        return Err(format!("--expert-slots: expected at least the model's top-k ({}), found {}", loaded.config.n_experts_used, args.expert_slots));
+    }
+    let options = EngineOptions { max_ctx: args.max_context, vram_budget: args.vram_budget, expert_slots: args.expert_slots };
     let (engine, engine_time) = spin("compiling kernels and uploading weights", || Engine::new(device, &loaded.source, options));
     let mut engine = engine.map_err(|e| e.to_string())?;
     let mut sampler = Sampler::new(sampler_config).map_err(|e| e.to_string())?;
@@ -221,6 +259,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     let device = engine.device();
     writeln!(out, "target: {} - {} ({})", device.kind(), device.name(), device.driver_version()).map_err(io)?;
     writeln!(out, "model: {}", loaded.description).map_err(io)?;
+    writeln!(out, "memory: {}", engine.memory_plan()).map_err(io)?;
     let what = if loaded.is_default { "built in memory" } else { "loaded" };
     writeln!(out, "startup: model {what} in {:.2} s, kernels compiled and weights uploaded in {:.2} s", load_time.as_secs_f64(), engine_time.as_secs_f64())
         .map_err(io)?;
@@ -237,6 +276,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     writeln!(out).map_err(io)?;
     writeln!(out).map_err(io)?;
     print_report(&mut out, &report).map_err(io)?;
+    print_cache_stats(&mut out, &engine).map_err(io)?;
     if loaded.is_default {
         writeln!(out, "note: the built-in model's weights are random, so its text is gibberish by design; give --model PATH for a real model").map_err(io)?;
     }

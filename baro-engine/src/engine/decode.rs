@@ -11,6 +11,7 @@
 use baro_dsl::runtime::{Buffer, Device, DeviceArg as A, DeviceError, DeviceKernel};
 
 use crate::engine::prefill::{Logits, PrefillMode, PrefillScratch, RowsKernels};
+use crate::engine::staging::{self, BudgetError, CacheStats, DecodeSlots, LayerStaging, MemoryPlan, SlotError};
 use crate::engine::state::{LayerState, Scratch, State};
 use crate::engine::weights::{AttentionWeights, GdnWeights, Matrix, MixerWeights, ModelSource, MoeWeights, WeightError, Weights};
 use crate::kernels;
@@ -36,6 +37,11 @@ pub enum EngineError {
     Unsupported { what: &'static str, expected: String, found: String },
     #[error(transparent)]
     Sample(#[from] SampleError),
+    /// The user's budget is too small.
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+    #[error(transparent)]
+    Staging(#[from] SlotError),
 }
 
 impl From<WeightError> for EngineError {
@@ -49,11 +55,16 @@ impl From<WeightError> for EngineError {
 pub struct EngineOptions {
     /// Positions the KV cache holds (capped by the model's context length when it has one).
     pub max_ctx: usize,
+    /// Device bytes to plan against; `None`: the device's free memory (the host: no limit).
+    pub vram_budget: Option<u64>,
+    /// Decode expert slots per layer in staged mode (at least top-k; capped at the expert
+    /// count and at what the budget holds).
+    pub expert_slots: usize,
 }
 
 impl Default for EngineOptions {
     fn default() -> EngineOptions {
-        EngineOptions { max_ctx: 4096 }
+        EngineOptions { max_ctx: 4096, vram_budget: None, expert_slots: 64 }
     }
 }
 
@@ -149,6 +160,11 @@ pub struct Engine {
     pub(crate) prefill_scratch: Option<PrefillScratch>,
     /// The negative control's opt-out (`set_reordered_attention`).
     pub(crate) reordered_attention: bool,
+    pub(crate) memory: MemoryPlan,
+    /// Staged mode's decode expert cache; `None` when the experts are resident.
+    pub(crate) slots: Option<DecodeSlots>,
+    /// Staged mode's whole-layer sets for batched prefill, allocated at the first one.
+    pub(crate) layer_staging: Option<LayerStaging>,
 }
 
 /// The device and kernels a launch needs (borrowed apart from the state it writes).
@@ -194,10 +210,38 @@ impl Engine {
             n => options.max_ctx.min(n),
         }
         .max(1);
+        let budget = match options.vram_budget {
+            Some(b) => Some(b),
+            None => device.memory_info()?.map(|m| m.free),
+        };
         let kernels = Kernels::compile(&device)?;
-        let weights = Weights::load(&device, source, &cfg)?;
+        let before = device.allocated_bytes();
         let state = State::new(&device, &cfg, max_ctx)?;
-        Ok(Engine { device, kernels, weights, state, prefill_scratch: None, reordered_attention: false })
+        let mut weights = Weights::load_dense(&device, source, &cfg)?;
+        let fixed = device.allocated_bytes() - before;
+        let (memory, slots) = staging::place_experts(&device, source, &cfg, &mut weights, budget, fixed, options.expert_slots)?;
+        Ok(Engine { device, kernels, weights, state, prefill_scratch: None, reordered_attention: false, memory, slots, layer_staging: None })
+    }
+
+    /// Where the weights live and why.
+    pub fn memory_plan(&self) -> &MemoryPlan {
+        &self.memory
+    }
+
+    /// Staged mode's decode expert cache (its counters, slot count and store); `None` when
+    /// resident.
+    pub fn decode_slots(&self) -> Option<&DecodeSlots> {
+        self.slots.as_ref()
+    }
+
+    /// Staged mode's prefill staging sets, once a batched prefill has used them.
+    pub fn layer_staging(&self) -> Option<&LayerStaging> {
+        self.layer_staging.as_ref()
+    }
+
+    /// The decode expert cache's counters summed over layers; `None` when resident.
+    pub fn expert_cache_stats(&self) -> Option<CacheStats> {
+        self.slots.as_ref().map(DecodeSlots::stats)
     }
 
     pub fn config(&self) -> &ModelConfig {
@@ -252,6 +296,7 @@ impl Engine {
         let run = Launcher { device: &self.device, k: &self.kernels };
         let State { layers, rope_cos, rope_sin, s, max_ctx, .. } = &mut self.state;
         let w = &self.weights;
+        let mut slots = self.slots.as_mut();
         let (h, eps) = (cfg.hidden_dim, cfg.rms_eps);
         self.device.write(&mut s.token, &[token])?;
         let embed = match w.token_embd.ty {
@@ -264,7 +309,7 @@ impl Engine {
             TensorType::F32 | TensorType::F16 => &self.kernels.embed_f32,
         };
         run.launch(embed, &mut [A::buf(&s.token), A::buf(&w.token_embd.buf), A::buf_mut(&mut s.x), A::from(0usize), A::from(h)])?;
-        for (lw, ls) in w.layers.iter().zip(layers.iter_mut()) {
+        for (i, (lw, ls)) in w.layers.iter().zip(layers.iter_mut()).enumerate() {
             run.rmsnorm(&s.x, &lw.attn_norm, &mut s.xn, h, eps)?;
             match (&lw.mixer, ls) {
                 (MixerWeights::Gdn(g), LayerState::Gdn { conv_ring, ssm }) => gdn(&run, cfg, g, conv_ring, ssm, s, pos)?,
@@ -277,7 +322,7 @@ impl Engine {
             }
             run.add(&s.x, &s.mix, &mut s.h, h)?;
             run.rmsnorm(&s.h, &lw.post_attention_norm, &mut s.xn, h, eps)?;
-            moe(&run, cfg, &lw.moe, s)?;
+            moe(&run, cfg, &lw.moe, slots.as_deref_mut().map(|d| (d, i)), s)?;
             run.add(&s.h, &s.mix, &mut s.x, h)?;
         }
         run.rmsnorm(&s.x, &w.output_norm, &mut s.xn, h, eps)?;
@@ -385,7 +430,9 @@ fn attention(run: &Launcher<'_>, cfg: &ModelConfig, w: &AttentionWeights, k_cach
 }
 
 /// The MoE block on `s.xn`, into `s.mix`: router, routed experts, shared expert, combine.
-fn moe(run: &Launcher<'_>, cfg: &ModelConfig, w: &MoeWeights, s: &mut Scratch) -> Result<(), DeviceError> {
+/// Staged (`slots` = the decode cache and this layer's index): the router's ids come back to
+/// the host and the same expert kernels run on the layer's slots by slot id.
+fn moe(run: &Launcher<'_>, cfg: &ModelConfig, w: &MoeWeights, slots: Option<(&mut DecodeSlots, usize)>, s: &mut Scratch) -> Result<(), EngineError> {
     let ids = &s.plain_ids;
     let (k, fi, fs, h) = (cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim, cfg.hidden_dim);
     run.matvec(&w.router, &s.xn, ids, &mut s.router_logits, 0, 1)?;
@@ -401,14 +448,20 @@ fn moe(run: &Launcher<'_>, cfg: &ModelConfig, w: &MoeWeights, s: &mut Scratch) -
             A::from(k),
         ],
     )?;
-    run.matvec(&w.gate_exps, &s.xn, &s.expert_ids, &mut s.gate, 0, k)?;
-    run.matvec(&w.up_exps, &s.xn, &s.expert_ids, &mut s.up, 0, k)?;
+    let (experts, expert_ids) = match (&w.experts, slots) {
+        (Some(resident), _) => (resident, &s.expert_ids),
+        (None, Some((decode, layer))) => decode.map(run.device, run.device.default_stream(), layer, &s.expert_ids)?,
+        (None, None) => return Err(EngineError::Unsupported { what: "routed experts", expected: "resident or staged".into(), found: "neither (a bug in baro)".into() }),
+    };
+    run.matvec(&experts.gate, &s.xn, expert_ids, &mut s.gate, 0, k)?;
+    run.matvec(&experts.up, &s.xn, expert_ids, &mut s.up, 0, k)?;
     run.swiglu(&s.gate, &s.up, &mut s.act, k * fi)?;
-    run.matvec(&w.down_exps, &s.act, &s.expert_ids, &mut s.down, fi, k)?;
+    run.matvec(&experts.down, &s.act, expert_ids, &mut s.down, fi, k)?;
     run.matvec(&w.gate_shexp, &s.xn, ids, &mut s.sh_gate, 0, 1)?;
     run.matvec(&w.up_shexp, &s.xn, ids, &mut s.sh_up, 0, 1)?;
     run.swiglu(&s.sh_gate, &s.sh_up, &mut s.sh_act, fs)?;
     run.matvec(&w.down_shexp, &s.sh_act, ids, &mut s.sh_out, 0, 1)?;
     run.matvec(&w.shared_gate, &s.xn, ids, &mut s.sh_logit, 0, 1)?;
-    run.launch(&run.k.moe_combine, &mut [A::buf(&s.down), A::buf(&s.expert_weights), A::buf(&s.sh_out), A::buf(&s.sh_logit), A::buf_mut(&mut s.mix), A::from(h), A::from(k)])
+    run.launch(&run.k.moe_combine, &mut [A::buf(&s.down), A::buf(&s.expert_weights), A::buf(&s.sh_out), A::buf(&s.sh_logit), A::buf_mut(&mut s.mix), A::from(h), A::from(k)])?;
+    Ok(())
 }

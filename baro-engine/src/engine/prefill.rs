@@ -9,8 +9,10 @@
 //! append at positions p..p+T, causal attention per row in the decode kernel's order, and
 //! the MoE block with its (token, k) pairs sorted by expert on the device (`moe_count`,
 //! `moe_scatter`), gathered, projected per pair, gathered back and summed in top-k order.
-//! Chunks cross freely: the KV cache and GDN state carry from one to the next. Wiring only:
-//! no kernel body and no driver call.
+//! Chunks cross freely: the KV cache and GDN state carry from one to the next. With staged
+//! experts each layer's experts stream into one of two `LayerStaging` sets on a copy stream
+//! while the previous layer computes (events, no host wait); the MoE reads the set as it would
+//! the resident stacks. Wiring only: no kernel body and no driver call.
 
 use std::collections::HashMap;
 
@@ -18,8 +20,9 @@ use baro_dsl::runtime::{Buffer, Device, DeviceArg as A, DeviceError, DeviceKerne
 use baro_dsl::ScalarType;
 
 use crate::engine::decode::{Engine, EngineError};
+use crate::engine::staging::LayerStaging;
 use crate::engine::state::LayerState;
-use crate::engine::weights::{AttentionWeights, GdnWeights, Matrix, MixerWeights, MoeWeights};
+use crate::engine::weights::{AttentionWeights, ExpertMatrices, GdnWeights, Matrix, MixerWeights, MoeWeights};
 use crate::model::{ModelConfig, TensorType};
 use crate::tokenizer::TokenId;
 
@@ -306,6 +309,9 @@ impl Engine {
             }
             PrefillMode::Batched { chunk } => chunk.min(tokens.len()),
         };
+        if let (Some(slots), None) = (&self.slots, &self.layer_staging) {
+            self.layer_staging = Some(LayerStaging::new(&self.device, slots.store())?);
+        }
         if self.prefill_scratch.as_ref().is_none_or(|s| s.rows < chunk) {
             self.prefill_scratch = None;
             self.prefill_scratch = Some(PrefillScratch::new(&self.device, &cfg, chunk, self.state.max_ctx)?);
@@ -343,7 +349,16 @@ impl Engine {
         };
         run.launch(&run.k.embed[&embed], &mut [A::buf(&p.tokens), A::buf(&w.token_embd.buf), A::buf_mut(&mut p.x), A::from(0usize), A::from(h), A::from(t)])?;
         let max_ctx = self.state.max_ctx;
-        for (lw, ls) in w.layers.iter().zip(self.state.layers.iter_mut()) {
+        // Staged: the layers' experts stream into two sets on a copy stream, one layer ahead.
+        let mut staged = match (&self.slots, self.layer_staging.as_mut()) {
+            (Some(slots), Some(staging)) => Some((slots.store(), staging)),
+            _ => None,
+        };
+        if let Some((store, staging)) = staged.as_mut() {
+            staging.stage(&self.device, store, 0, 0)?;
+        }
+        let compute = self.device.default_stream();
+        for (i, (lw, ls)) in w.layers.iter().zip(self.state.layers.iter_mut()).enumerate() {
             run.rmsnorm(&p.x, &lw.attn_norm, &mut p.xn, h, eps, t)?;
             match (&lw.mixer, ls) {
                 (MixerWeights::Gdn(g), LayerState::Gdn { conv_ring, ssm }) => gdn(&run, cfg, g, conv_ring, ssm, p, pos, t)?,
@@ -354,7 +369,18 @@ impl Engine {
             }
             run.add(&p.x, &p.mix, &mut p.h, h, t)?;
             run.rmsnorm(&p.h, &lw.post_attention_norm, &mut p.xn, h, eps, t)?;
-            moe(&run, cfg, &lw.moe, p, t)?;
+            match (&lw.moe.experts, staged.as_mut()) {
+                (Some(resident), _) => moe(&run, cfg, &lw.moe, resident, p, t)?,
+                (None, Some((store, staging))) => {
+                    let set = i % 2;
+                    if i + 1 < w.layers.len() {
+                        staging.stage(&self.device, store, i + 1, 1 - set)?;
+                    }
+                    moe(&run, cfg, &lw.moe, staging.wait(compute, set)?, p, t)?;
+                    staging.release(compute, set)?;
+                }
+                (None, None) => return Err(EngineError::Unsupported { what: "routed experts", expected: "resident or staged".into(), found: "neither (a bug in baro)".into() }),
+            }
             run.add(&p.h, &p.mix, &mut p.x, h, t)?;
         }
         self.state.pos += t;
@@ -465,7 +491,8 @@ fn attention(run: &Rows<'_>, cfg: &ModelConfig, w: &AttentionWeights, k_cache: &
 
 /// The MoE block over `t` rows of `p.xn`, into `p.mix`: router per row, (row, k) pairs sorted
 /// by expert, one dot per pair, back to (row, k) order, shared expert, combine in k order.
-fn moe(run: &Rows<'_>, cfg: &ModelConfig, w: &MoeWeights, p: &mut PrefillScratch, t: usize) -> Result<(), DeviceError> {
+/// `experts` are the layer's stacks by expert id: resident, or a staging set holding the layer.
+fn moe(run: &Rows<'_>, cfg: &ModelConfig, w: &MoeWeights, experts: &ExpertMatrices, p: &mut PrefillScratch, t: usize) -> Result<(), DeviceError> {
     let ids = &p.zero_ids;
     let (k, fi, fs, h, ne) = (cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim, cfg.hidden_dim, cfg.n_experts);
     let pairs = t * k;
@@ -480,10 +507,10 @@ fn moe(run: &Rows<'_>, cfg: &ModelConfig, w: &MoeWeights, p: &mut PrefillScratch
         &mut [A::buf(&p.expert_ids), A::buf(&p.counts), A::buf_mut(&mut p.pair_of), A::buf_mut(&mut p.slot_of), A::buf_mut(&mut p.sorted_ids), A::from(pairs), A::from(ne)],
     )?;
     run.launch(&run.k.moe_gather, &mut [A::buf(&p.xn), A::buf(&p.pair_of), A::buf_mut(&mut p.xs), A::from(h), A::from(k), A::from(pairs)])?;
-    run.matvec(&w.gate_exps, &p.xs, &p.sorted_ids, &mut p.gate, pairs)?;
-    run.matvec(&w.up_exps, &p.xs, &p.sorted_ids, &mut p.up, pairs)?;
+    run.matvec(&experts.gate, &p.xs, &p.sorted_ids, &mut p.gate, pairs)?;
+    run.matvec(&experts.up, &p.xs, &p.sorted_ids, &mut p.up, pairs)?;
     run.swiglu(&p.gate, &p.up, &mut p.act, fi, pairs)?;
-    run.matvec(&w.down_exps, &p.act, &p.sorted_ids, &mut p.down_sorted, pairs)?;
+    run.matvec(&experts.down, &p.act, &p.sorted_ids, &mut p.down_sorted, pairs)?;
     run.launch(&run.k.moe_ungather, &mut [A::buf(&p.down_sorted), A::buf(&p.slot_of), A::buf_mut(&mut p.down), A::from(h), A::from(pairs)])?;
     run.matvec(&w.gate_shexp, &p.xn, ids, &mut p.sh_gate, t)?;
     run.matvec(&w.up_shexp, &p.xn, ids, &mut p.sh_up, t)?;

@@ -18,7 +18,9 @@
 //! the kernels read as f32 (norms, `ssm_a`, `dt_bias`, the conv weight) are widened exactly
 //! from F16/BF16. Routed experts are stacked per layer as (expert, row, column), the layout
 //! the expert-capable matvecs index with `ids`; a GGUF file's fused `ffn_gate_up_exps` is split
-//! into gate and up by bytes. Never reads a file itself and never panics on
+//! into gate and up by bytes. `load_dense` leaves the routed experts out (`experts: None`) for
+//! `staging` to place; `host_experts` and `expert_shapes` give them, or their shapes from the
+//! tensor directory alone, on the host. Never reads a file itself and never panics on
 //! a tensor's contents or shape.
 
 use std::borrow::Cow;
@@ -131,17 +133,52 @@ pub enum MixerWeights {
     Attention(AttentionWeights),
 }
 
+/// One layer's routed experts on the device, stacked by expert id.
+pub struct ExpertMatrices {
+    pub gate: Matrix, // (expert, expert_ffn, hidden)
+    pub up: Matrix,   // (expert, expert_ffn, hidden)
+    pub down: Matrix, // (expert, hidden, expert_ffn)
+}
+
 /// The MoE block: router, routed experts stacked by expert id, shared expert and its gate.
 pub struct MoeWeights {
     pub router: Matrix,      // (expert, hidden)
     pub shared_gate: Matrix, // (1, hidden)
-    pub gate_exps: Matrix,   // (expert, expert_ffn, hidden)
-    pub up_exps: Matrix,     // (expert, expert_ffn, hidden)
-    pub down_exps: Matrix,   // (expert, hidden, expert_ffn)
-    pub gate_shexp: Matrix,  // (shared_ffn, hidden)
-    pub up_shexp: Matrix,    // (shared_ffn, hidden)
-    pub down_shexp: Matrix,  // (hidden, shared_ffn)
+    /// `None` when the experts are staged (they live in pinned host memory, `engine::staging`).
+    pub experts: Option<ExpertMatrices>,
+    pub gate_shexp: Matrix, // (shared_ffn, hidden)
+    pub up_shexp: Matrix,   // (shared_ffn, hidden)
+    pub down_shexp: Matrix, // (hidden, shared_ffn)
 }
+
+/// The shape and element type of a stack of matrices, without its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatrixShape {
+    pub ty: TensorType,
+    pub n_mats: usize,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl MatrixShape {
+    /// Bytes of one matrix of the stack (rows are whole blocks).
+    pub fn mat_bytes(&self) -> usize {
+        self.rows * (self.cols / self.ty.block_len()) * self.ty.block_bytes()
+    }
+    pub fn bytes(&self) -> usize {
+        self.n_mats * self.mat_bytes()
+    }
+}
+
+/// A stack of matrices on the host, before upload or staging; bytes borrowed from the file
+/// when no conversion was needed.
+pub struct HostMatrix<'a> {
+    pub shape: MatrixShape,
+    pub bytes: Cow<'a, [u8]>, // (mat, row, col) in the stored element type
+}
+
+/// One layer's routed experts on the host: gate, up, down.
+pub type HostExperts<'a> = [HostMatrix<'a>; 3];
 
 pub struct LayerWeights {
     pub attn_norm: Buffer,           // (hidden) f32, 1 + w
@@ -159,6 +196,12 @@ pub struct Weights {
     pub layers: Vec<LayerWeights>,
 }
 
+impl Matrix {
+    pub fn shape(&self) -> MatrixShape {
+        MatrixShape { ty: self.ty, n_mats: self.n_mats, rows: self.rows, cols: self.cols }
+    }
+}
+
 impl Weights {
     /// The output head: `output`, or the token embedding when tied.
     pub fn lm_head(&self) -> &Matrix {
@@ -167,8 +210,16 @@ impl Weights {
 
     /// Uploads every tensor of `cfg`'s model from `source` to `device`.
     pub fn load(device: &Device, source: &ModelSource, cfg: &ModelConfig) -> Result<Weights, WeightError> {
-        let specs: HashMap<String, GgufTensorSpec> = names::gguf_tensors(cfg).into_iter().map(|s| (s.name.clone(), s)).collect();
-        let l = Loader { device, source, cfg, specs };
+        let mut w = Weights::load_dense(device, source, cfg)?;
+        for (i, layer) in w.layers.iter_mut().enumerate() {
+            layer.moe.experts = Some(upload_experts(device, host_experts(source, cfg, i)?)?);
+        }
+        Ok(w)
+    }
+
+    /// Uploads every tensor but the routed experts (`experts` is `None` in every layer).
+    pub fn load_dense(device: &Device, source: &ModelSource, cfg: &ModelConfig) -> Result<Weights, WeightError> {
+        let l = Loader::new(device, source, cfg);
         let mut token_embd = l.matrix("token_embd.weight")?;
         if token_embd.ty == TensorType::F16 {
             let t = l.fetch("token_embd.weight")?;
@@ -203,13 +254,10 @@ impl Weights {
                     k_norm: l.vector(&b("attn_k_norm.weight"))?,
                 }),
             };
-            let (gate_exps, up_exps) = l.gate_up_exps(i)?;
             let moe = MoeWeights {
                 router: l.matrix(&b("ffn_gate_inp.weight"))?,
                 shared_gate: l.matrix(&b("ffn_gate_inp_shexp.weight"))?,
-                gate_exps,
-                up_exps,
-                down_exps: l.matrix(&b("ffn_down_exps.weight"))?,
+                experts: None,
                 gate_shexp: l.matrix(&b("ffn_gate_shexp.weight"))?,
                 up_shexp: l.matrix(&b("ffn_up_shexp.weight"))?,
                 down_shexp: l.matrix(&b("ffn_down_shexp.weight"))?,
@@ -227,34 +275,141 @@ struct HostTensor<'a> {
     bytes: Cow<'a, [u8]>,
 }
 
-struct Loader<'a> {
-    device: &'a Device,
+/// Layer `layer`'s routed experts (gate, up, down) on the host, in their stored element
+/// types: borrowed from a GGUF file, or assembled from a checkpoint's per-expert or fused
+/// tensors. Reads no device.
+pub fn host_experts<'a>(source: &'a ModelSource, cfg: &'a ModelConfig, layer: usize) -> Result<HostExperts<'a>, WeightError> {
+    let l = HostLoader::new(source, cfg);
+    let (gate, up) = l.gate_up_exps(layer)?;
+    Ok([gate, up, l.host_matrix(&format!("blk.{layer}.ffn_down_exps.weight"))?])
+}
+
+/// The shapes and element types of every layer's routed experts (gate, up, down), from the
+/// file's tensor directory: nothing is read or converted.
+pub fn expert_shapes(source: &ModelSource, cfg: &ModelConfig) -> Result<Vec<[MatrixShape; 3]>, WeightError> {
+    let l = HostLoader::new(source, cfg);
+    (0..cfg.n_layers).map(|i| l.expert_shapes(i)).collect()
+}
+
+/// Uploads one layer's host experts.
+pub fn upload_experts(device: &Device, [gate, up, down]: HostExperts<'_>) -> Result<ExpertMatrices, WeightError> {
+    let up_one = |m: HostMatrix<'_>, what: &str| -> Result<Matrix, WeightError> {
+        let buf = upload(device, what, m.shape.ty, &m.bytes)?;
+        Ok(Matrix { buf, ty: m.shape.ty, n_mats: m.shape.n_mats, rows: m.shape.rows, cols: m.shape.cols })
+    };
+    Ok(ExpertMatrices { gate: up_one(gate, "routed gate experts")?, up: up_one(up, "routed up experts")?, down: up_one(down, "routed down experts")? })
+}
+
+/// The device element type a matrix of `ty` is stored as: its float type, or raw bytes.
+pub fn storage_elem(ty: TensorType) -> ScalarType {
+    match ty {
+        TensorType::F32 => ScalarType::F32,
+        TensorType::F16 => ScalarType::F16,
+        TensorType::BF16 => ScalarType::BF16,
+        _ => ScalarType::U8,
+    }
+}
+
+/// A zeroed stack of `shape` on `device`.
+pub fn alloc_matrix(device: &Device, shape: MatrixShape) -> Result<Matrix, DeviceError> {
+    let elem = storage_elem(shape.ty);
+    let buf = device.alloc(elem, shape.bytes() / elem.size_bytes())?;
+    Ok(Matrix { buf, ty: shape.ty, n_mats: shape.n_mats, rows: shape.rows, cols: shape.cols })
+}
+
+fn upload(device: &Device, name: &str, ty: TensorType, bytes: &[u8]) -> Result<Buffer, WeightError> {
+    device.upload_bytes(storage_elem(ty), bytes).map_err(|source| WeightError::Device { name: name.into(), source: Box::new(source) })
+}
+
+/// Reads canonical tensors from the source on the host.
+struct HostLoader<'a> {
     source: &'a ModelSource,
     cfg: &'a ModelConfig,
     specs: HashMap<String, GgufTensorSpec>,
 }
 
+/// A `HostLoader` that uploads.
+struct Loader<'a> {
+    device: &'a Device,
+    host: HostLoader<'a>,
+}
+
+impl<'a> std::ops::Deref for Loader<'a> {
+    type Target = HostLoader<'a>;
+    fn deref(&self) -> &HostLoader<'a> {
+        &self.host
+    }
+}
+
 impl<'a> Loader<'a> {
+    fn new(device: &'a Device, source: &'a ModelSource, cfg: &'a ModelConfig) -> Loader<'a> {
+        Loader { device, host: HostLoader::new(source, cfg) }
+    }
+
+    /// A (stack of) matrices of the spec's shape; 1-D specs are one row.
+    fn matrix(&self, name: &str) -> Result<Matrix, WeightError> {
+        let m = self.host_matrix(name)?;
+        let buf = self.upload(name, m.shape.ty, &m.bytes)?;
+        Ok(Matrix { buf, ty: m.shape.ty, n_mats: m.shape.n_mats, rows: m.shape.rows, cols: m.shape.cols })
+    }
+
+    /// An f32 vector (any shape, flattened), widened exactly from F16/BF16.
+    fn vector(&self, name: &str) -> Result<Buffer, WeightError> {
+        let t = self.fetch(name)?;
+        match t.ty {
+            TensorType::F32 => self.upload(name, TensorType::F32, &t.bytes),
+            TensorType::F16 | TensorType::BF16 => self.upload(name, TensorType::F32, &f32_bytes(&dequant::to_f32(t.ty, &t.bytes))),
+            found => Err(WeightError::Type { name: name.into(), expected: "F32, F16 or BF16", found }),
+        }
+    }
+
+    fn upload(&self, name: &str, ty: TensorType, bytes: &[u8]) -> Result<Buffer, WeightError> {
+        upload(self.device, name, ty, bytes)
+    }
+}
+
+impl<'a> HostLoader<'a> {
+    fn new(source: &'a ModelSource, cfg: &'a ModelConfig) -> HostLoader<'a> {
+        let specs = names::gguf_tensors(cfg).into_iter().map(|s| (s.name.clone(), s)).collect();
+        HostLoader { source, cfg, specs }
+    }
+
     fn spec(&self, name: &str) -> Result<&GgufTensorSpec, WeightError> {
         // Every name asked for comes from the same table: a miss is a bug in this file.
         self.specs.get(name).ok_or_else(|| WeightError::Missing { name: name.into(), canonical: "the qwen35moe tensor table (a bug in baro)".into() })
     }
 
-    /// A (stack of) matrices of the spec's shape; 1-D specs are one row.
-    fn matrix(&self, name: &str) -> Result<Matrix, WeightError> {
-        let spec = self.spec(name)?;
-        let t = self.fetch(name)?;
-        let (n_mats, rows, cols) = match spec.shape.as_slice() {
-            [k] => (1, 1, *k),
-            [n, k] => (1, *n, *k),
-            [e, n, k] => (*e, *n, *k),
-            other => return Err(WeightError::Shape { name: name.into(), expected: vec![0, 0], found: other.to_vec() }),
-        };
-        if t.ty.is_quantized() && cols % t.ty.block_len() != 0 {
-            return Err(WeightError::Shape { name: name.into(), expected: vec![rows, cols.next_multiple_of(t.ty.block_len())], found: spec.shape.clone() });
+    /// (n_mats, rows, cols) of a matrix spec; 1-D specs are one row.
+    fn spec_dims(&self, name: &str) -> Result<(usize, usize, usize), WeightError> {
+        match self.spec(name)?.shape.as_slice() {
+            [k] => Ok((1, 1, *k)),
+            [n, k] => Ok((1, *n, *k)),
+            [e, n, k] => Ok((*e, *n, *k)),
+            other => Err(WeightError::Shape { name: name.into(), expected: vec![0, 0], found: other.to_vec() }),
         }
-        let buf = self.upload(name, t.ty, &t.bytes)?;
-        Ok(Matrix { buf, ty: t.ty, n_mats, rows, cols })
+    }
+
+    /// The shape of matrix `name` stored as `ty`, checked to be whole blocks per row.
+    fn matrix_shape(&self, name: &str, ty: TensorType) -> Result<MatrixShape, WeightError> {
+        let (n_mats, rows, cols) = self.spec_dims(name)?;
+        if ty.is_quantized() && cols % ty.block_len() != 0 {
+            return Err(WeightError::Shape { name: name.into(), expected: vec![rows, cols.next_multiple_of(ty.block_len())], found: self.spec(name)?.shape.clone() });
+        }
+        Ok(MatrixShape { ty, n_mats, rows, cols })
+    }
+
+    /// A (stack of) matrices of the spec's shape on the host; 1-D specs are one row.
+    fn host_matrix(&self, name: &str) -> Result<HostMatrix<'a>, WeightError> {
+        let t = self.fetch(name)?;
+        Ok(HostMatrix { shape: self.matrix_shape(name, t.ty)?, bytes: t.bytes })
+    }
+
+    /// The GGUF file's fused `ffn_gate_up_exps` of `layer` when it has neither separate tensor.
+    fn fused_gate_up(&self, layer: usize) -> Option<(String, crate::model::TensorView<'a>)> {
+        let ModelSource::Gguf(g) = self.source else { return None };
+        let fused = format!("blk.{layer}.ffn_gate_up_exps.weight");
+        let separate = g.tensor(&format!("blk.{layer}.ffn_gate_exps.weight")).is_some() || g.tensor(&format!("blk.{layer}.ffn_up_exps.weight")).is_some();
+        g.tensor(&fused).filter(|_| !separate).map(|t| (fused, t))
     }
 
     /// Layer `layer`'s routed gate and up experts: `ffn_gate_exps` and `ffn_up_exps`, or, in a
@@ -262,15 +417,10 @@ impl<'a> Loader<'a> {
     /// its stored element type: gate the first I rows of each expert, up the last I (the order
     /// of llama.cpp and of `names`' HF `gate_up_proj`). Rows are whole blocks, so the split is
     /// a byte split; nothing is widened.
-    fn gate_up_exps(&self, layer: usize) -> Result<(Matrix, Matrix), WeightError> {
+    fn gate_up_exps(&self, layer: usize) -> Result<(HostMatrix<'a>, HostMatrix<'a>), WeightError> {
         let (gate, up) = (format!("blk.{layer}.ffn_gate_exps.weight"), format!("blk.{layer}.ffn_up_exps.weight"));
-        let ModelSource::Gguf(g) = self.source else {
-            return Ok((self.matrix(&gate)?, self.matrix(&up)?));
-        };
-        let fused = format!("blk.{layer}.ffn_gate_up_exps.weight");
-        let t = match g.tensor(&fused) {
-            Some(t) if g.tensor(&gate).is_none() && g.tensor(&up).is_none() => t,
-            _ => return Ok((self.matrix(&gate)?, self.matrix(&up)?)),
+        let Some((fused, t)) = self.fused_gate_up(layer) else {
+            return Ok((self.host_matrix(&gate)?, self.host_matrix(&up)?));
         };
         let (e, n, k) = match self.spec(&gate)?.shape.as_slice() {
             &[e, n, k] => (e, n, k),
@@ -289,28 +439,37 @@ impl<'a> Loader<'a> {
                 up_bytes.extend_from_slice(&expert[per..]);
             }
         }
-        let matrix = |name: &str, bytes: &[u8]| -> Result<Matrix, WeightError> { Ok(Matrix { buf: self.upload(name, t.ty, bytes)?, ty: t.ty, n_mats: e, rows: n, cols: k }) };
-        Ok((matrix(&format!("{fused} (gate half)"), &gate_bytes)?, matrix(&format!("{fused} (up half)"), &up_bytes)?))
+        let shape = MatrixShape { ty: t.ty, n_mats: e, rows: n, cols: k };
+        Ok((HostMatrix { shape, bytes: Cow::Owned(gate_bytes) }, HostMatrix { shape, bytes: Cow::Owned(up_bytes) }))
     }
 
-    /// An f32 vector (any shape, flattened), widened exactly from F16/BF16.
-    fn vector(&self, name: &str) -> Result<Buffer, WeightError> {
-        let t = self.fetch(name)?;
-        match t.ty {
-            TensorType::F32 => self.upload(name, TensorType::F32, &t.bytes),
-            TensorType::F16 | TensorType::BF16 => self.upload(name, TensorType::F32, &f32_bytes(&dequant::to_f32(t.ty, &t.bytes))),
-            found => Err(WeightError::Type { name: name.into(), expected: "F32, F16 or BF16", found }),
+    /// The stored element type of routed-expert tensor `name` (`part` of `layer`) without
+    /// reading its bytes.
+    fn expert_type(&self, name: &str, layer: usize, part: ExpertPart) -> Result<TensorType, WeightError> {
+        let missing = |n: String| WeightError::Missing { name: n, canonical: name.into() };
+        match self.source {
+            ModelSource::Gguf(g) => {
+                if part != ExpertPart::Down {
+                    if let Some((_, t)) = self.fused_gate_up(layer) {
+                        return Ok(t.ty);
+                    }
+                }
+                g.tensor(name).map(|t| t.ty).ok_or_else(|| missing(name.into()))
+            }
+            ModelSource::Hf(ck) => {
+                let one = format!("model.layers.{layer}.mlp.experts.0.{}.weight", part_name(part));
+                let fused = format!("model.layers.{layer}.mlp.experts.{}", if part == ExpertPart::Down { "down_proj" } else { "gate_up_proj" });
+                ck.tensor(&one).or_else(|| ck.tensor(&fused)).map(|t| t.ty).ok_or_else(|| missing(one))
+            }
         }
     }
 
-    fn upload(&self, name: &str, ty: TensorType, bytes: &[u8]) -> Result<Buffer, WeightError> {
-        let elem = match ty {
-            TensorType::F32 => ScalarType::F32,
-            TensorType::F16 => ScalarType::F16,
-            TensorType::BF16 => ScalarType::BF16,
-            _ => ScalarType::U8,
+    fn expert_shapes(&self, layer: usize) -> Result<[MatrixShape; 3], WeightError> {
+        let shape = |part: ExpertPart, suffix: &str| -> Result<MatrixShape, WeightError> {
+            let name = format!("blk.{layer}.{suffix}");
+            self.matrix_shape(&name, self.expert_type(&name, layer, part)?)
         };
-        self.device.upload_bytes(elem, bytes).map_err(|source| WeightError::Device { name: name.into(), source: Box::new(source) })
+        Ok([shape(ExpertPart::Gate, "ffn_gate_exps.weight")?, shape(ExpertPart::Up, "ffn_up_exps.weight")?, shape(ExpertPart::Down, "ffn_down_exps.weight")?])
     }
 
     /// The canonical tensor `name` in its stored element type.

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use baro_bench::identity::{self, case_line, Case};
 use baro_bench::report::Meta;
 use baro_dsl::runtime::{Device, DeviceKind};
+use baro_engine::engine::staging::parse_bytes;
 use baro_engine::engine::{Engine, EngineOptions, ModelSource};
 use clap::Parser;
 
@@ -37,6 +38,13 @@ struct Cli {
     /// The negative control: batched prefill with the reordered attention (not identical).
     #[arg(long)]
     negative_control: bool,
+    /// A device-memory budget (e.g. 24G): routed experts staged from pinned host memory when
+    /// the model does not fit. A staged run must print the resident run's logits digest.
+    #[arg(long)]
+    vram_budget: Option<String>,
+    /// Decode expert slots per layer when staged.
+    #[arg(long, default_value_t = 64)]
+    expert_slots: usize,
     #[arg(long)]
     out: Option<PathBuf>,
     #[arg(long)]
@@ -75,13 +83,15 @@ fn main_inner(cli: Cli) -> Result<bool, String> {
     let meta = Meta::new(device.name(), device.driver_version(), cli.commit.clone());
     let source = ModelSource::open(&cli.model).map_err(|e| format!("{}: {e}", cli.model.display()))?;
     let started = std::time::Instant::now();
-    let mut engine = Engine::new(device, &source, EngineOptions { max_ctx: longest + cli.greedy + 1 }).map_err(|e| e.to_string())?;
+    let vram_budget = cli.vram_budget.as_deref().map(parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?;
+    let options = EngineOptions { max_ctx: longest + cli.greedy + 1, vram_budget, expert_slots: cli.expert_slots };
+    let mut engine = Engine::new(device, &source, options).map_err(|e| e.to_string())?;
     engine.set_reordered_attention(cli.negative_control);
     let cfg = engine.config().clone();
     let mut lines = vec![
         meta.markdown_header(),
         format!(
-            "model {} (hidden {}, {} layers, {} experts top-{}, vocab {}), {} prompts, seed {:#x}, batched attention: {}",
+            "model {} (hidden {}, {} layers, {} experts top-{}, vocab {}), {} prompts, seed {:#x}, memory: {}, batched attention: {}",
             cli.model.display(),
             cfg.hidden_dim,
             cfg.n_layers,
@@ -90,6 +100,7 @@ fn main_inner(cli: Cli) -> Result<bool, String> {
             cfg.vocab_size,
             cases.len(),
             cli.seed,
+            engine.memory_plan(),
             if cli.negative_control { "REORDERED (negative control, opted out of identity)" } else { "attention_rows (the verified sibling)" }
         ),
     ];
@@ -104,6 +115,7 @@ fn main_inner(cli: Cli) -> Result<bool, String> {
     let mut tail = vec![report.summary()];
     let agree = report.top1_agree() as f64 / report.positions().max(1) as f64;
     let delta = report.max_rel_delta.map_or("not kept (logits too large)".to_string(), |d| format!("{d:.3e}"));
+    tail.push(format!("logits digest (every prompt position and greedy step of both arms; equal across memory modes and targets): {}", report.digest_hex()));
     tail.push(format!("teacher-forced agreement: top-1 {}/{} positions ({:.4}), max |Δ| / max |logit| {delta}", report.top1_agree(), report.positions(), agree));
     let ok = if cli.negative_control {
         let diverged = report.failed();

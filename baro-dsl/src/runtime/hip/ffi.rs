@@ -35,6 +35,9 @@ extern "C" {
     pub fn hipFree(ptr: DevicePtr) -> Code;
     pub fn hipMemcpyHtoD(dst: DevicePtr, src: *mut c_void, size: usize) -> Code;
     pub fn hipMemcpyDtoH(dst: *mut c_void, src: DevicePtr, size: usize) -> Code;
+    pub fn hipMemcpyHtoDAsync(dst: DevicePtr, src: *mut c_void, size: usize, stream: Stream) -> Code;
+    pub fn hipMemGetInfo(free: *mut usize, total: *mut usize) -> Code;
+    pub fn hipStreamWaitEvent(stream: Stream, event: Event, flags: c_uint) -> Code;
     pub fn hipMemcpyDtoDAsync(dst: DevicePtr, src: DevicePtr, size: usize, stream: Stream) -> Code;
     pub fn hipMemcpyDtoHAsync(dst: *mut c_void, src: DevicePtr, size: usize, stream: Stream) -> Code;
     pub fn hipMemsetAsync(dst: DevicePtr, value: c_int, size: usize, stream: Stream) -> Code;

@@ -103,6 +103,26 @@ impl HipQueue {
         check("hipMemcpyDtoDAsync", unsafe { ffi::hipMemcpyDtoDAsync(dst, src, len, self.raw) })
     }
 
+    /// Queues a copy of `src` into `dst + dst_off` and waits for the stream: `src` is
+    /// pageable memory, which HIP may still read after an asynchronous call returns.
+    pub(crate) fn copy_from_host(&self, src: &[u8], dst: ffi::DevicePtr) -> Result<(), DeviceError> {
+        // SAFETY: `dst` points into a live allocation with at least `src.len()` bytes left
+        // (the caller's checked range); `src` is borrowed for the whole call, which does not
+        // return before the stream has finished the copy.
+        check("hipMemcpyHtoDAsync", unsafe { ffi::hipMemcpyHtoDAsync(dst, src.as_ptr().cast_mut().cast(), src.len(), self.raw) })?;
+        self.sync_stream()
+    }
+
+    /// Work queued on this stream from now on waits for `e`'s last recorded point.
+    pub(crate) fn wait(&self, e: &HipEvent) -> Result<(), DeviceError> {
+        if e.device != self.device {
+            return Err(DeviceError::Mismatch { what: "event", expected: format!("an event of hip device {}", self.device), found: format!("one of hip device {}", e.device) });
+        }
+        super::set_device(self.device)?;
+        // SAFETY: live stream and event handles of one device; flags 0 is the only defined value.
+        check("hipStreamWaitEvent", unsafe { ffi::hipStreamWaitEvent(self.raw, e.raw, 0) })
+    }
+
     /// Waits for all queued work, then reports the first failed bounds check (in launch
     /// order) of the kernels launched since the last synchronisation.
     pub(crate) fn synchronize(&self) -> Result<(), DeviceError> {
