@@ -8,4 +8,5 @@ pub mod model;
 pub mod pack;
 pub mod reference;
 pub mod sampling;
+pub mod server;
 pub mod tokenizer;
