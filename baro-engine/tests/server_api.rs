@@ -2,7 +2,8 @@
 //! streaming and not (the streamed pieces join to the non-streamed text, usage counts agree),
 //! logprobs, stop strings, `/v1/models`; Ollama generate and chat, NDJSON and not, `/api/tags`;
 //! `/health` and `/metrics`; and the prefix cache giving the same bytes as a cold run. One
-//! server per test binary; every request carries a seed, so every output is determined.
+//! server per test binary (the cache test has its own); every request carries a seed, so
+//! every output is determined.
 
 mod server_common;
 

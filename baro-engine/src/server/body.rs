@@ -1,7 +1,7 @@
 //! Reading a request body as a typed JSON request. Every failure is an `ApiError` that says what
 //! was expected and what was found: an empty body or a syntax error is 400, JSON of the wrong
 //! shape (a missing field, a string where a number belongs) is 422 with serde's description
-//! and position. Unknown fields are ignored, as the OpenAI and Ollama servers ignore them.
+//! (the field named). Unknown fields are ignored, as the OpenAI and Ollama servers ignore them.
 
 use serde::de::DeserializeOwned;
 
@@ -12,24 +12,29 @@ pub fn parse<T: DeserializeOwned>(body: &[u8], route: &str) -> Result<T, ApiErro
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::new(ErrorKind::BadRequest, format!("{route}: expected a JSON object in the request body, found an empty body")));
     }
-    let malformed = |e: serde_json::Error| ApiError::new(ErrorKind::BadRequest, format!("{route}: expected a JSON object in the request body, found malformed JSON ({e})"));
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        use serde_json::error::Category;
+    // Syntax first, so malformed JSON is a 400 whatever its shape.
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::new(ErrorKind::BadRequest, format!("{route}: expected a JSON object in the request body, found malformed JSON ({e})")))?;
+    if !value.is_object() {
+        let found = match &value {
+            serde_json::Value::Array(_) => "an array",
+            serde_json::Value::String(_) => "a string",
+            serde_json::Value::Number(_) => "a number",
+            serde_json::Value::Bool(_) => "a boolean",
+            _ => "null",
+        };
+        return Err(ApiError::new(ErrorKind::BadRequest, format!("{route}: expected a JSON object in the request body, found {found}")));
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        match inner.classify() {
-            Category::Syntax | Category::Eof | Category::Io => malformed(inner),
-            Category::Data if path == "." => ApiError::new(ErrorKind::Unprocessable, format!("{route}: request body: {inner}")),
-            Category::Data => {
-                let mut e = ApiError::new(ErrorKind::Unprocessable, format!("{route}: field `{path}`: {inner}"));
-                e.param = Some(path);
-                e
-            }
+        if path == "." {
+            return ApiError::new(ErrorKind::Unprocessable, format!("{route}: request body: {inner}"));
         }
-    })?;
-    de.end().map_err(malformed)?;
-    Ok(value)
+        let mut e = ApiError::new(ErrorKind::Unprocessable, format!("{route}: field `{path}`: {inner}"));
+        e.param = Some(path);
+        e
+    })
 }
 
 /// A string or a list of strings (OpenAI's `stop`).
