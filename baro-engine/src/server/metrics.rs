@@ -28,6 +28,8 @@ pub struct Metrics {
     pub cached_tokens: AtomicU64,
     pub generated_tokens: AtomicU64,
     pub busy_nanos: AtomicU64,
+    /// The most sequences one decode step has carried.
+    pub batch_peak: AtomicUsize,
     pub cache_lookups: AtomicU64,
     pub cache_hits: AtomicU64,
 }
@@ -48,6 +50,7 @@ impl Default for Metrics {
             cached_tokens: AtomicU64::new(0),
             generated_tokens: AtomicU64::new(0),
             busy_nanos: AtomicU64::new(0),
+            batch_peak: AtomicUsize::new(0),
             cache_lookups: AtomicU64::new(0),
             cache_hits: AtomicU64::new(0),
         }
@@ -90,6 +93,7 @@ impl Metrics {
         line("baro_prompt_tokens_total", "counter", "prompt tokens fed to the engine", get(&self.prompt_tokens).to_string());
         line("baro_prompt_tokens_cached_total", "counter", "prompt tokens served from the prefix cache", get(&self.cached_tokens).to_string());
         line("baro_generated_tokens_total", "counter", "tokens sampled", generated.to_string());
+        line("baro_decode_batch_peak", "gauge", "the most sequences one decode step has carried", self.batch_peak.load(Ordering::Relaxed).to_string());
         line("baro_busy_seconds_total", "counter", "time the scheduler spent stepping sequences", format!("{busy:.6}"));
         line("baro_generated_tokens_per_second", "gauge", "tokens sampled per busy second", format!("{:.3}", rate(generated as f64, busy)));
         line("baro_prefix_cache_lookups_total", "counter", "admissions that looked up the prefix cache", lookups.to_string());

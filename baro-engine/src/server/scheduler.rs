@@ -84,7 +84,7 @@ pub fn run(mut engine: Engine, tokenizer: &Tokenizer, jobs: Receiver<Job>, confi
 }
 
 /// A sequence for `job`, with a cached state when one holds a prefix of its prompt.
-fn admit<'t>(engine: &Engine, tokenizer: &'t Tokenizer, job: Job, cache: &mut PrefixCache, metrics: &Metrics) -> Option<Sequence<'t>> {
+fn admit<'t>(engine: &Engine, tokenizer: &'t Tokenizer, job: Job, cache: &mut PrefixCache, metrics: &Arc<Metrics>) -> Option<Sequence<'t>> {
     let cached = if cache.is_enabled() {
         metrics::add(&metrics.cache_lookups, 1);
         cache.take(&job.prompt)
@@ -107,7 +107,7 @@ fn admit<'t>(engine: &Engine, tokenizer: &'t Tokenizer, job: Job, cache: &mut Pr
             return None;
         }
     };
-    match Sequence::new(job, state, tokenizer) {
+    match Sequence::new(job, state, tokenizer, Arc::clone(metrics)) {
         Ok(s) => Some(s),
         Err((job, message)) => {
             let _ = job.events.send(Event::Failed(message));
@@ -121,10 +121,11 @@ fn admit<'t>(engine: &Engine, tokenizer: &'t Tokenizer, job: Job, cache: &mut Pr
 fn tick(engine: &mut Engine, active: &mut [Sequence<'_>], prefill_chunk: usize, metrics: &Metrics) {
     let decoding: Vec<usize> = (0..active.len()).filter(|&i| matches!(active[i].phase(), Phase::Decode(_))).collect();
     let mut rows: Vec<_> = active.iter_mut().filter_map(Sequence::decode_row).collect();
+    metrics.batch_peak.fetch_max(rows.len(), std::sync::atomic::Ordering::Relaxed);
     let logits = batch::decode(engine, &mut rows);
     drop(rows);
     for (i, result) in decoding.into_iter().zip(logits) {
-        active[i].on_logits(result.map(Some), metrics);
+        active[i].on_logits(result.map(Some));
     }
     let mut budget = prefill_chunk;
     for s in active.iter_mut().filter(|s| s.phase() == Phase::Prefill) {
@@ -138,7 +139,7 @@ fn tick(engine: &mut Engine, active: &mut [Sequence<'_>], prefill_chunk: usize, 
         budget -= n;
         let result = batch::prefill(engine, &mut s.state, &chunk);
         metrics::add(&metrics.prompt_tokens, n as u64);
-        s.on_logits(result.map(|l| last.then_some(l)), metrics);
+        s.on_logits(result.map(|l| last.then_some(l)));
     }
 }
 
@@ -153,11 +154,8 @@ fn retire(active: &mut Vec<Sequence<'_>>, cache: &mut PrefixCache, metrics: &Met
         if s.phase() != Phase::Over {
             kept.push(s);
         } else if s.completed {
-            metrics::add(&metrics.completed, 1);
             let fed = s.fed().to_vec();
             cache.put(fed, s.into_state());
-        } else if !s.is_abandoned() {
-            metrics::add(&metrics.failed, 1);
         }
     }
     *active = kept;

@@ -4,6 +4,7 @@
 //! at the end the finish reason and counts, sent to the route as `Event`s. Never touches
 //! another sequence and never steps the engine itself (that is `batch`'s).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::mpsc::UnboundedSender;
@@ -48,12 +49,13 @@ pub struct Sequence<'t> {
     pub completed: bool,
     /// Given back the moment the sequence is over, before the client hears of it.
     ticket: Option<Ticket>,
+    metrics: Arc<Metrics>,
 }
 
 impl<'t> Sequence<'t> {
     /// A sequence for `job` in `state`, which has been fed the first `state.pos` prompt tokens
     /// (0, or a prefix-cache hit's length, always less than the prompt's).
-    pub fn new(job: Job, state: State, tokenizer: &'t Tokenizer) -> Result<Sequence<'t>, (Job, String)> {
+    pub fn new(job: Job, state: State, tokenizer: &'t Tokenizer, metrics: Arc<Metrics>) -> Result<Sequence<'t>, (Job, String)> {
         let sampler = match Sampler::new(job.sampler.clone()) {
             Ok(s) => s,
             Err(e) => return Err((job, format!("sampler: {e} (a bug in baro: the route checks it)"))),
@@ -76,6 +78,7 @@ impl<'t> Sequence<'t> {
             first_sample: None,
             completed: false,
             ticket: Some(job.ticket),
+            metrics,
         })
     }
 
@@ -119,17 +122,17 @@ impl<'t> Sequence<'t> {
 
     /// Takes the result of feeding this sequence's next tokens: the logits after them, once
     /// the prompt is in (`None` while prefill chunks remain).
-    pub fn on_logits(&mut self, result: Result<Option<Vec<f32>>, EngineError>, metrics: &Metrics) {
+    pub fn on_logits(&mut self, result: Result<Option<Vec<f32>>, EngineError>) {
         match result {
             Ok(None) => {}
-            Ok(Some(logits)) => self.sample(logits, metrics),
+            Ok(Some(logits)) => self.sample(logits),
             Err(EngineError::ContextFull { .. }) => self.finish(Finish::ContextFull),
             Err(e) => self.fail(format!("generation: {e}")),
         }
     }
 
     /// Samples from `logits` and reports the token.
-    fn sample(&mut self, mut logits: Vec<f32>, metrics: &Metrics) {
+    fn sample(&mut self, mut logits: Vec<f32>) {
         if let Some(padding) = logits.get_mut(self.n_ids..) {
             padding.fill(f32::NEG_INFINITY);
         }
@@ -150,7 +153,7 @@ impl<'t> Sequence<'t> {
         };
         self.history.push(id);
         self.generated += 1;
-        metrics::add(&metrics.generated_tokens, 1);
+        metrics::add(&self.metrics.generated_tokens, 1);
         let piece = match self.decoder.push(id) {
             Ok(p) => p,
             Err(e) => {
@@ -194,11 +197,13 @@ impl<'t> Sequence<'t> {
         self.ticket = None;
         self.phase = Phase::Over;
         self.completed = true;
+        metrics::add(&self.metrics.completed, 1);
         let _ = self.events.send(Event::Done { text, finish, usage });
     }
 
     fn fail(&mut self, message: String) {
         self.ticket = None;
+        metrics::add(&self.metrics.failed, 1);
         self.phase = Phase::Over;
         let _ = self.events.send(Event::Failed(message));
     }
