@@ -1,7 +1,7 @@
 //! What a route hands the scheduler (`Job`) and what comes back (`Event`), in terms of neither
 //! API: token ids, sampling settings, text pieces, finish reasons and counts. A job holds a
-//! `Ticket`, its place in the bounded queue, which is given back when the scheduler drops the
-//! sequence, whether it finished, failed or its client went away.
+//! `Ticket`, its place in the bounded queue, given back the moment its sequence is over
+//! (before the final event goes out), whether it finished, failed or its client went away.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

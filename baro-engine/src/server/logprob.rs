@@ -20,8 +20,8 @@ pub fn logprobs(logits: &[f32], id: TokenId, n: usize) -> (f64, Vec<(TokenId, f6
     (chosen, top_n(logits, n).into_iter().map(|i| (i as TokenId, lp(i))).collect())
 }
 
-/// The indices of the `n` largest finite-or-not-minus-infinity logits, largest first, lower
-/// index first on ties. O(len · n), and n is small (the APIs allow at most 20).
+/// The indices of the `n` largest logits other than `-inf`, largest first, lower index first
+/// on ties. O(len · n), and n is small (the APIs allow at most 20).
 fn top_n(logits: &[f32], n: usize) -> Vec<usize> {
     let mut top: Vec<usize> = Vec::with_capacity(n + 1);
     if n == 0 {
