@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::engine::Engine;
+use crate::sampling::Sampler;
 use crate::server::batch;
 use crate::server::job::{Event, Job};
 use crate::server::metrics::{self, Metrics};
@@ -85,6 +86,16 @@ pub fn run(mut engine: Engine, tokenizer: &Tokenizer, jobs: Receiver<Job>, confi
 
 /// A sequence for `job`, with a cached state when one holds a prefix of its prompt.
 fn admit<'t>(engine: &Engine, tokenizer: &'t Tokenizer, job: Job, cache: &mut PrefixCache, metrics: &Arc<Metrics>) -> Option<Sequence<'t>> {
+    let fail = |job: Job, message: String| {
+        let _ = job.events.send(Event::Failed(message));
+        metrics::add(&metrics.failed, 1);
+        None
+    };
+    // The route validated the config; a failure here is a bug in baro.
+    let sampler = match Sampler::new(job.sampler.clone()) {
+        Ok(s) => s,
+        Err(e) => return fail(job, format!("sampler: {e} (a bug in baro: the route checks it)")),
+    };
     let cached = if cache.is_enabled() {
         metrics::add(&metrics.cache_lookups, 1);
         cache.take(&job.prompt)
@@ -95,26 +106,14 @@ fn admit<'t>(engine: &Engine, tokenizer: &'t Tokenizer, job: Job, cache: &mut Pr
         Some((state, n)) => {
             metrics::add(&metrics.cache_hits, 1);
             metrics::add(&metrics.cached_tokens, n as u64);
-            Ok(state)
+            state
         }
-        None => engine.new_state(),
+        None => match engine.new_state() {
+            Ok(s) => s,
+            Err(e) => return fail(job, format!("cannot allocate a sequence state: {e}")),
+        },
     };
-    let state = match state {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = job.events.send(Event::Failed(format!("cannot allocate a sequence state: {e}")));
-            metrics::add(&metrics.failed, 1);
-            return None;
-        }
-    };
-    match Sequence::new(job, state, tokenizer, Arc::clone(metrics)) {
-        Ok(s) => Some(s),
-        Err((job, message)) => {
-            let _ = job.events.send(Event::Failed(message));
-            metrics::add(&metrics.failed, 1);
-            None
-        }
-    }
+    Some(Sequence::new(job, sampler, state, tokenizer, Arc::clone(metrics)))
 }
 
 /// One decode step for every decoding sequence, then one prefill chunk.

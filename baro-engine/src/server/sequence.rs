@@ -54,14 +54,11 @@ pub struct Sequence<'t> {
 
 impl<'t> Sequence<'t> {
     /// A sequence for `job` in `state`, which has been fed the first `state.pos` prompt tokens
-    /// (0, or a prefix-cache hit's length, always less than the prompt's).
-    pub fn new(job: Job, state: State, tokenizer: &'t Tokenizer, metrics: Arc<Metrics>) -> Result<Sequence<'t>, (Job, String)> {
-        let sampler = match Sampler::new(job.sampler.clone()) {
-            Ok(s) => s,
-            Err(e) => return Err((job, format!("sampler: {e} (a bug in baro: the route checks it)"))),
-        };
+    /// (0, or a prefix-cache hit's length, always less than the prompt's), drawing with
+    /// `sampler` (built from `job.sampler`).
+    pub fn new(job: Job, sampler: Sampler, state: State, tokenizer: &'t Tokenizer, metrics: Arc<Metrics>) -> Sequence<'t> {
         let stop = StopChecker::new(&tokenizer.special_ids().eos, &job.stops);
-        Ok(Sequence {
+        Sequence {
             state,
             prompt_len: job.prompt.len(),
             history: job.prompt,
@@ -79,7 +76,7 @@ impl<'t> Sequence<'t> {
             completed: false,
             ticket: Some(job.ticket),
             metrics,
-        })
+        }
     }
 
     pub fn phase(&self) -> Phase {
