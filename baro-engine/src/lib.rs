@@ -1,5 +1,5 @@
-//! baro's inference engine as a library: model loading now; the decode path, sampling and the
-//! server land beside it. The `baro-engine` binary (`src/main.rs`) is, until the engine runs,
+//! baro's inference engine as a library: model loading, the decode path, tokenizer, sampling
+//! and the HTTP server (`server`). The `baro-engine` binary (`src/main.rs`) is, until the engine runs,
 //! the DSL demonstration and does not use this library. Nothing here may call a driver API.
 
 pub mod engine;
@@ -8,4 +8,5 @@ pub mod model;
 pub mod pack;
 pub mod reference;
 pub mod sampling;
+pub mod server;
 pub mod tokenizer;

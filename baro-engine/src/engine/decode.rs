@@ -353,6 +353,18 @@ impl Engine {
         }
         Ok(out)
     }
+
+    /// A fresh sequence state (position 0, zeroed) of this engine's shapes and context, for a
+    /// caller that keeps several sequences and swaps each in with `swap_state` to step it.
+    pub fn new_state(&self) -> Result<State, EngineError> {
+        Ok(State::new(&self.device, &self.weights.config, self.state.max_ctx)?)
+    }
+
+    /// Exchanges the engine's sequence state with `other` (no copy): `step` then advances the
+    /// sequence `other` held.
+    pub fn swap_state(&mut self, other: &mut State) {
+        std::mem::swap(&mut self.state, other);
+    }
 }
 
 struct Rope<'a> {

@@ -1,0 +1,113 @@
+//! `baro-engine serve`: loads the model (the embedded default or `--model PATH`) as `run` does,
+//! starts the server's scheduler on it and serves the OpenAI- and Ollama-compatible HTTP API
+//! on `--host`:`--port` (127.0.0.1:8080 by default; port 0 picks a free one). Prints one
+//! `listening on http://ADDR` line once the socket is bound, then serves until killed. Checks
+//! every flag before any slow step.
+
+use std::path::PathBuf;
+
+use baro_dsl::runtime::DeviceKind;
+use baro_engine::engine::{Engine, EngineOptions};
+use baro_engine::server::{Limits, SchedulerConfig, Server, ServerConfig, ServerModel};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+
+use crate::cli::load;
+use crate::cli::progress::spin;
+use crate::cli::target;
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// A GGUF file or a Hugging Face checkpoint folder [default: the built-in random-weight model]
+    #[arg(long, value_name = "PATH")]
+    pub model: Option<PathBuf>,
+    /// The name clients give as `model` [default: the file or folder name, or baro-builtin]
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// The address to listen on
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    pub host: String,
+    /// The port to listen on; 0 picks a free one
+    #[arg(long, value_name = "N", default_value_t = 8080)]
+    pub port: u16,
+    /// Where to run [default: the best available: cuda, then hip, then host]
+    #[arg(long, value_name = "TARGET", value_parser = PossibleValuesParser::new(target::NAMES).try_map(|s| s.parse::<DeviceKind>()))]
+    pub target: Option<DeviceKind>,
+    /// The most requests waiting or running at once; more get 503
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_queue: usize,
+    /// The most sequences decoded together; more wait in the queue
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub max_batch: usize,
+    /// The most tokens one request may generate
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    pub max_tokens: usize,
+    /// Positions each sequence holds, prompt and output (capped by the model's context length)
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub ctx: usize,
+    /// The most prompt tokens fed between two decode steps
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub prefill_chunk: usize,
+    /// Finished sequences' states kept for prompts that extend them; 0 is off
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub prefix_cache: usize,
+}
+
+/// The `--help` text of the subcommand.
+pub const LONG_ABOUT: &str = "Serve a qwen35moe model over HTTP: OpenAI-compatible /v1/chat/completions, /v1/completions and \
+    /v1/models (streaming as server-sent events), Ollama-compatible /api/chat, /api/generate and /api/tags (streaming \
+    NDJSON), /health and /metrics (Prometheus text).\n\n\
+    Concurrent requests are decoded together, each sequence in its own state, so a request's tokens and logprobs are \
+    the same bytes whatever else is in flight. Prompts are fed in chunks between decode steps. A client that \
+    disconnects frees its sequence; beyond --max-queue requests the server answers 503.";
+
+fn check(args: &ServeArgs) -> Result<(), String> {
+    for (flag, v) in [("--max-queue", args.max_queue), ("--max-batch", args.max_batch), ("--max-tokens", args.max_tokens), ("--ctx", args.ctx), ("--prefill-chunk", args.prefill_chunk)] {
+        if v == 0 {
+            return Err(format!("{flag}: expected at least 1, found 0"));
+        }
+    }
+    Ok(())
+}
+
+pub fn run(args: &ServeArgs) -> Result<(), String> {
+    check(args)?;
+    let device = target::open(args.target)?;
+    let (loaded, _) = match &args.model {
+        None => spin("building the built-in model", load::default),
+        Some(path) => spin("loading the model", || load::open(path)),
+    };
+    let loaded = loaded?;
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    let Some(tokenizer) = loaded.tokenizer else {
+        return Err("serve: expected a model with a tokenizer (the API speaks text), found none".into());
+    };
+    let name = match (&args.name, &args.model) {
+        (Some(n), _) => n.clone(),
+        (None, Some(path)) => path.file_stem().map_or("model".into(), |s| s.to_string_lossy().into_owned()),
+        (None, None) => "baro-builtin".into(),
+    };
+    let size_bytes = args.model.as_ref().and_then(|p| std::fs::metadata(p).ok()).filter(|m| m.is_file()).map_or(0, |m| m.len());
+    let (engine, _) = spin("compiling kernels and uploading weights", || Engine::new(device, &loaded.source, EngineOptions { max_ctx: args.ctx, ..EngineOptions::default() }));
+    let engine = engine.map_err(|e| e.to_string())?;
+    let target = format!("{} - {}", engine.device().kind(), engine.device().name());
+    let config = ServerConfig {
+        max_queue: args.max_queue,
+        limits: Limits { max_tokens: args.max_tokens, ctx: args.ctx },
+        scheduler: SchedulerConfig { max_batch: args.max_batch, prefill_chunk: args.prefill_chunk, prefix_cache: args.prefix_cache },
+    };
+    let model = ServerModel { engine, tokenizer, template: loaded.template, name: name.clone(), size_bytes };
+    let server = Server::start(model, config).map_err(|e| format!("cannot start the scheduler thread: {e}"))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
+            .await
+            .map_err(|e| format!("--host {} --port {}: expected an address to listen on, found an error: {e}", args.host, args.port))?;
+        let addr = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
+        println!("model: {} (served as {name:?})", loaded.description);
+        println!("target: {target}");
+        println!("listening on http://{addr}");
+        server.serve(listener).await.map_err(|e| format!("serving: {e}"))
+    })
+}

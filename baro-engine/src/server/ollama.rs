@@ -1,0 +1,255 @@
+//! The Ollama-compatible routes: `POST /api/generate`, `POST /api/chat` (streaming NDJSON by
+//! default, one object with `done: true` last; `"stream": false` for one object), `GET
+//! /api/tags` and `GET /api/version`. Sampling comes from `options` with Ollama's defaults
+//! (temperature 0.8, top_k 40, top_p 0.9, repeat_penalty 1.1; `num_predict` -1 means up to
+//! the server's limit). A request without a prompt or messages only "loads" the model, as
+//! Ollama's does. Durations are nanoseconds; `created_at` is RFC 3339 in UTC.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::sampling::SamplerConfig;
+use crate::server::body;
+use crate::server::error::{json_response, ApiError, Flavor};
+use crate::server::job::{Event, Finish, Usage};
+use crate::server::params::{self, Request};
+use crate::server::routes::respond;
+use crate::server::stream::{self, Format};
+use crate::server::App;
+use crate::tokenizer::ChatMessage;
+
+#[derive(Deserialize, Default)]
+struct Options {
+    temperature: Option<f32>,
+    top_k: Option<i64>,
+    top_p: Option<f32>,
+    min_p: Option<f32>,
+    repeat_penalty: Option<f32>,
+    seed: Option<u64>,
+    num_predict: Option<i64>,
+    stop: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+struct GenerateRequest {
+    model: Option<String>,
+    prompt: Option<String>,
+    system: Option<String>,
+    #[serde(default)]
+    raw: bool,
+    stream: Option<bool>,
+    options: Option<Options>,
+    format: Option<Value>,
+    images: Option<Vec<Value>>,
+}
+
+#[derive(Deserialize)]
+struct MessageIn {
+    role: String,
+    #[serde(default)]
+    content: String,
+    images: Option<Vec<Value>>,
+}
+
+#[derive(Deserialize)]
+struct ChatRequest {
+    model: Option<String>,
+    #[serde(default)]
+    messages: Vec<MessageIn>,
+    stream: Option<bool>,
+    options: Option<Options>,
+    format: Option<Value>,
+}
+
+/// What both routes take from `options`.
+struct Settings {
+    sampler: SamplerConfig,
+    max_tokens: usize,
+    stops: Vec<String>,
+}
+
+fn settings(app: &App, options: Option<Options>, format: Option<&Value>) -> Result<Settings, ApiError> {
+    if format.is_some_and(|f| !f.is_null() && f != "") {
+        return Err(ApiError::bad_param("format", "none (structured output is not served)", "a format"));
+    }
+    let o = options.unwrap_or_default();
+    let limits = app.config.limits;
+    let max_tokens = match o.num_predict {
+        Some(n) if n < 0 => limits.max_tokens,
+        n => params::max_tokens(n, "options.num_predict", limits.max_tokens, &limits)?,
+    };
+    let config = SamplerConfig {
+        temperature: o.temperature.unwrap_or(0.8),
+        top_k: params::top_k(o.top_k.or(Some(40)), "options.top_k")?,
+        top_p: o.top_p.unwrap_or(0.9),
+        min_p: o.min_p.unwrap_or(0.0),
+        repetition_penalty: o.repeat_penalty.unwrap_or(1.1),
+        seed: o.seed.unwrap_or_else(rand::random),
+    };
+    let sampler = params::sampler(config, &|field| match field {
+        "temperature" => "options.temperature",
+        "top_p" => "options.top_p",
+        "min_p" => "options.min_p",
+        "repetition_penalty" => "options.repeat_penalty",
+        other => other,
+    })?;
+    let stops = params::stops(o.stop.unwrap_or_default(), "options.stop")?;
+    Ok(Settings { sampler, max_tokens, stops })
+}
+
+/// RFC 3339 UTC with microseconds, from the system clock.
+fn created_at() -> String {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z", rem / 3600, rem % 3600 / 60, rem % 60, d.subsec_micros())
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The counts and durations of the last object.
+fn finished(v: &mut Value, finish: Finish, u: &Usage) {
+    v["done"] = json!(true);
+    v["done_reason"] = json!(finish.reason());
+    v["total_duration"] = json!(nanos(u.prompt_time + u.gen_time));
+    v["load_duration"] = json!(0);
+    v["prompt_eval_count"] = json!(u.prompt_tokens);
+    v["prompt_eval_duration"] = json!(nanos(u.prompt_time));
+    v["eval_count"] = json!(u.completion_tokens);
+    v["eval_duration"] = json!(nanos(u.gen_time));
+}
+
+/// Which route: `/api/generate` puts text in `response`, `/api/chat` in `message.content`.
+#[derive(Clone, Copy)]
+enum Route {
+    Generate,
+    Chat,
+}
+
+impl Route {
+    fn object(self, model: &str, text: &str) -> Value {
+        match self {
+            Route::Generate => json!({ "model": model, "created_at": created_at(), "response": text, "done": false }),
+            Route::Chat => json!({ "model": model, "created_at": created_at(), "message": { "role": "assistant", "content": text }, "done": false }),
+        }
+    }
+}
+
+async fn generation(app: &Arc<App>, route: Route, prompt: Vec<u32>, s: Settings, stream: bool) -> Result<Response, ApiError> {
+    let field = match route {
+        Route::Generate => "prompt",
+        Route::Chat => "messages",
+    };
+    app.check_prompt(&prompt, field)?;
+    let rx = app.start(Request { prompt, sampler: s.sampler, max_tokens: s.max_tokens, stops: s.stops, logprobs: None })?;
+    let model = app.name.clone();
+    if !stream {
+        let out = stream::collect(rx).await?;
+        let mut v = route.object(&model, &out.text);
+        finished(&mut v, out.finish, &out.usage);
+        return Ok(json_response(StatusCode::OK, &v));
+    }
+    Ok(stream::streaming(rx, Format::Ndjson, move |event| match event {
+        Event::Token { text, .. } if text.is_empty() => Vec::new(),
+        Event::Token { text, .. } => Format::Ndjson.record(&route.object(&model, &text)),
+        Event::Done { text, finish, usage } => {
+            let mut out = if text.is_empty() { Vec::new() } else { Format::Ndjson.record(&route.object(&model, &text)) };
+            let mut v = route.object(&model, "");
+            finished(&mut v, finish, &usage);
+            out.extend(Format::Ndjson.record(&v));
+            out
+        }
+        Event::Failed(message) => Format::Ndjson.record(&json!({ "error": message })),
+    }))
+}
+
+/// Ollama's answer to a request that only loads the model.
+fn loaded(app: &App, route: Route) -> Response {
+    let mut v = route.object(&app.name, "");
+    v["done"] = json!(true);
+    v["done_reason"] = json!("load");
+    json_response(StatusCode::OK, &v)
+}
+
+pub async fn generate(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    let result = generate_inner(&app, &body).await;
+    respond(&app, Flavor::Ollama, result)
+}
+
+async fn generate_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
+    let r: GenerateRequest = body::parse(body, "/api/generate")?;
+    app.check_model(r.model.as_deref())?;
+    if r.images.is_some_and(|i| !i.is_empty()) {
+        return Err(ApiError::bad_param("images", "none (this model reads text only)", "images"));
+    }
+    let s = settings(app, r.options, r.format.as_ref())?;
+    let text = r.prompt.unwrap_or_default();
+    if text.is_empty() {
+        return Ok(loaded(app, Route::Generate));
+    }
+    let prompt = if r.raw {
+        app.text_prompt(&text, "prompt")?
+    } else {
+        let mut messages = Vec::new();
+        if let Some(system) = r.system {
+            messages.push(ChatMessage::new("system", &system));
+        }
+        messages.push(ChatMessage::new("user", &text));
+        app.chat_prompt(&messages, "prompt")?
+    };
+    generation(app, Route::Generate, prompt, s, r.stream.unwrap_or(true)).await
+}
+
+pub async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    let result = chat_inner(&app, &body).await;
+    respond(&app, Flavor::Ollama, result)
+}
+
+async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
+    let r: ChatRequest = body::parse(body, "/api/chat")?;
+    app.check_model(r.model.as_deref())?;
+    let s = settings(app, r.options, r.format.as_ref())?;
+    if r.messages.is_empty() {
+        return Ok(loaded(app, Route::Chat));
+    }
+    let mut messages = Vec::with_capacity(r.messages.len());
+    for (i, m) in r.messages.into_iter().enumerate() {
+        if m.images.is_some_and(|i| !i.is_empty()) {
+            return Err(ApiError::bad_param(&format!("messages[{i}].images"), "none (this model reads text only)", "images"));
+        }
+        messages.push(ChatMessage { role: m.role, content: m.content });
+    }
+    let prompt = app.chat_prompt(&messages, "messages")?;
+    generation(app, Route::Chat, prompt, s, r.stream.unwrap_or(true)).await
+}
+
+pub async fn tags(State(app): State<Arc<App>>) -> Response {
+    let body = json!({ "models": [{
+        "name": app.name, "model": app.name, "modified_at": created_at(), "size": app.size_bytes, "digest": "",
+        "details": { "format": "gguf", "family": app.family, "families": [app.family], "parameter_size": "", "quantization_level": "" },
+    }] });
+    json_response(StatusCode::OK, &body)
+}
+
+pub async fn version() -> Response {
+    json_response(StatusCode::OK, &json!({ "version": env!("CARGO_PKG_VERSION") }))
+}

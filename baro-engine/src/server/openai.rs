@@ -1,0 +1,380 @@
+//! The OpenAI-compatible routes: `POST /v1/chat/completions`, `POST /v1/completions` (each
+//! streaming as server-sent events ending in `data: [DONE]` when `stream` is true) and
+//! `GET /v1/models`. Sampling fields follow OpenAI (temperature 1 and top_p 1 by default,
+//! `seed`, `stop`, `max_tokens`, `logprobs`/`top_logprobs`, `stream_options.include_usage`) plus
+//! vLLM's extensions (`top_k`, `min_p`, `repetition_penalty`, `return_tokens_as_token_ids`).
+//! Only one choice (`n` = 1) is served; `presence_penalty`/`frequency_penalty` other than 0,
+//! `echo` and `suffix` are refused with a 400 rather than ignored.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::sampling::SamplerConfig;
+use crate::server::body::{self, OneOrMany};
+use crate::server::error::{json_response, ApiError, ErrorKind, Flavor};
+use crate::server::job::{Event, TokenOut, Usage};
+use crate::server::params::{self, Request};
+use crate::server::routes::respond;
+use crate::server::stream::{self, Format, SSE_DONE};
+use crate::server::{unix_now, App};
+use crate::tokenizer::{ChatMessage, TokenId};
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+#[derive(Deserialize)]
+struct Part {
+    #[serde(rename = "type")]
+    kind: String,
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct MessageIn {
+    role: String,
+    content: Option<Content>,
+}
+
+#[derive(Deserialize)]
+struct ChatRequest {
+    model: Option<String>,
+    messages: Vec<MessageIn>,
+    #[serde(default)]
+    stream: bool,
+    stream_options: Option<StreamOptions>,
+    max_tokens: Option<i64>,
+    max_completion_tokens: Option<i64>,
+    temperature: Option<f32>,
+    top_p: Option<f32>,
+    top_k: Option<i64>,
+    min_p: Option<f32>,
+    repetition_penalty: Option<f32>,
+    presence_penalty: Option<f32>,
+    frequency_penalty: Option<f32>,
+    seed: Option<u64>,
+    stop: Option<OneOrMany>,
+    n: Option<i64>,
+    logprobs: Option<bool>,
+    top_logprobs: Option<i64>,
+    #[serde(default)]
+    return_tokens_as_token_ids: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum PromptIn {
+    Text(String),
+    Ids(Vec<TokenId>),
+    Texts(Vec<String>),
+    IdLists(Vec<Vec<TokenId>>),
+}
+
+#[derive(Deserialize)]
+struct CompletionRequest {
+    model: Option<String>,
+    prompt: PromptIn,
+    #[serde(default)]
+    stream: bool,
+    stream_options: Option<StreamOptions>,
+    max_tokens: Option<i64>,
+    temperature: Option<f32>,
+    top_p: Option<f32>,
+    top_k: Option<i64>,
+    min_p: Option<f32>,
+    repetition_penalty: Option<f32>,
+    presence_penalty: Option<f32>,
+    frequency_penalty: Option<f32>,
+    seed: Option<u64>,
+    stop: Option<OneOrMany>,
+    n: Option<i64>,
+    logprobs: Option<i64>,
+    echo: Option<bool>,
+    suffix: Option<String>,
+    #[serde(default)]
+    return_tokens_as_token_ids: bool,
+}
+
+/// The sampling fields both requests share.
+struct Sampling {
+    temperature: Option<f32>,
+    top_p: Option<f32>,
+    top_k: Option<i64>,
+    min_p: Option<f32>,
+    repetition_penalty: Option<f32>,
+    presence_penalty: Option<f32>,
+    frequency_penalty: Option<f32>,
+    seed: Option<u64>,
+}
+
+impl Sampling {
+    /// OpenAI's defaults: temperature 1, top_p 1, no other filter; a random seed when none.
+    fn config(self) -> Result<SamplerConfig, ApiError> {
+        params::unsupported_penalty(self.presence_penalty, "presence_penalty")?;
+        params::unsupported_penalty(self.frequency_penalty, "frequency_penalty")?;
+        let config = SamplerConfig {
+            temperature: self.temperature.unwrap_or(1.0),
+            top_k: params::top_k(self.top_k, "top_k")?,
+            top_p: self.top_p.unwrap_or(1.0),
+            min_p: self.min_p.unwrap_or(0.0),
+            repetition_penalty: self.repetition_penalty.unwrap_or(1.0),
+            seed: self.seed.unwrap_or_else(rand::random),
+        };
+        params::sampler(config, &|field| field)
+    }
+}
+
+/// A response id: the prefix, the start time and a counter.
+fn response_id(prefix: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("{prefix}-{:x}{:04x}", unix_now(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+fn usage_json(u: &Usage) -> Value {
+    json!({ "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.prompt_tokens + u.completion_tokens })
+}
+
+/// One token of a chat `logprobs.content` list.
+fn chat_logprob(app: &App, t: &TokenOut, as_ids: bool) -> Value {
+    let entry = |id: TokenId, lp: f64| {
+        let text = app.token_text(id, as_ids);
+        json!({ "token": text, "logprob": lp, "bytes": text.as_bytes() })
+    };
+    let mut v = entry(t.id, t.logprob.unwrap_or(f64::NEG_INFINITY));
+    v["top_logprobs"] = Value::Array(t.top.iter().map(|&(id, lp)| entry(id, lp)).collect());
+    v
+}
+
+/// The legacy completions `logprobs` object for `tokens`, text offsets from `start`.
+fn completion_logprobs(app: &App, tokens: &[TokenOut], as_ids: bool, start: usize) -> Value {
+    let mut offset = start;
+    let (mut texts, mut lps, mut tops, mut offsets) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for t in tokens {
+        let text = app.token_text(t.id, as_ids);
+        offsets.push(offset);
+        offset += text.len();
+        texts.push(Value::from(text));
+        lps.push(json!(t.logprob));
+        let top: serde_json::Map<String, Value> = t.top.iter().map(|&(id, lp)| (app.token_text(id, as_ids), json!(lp))).collect();
+        tops.push(Value::Object(top));
+    }
+    json!({ "tokens": texts, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets })
+}
+
+pub async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    let result = chat_inner(&app, &body).await;
+    respond(&app, Flavor::OpenAi, result)
+}
+
+async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
+    let r: ChatRequest = body::parse(body, "/v1/chat/completions")?;
+    app.check_model(r.model.as_deref())?;
+    params::one_choice(r.n)?;
+    let mut messages = Vec::with_capacity(r.messages.len());
+    for (i, m) in r.messages.into_iter().enumerate() {
+        let content = match m.content {
+            None => String::new(),
+            Some(Content::Text(t)) => t,
+            Some(Content::Parts(parts)) => {
+                let mut text = String::new();
+                for p in parts {
+                    match (p.kind.as_str(), p.text) {
+                        ("text", Some(t)) => text.push_str(&t),
+                        (kind, _) => return Err(ApiError::bad_param(&format!("messages[{i}].content"), "text parts (this model reads text only)", format!("a part of type {kind:?}"))),
+                    }
+                }
+                text
+            }
+        };
+        messages.push(ChatMessage { role: m.role, content });
+    }
+    let limits = app.config.limits;
+    let max_tokens = params::max_tokens(r.max_completion_tokens.or(r.max_tokens), "max_tokens", limits.max_tokens, &limits)?;
+    let sampling = Sampling {
+        temperature: r.temperature,
+        top_p: r.top_p,
+        top_k: r.top_k,
+        min_p: r.min_p,
+        repetition_penalty: r.repetition_penalty,
+        presence_penalty: r.presence_penalty,
+        frequency_penalty: r.frequency_penalty,
+        seed: r.seed,
+    };
+    let sampler = sampling.config()?;
+    let stops = params::stops(r.stop.map(OneOrMany::into_vec).unwrap_or_default(), "stop")?;
+    let top = params::top_logprobs(r.top_logprobs, "top_logprobs")?;
+    let logprobs = r.logprobs.unwrap_or(false).then_some(top);
+    if top > 0 && logprobs.is_none() {
+        return Err(ApiError::bad_param("top_logprobs", "logprobs: true alongside it", "logprobs false or missing"));
+    }
+    let prompt = app.chat_prompt(&messages, "messages")?;
+    app.check_prompt(&prompt, "messages")?;
+    let rx = app.start(Request { prompt, sampler, max_tokens, stops, logprobs })?;
+    let (id, created, model, as_ids) = (response_id("chatcmpl"), unix_now(), app.name.clone(), r.return_tokens_as_token_ids);
+    if !r.stream {
+        let out = stream::collect(rx).await?;
+        let lp = logprobs.map(|_| json!({ "content": out.tokens.iter().map(|t| chat_logprob(app, t, as_ids)).collect::<Vec<_>>() }));
+        let body = json!({
+            "id": id, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{ "index": 0, "message": { "role": "assistant", "content": out.text }, "logprobs": lp, "finish_reason": out.finish.reason() }],
+            "usage": usage_json(&out.usage),
+        });
+        return Ok(json_response(StatusCode::OK, &body));
+    }
+    let include_usage = r.stream_options.is_some_and(|o| o.include_usage);
+    let app = Arc::clone(app);
+    let mut first = true;
+    let chunk = move |delta: Value, logprobs: Value, finish: Value| {
+        json!({ "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{ "index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish }] })
+    };
+    Ok(stream::streaming(rx, Format::Sse, move |event| {
+        let mut out = Vec::new();
+        if std::mem::take(&mut first) {
+            out.extend(Format::Sse.record(&chunk(json!({ "role": "assistant", "content": "" }), Value::Null, Value::Null)));
+        }
+        match event {
+            Event::Token { token, text } => {
+                if !text.is_empty() || logprobs.is_some() {
+                    let lp = logprobs.map_or(Value::Null, |_| json!({ "content": [chat_logprob(&app, &token, as_ids)] }));
+                    out.extend(Format::Sse.record(&chunk(json!({ "content": text }), lp, Value::Null)));
+                }
+            }
+            Event::Done { text, finish, usage } => {
+                if !text.is_empty() {
+                    out.extend(Format::Sse.record(&chunk(json!({ "content": text }), Value::Null, Value::Null)));
+                }
+                out.extend(Format::Sse.record(&chunk(json!({}), Value::Null, json!(finish.reason()))));
+                if include_usage {
+                    let mut u = chunk(json!({}), Value::Null, Value::Null);
+                    u["choices"] = json!([]);
+                    u["usage"] = usage_json(&usage);
+                    out.extend(Format::Sse.record(&u));
+                }
+                out.extend(SSE_DONE);
+            }
+            Event::Failed(message) => {
+                out.extend(Format::Sse.record(&ApiError::new(ErrorKind::Internal, message).body()));
+                out.extend(SSE_DONE);
+            }
+        }
+        out
+    }))
+}
+
+pub async fn completions(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    let result = completions_inner(&app, &body).await;
+    respond(&app, Flavor::OpenAi, result)
+}
+
+async fn completions_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
+    let r: CompletionRequest = body::parse(body, "/v1/completions")?;
+    app.check_model(r.model.as_deref())?;
+    params::one_choice(r.n)?;
+    if r.echo == Some(true) {
+        return Err(ApiError::bad_param("echo", "false (echo is not served)", true));
+    }
+    if r.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::bad_param("suffix", "none (insertion is not served)", "a suffix"));
+    }
+    let one = |n: usize| match n {
+        1 => Ok(()),
+        n => Err(ApiError::bad_param("prompt", "one prompt (send one request per prompt)", format!("a batch of {n}"))),
+    };
+    let prompt = match r.prompt {
+        PromptIn::Text(t) => app.text_prompt(&t, "prompt")?,
+        PromptIn::Ids(ids) => ids,
+        PromptIn::Texts(mut ts) => {
+            one(ts.len())?;
+            app.text_prompt(&ts.remove(0), "prompt")?
+        }
+        PromptIn::IdLists(mut ls) => {
+            one(ls.len())?;
+            ls.remove(0)
+        }
+    };
+    let limits = app.config.limits;
+    // OpenAI's default for this route is 16 tokens.
+    let max_tokens = params::max_tokens(r.max_tokens, "max_tokens", 16, &limits)?;
+    let sampling = Sampling {
+        temperature: r.temperature,
+        top_p: r.top_p,
+        top_k: r.top_k,
+        min_p: r.min_p,
+        repetition_penalty: r.repetition_penalty,
+        presence_penalty: r.presence_penalty,
+        frequency_penalty: r.frequency_penalty,
+        seed: r.seed,
+    };
+    let sampler = sampling.config()?;
+    let stops = params::stops(r.stop.map(OneOrMany::into_vec).unwrap_or_default(), "stop")?;
+    let logprobs = r.logprobs.map(|n| params::top_logprobs(Some(n), "logprobs")).transpose()?;
+    app.check_prompt(&prompt, "prompt")?;
+    let rx = app.start(Request { prompt, sampler, max_tokens, stops, logprobs })?;
+    let (id, created, model, as_ids) = (response_id("cmpl"), unix_now(), app.name.clone(), r.return_tokens_as_token_ids);
+    if !r.stream {
+        let out = stream::collect(rx).await?;
+        let lp = logprobs.map_or(Value::Null, |_| completion_logprobs(app, &out.tokens, as_ids, 0));
+        let body = json!({
+            "id": id, "object": "text_completion", "created": created, "model": model,
+            "choices": [{ "index": 0, "text": out.text, "logprobs": lp, "finish_reason": out.finish.reason() }],
+            "usage": usage_json(&out.usage),
+        });
+        return Ok(json_response(StatusCode::OK, &body));
+    }
+    let include_usage = r.stream_options.is_some_and(|o| o.include_usage);
+    let app = Arc::clone(app);
+    let mut offset = 0;
+    let chunk = move |text: &str, logprobs: Value, finish: Value| {
+        json!({ "id": id, "object": "text_completion", "created": created, "model": model,
+                "choices": [{ "index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish }] })
+    };
+    Ok(stream::streaming(rx, Format::Sse, move |event| {
+        let mut out = Vec::new();
+        match event {
+            Event::Token { token, text } => {
+                if !text.is_empty() || logprobs.is_some() {
+                    let lp = logprobs.map_or(Value::Null, |_| completion_logprobs(&app, std::slice::from_ref(&token), as_ids, offset));
+                    offset += app.token_text(token.id, as_ids).len();
+                    out.extend(Format::Sse.record(&chunk(&text, lp, Value::Null)));
+                }
+            }
+            Event::Done { text, finish, usage } => {
+                out.extend(Format::Sse.record(&chunk(&text, Value::Null, json!(finish.reason()))));
+                if include_usage {
+                    let mut u = chunk("", Value::Null, Value::Null);
+                    u["choices"] = json!([]);
+                    u["usage"] = usage_json(&usage);
+                    out.extend(Format::Sse.record(&u));
+                }
+                out.extend(SSE_DONE);
+            }
+            Event::Failed(message) => {
+                out.extend(Format::Sse.record(&ApiError::new(ErrorKind::Internal, message).body()));
+                out.extend(SSE_DONE);
+            }
+        }
+        out
+    }))
+}
+
+pub async fn models(State(app): State<Arc<App>>) -> Response {
+    let body = json!({ "object": "list", "data": [{ "id": app.name, "object": "model", "created": app.started, "owned_by": "baro" }] });
+    json_response(StatusCode::OK, &body)
+}

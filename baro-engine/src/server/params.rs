@@ -1,0 +1,141 @@
+//! The checks every generation route shares, in the API's own field names: the token limit,
+//! sampling settings, the prompt against the context, logprob counts; and `App::start`, which
+//! takes a place in the bounded queue (503 when full) and hands the job to the scheduler.
+//! A check never clamps a bad value silently: it is a 400 saying what was expected and found.
+
+use std::time::Instant;
+
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+use crate::sampling::{SampleError, SamplerConfig};
+use crate::server::error::{ApiError, ErrorKind};
+use crate::server::job::{Event, Job, Ticket};
+use crate::server::metrics;
+use crate::server::App;
+use crate::tokenizer::TokenId;
+
+/// Per-request limits.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// The most tokens one request may generate.
+    pub max_tokens: usize,
+    /// The most tokens a sequence holds (prompt and generated).
+    pub ctx: usize,
+}
+
+/// The most `top_logprobs` the routes accept (OpenAI's bound).
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
+/// The most stop strings one request may give.
+pub const MAX_STOPS: usize = 16;
+
+/// `requested` tokens (`None`: `default`, capped by the limit) against the server's limit.
+pub fn max_tokens(requested: Option<i64>, field: &str, default: usize, limits: &Limits) -> Result<usize, ApiError> {
+    match requested {
+        None => Ok(default.min(limits.max_tokens).max(1)),
+        Some(n) if n < 1 => Err(ApiError::bad_param(field, "at least 1", n)),
+        Some(n) if n as u64 > limits.max_tokens as u64 => Err(ApiError::bad_param(field, format!("at most {} (the server's --max-tokens)", limits.max_tokens), n)),
+        Some(n) => Ok(n as usize),
+    }
+}
+
+/// A top-k setting: 0 or a negative value (vLLM's -1) is off.
+pub fn top_k(requested: Option<i64>, field: &str) -> Result<usize, ApiError> {
+    match requested {
+        None => Ok(0),
+        Some(n) if n < -1 => Err(ApiError::bad_param(field, "-1 or 0 (off), or a positive count", n)),
+        Some(n) => Ok(n.max(0) as usize),
+    }
+}
+
+/// The sampler settings, checked; `name` turns the sampler's field name into the API's.
+pub fn sampler(config: SamplerConfig, name: &dyn Fn(&'static str) -> &'static str) -> Result<SamplerConfig, ApiError> {
+    match config.validate() {
+        Ok(()) => Ok(config),
+        Err(SampleError::BadConfig { field, expected, found }) => Err(ApiError::bad_param(name(field), expected, found)),
+        Err(e) => Err(ApiError::new(ErrorKind::BadRequest, e.to_string())),
+    }
+}
+
+/// A penalty the engine does not implement: only its neutral value 0 is accepted.
+pub fn unsupported_penalty(value: Option<f32>, field: &str) -> Result<(), ApiError> {
+    match value {
+        Some(v) if v != 0.0 => Err(ApiError::bad_param(field, "0 (not supported; use repetition_penalty)", v)),
+        _ => Ok(()),
+    }
+}
+
+/// The number of top log-probabilities asked for, checked.
+pub fn top_logprobs(requested: Option<i64>, field: &str) -> Result<usize, ApiError> {
+    match requested {
+        None => Ok(0),
+        Some(n) if n < 0 || n as u64 > MAX_TOP_LOGPROBS as u64 => Err(ApiError::bad_param(field, format!("a count in 0..={MAX_TOP_LOGPROBS}"), n)),
+        Some(n) => Ok(n as usize),
+    }
+}
+
+/// The stop strings, checked.
+pub fn stops(stops: Vec<String>, field: &str) -> Result<Vec<String>, ApiError> {
+    if stops.len() > MAX_STOPS {
+        return Err(ApiError::bad_param(field, format!("at most {MAX_STOPS} stop strings"), stops.len()));
+    }
+    Ok(stops)
+}
+
+/// `n` choices: only 1 is served.
+pub fn one_choice(n: Option<i64>) -> Result<(), ApiError> {
+    match n {
+        Some(n) if n != 1 => Err(ApiError::bad_param("n", "1 (one choice per request)", n)),
+        _ => Ok(()),
+    }
+}
+
+/// What a route asks the scheduler for.
+pub struct Request {
+    pub prompt: Vec<TokenId>,
+    pub sampler: SamplerConfig,
+    pub max_tokens: usize,
+    pub stops: Vec<String>,
+    pub logprobs: Option<usize>,
+}
+
+impl App {
+    /// Checks `model` against the served name: missing, empty, the name itself or the name
+    /// with Ollama's `:latest` tag are this model; anything else is a 404.
+    pub fn check_model(&self, model: Option<&str>) -> Result<(), ApiError> {
+        match model {
+            None | Some("") => Ok(()),
+            Some(m) if m == self.name || m.strip_suffix(":latest") == Some(self.name.as_str()) => Ok(()),
+            Some(m) => Err(ApiError::new(ErrorKind::NotFound, format!("model {m:?}: expected {:?} (the model this server serves), found no such model", self.name))),
+        }
+    }
+
+    /// Checks `prompt` against the context and the vocabulary.
+    pub fn check_prompt(&self, prompt: &[TokenId], field: &str) -> Result<(), ApiError> {
+        let ctx = self.config.limits.ctx;
+        if prompt.is_empty() {
+            return Err(ApiError::bad_param(field, "at least one token", "an empty prompt"));
+        }
+        if prompt.len() > ctx {
+            return Err(ApiError::bad_param(field, format!("at most {ctx} tokens (the server's context)"), format!("{} tokens", prompt.len())));
+        }
+        let n_ids = self.tokenizer.n_ids();
+        if let Some(&id) = prompt.iter().find(|&&id| id as usize >= n_ids) {
+            return Err(ApiError::bad_param(field, format!("token ids below {n_ids} (the vocabulary)"), id));
+        }
+        Ok(())
+    }
+
+    /// Queues `request`: 503 when the queue is full; otherwise the events of its generation.
+    pub fn start(&self, request: Request) -> Result<UnboundedReceiver<Event>, ApiError> {
+        let limit = self.config.max_queue;
+        let ticket = Ticket::take(&self.metrics, limit).map_err(|limit| {
+            ApiError::new(ErrorKind::QueueFull, format!("queue full: expected fewer than {limit} requests waiting or running (limit {limit}), found {limit}; retry later"))
+        })?;
+        metrics::add(&self.metrics.admitted, 1);
+        let (events, rx) = unbounded_channel();
+        let Request { prompt, sampler, max_tokens, stops, logprobs } = request;
+        self.submit(Job { prompt, sampler, max_tokens, stops, logprobs, events, ticket, received: Instant::now() })?;
+        Ok(rx)
+    }
+}

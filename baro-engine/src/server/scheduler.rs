@@ -1,0 +1,162 @@
+//! The scheduler thread: owns the `Engine`, takes jobs from the routes, and steps every active
+//! sequence together, one tick at a time.
+//!
+//! A tick is: drop sequences whose client went away (their state is freed at once); admit
+//! waiting jobs while fewer than `max_batch` sequences are active (each gets its own state,
+//! fresh or from the prefix cache); one decode step over every decoding sequence (`batch::decode`,
+//! the one place a later change turns into one rows step over all of them); then at most
+//! `prefill_chunk` prompt tokens of the prefilling sequences, oldest first, so a long prompt
+//! never stalls the others' decoding for more than a chunk. A sequence's output depends only
+//! on its own tokens and sampler, never on what else is in flight. Blocks only when there is
+//! nothing to do; exits when every route handle is gone.
+
+use std::collections::VecDeque;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::engine::Engine;
+use crate::sampling::Sampler;
+use crate::server::batch;
+use crate::server::job::{Event, Job};
+use crate::server::metrics::{self, Metrics};
+use crate::server::prefix_cache::PrefixCache;
+use crate::server::sequence::{Phase, Sequence};
+use crate::tokenizer::Tokenizer;
+
+/// How the scheduler shares the engine.
+#[derive(Clone, Copy, Debug)]
+pub struct SchedulerConfig {
+    /// The most sequences stepped together; more wait.
+    pub max_batch: usize,
+    /// The most prompt tokens fed per tick, over all prefilling sequences.
+    pub prefill_chunk: usize,
+    /// Finished sequences' states kept for prefix reuse; 0 is off.
+    pub prefix_cache: usize,
+}
+
+/// Runs until `jobs` is closed and no work remains.
+pub fn run(mut engine: Engine, tokenizer: &Tokenizer, jobs: Receiver<Job>, config: SchedulerConfig, metrics: Arc<Metrics>) {
+    let mut waiting: VecDeque<Job> = VecDeque::new();
+    let mut active: Vec<Sequence<'_>> = Vec::new();
+    let mut cache = PrefixCache::new(config.prefix_cache);
+    let mut open = true;
+    loop {
+        if active.is_empty() && waiting.is_empty() {
+            if !open {
+                return;
+            }
+            match jobs.recv() {
+                Ok(job) => waiting.push_back(job),
+                Err(_) => return,
+            }
+        }
+        while open {
+            match jobs.try_recv() {
+                Ok(job) => waiting.push_back(job),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => open = false,
+            }
+        }
+        let start = Instant::now();
+        waiting.retain(|job| {
+            let gone = job.events.is_closed();
+            if gone {
+                metrics::add(&metrics.cancelled, 1);
+            }
+            !gone
+        });
+        for s in active.iter_mut().filter(|s| s.is_abandoned()) {
+            s.cancel();
+            metrics::add(&metrics.cancelled, 1);
+        }
+        retire(&mut active, &mut cache, &metrics);
+        while active.len() < config.max_batch.max(1) {
+            let Some(job) = waiting.pop_front() else { break };
+            if let Some(s) = admit(&engine, tokenizer, job, &mut cache, &metrics) {
+                active.push(s);
+            }
+        }
+        metrics.active.store(active.len(), std::sync::atomic::Ordering::Relaxed);
+        tick(&mut engine, &mut active, config.prefill_chunk.max(1), &metrics);
+        retire(&mut active, &mut cache, &metrics);
+        metrics.add_busy(start.elapsed());
+    }
+}
+
+/// A sequence for `job`, with a cached state when one holds a prefix of its prompt.
+fn admit<'t>(engine: &Engine, tokenizer: &'t Tokenizer, job: Job, cache: &mut PrefixCache, metrics: &Arc<Metrics>) -> Option<Sequence<'t>> {
+    let fail = |job: Job, message: String| {
+        let _ = job.events.send(Event::Failed(message));
+        metrics::add(&metrics.failed, 1);
+        None
+    };
+    // The route validated the config; a failure here is a bug in baro.
+    let sampler = match Sampler::new(job.sampler.clone()) {
+        Ok(s) => s,
+        Err(e) => return fail(job, format!("sampler: {e} (a bug in baro: the route checks it)")),
+    };
+    let cached = if cache.is_enabled() {
+        metrics::add(&metrics.cache_lookups, 1);
+        cache.take(&job.prompt)
+    } else {
+        None
+    };
+    let state = match cached {
+        Some((state, n)) => {
+            metrics::add(&metrics.cache_hits, 1);
+            metrics::add(&metrics.cached_tokens, n as u64);
+            state
+        }
+        None => match engine.new_state() {
+            Ok(s) => s,
+            Err(e) => return fail(job, format!("cannot allocate a sequence state: {e}")),
+        },
+    };
+    Some(Sequence::new(job, sampler, state, tokenizer, Arc::clone(metrics)))
+}
+
+/// One decode step for every decoding sequence, then one prefill chunk.
+fn tick(engine: &mut Engine, active: &mut [Sequence<'_>], prefill_chunk: usize, metrics: &Metrics) {
+    let decoding: Vec<usize> = (0..active.len()).filter(|&i| matches!(active[i].phase(), Phase::Decode(_))).collect();
+    let mut rows: Vec<_> = active.iter_mut().filter_map(Sequence::decode_row).collect();
+    metrics.batch_peak.fetch_max(rows.len(), std::sync::atomic::Ordering::Relaxed);
+    let logits = batch::decode(engine, &mut rows);
+    drop(rows);
+    for (i, result) in decoding.into_iter().zip(logits) {
+        active[i].on_logits(result.map(Some));
+    }
+    let mut budget = prefill_chunk;
+    for s in active.iter_mut().filter(|s| s.phase() == Phase::Prefill) {
+        if budget == 0 {
+            break;
+        }
+        let unfed = s.unfed_prompt();
+        let n = unfed.len().min(budget);
+        let chunk = unfed[..n].to_vec();
+        let last = n == unfed.len();
+        budget -= n;
+        let result = batch::prefill(engine, &mut s.state, &chunk);
+        metrics::add(&metrics.prompt_tokens, n as u64);
+        s.on_logits(result.map(|l| last.then_some(l)));
+    }
+}
+
+/// Drops the sequences that are over (keeping the others in arrival order); completed ones
+/// leave their state to the cache.
+fn retire(active: &mut Vec<Sequence<'_>>, cache: &mut PrefixCache, metrics: &Metrics) {
+    if active.iter().all(|s| s.phase() != Phase::Over) {
+        return;
+    }
+    let mut kept = Vec::with_capacity(active.len());
+    for s in active.drain(..) {
+        if s.phase() != Phase::Over {
+            kept.push(s);
+        } else if s.completed {
+            let fed = s.fed().to_vec();
+            cache.put(fed, s.into_state());
+        }
+    }
+    *active = kept;
+    metrics.active.store(active.len(), std::sync::atomic::Ordering::Relaxed);
+}

@@ -1,0 +1,207 @@
+//! One request inside the scheduler: its own engine state, sampler, stop checker and streaming
+//! decoder, the prompt tokens still to feed and the token sampled last. Turns each step's
+//! logits into a sampled token, its log-probability, the text that became safe to show, and
+//! at the end the finish reason and counts, sent to the route as `Event`s. Never touches
+//! another sequence and never steps the engine itself (that is `batch`'s).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::engine::{EngineError, State};
+use crate::sampling::{Sampler, Step, StopChecker};
+use crate::server::job::{Event, Finish, Job, Ticket, TokenOut, Usage};
+use crate::server::logprob;
+use crate::server::metrics::{self, Metrics};
+use crate::tokenizer::{Specials, StreamDecoder, TokenId, Tokenizer};
+
+/// Where a sequence is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Prompt tokens remain to feed.
+    Prefill,
+    /// The token sampled last is to be fed.
+    Decode(TokenId),
+    /// Finished, failed or cancelled: to be dropped.
+    Over,
+}
+
+pub struct Sequence<'t> {
+    pub state: State,
+    /// Prompt then generated tokens (the repetition penalty's history); the first
+    /// `state.pos` have been fed.
+    history: Vec<TokenId>,
+    prompt_len: usize,
+    phase: Phase,
+    sampler: Sampler,
+    stop: StopChecker,
+    decoder: StreamDecoder<'t>,
+    /// Ids past the tokenizer's (padding rows of a larger embedding) are never sampled.
+    n_ids: usize,
+    max_tokens: usize,
+    logprobs: Option<usize>,
+    generated: usize,
+    events: UnboundedSender<Event>,
+    received: Instant,
+    first_sample: Option<Instant>,
+    /// Whether it ran to its end (its state may go to the prefix cache).
+    pub completed: bool,
+    /// Given back the moment the sequence is over, before the client hears of it.
+    ticket: Option<Ticket>,
+    metrics: Arc<Metrics>,
+}
+
+impl<'t> Sequence<'t> {
+    /// A sequence for `job` in `state`, which has been fed the first `state.pos` prompt tokens
+    /// (0, or a prefix-cache hit's length, always less than the prompt's), drawing with
+    /// `sampler` (built from `job.sampler`).
+    pub fn new(job: Job, sampler: Sampler, state: State, tokenizer: &'t Tokenizer, metrics: Arc<Metrics>) -> Sequence<'t> {
+        let stop = StopChecker::new(&tokenizer.special_ids().eos, &job.stops);
+        Sequence {
+            state,
+            prompt_len: job.prompt.len(),
+            history: job.prompt,
+            phase: Phase::Prefill,
+            sampler,
+            stop,
+            decoder: tokenizer.stream(Specials::Without),
+            n_ids: tokenizer.n_ids(),
+            max_tokens: job.max_tokens,
+            logprobs: job.logprobs,
+            generated: 0,
+            events: job.events,
+            received: job.received,
+            first_sample: None,
+            completed: false,
+            ticket: Some(job.ticket),
+            metrics,
+        }
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Whether the client has gone away.
+    pub fn is_abandoned(&self) -> bool {
+        self.events.is_closed()
+    }
+
+    /// Marks the sequence over without a word to the client (who is gone).
+    pub fn cancel(&mut self) {
+        self.ticket = None;
+        self.phase = Phase::Over;
+    }
+
+    /// The state, for the prefix cache (the sequence is over).
+    pub fn into_state(self) -> State {
+        self.state
+    }
+
+    /// The prompt tokens not yet fed.
+    pub fn unfed_prompt(&self) -> &[TokenId] {
+        &self.history[self.state.pos.min(self.prompt_len)..self.prompt_len]
+    }
+
+    /// The tokens the state has been fed.
+    pub fn fed(&self) -> &[TokenId] {
+        &self.history[..self.state.pos.min(self.history.len())]
+    }
+
+    /// The state and token of this sequence's decode row, when it is decoding.
+    pub fn decode_row(&mut self) -> Option<(&mut State, TokenId)> {
+        match self.phase {
+            Phase::Decode(t) => Some((&mut self.state, t)),
+            _ => None,
+        }
+    }
+
+    /// Takes the result of feeding this sequence's next tokens: the logits after them, once
+    /// the prompt is in (`None` while prefill chunks remain).
+    pub fn on_logits(&mut self, result: Result<Option<Vec<f32>>, EngineError>) {
+        match result {
+            Ok(None) => {}
+            Ok(Some(logits)) => self.sample(logits),
+            Err(EngineError::ContextFull { .. }) => self.finish(Finish::ContextFull),
+            Err(e) => self.fail(format!("generation: {e}")),
+        }
+    }
+
+    /// Samples from `logits` and reports the token.
+    fn sample(&mut self, mut logits: Vec<f32>) {
+        if let Some(padding) = logits.get_mut(self.n_ids..) {
+            padding.fill(f32::NEG_INFINITY);
+        }
+        let id = match self.sampler.sample(&logits, &self.history) {
+            Ok(id) => id,
+            Err(e) => {
+                self.fail(format!("sampling: {e}"));
+                return;
+            }
+        };
+        self.first_sample.get_or_insert_with(Instant::now);
+        let (logprob, top) = match self.logprobs {
+            Some(n) => {
+                let (lp, top) = logprob::logprobs(&logits, id, n);
+                (Some(lp), top)
+            }
+            None => (None, Vec::new()),
+        };
+        self.history.push(id);
+        self.generated += 1;
+        metrics::add(&self.metrics.generated_tokens, 1);
+        let piece = match self.decoder.push(id) {
+            Ok(p) => p,
+            Err(e) => {
+                self.fail(format!("decoding token {id}: {e}"));
+                return;
+            }
+        };
+        let token = TokenOut { id, logprob, top };
+        match self.stop.push(id, &piece) {
+            Step::Text(text) => {
+                let _ = self.events.send(Event::Token { token, text });
+                if self.generated == self.max_tokens {
+                    self.finish(Finish::Length);
+                } else {
+                    self.phase = Phase::Decode(id);
+                }
+            }
+            Step::Stop { text, .. } => {
+                let _ = self.events.send(Event::Token { token, text });
+                self.end(String::new(), Finish::Stop);
+            }
+        }
+    }
+
+    /// Ends for a reason other than a stop: the held-back text goes out first.
+    fn finish(&mut self, finish: Finish) {
+        let mut tail = self.decoder.finish().unwrap_or_default();
+        tail.push_str(&self.stop.finish());
+        self.end(tail, finish);
+    }
+
+    fn end(&mut self, text: String, finish: Finish) {
+        let now = Instant::now();
+        let first = self.first_sample.unwrap_or(now);
+        let usage = Usage {
+            prompt_tokens: self.prompt_len,
+            completion_tokens: self.generated,
+            prompt_time: first.saturating_duration_since(self.received),
+            gen_time: now.saturating_duration_since(first),
+        };
+        self.ticket = None;
+        self.phase = Phase::Over;
+        self.completed = true;
+        metrics::add(&self.metrics.completed, 1);
+        let _ = self.events.send(Event::Done { text, finish, usage });
+    }
+
+    fn fail(&mut self, message: String) {
+        self.ticket = None;
+        metrics::add(&self.metrics.failed, 1);
+        self.phase = Phase::Over;
+        let _ = self.events.send(Event::Failed(message));
+    }
+}
