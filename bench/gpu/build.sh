@@ -4,7 +4,7 @@
 # into .carry/ (ignored by git) for the GPU machine:
 #   bench/gpu/build.sh        then carry .carry/{conformance,matvec_bw,decode_bw,baro-synth-pack}.gz
 #                             and .carry/COMMIT
-# BARO_SYNTH_PACK=0 skips `baro-synth-pack` (baro-engine's pack writer).
+# BARO_BINS picks the bench binaries (default: all five). BARO_SYNTH_PACK=0 skips `baro-synth-pack` (baro-engine's pack writer).
 #
 # baro-dsl's `llvm-static` feature cannot be enabled in this workspace as it stands: the
 # inkwell dependency always asks for `llvm19-1-force-dynamic`, and llvm-sys refuses two link
@@ -22,7 +22,7 @@ rm -rf "$stage" && mkdir -p "$stage"
 tar --exclude=./target --exclude=./.carry --exclude=./.git -cf - . | tar -xf - -C "$stage"
 sed -i 's/"llvm19-1-force-dynamic", //' "$stage/baro-dsl/Cargo.toml"
 (cd "$stage" && CARGO_TARGET_DIR="$out/target" cargo build --release -p baro-bench --features baro-dsl/llvm-static)
-bins="conformance matvec_bw decode_bw"
+bins=${BARO_BINS:-"conformance matvec_bw decode_bw identity_gate prefill_speed"}
 # The pack writer, built with the same features (so nothing rebuilds) when it is in the tree.
 if [ "${BARO_SYNTH_PACK:-1}" != 0 ] && [ -f "$stage/baro-engine/src/cli/synth_pack_main.rs" ]; then
   (cd "$stage" && CARGO_TARGET_DIR="$out/target" cargo build --release -p baro-bench -p baro-engine --bin baro-synth-pack --features baro-dsl/llvm-static)

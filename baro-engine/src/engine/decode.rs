@@ -160,6 +160,8 @@ pub struct Engine {
     pub(crate) prefill_scratch: Option<PrefillScratch>,
     /// The negative control's opt-out (`set_reordered_attention`).
     pub(crate) reordered_attention: bool,
+    /// Batched prefill's per-stage seconds when profiling (`set_prefill_profile`).
+    pub(crate) prefill_profile: Option<std::collections::BTreeMap<&'static str, f64>>,
     pub(crate) memory: MemoryPlan,
     /// Staged mode's decode expert cache; `None` when the experts are resident.
     pub(crate) slots: Option<DecodeSlots>,
@@ -220,7 +222,7 @@ impl Engine {
         let mut weights = Weights::load_dense(&device, source, &cfg)?;
         let fixed = device.allocated_bytes() - before;
         let (memory, slots) = staging::place_experts(&device, source, &cfg, &mut weights, budget, fixed, options.expert_slots)?;
-        Ok(Engine { device, kernels, weights, state, prefill_scratch: None, reordered_attention: false, memory, slots, layer_staging: None })
+        Ok(Engine { device, kernels, weights, state, prefill_scratch: None, reordered_attention: false, prefill_profile: None, memory, slots, layer_staging: None })
     }
 
     /// Where the weights live and why.

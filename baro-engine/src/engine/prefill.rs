@@ -272,7 +272,36 @@ impl Rows<'_> {
     }
 }
 
+/// Per-stage wall time of batched prefill when profiling (`Engine::set_prefill_profile`): a
+/// device synchronisation at each mark, so the stages do not overlap; off, marks do nothing.
+struct Timer {
+    last: std::time::Instant,
+    totals: Option<std::collections::BTreeMap<&'static str, f64>>,
+}
+
+impl Timer {
+    fn mark(&mut self, device: &Device, stage: &'static str) -> Result<(), DeviceError> {
+        if let Some(totals) = self.totals.as_mut() {
+            device.default_stream().synchronize()?;
+            let now = std::time::Instant::now();
+            *totals.entry(stage).or_insert(0.0) += (now - self.last).as_secs_f64();
+            self.last = now;
+        }
+        Ok(())
+    }
+}
+
 impl Engine {
+    /// Profiles batched prefill by stage (a benchmark aid: it synchronises the device after
+    /// every stage); `prefill_profile` returns the seconds per stage since it was turned on.
+    pub fn set_prefill_profile(&mut self, on: bool) {
+        self.prefill_profile = on.then(Default::default);
+    }
+
+    pub fn prefill_profile(&self) -> Option<&std::collections::BTreeMap<&'static str, f64>> {
+        self.prefill_profile.as_ref()
+    }
+
     /// Opts batched prefill out of identity with decode (the negative control): attention
     /// over rows then runs `attention_rows_reordered`, whose P·V sum is in another order.
     /// Off by default; replay and decode are never affected.
@@ -358,8 +387,11 @@ impl Engine {
             staging.stage(&self.device, store, 0, 0)?;
         }
         let compute = self.device.default_stream();
+        let mut timer = Timer { last: std::time::Instant::now(), totals: self.prefill_profile.take() };
+        timer.mark(&self.device, "embed")?;
         for (i, (lw, ls)) in w.layers.iter().zip(self.state.layers.iter_mut()).enumerate() {
             run.rmsnorm(&p.x, &lw.attn_norm, &mut p.xn, h, eps, t)?;
+            let mixer = if matches!(lw.mixer, MixerWeights::Gdn(_)) { "gdn mixer" } else { "attention mixer" };
             match (&lw.mixer, ls) {
                 (MixerWeights::Gdn(g), LayerState::Gdn { conv_ring, ssm }) => gdn(&run, cfg, g, conv_ring, ssm, p, pos, t)?,
                 (MixerWeights::Attention(a), LayerState::Attention { k_cache, v_cache }) => {
@@ -367,6 +399,7 @@ impl Engine {
                 }
                 _ => return Err(EngineError::Unsupported { what: "layer state", expected: "the weights' layer kind".into(), found: "another kind (a bug in baro)".into() }),
             }
+            timer.mark(&self.device, mixer)?;
             run.add(&p.x, &p.mix, &mut p.h, h, t)?;
             run.rmsnorm(&p.h, &lw.post_attention_norm, &mut p.xn, h, eps, t)?;
             match (&lw.moe.experts, staged.as_mut()) {
@@ -381,8 +414,11 @@ impl Engine {
                 }
                 (None, None) => return Err(EngineError::Unsupported { what: "routed experts", expected: "resident or staged".into(), found: "neither (a bug in baro)".into() }),
             }
+            timer.mark(&self.device, "moe block")?;
             run.add(&p.h, &p.mix, &mut p.x, h, t)?;
         }
+        timer.mark(&self.device, "residual and norms")?;
+        self.prefill_profile = timer.totals;
         self.state.pos += t;
         if !want {
             self.device.default_stream().synchronize()?;

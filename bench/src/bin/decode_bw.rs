@@ -45,6 +45,9 @@ struct Cli {
     /// Bytes per pinned host-to-device write, in MiB.
     #[arg(long, default_value_t = 256)]
     pinned_mib: usize,
+    /// A device-memory budget (e.g. 24G): routed experts staged from pinned host memory.
+    #[arg(long)]
+    vram_budget: Option<String>,
     /// Write results as markdown here, and as JSON beside it.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -67,6 +70,7 @@ fn main_inner(cli: Cli) -> Result<(), String> {
     let target: DeviceKind = cli.target.parse().map_err(|e: baro_dsl::runtime::DeviceError| e.to_string())?;
     let opts = DecodeOptions {
         model: cli.model.clone(),
+        vram_budget: cli.vram_budget.as_deref().map(baro_engine::engine::staging::parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?,
         target,
         ordinal: cli.ordinal,
         tokens: cli.tokens,
