@@ -132,3 +132,47 @@ fn matvec_kernels_verify() {
         println!("{}: {} shapes, {} regions, {:?}", k.name, proof.shapes, proof.regions_checked, t.elapsed());
     }
 }
+
+/// Each rows sibling (one launch over `rows` (token, expert) pairs, 8 rows per workgroup)
+/// against its m=1 kernel run once per row with that row's input and expert: byte for byte,
+/// for every weight type, row counts below, at and across the tile of 8.
+#[test]
+fn matvec_rows_equal_m1_per_row() {
+    let d = dev();
+    let mut rng = Rng::new(13);
+    let float = [(matvec::matvec_f32(), matvec::matvec_f32_rows()), (matvec::matvec_f16(), matvec::matvec_f16_rows()), (matvec::matvec_bf16(), matvec::matvec_bf16_rows())];
+    let quant = [
+        (TensorType::Q8_0, quant::matvec_q8_0(), quant::matvec_q8_0_rows()),
+        (TensorType::Q4_K, quant::matvec_q4_k(), quant::matvec_q4_k_rows()),
+        (TensorType::Q5_K, quant::matvec_q5_k(), quant::matvec_q5_k_rows()),
+        (TensorType::Q6_K, quant::matvec_q6_k(), quant::matvec_q6_k_rows()),
+    ];
+    let (experts, n) = (4usize, 5usize);
+    let mut cases: Vec<(Kernel, Kernel, usize, Buffer)> = Vec::new();
+    for (i, (m1, rows)) in float.into_iter().enumerate() {
+        let k = 67;
+        let w = rng.vec_f32(experts * n * k);
+        let buf = match i {
+            0 => d.upload(&w).unwrap(),
+            1 => d.upload(&w.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>()).unwrap(),
+            _ => d.upload(&w.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>()).unwrap(),
+        };
+        cases.push((m1, rows, k, buf));
+    }
+    for (ty, m1, rows) in quant {
+        let k = 2 * 256;
+        cases.push((m1, rows, k, d.upload(&random_blocks(ty, experts * n * k / ty.block_len(), &mut rng)).unwrap()));
+    }
+    for (m1, rows_k, k, w) in &cases {
+        for rows in [1usize, 7, 8, 9, 17] {
+            let x = rng.vec_f32(rows * k);
+            let ids: Vec<u32> = (0..rows).map(|_| rng.below(experts as u64) as u32).collect();
+            let (xb, ib) = (d.upload(&x).unwrap(), d.upload(&ids).unwrap());
+            let mut y = d.alloc(baro_dsl::ScalarType::F32, rows * n).unwrap();
+            run(&d, rows_k, &mut [A::buf(&xb), A::buf(w), A::buf(&ib), A::buf_mut(&mut y), A::from(*k), A::from(n), A::from(0usize), A::from(1usize), A::from(rows)]);
+            let got = d.read(&y).unwrap();
+            let want: Vec<f32> = (0..rows).flat_map(|r| matvec_run(&d, m1, &x[r * k..][..*k], w, &ids[r..r + 1], *k, n, 0)).collect();
+            assert_eq!(bits(&got), bits(&want), "{} vs {} rows={rows} k={k}", rows_k.name, m1.name);
+        }
+    }
+}

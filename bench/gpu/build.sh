@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds the GPU binaries (`conformance`, `matvec_bw`, `decode_bw`, and `baro-synth-pack`
-# to write a pack there) here, in release, with LLVM linked statically, strips and gzips them
-# into .carry/ (ignored by git) for the GPU machine:
-#   bench/gpu/build.sh        then carry .carry/{conformance,matvec_bw,decode_bw,baro-synth-pack}.gz
-#                             and .carry/COMMIT
-# BARO_BINS picks the bench binaries (default: all five). BARO_SYNTH_PACK=0 skips `baro-synth-pack` (baro-engine's pack writer).
+# Builds the GPU binaries here, in release, with LLVM linked statically, strips and gzips them
+# into .carry/ (ignored by git) for the GPU machine. By default that is one executable,
+# `baro_gpu`, which is every benchmark and the pack writer at once (chosen by the name it is
+# called under; run.sh makes the links): each binary carries its own static LLVM (~23 MB
+# gzipped), and a call's carry (64 MiB, the repository included) holds only two of them.
+#   bench/gpu/build.sh        then carry .carry/baro_gpu.gz and .carry/COMMIT
+# BARO_BINS picks other bench binaries instead (e.g. "identity_gate"; each ~23 MB gzipped);
+# with BARO_BINS set, BARO_SYNTH_PACK=0 skips `baro-synth-pack` (baro-engine's pack writer).
 #
 # baro-dsl's `llvm-static` feature cannot be enabled in this workspace as it stands: the
 # inkwell dependency always asks for `llvm19-1-force-dynamic`, and llvm-sys refuses two link
@@ -22,9 +24,9 @@ rm -rf "$stage" && mkdir -p "$stage"
 tar --exclude=./target --exclude=./.carry --exclude=./.git -cf - . | tar -xf - -C "$stage"
 sed -i 's/"llvm19-1-force-dynamic", //' "$stage/baro-dsl/Cargo.toml"
 (cd "$stage" && CARGO_TARGET_DIR="$out/target" cargo build --release -p baro-bench --features baro-dsl/llvm-static)
-bins=${BARO_BINS:-"conformance matvec_bw decode_bw identity_gate prefill_speed"}
-# The pack writer, built with the same features (so nothing rebuilds) when it is in the tree.
-if [ "${BARO_SYNTH_PACK:-1}" != 0 ] && [ -f "$stage/baro-engine/src/cli/synth_pack_main.rs" ]; then
+bins=${BARO_BINS:-baro_gpu}
+# The pack writer, built with the same features (so nothing rebuilds); `baro_gpu` holds it.
+if [ -n "${BARO_BINS:-}" ] && [ "${BARO_SYNTH_PACK:-1}" != 0 ] && [ -f "$stage/baro-engine/src/cli/synth_pack_main.rs" ]; then
   (cd "$stage" && CARGO_TARGET_DIR="$out/target" cargo build --release -p baro-bench -p baro-engine --bin baro-synth-pack --features baro-dsl/llvm-static)
   bins="$bins baro-synth-pack"
 fi

@@ -18,11 +18,17 @@ carry=.carry
 out=${OUT:-bench/results}
 target=${BARO_TARGET:-cuda}
 # Default: each of the three whose binary was carried (the carry limit may not fit all three).
-benches=${BARO_BENCHES:-$(for b in conformance matvec_bw decode_bw; do [ -f "$carry/$b.gz" ] && printf '%s ' "$b"; done)}
+benches=${BARO_BENCHES:-$(for b in conformance matvec_bw decode_bw; do [ -f "$carry/$b.gz" ] || [ -f "$carry/baro_gpu.gz" ] && printf '%s ' "$b"; done)}
 [ -n "$benches" ] || { echo "run.sh: no $carry/{conformance,matvec_bw,decode_bw}.gz: run bench/gpu/build.sh first" >&2; exit 2; }
 mkdir -p "$out"
 bin=$(mktemp -d)
+# `baro_gpu` (build.sh's default) is every benchmark and the pack writer, by the name it is called under.
+if [ -f "$carry/baro_gpu.gz" ]; then
+  gunzip -c "$carry/baro_gpu.gz" > "$bin/baro_gpu" && chmod +x "$bin/baro_gpu" || exit 2
+  for n in identity_gate prefill_speed decode_bw conformance matvec_bw baro-synth-pack; do ln -sf baro_gpu "$bin/$n"; done
+fi
 for b in $benches; do
+  [ -x "$bin/$b" ] && continue
   gunzip -c "$carry/$b.gz" > "$bin/$b" && chmod +x "$bin/$b" || { echo "run.sh: $carry/$b.gz missing: run bench/gpu/build.sh first" >&2; exit 2; }
 done
 export BARO_COMMIT=${BARO_COMMIT:-$(cat "$carry/COMMIT" 2>/dev/null || echo unknown)}
@@ -36,8 +42,11 @@ pack_path() {
   local dir=${BARO_PACK_DIR:-${TMPDIR:-/tmp}/baro_pack} p
   p=$dir/qwen35moe_${BARO_PACK_CONFIG:-real}_community.gguf
   if [ -f "$p" ]; then echo "$p"; return 0; fi
-  [ -f "$carry/baro-synth-pack.gz" ] || { echo "run.sh: no BARO_PACK and no $carry/baro-synth-pack.gz to write one" >&2; return 1; }
-  mkdir -p "$dir" && gunzip -c "$carry/baro-synth-pack.gz" > "$bin/baro-synth-pack" && chmod +x "$bin/baro-synth-pack" || return 1
+  if [ ! -x "$bin/baro-synth-pack" ]; then
+    [ -f "$carry/baro-synth-pack.gz" ] || { echo "run.sh: no BARO_PACK and no $carry/baro-synth-pack.gz (or baro_gpu.gz) to write one" >&2; return 1; }
+    gunzip -c "$carry/baro-synth-pack.gz" > "$bin/baro-synth-pack" && chmod +x "$bin/baro-synth-pack" || return 1
+  fi
+  mkdir -p "$dir" || return 1
   "$bin/baro-synth-pack" --out "$p" --config "${BARO_PACK_CONFIG:-real}" --mix community >&2 || return 1
   echo "$p"
 }

@@ -33,7 +33,7 @@ struct Cli {
     commit: Option<String>,
 }
 
-fn main() -> ExitCode {
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(true) => ExitCode::SUCCESS,

@@ -56,7 +56,7 @@ struct Cli {
     commit: Option<String>,
 }
 
-fn main() -> ExitCode {
+pub fn main() -> ExitCode {
     match main_inner(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -51,7 +51,7 @@ struct Cli {
     commit: Option<String>,
 }
 
-fn main() -> ExitCode {
+pub fn main() -> ExitCode {
     match main_inner(Cli::parse()) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),

@@ -66,7 +66,7 @@ struct Row {
     ratio: f64,
 }
 
-fn main() -> ExitCode {
+pub fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

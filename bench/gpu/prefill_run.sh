@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repository root, with .carry/baro_gpu.gz from build.sh:
+# the batched-prefill and expert-staging measurements (issues 5 and 6) in one call.
+#
+# STEPS (default all, in this order), each under its own time limit (seconds, STEP_LIMIT):
+#   gate_tiny       identity gate, tiny fixture, the default 26 prompts, greedy 64
+#   gate_tiny_neg   the negative control on the tiny fixture (prompts to 1024, greedy 16)
+#   gate_pack       identity gate on the full-size pack, resident (GATE_ARGS, default
+#                   "--max-len 1024 --greedy 16": replay is the 22 tok/s decode path)
+#   gate_pack_staged  the same prompts with --vram-budget 24G (its digest must equal gate_pack's)
+#   decode          decode_bw resident;  decode_staged  decode_bw --vram-budget 24G
+#   prefill         prefill_speed resident (PREFILL_ARGS, default "--lengths 1024,8192,32768")
+#   prefill_staged  prefill_speed --vram-budget 24G
+# Every output goes to /tmp/prefill_run/ and is packed into $OUT/prefill_run.tgz at the end
+# (the device tool returns at most 8 files), with $OUT/summary.txt beside it.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+dest=${OUT:-bench/results}
+out=/tmp/prefill_run
+rm -rf "$out" && mkdir -p "$out" "$dest"
+bin=$(mktemp -d)
+gunzip -c .carry/baro_gpu.gz > "$bin/baro_gpu" && chmod +x "$bin/baro_gpu" || { echo "prefill_run.sh: .carry/baro_gpu.gz missing: run bench/gpu/build.sh first" >&2; exit 2; }
+for n in identity_gate prefill_speed decode_bw baro-synth-pack; do ln -sf baro_gpu "$bin/$n"; done
+export BARO_COMMIT=${BARO_COMMIT:-$(cat .carry/COMMIT 2>/dev/null || echo unknown)}
+export BARO_CACHE_DIR=${BARO_CACHE_DIR:-/tmp/baro_cache}
+steps=${STEPS:-"gate_tiny gate_tiny_neg gate_pack gate_pack_staged decode decode_staged prefill prefill_staged"}
+limit=${STEP_LIMIT:-300}
+gate_args=${GATE_ARGS:-"--max-len 1024 --greedy 16"}
+prefill_args=${PREFILL_ARGS:-"--lengths 1024,8192,32768"}
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv > "$out/nvidia_smi.txt" 2>&1
+pack=${BARO_PACK:-/tmp/baro_pack/qwen35moe_real_community.gguf}
+need_pack() {
+  [ -f "$pack" ] && return 0
+  mkdir -p "$(dirname "$pack")" && "$bin/baro-synth-pack" --out "$pack" --config real --mix community
+}
+summary=""
+for s in $steps; do
+  start=$(date +%s)
+  case $s in
+    gate_tiny) cmd=("$bin/identity_gate" --target cuda) ;;
+    gate_tiny_neg) cmd=("$bin/identity_gate" --target cuda --negative-control --max-len 1024 --greedy 16) ;;
+    gate_pack) need_pack; cmd=("$bin/identity_gate" --target cuda --model "$pack" $gate_args) ;;
+    gate_pack_staged) need_pack; cmd=("$bin/identity_gate" --target cuda --model "$pack" $gate_args --vram-budget 24G) ;;
+    decode) need_pack; cmd=("$bin/decode_bw" --target cuda --model "$pack" --tokens 32) ;;
+    decode_staged) need_pack; cmd=("$bin/decode_bw" --target cuda --model "$pack" --tokens 32 --vram-budget 24G) ;;
+    prefill) need_pack; cmd=("$bin/prefill_speed" --target cuda --model "$pack" $prefill_args) ;;
+    prefill_staged) need_pack; cmd=("$bin/prefill_speed" --target cuda --model "$pack" $prefill_args --vram-budget 24G) ;;
+    *) echo "prefill_run.sh: unknown step $s" >&2; summary="$summary $s unknown;"; continue ;;
+  esac
+  echo "== $s: ${cmd[*]#"$bin/"}"
+  timeout "$limit" "${cmd[@]}" --out "$out/$s.md" 2>&1 | tee "$out/$s.log"
+  rc=${PIPESTATUS[0]}
+  summary="$summary $s exit $rc ($(( $(date +%s) - start )) s);"
+done
+echo "prefill_run.sh:$summary"
+echo "prefill_run.sh:$summary" > "$out/summary.txt"
+cp "$out/summary.txt" "$dest/summary.txt"
+tar -czf "$dest/prefill_run.tgz" -C /tmp prefill_run
