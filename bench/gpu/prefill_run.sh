@@ -51,6 +51,9 @@ for s in $steps; do
   timeout "$limit" "${cmd[@]}" --out "$out/$s.md" 2>&1 | tee "$out/$s.log"
   rc=${PIPESTATUS[0]}
   summary="$summary $s exit $rc ($(( $(date +%s) - start )) s);"
+  # After every step, so a call stopped at its limit still returns what finished.
+  echo "prefill_run.sh:$summary" > "$out/summary.txt"
+  tar -czf "$dest/prefill_run.tgz" -C /tmp prefill_run
 done
 echo "prefill_run.sh:$summary"
 echo "prefill_run.sh:$summary" > "$out/summary.txt"
