@@ -3,6 +3,8 @@
 # the batched-prefill and expert-staging measurements (issues 5 and 6) in one call.
 #
 # STEPS (default all, in this order), each under its own time limit (seconds, STEP_LIMIT):
+#   fp32_rate       the measured f32 mul+add and fma rates (fp32_rate.cu, nvcc), passed to
+#                   prefill_speed as --flop-rate (the expert matvecs' floor)
 #   gate_tiny       identity gate, tiny fixture, the default 26 prompts, greedy 64
 #   gate_tiny_neg   the negative control on the tiny fixture (prompts to 1024, greedy 16)
 #   gate_pack       identity gate on the full-size pack, resident (GATE_ARGS, default
@@ -23,7 +25,7 @@ gunzip -c .carry/baro_gpu.gz > "$bin/baro_gpu" && chmod +x "$bin/baro_gpu" || { 
 for n in identity_gate prefill_speed decode_bw baro-synth-pack; do ln -sf baro_gpu "$bin/$n"; done
 export BARO_COMMIT=${BARO_COMMIT:-$(cat .carry/COMMIT 2>/dev/null || echo unknown)}
 export BARO_CACHE_DIR=${BARO_CACHE_DIR:-/tmp/baro_cache}
-steps=${STEPS:-"gate_tiny gate_tiny_neg gate_pack gate_pack_staged decode decode_staged prefill prefill_staged"}
+steps=${STEPS:-"fp32_rate gate_tiny gate_tiny_neg gate_pack gate_pack_staged decode decode_staged prefill prefill_staged"}
 limit=${STEP_LIMIT:-300}
 gate_args=${GATE_ARGS:-"--max-len 1024 --greedy 16"}
 prefill_args=${PREFILL_ARGS:-"--lengths 1024,8192,32768"}
@@ -34,17 +36,26 @@ need_pack() {
   mkdir -p "$(dirname "$pack")" && "$bin/baro-synth-pack" --out "$pack" --config real --mix community
 }
 summary=""
+flop_rate=()
 for s in $steps; do
   start=$(date +%s)
   case $s in
+    fp32_rate)
+      echo "== fp32_rate"
+      nvcc -O3 -arch=sm_90 -o /tmp/fp32_rate bench/gpu/fp32_rate.cu && /tmp/fp32_rate | tee "$out/fp32_rate.log"
+      rc=${PIPESTATUS[0]}
+      r=$(sed -n 's/^MULADD_TFLOPS=//p' "$out/fp32_rate.log")
+      [ -n "$r" ] && flop_rate=(--flop-rate "$r")
+      summary="$summary $s exit $rc;"
+      continue ;;
     gate_tiny) cmd=("$bin/identity_gate" --target cuda) ;;
     gate_tiny_neg) cmd=("$bin/identity_gate" --target cuda --negative-control --max-len 1024 --greedy 16) ;;
     gate_pack) need_pack; cmd=("$bin/identity_gate" --target cuda --model "$pack" $gate_args) ;;
     gate_pack_staged) need_pack; cmd=("$bin/identity_gate" --target cuda --model "$pack" $gate_args --vram-budget 24G) ;;
     decode) need_pack; cmd=("$bin/decode_bw" --target cuda --model "$pack" --tokens 32) ;;
     decode_staged) need_pack; cmd=("$bin/decode_bw" --target cuda --model "$pack" --tokens 32 --vram-budget 24G) ;;
-    prefill) need_pack; cmd=("$bin/prefill_speed" --target cuda --model "$pack" $prefill_args) ;;
-    prefill_staged) need_pack; cmd=("$bin/prefill_speed" --target cuda --model "$pack" $prefill_args --vram-budget 24G) ;;
+    prefill) need_pack; cmd=("$bin/prefill_speed" --target cuda --model "$pack" $prefill_args "${flop_rate[@]}") ;;
+    prefill_staged) need_pack; cmd=("$bin/prefill_speed" --target cuda --model "$pack" $prefill_args --vram-budget 24G "${flop_rate[@]}") ;;
     *) echo "prefill_run.sh: unknown step $s" >&2; summary="$summary $s unknown;"; continue ;;
   esac
   echo "== $s: ${cmd[*]#"$bin/"}"

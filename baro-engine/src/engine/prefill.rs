@@ -403,18 +403,18 @@ impl Engine {
             run.add(&p.x, &p.mix, &mut p.h, h, t)?;
             run.rmsnorm(&p.h, &lw.post_attention_norm, &mut p.xn, h, eps, t)?;
             match (&lw.moe.experts, staged.as_mut()) {
-                (Some(resident), _) => moe(&run, cfg, &lw.moe, resident, p, t)?,
+                (Some(resident), _) => moe(&run, cfg, &lw.moe, resident, p, t, &mut timer)?,
                 (None, Some((store, staging))) => {
                     let set = i % 2;
                     if i + 1 < w.layers.len() {
                         staging.stage(&self.device, store, i + 1, 1 - set)?;
                     }
-                    moe(&run, cfg, &lw.moe, staging.wait(compute, set)?, p, t)?;
+                    moe(&run, cfg, &lw.moe, staging.wait(compute, set)?, p, t, &mut timer)?;
                     staging.release(compute, set)?;
                 }
                 (None, None) => return Err(EngineError::Unsupported { what: "routed experts", expected: "resident or staged".into(), found: "neither (a bug in baro)".into() }),
             }
-            timer.mark(&self.device, "moe block")?;
+            timer.mark(&self.device, "moe: shared expert, combine")?;
             run.add(&p.h, &p.mix, &mut p.x, h, t)?;
         }
         timer.mark(&self.device, "residual and norms")?;
@@ -528,7 +528,10 @@ fn attention(run: &Rows<'_>, cfg: &ModelConfig, w: &AttentionWeights, k_cache: &
 /// The MoE block over `t` rows of `p.xn`, into `p.mix`: router per row, (row, k) pairs sorted
 /// by expert, one dot per pair, back to (row, k) order, shared expert, combine in k order.
 /// `experts` are the layer's stacks by expert id: resident, or a staging set holding the layer.
-fn moe(run: &Rows<'_>, cfg: &ModelConfig, w: &MoeWeights, experts: &ExpertMatrices, p: &mut PrefillScratch, t: usize) -> Result<(), DeviceError> {
+/// When profiling, `timer` splits the block into router and sort, the routed experts' matvecs
+/// (and their SwiGLU), and the rest (the caller's "moe: shared expert, combine" mark).
+#[allow(clippy::too_many_arguments)]
+fn moe(run: &Rows<'_>, cfg: &ModelConfig, w: &MoeWeights, experts: &ExpertMatrices, p: &mut PrefillScratch, t: usize, timer: &mut Timer) -> Result<(), DeviceError> {
     let ids = &p.zero_ids;
     let (k, fi, fs, h, ne) = (cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim, cfg.hidden_dim, cfg.n_experts);
     let pairs = t * k;
@@ -543,10 +546,12 @@ fn moe(run: &Rows<'_>, cfg: &ModelConfig, w: &MoeWeights, experts: &ExpertMatric
         &mut [A::buf(&p.expert_ids), A::buf(&p.counts), A::buf_mut(&mut p.pair_of), A::buf_mut(&mut p.slot_of), A::buf_mut(&mut p.sorted_ids), A::from(pairs), A::from(ne)],
     )?;
     run.launch(&run.k.moe_gather, &mut [A::buf(&p.xn), A::buf(&p.pair_of), A::buf_mut(&mut p.xs), A::from(h), A::from(k), A::from(pairs)])?;
+    timer.mark(run.device, "moe: router, sort, gather")?;
     run.matvec(&experts.gate, &p.xs, &p.sorted_ids, &mut p.gate, pairs)?;
     run.matvec(&experts.up, &p.xs, &p.sorted_ids, &mut p.up, pairs)?;
     run.swiglu(&p.gate, &p.up, &mut p.act, fi, pairs)?;
     run.matvec(&experts.down, &p.act, &p.sorted_ids, &mut p.down_sorted, pairs)?;
+    timer.mark(run.device, "moe: routed experts")?;
     run.launch(&run.k.moe_ungather, &mut [A::buf(&p.down_sorted), A::buf(&p.slot_of), A::buf_mut(&mut p.down), A::from(h), A::from(pairs)])?;
     run.matvec(&w.gate_shexp, &p.xn, ids, &mut p.sh_gate, t)?;
     run.matvec(&w.up_shexp, &p.xn, ids, &mut p.sh_up, t)?;
