@@ -9,10 +9,10 @@
 #   gate_tiny_neg   the negative control on the tiny fixture (prompts to 1024, greedy 16)
 #   gate_pack       identity gate on the full-size pack, resident (GATE_ARGS, default
 #                   "--max-len 1024 --greedy 16": replay is the 22 tok/s decode path)
-#   gate_pack_staged  the same prompts with --vram-budget 24G (its digest must equal gate_pack's)
-#   decode          decode_bw resident;  decode_staged  decode_bw --vram-budget 24G
+#   gate_pack_staged  the same prompts with --vram-budget $STAGED_BUDGET (default 24G; its digest must equal gate_pack's)
+#   decode          decode_bw resident;  decode_staged  decode_bw --vram-budget "$staged_budget"
 #   prefill         prefill_speed resident (PREFILL_ARGS, default "--lengths 1024,8192,32768")
-#   prefill_staged  prefill_speed --vram-budget 24G
+#   prefill_staged  prefill_speed --vram-budget "$staged_budget"
 # Every output goes to /tmp/prefill_run/ and is packed into $OUT/prefill_run.tgz at the end
 # (the device tool returns at most 8 files), with $OUT/summary.txt beside it.
 set -uo pipefail
@@ -27,6 +27,7 @@ export BARO_COMMIT=${BARO_COMMIT:-$(cat .carry/COMMIT 2>/dev/null || echo unknow
 export BARO_CACHE_DIR=${BARO_CACHE_DIR:-/tmp/baro_cache}
 steps=${STEPS:-"fp32_rate gate_tiny gate_tiny_neg gate_pack gate_pack_staged decode decode_staged prefill prefill_staged"}
 limit=${STEP_LIMIT:-300}
+staged_budget=${STAGED_BUDGET:-24G}
 gate_args=${GATE_ARGS:-"--max-len 1024 --greedy 16"}
 prefill_args=${PREFILL_ARGS:-"--lengths 1024,8192,32768"}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv > "$out/nvidia_smi.txt" 2>&1
@@ -51,11 +52,11 @@ for s in $steps; do
     gate_tiny) cmd=("$bin/identity_gate" --target cuda) ;;
     gate_tiny_neg) cmd=("$bin/identity_gate" --target cuda --negative-control --max-len 1024 --greedy 16) ;;
     gate_pack) need_pack; cmd=("$bin/identity_gate" --target cuda --model "$pack" $gate_args) ;;
-    gate_pack_staged) need_pack; cmd=("$bin/identity_gate" --target cuda --model "$pack" $gate_args --vram-budget 24G) ;;
+    gate_pack_staged) need_pack; cmd=("$bin/identity_gate" --target cuda --model "$pack" $gate_args --vram-budget "$staged_budget") ;;
     decode) need_pack; cmd=("$bin/decode_bw" --target cuda --model "$pack" --tokens 32) ;;
-    decode_staged) need_pack; cmd=("$bin/decode_bw" --target cuda --model "$pack" --tokens 32 --vram-budget 24G) ;;
+    decode_staged) need_pack; cmd=("$bin/decode_bw" --target cuda --model "$pack" --tokens 32 --vram-budget "$staged_budget") ;;
     prefill) need_pack; cmd=("$bin/prefill_speed" --target cuda --model "$pack" $prefill_args "${flop_rate[@]}") ;;
-    prefill_staged) need_pack; cmd=("$bin/prefill_speed" --target cuda --model "$pack" $prefill_args --vram-budget 24G "${flop_rate[@]}") ;;
+    prefill_staged) need_pack; cmd=("$bin/prefill_speed" --target cuda --model "$pack" $prefill_args --vram-budget "$staged_budget" "${flop_rate[@]}") ;;
     *) echo "prefill_run.sh: unknown step $s" >&2; summary="$summary $s unknown;"; continue ;;
   esac
   echo "== $s: ${cmd[*]#"$bin/"}"

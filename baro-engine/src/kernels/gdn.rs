@@ -13,29 +13,35 @@ use baro::reference::{sum_lanes_butterfly, sum_sequential};
 /// y[c] = silu(seq_t(w[c·K + t] · in_t)) for taps t = 0..K (oldest first), where in_{K−1} =
 /// x[c] and in_t for t < K−1 is the input of position pos − (K−1) + t, kept in
 /// `ring[c · (K−1) + (that position) % (K−1)]` (zero before the sequence starts); then x[c]
-/// replaces the oldest. Needs conv_kernel ≥ 2.
-#[kernel(grid = [1], verify(channels = [1, 3], conv_kernel = [2, 4], pos = [0, 1, 6]))]
+/// replaces the oldest. Needs conv_kernel ≥ 2. One workgroup per 64 channels.
+#[kernel(grid = [(channels + 63) / 64], verify(channels = [1, 3, 70], conv_kernel = [2, 4], pos = [0, 1, 6]))]
 pub fn gdn_conv_step(x: &[f32], w: &[f32], ring: &mut [f32], y: &mut [f32], channels: usize, conv_kernel: usize, pos: usize) {
     let r = conv_kernel - 1;
-    for c in par(0..channels) {
-        y[c] = silu(sum!(t in 0..conv_kernel, order = seq, w[c * conv_kernel + t] * (if t == r { x[c] } else { ring[c * r + (pos + t) % r] })));
-        ring[c * r + pos % r] = x[c];
+    for l in par(0..64) {
+        let c = group_id(0) * 64 + l;
+        if c < channels {
+            y[c] = silu(sum!(t in 0..conv_kernel, order = seq, w[c * conv_kernel + t] * (if t == r { x[c] } else { ring[c * r + (pos + t) % r] })));
+            ring[c * r + pos % r] = x[c];
+        }
     }
 }
 
 /// `gdn_conv_step` over rows: row r is the token at position pos + r, x and y hold one row of
 /// `channels` each, and the ring carries from row to row (each channel scans its rows in
-/// order, as decode would feed them).
-#[kernel(grid = [1], rows_of = gdn_conv_step, rows = rows, row_stride(x = channels, y = channels), row_step(pos = 1), carry(ring),
-         verify(channels = [1, 3], conv_kernel = [2, 4], pos = [0, 1, 6], rows = [1, 2, 5]))]
+/// order, as decode would feed them). One workgroup per 64 channels, as the m=1 kernel.
+#[kernel(grid = [(channels + 63) / 64], rows_of = gdn_conv_step, rows = rows, row_stride(x = channels, y = channels), row_step(pos = 1), carry(ring),
+         verify(channels = [1, 3, 70], conv_kernel = [2, 4], pos = [0, 1, 6], rows = [1, 2, 5]))]
 pub fn gdn_conv_rows(x: &[f32], w: &[f32], ring: &mut [f32], y: &mut [f32], channels: usize, conv_kernel: usize, pos: usize, rows: usize) {
     let r = conv_kernel - 1;
-    for c in par(0..channels) {
-        for t_row in 0..rows {
-            let p = pos + t_row;
-            let xb = t_row * channels;
-            y[xb + c] = silu(sum!(t in 0..conv_kernel, order = seq, w[c * conv_kernel + t] * (if t == r { x[xb + c] } else { ring[c * r + (p + t) % r] })));
-            ring[c * r + p % r] = x[xb + c];
+    for l in par(0..64) {
+        let c = group_id(0) * 64 + l;
+        if c < channels {
+            for t_row in 0..rows {
+                let p = pos + t_row;
+                let xb = t_row * channels;
+                y[xb + c] = silu(sum!(t in 0..conv_kernel, order = seq, w[c * conv_kernel + t] * (if t == r { x[xb + c] } else { ring[c * r + (p + t) % r] })));
+                ring[c * r + p % r] = x[xb + c];
+            }
         }
     }
 }
