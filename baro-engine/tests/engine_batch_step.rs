@@ -14,8 +14,7 @@ use baro_dsl::runtime::DeviceArg as A;
 use baro_engine::engine::staging::MemoryMode;
 use baro_engine::engine::{Engine, EngineError, EngineOptions, ModelSource, State};
 use baro_engine::kernels::embed;
-use baro_engine::model::{GgufFile, HfCheckpoint, TensorType};
-use common::{canonical_f32, dev, fixture, gguf_from, pick_type, Rng};
+use common::{dev, tiny_f32, tiny_q8_0, Rng};
 
 const MAX_CTX: usize = 160;
 const STEPS: usize = 4;
@@ -126,19 +125,17 @@ fn batch_equals_alone(source: &ModelSource, what: &str) {
 
 #[test]
 fn batched_step_is_each_sequence_alone_from_safetensors() {
-    batch_equals_alone(&ModelSource::Hf(HfCheckpoint::open(&fixture("tiny")).unwrap()), "tiny f32");
+    batch_equals_alone(&tiny_f32(), "tiny f32");
 }
 
 #[test]
 fn batched_step_is_each_sequence_alone_from_q8_0_gguf() {
-    let ck = HfCheckpoint::open(&fixture("tiny")).unwrap();
-    let bytes = gguf_from(&ck.config, &canonical_f32(&ck), &|shape| pick_type(TensorType::Q8_0, shape));
-    batch_equals_alone(&ModelSource::Gguf(GgufFile::from_vec(bytes).unwrap()), "tiny Q8_0 GGUF");
+    batch_equals_alone(&tiny_q8_0(), "tiny Q8_0 GGUF");
 }
 
 #[test]
 fn staged_batched_step_gives_the_resident_bytes() {
-    let source = ModelSource::Hf(HfCheckpoint::open(&fixture("tiny")).unwrap());
+    let source = tiny_f32();
     let mut resident = engine(&source, None);
     let budget = resident.memory_plan().needs.staged(2);
     let mut staged = engine(&source, Some(budget));
@@ -153,7 +150,7 @@ fn staged_batched_step_gives_the_resident_bytes() {
 
 #[test]
 fn bad_rows_are_refused_before_any_state_changes() {
-    let mut e = engine(&ModelSource::Hf(HfCheckpoint::open(&fixture("tiny")).unwrap()), None);
+    let mut e = engine(&tiny_f32(), None);
     let vocab = e.config().vocab_size as u32;
     let mut a = fed_state(&mut e, &[1, 2, 3]);
     let mut b = e.new_state().unwrap();
