@@ -4,8 +4,9 @@
 //! previous one's first token arrives, produce the same token ids, log-probabilities and top
 //! log-probabilities, bit for bit, as the same requests sent one at a time. Two greedy ones are
 //! also checked against the plain m = 1 engine loop run by hand. No timing is asserted: the
-//! arrivals are ordered by events, and the test checks the server did decode several
-//! sequences in one step.
+//! arrivals are ordered by events, and the test checks (`/metrics`) that the server did decode
+//! several sequences in one batched step through the rows kernels, and fed every prompt token
+//! through batched prefill.
 
 mod server_common;
 
@@ -94,6 +95,10 @@ async fn concurrent_requests_give_the_bytes_of_the_same_requests_one_at_a_time()
         alone.push(one_at_a_time(addr, r).await);
     }
     assert_eq!(metric(addr, "baro_decode_batch_peak").await, 1.0, "one at a time should decode one sequence per step");
+    assert_eq!(metric(addr, "baro_decode_batched_steps_total").await, 0.0, "one at a time: no decode step carries two rows");
+    let prompt_tokens = metric(addr, "baro_prompt_tokens_total").await;
+    assert!(prompt_tokens > 0.0);
+    assert_eq!(metric(addr, "baro_prompt_tokens_batched_total").await, prompt_tokens, "every prompt token goes through batched prefill");
 
     // Together, streamed: a burst of 8, then each after the previous one's first token.
     let mut firsts = Vec::new();
@@ -136,6 +141,9 @@ async fn concurrent_requests_give_the_bytes_of_the_same_requests_one_at_a_time()
     let peak = metric(addr, "baro_decode_batch_peak").await;
     eprintln!("decode batch peak: {peak} sequences");
     assert!(peak >= 2.0, "the concurrent requests never shared a decode step (peak {peak})");
+    let (steps, rows) = (metric(addr, "baro_decode_batched_steps_total").await, metric(addr, "baro_decode_batched_rows_total").await);
+    eprintln!("batched decode steps: {steps}, rows in them: {rows}");
+    assert!(steps >= 1.0 && rows >= 2.0 * steps, "the shared decode steps ran through the rows kernels together ({steps} steps, {rows} rows)");
     for (i, (a, t)) in alone.iter().zip(&together).enumerate() {
         assert_eq!(a.len(), reqs[i].max_tokens.min(a.len()));
         assert!(!a.is_empty());

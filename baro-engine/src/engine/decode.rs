@@ -42,6 +42,10 @@ pub enum EngineError {
     Budget(#[from] BudgetError),
     #[error(transparent)]
     Staging(#[from] SlotError),
+    /// A batched decode step failed part-way (the driver's fault, or a bug in baro); the
+    /// states of its rows are undefined.
+    #[error("batched decode step of {rows} sequences failed: {message}")]
+    BatchStep { rows: usize, message: String },
 }
 
 impl From<WeightError> for EngineError {
@@ -170,9 +174,9 @@ pub struct Engine {
 }
 
 /// The device and kernels a launch needs (borrowed apart from the state it writes).
-struct Launcher<'a> {
-    device: &'a Device,
-    k: &'a Kernels,
+pub(super) struct Launcher<'a> {
+    pub(super) device: &'a Device,
+    pub(super) k: &'a Kernels,
 }
 
 impl Launcher<'_> {
@@ -287,14 +291,9 @@ impl Engine {
 
     /// Feeds `token` at the next position and returns the logits for the position after it.
     pub fn step(&mut self, token: TokenId) -> Result<Vec<f32>, EngineError> {
+        self.check_step(&self.state, token)?;
         let cfg = &self.weights.config;
-        if token as usize >= cfg.vocab_size {
-            return Err(EngineError::BadToken { token, vocab: cfg.vocab_size });
-        }
         let pos = self.state.pos;
-        if pos >= self.state.max_ctx {
-            return Err(EngineError::ContextFull { pos, max_ctx: self.state.max_ctx });
-        }
         let run = Launcher { device: &self.device, k: &self.kernels };
         let State { layers, rope_cos, rope_sin, s, max_ctx, .. } = &mut self.state;
         let w = &self.weights;
@@ -335,6 +334,19 @@ impl Engine {
         Ok(logits)
     }
 
+    /// What `step` would refuse for `token` fed to `state` (a token past the vocabulary, a
+    /// full context), checked without touching the device.
+    pub fn check_step(&self, state: &State, token: TokenId) -> Result<(), EngineError> {
+        let vocab = self.weights.config.vocab_size;
+        if token as usize >= vocab {
+            return Err(EngineError::BadToken { token, vocab });
+        }
+        if state.pos >= state.max_ctx {
+            return Err(EngineError::ContextFull { pos: state.pos, max_ctx: state.max_ctx });
+        }
+        Ok(())
+    }
+
     /// Resets, feeds `prompt` token by token, then picks `n` tokens greedily (argmax, lowest
     /// id on ties), feeding each but the last back. Returns the picked tokens.
     pub fn generate(&mut self, prompt: &[TokenId], n: usize) -> Result<Vec<TokenId>, EngineError> {
@@ -369,9 +381,9 @@ impl Engine {
     }
 }
 
-struct Rope<'a> {
-    cos: &'a Buffer,
-    sin: &'a Buffer,
+pub(super) struct Rope<'a> {
+    pub(super) cos: &'a Buffer,
+    pub(super) sin: &'a Buffer,
 }
 
 /// The gated delta net on `s.xn`, into `s.mix`.
@@ -381,6 +393,15 @@ fn gdn(run: &Launcher<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Bu
     run.matvec(&w.gate_z, &s.xn, ids, &mut s.z, 0, 1)?;
     run.matvec(&w.beta, &s.xn, ids, &mut s.beta, 0, 1)?;
     run.matvec(&w.alpha, &s.xn, ids, &mut s.alpha, 0, 1)?;
+    gdn_recurrent(run, cfg, w, conv_ring, ssm, s, pos)?;
+    run.launch(&run.k.gated_rmsnorm, &mut [A::buf(&s.o), A::buf(&s.z), A::buf(&w.norm), A::buf_mut(&mut s.o_normed), A::from(cfg.gdn_value_dim), A::from(cfg.gdn_n_value_heads), A::from(cfg.rms_eps)])?;
+    run.matvec(&w.out, &s.o_normed, &s.plain_ids, &mut s.mix, 0, 1)
+}
+
+/// The GDN's stateful part at `pos`: the conv step on `s.qkv` through `conv_ring`, then the
+/// delta-rule step with `s.beta`, `s.alpha` on `ssm`, into `s.o`. What a sequence runs on its
+/// own state in a batched decode step.
+pub(super) fn gdn_recurrent(run: &Launcher<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer, ssm: &mut Buffer, s: &mut Scratch, pos: usize) -> Result<(), DeviceError> {
     run.launch(&run.k.gdn_conv_step, &mut [A::buf(&s.qkv), A::buf(&w.conv), A::buf_mut(conv_ring), A::buf_mut(&mut s.conv_out), A::from(cfg.gdn_conv_dim()), A::from(cfg.conv_kernel), A::from(pos)])?;
     let (dk, dv) = (cfg.gdn_key_dim, cfg.gdn_value_dim);
     let q_scale = (1.0 / (dk as f64).sqrt()) as f32;
@@ -401,9 +422,7 @@ fn gdn(run: &Launcher<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Bu
             A::from(true),
             A::from(q_scale),
         ],
-    )?;
-    run.launch(&run.k.gated_rmsnorm, &mut [A::buf(&s.o), A::buf(&s.z), A::buf(&w.norm), A::buf_mut(&mut s.o_normed), A::from(dv), A::from(cfg.gdn_n_value_heads), A::from(cfg.rms_eps)])?;
-    run.matvec(&w.out, &s.o_normed, ids, &mut s.mix, 0, 1)
+    )
 }
 
 /// Full gated attention on `s.xn` at position `pos`, into `s.mix`.
@@ -416,6 +435,16 @@ fn attention(run: &Launcher<'_>, cfg: &ModelConfig, w: &AttentionWeights, k_cach
     run.matvec(&w.v, &s.xn, ids, &mut s.v, 0, 1)?;
     run.launch(&run.k.head_rmsnorm, &mut [A::buf(&s.q_gate), A::buf(&w.q_norm), A::buf_mut(&mut s.q), A::from(hd), A::from(2 * hd), A::from(hd), A::from(nh), A::from(eps)])?;
     run.launch(&run.k.head_rmsnorm, &mut [A::buf(&s.k_raw), A::buf(&w.k_norm), A::buf_mut(&mut s.k), A::from(hd), A::from(hd), A::from(hd), A::from(nkv), A::from(eps)])?;
+    attention_cached(run, cfg, k_cache, v_cache, rope, s, pos, max_ctx)?;
+    run.matvec(&w.o, &s.attn, &s.plain_ids, &mut s.mix, 0, 1)
+}
+
+/// Attention's stateful part at `pos`: RoPE on `s.q` and `s.k`, the KV append, attention over
+/// positions 0..=pos gated by `s.q_gate`, into `s.attn`. What a sequence runs on its own
+/// state in a batched decode step.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn attention_cached(run: &Launcher<'_>, cfg: &ModelConfig, k_cache: &mut Buffer, v_cache: &mut Buffer, rope: &Rope<'_>, s: &mut Scratch, pos: usize, max_ctx: usize) -> Result<(), DeviceError> {
+    let (hd, nh, nkv) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads);
     for (x, n) in [(&mut s.q, nh), (&mut s.k, nkv)] {
         run.launch(&run.k.rope_neox, &mut [A::buf_mut(x), A::buf(rope.cos), A::buf(rope.sin), A::from(pos), A::from(cfg.rope_dim), A::from(hd), A::from(n)])?;
     }
@@ -439,8 +468,7 @@ fn attention(run: &Launcher<'_>, cfg: &ModelConfig, w: &AttentionWeights, k_cach
             A::from(hd),
             A::from(scale),
         ],
-    )?;
-    run.matvec(&w.o, &s.attn, ids, &mut s.mix, 0, 1)
+    )
 }
 
 /// The MoE block on `s.xn`, into `s.mix`: router, routed experts, shared expert, combine.

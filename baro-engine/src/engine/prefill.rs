@@ -12,7 +12,8 @@
 //! Chunks cross freely: the KV cache and GDN state carry from one to the next. With staged
 //! experts each layer's experts stream into one of two `LayerStaging` sets on a copy stream
 //! while the previous layer computes (events, no host wait); the MoE reads the set as it would
-//! the resident stacks. Wiring only: no kernel body and no driver call.
+//! the resident stacks. The rows launch helpers and buffers here also serve the batched decode
+//! step across sequences (`batch_step`). Wiring only: no kernel body and no driver call.
 
 use std::collections::HashMap;
 
@@ -22,7 +23,7 @@ use baro_dsl::ScalarType;
 use crate::engine::decode::{Engine, EngineError};
 use crate::engine::staging::LayerStaging;
 use crate::engine::state::LayerState;
-use crate::engine::weights::{AttentionWeights, ExpertMatrices, GdnWeights, Matrix, MixerWeights, MoeWeights};
+use crate::engine::weights::{AttentionWeights, ExpertMatrices, GdnWeights, Matrix, MixerWeights, MoeWeights, Weights};
 use crate::model::{ModelConfig, TensorType};
 use crate::tokenizer::TokenId;
 
@@ -87,6 +88,7 @@ pub(crate) struct RowsKernels {
     moe_gather: DeviceKernel,
     moe_ungather: DeviceKernel,
     copy_row: DeviceKernel,
+    put_row: DeviceKernel,
     gdn_conv: DeviceKernel,
     gdn_scan: DeviceKernel,
     gated_rmsnorm: DeviceKernel,
@@ -136,6 +138,7 @@ impl RowsKernels {
             moe_gather: take("moe_gather")?,
             moe_ungather: take("moe_ungather")?,
             copy_row: take("copy_row")?,
+            put_row: take("put_row")?,
             gdn_conv: take("gdn_conv_rows")?,
             gdn_scan: take("gdn_scan_rows")?,
             gated_rmsnorm: take("gated_rmsnorm_rows")?,
@@ -143,50 +146,51 @@ impl RowsKernels {
     }
 }
 
-/// Buffers one batched chunk writes, for chunks of up to `rows` tokens (pairs: rows · top_k).
+/// Buffers one batched chunk (or one batched decode step, a row per sequence) writes, for up
+/// to `rows` rows (pairs: rows · top_k).
 pub(crate) struct PrefillScratch {
-    rows: usize,
-    tokens: Buffer,     // (row) u32
-    zero_ids: Buffer,   // (row) u32 = 0: the `ids` of a single-matrix projection
-    x: Buffer,          // (row, hidden)
-    h: Buffer,          // (row, hidden)
-    xn: Buffer,         // (row, hidden)
-    mix: Buffer,        // (row, hidden)
-    qkv: Buffer,        // (row, q | k | v channel)
-    conv_out: Buffer,   // (row, q | k | v channel)
-    z: Buffer,          // (row, v_head, value_dim)
-    beta: Buffer,       // (row, v_head)
-    alpha: Buffer,      // (row, v_head)
-    o: Buffer,          // (row, v_head, value_dim)
-    o_normed: Buffer,   // (row, v_head, value_dim)
-    q_gate: Buffer,     // (row, head, query | gate, head_dim)
-    q: Buffer,          // (row, head, head_dim)
-    k_raw: Buffer,      // (row, kv_head, head_dim)
-    k: Buffer,          // (row, kv_head, head_dim)
-    v: Buffer,          // (row, kv_head, head_dim)
-    probs_attn: Buffer, // (row, head, max_ctx)
-    attn: Buffer,       // (row, head, head_dim)
-    router_logits: Buffer, // (row, expert)
-    router_probs: Buffer,  // (row, expert)
-    router_work: Buffer,   // (row, expert)
-    expert_ids: Buffer,    // (row, top_k) u32
-    expert_weights: Buffer, // (row, top_k)
-    counts: Buffer,        // (expert) u32
-    pair_of: Buffer,       // (slot) u32: the (row · top_k + k) pair in each expert-sorted slot
-    slot_of: Buffer,       // (pair) u32
-    sorted_ids: Buffer,    // (slot) u32: the slot's expert
-    xs: Buffer,            // (slot, hidden): each slot's token row
-    gate: Buffer,          // (slot, expert_ffn)
-    up: Buffer,            // (slot, expert_ffn)
-    act: Buffer,           // (slot, expert_ffn)
-    down_sorted: Buffer,   // (slot, hidden)
-    down: Buffer,          // (pair, hidden): back in (row, k) order
-    sh_gate: Buffer,       // (row, shared_ffn)
-    sh_up: Buffer,         // (row, shared_ffn)
-    sh_act: Buffer,        // (row, shared_ffn)
-    sh_out: Buffer,        // (row, hidden)
-    sh_logit: Buffer,      // (row)
-    logits: Option<Buffer>, // (row, vocab), allocated when every position's logits are asked for
+    pub(super) rows: usize,
+    pub(super) tokens: Buffer,     // (row) u32
+    pub(super) zero_ids: Buffer,   // (row) u32 = 0: the `ids` of a single-matrix projection
+    pub(super) x: Buffer,          // (row, hidden)
+    pub(super) h: Buffer,          // (row, hidden)
+    pub(super) xn: Buffer,         // (row, hidden)
+    pub(super) mix: Buffer,        // (row, hidden)
+    pub(super) qkv: Buffer,        // (row, q | k | v channel)
+    pub(super) conv_out: Buffer,   // (row, q | k | v channel)
+    pub(super) z: Buffer,          // (row, v_head, value_dim)
+    pub(super) beta: Buffer,       // (row, v_head)
+    pub(super) alpha: Buffer,      // (row, v_head)
+    pub(super) o: Buffer,          // (row, v_head, value_dim)
+    pub(super) o_normed: Buffer,   // (row, v_head, value_dim)
+    pub(super) q_gate: Buffer,     // (row, head, query | gate, head_dim)
+    pub(super) q: Buffer,          // (row, head, head_dim)
+    pub(super) k_raw: Buffer,      // (row, kv_head, head_dim)
+    pub(super) k: Buffer,          // (row, kv_head, head_dim)
+    pub(super) v: Buffer,          // (row, kv_head, head_dim)
+    pub(super) probs_attn: Buffer, // (row, head, max_ctx)
+    pub(super) attn: Buffer,       // (row, head, head_dim)
+    pub(super) router_logits: Buffer, // (row, expert)
+    pub(super) router_probs: Buffer,  // (row, expert)
+    pub(super) router_work: Buffer,   // (row, expert)
+    pub(super) expert_ids: Buffer,    // (row, top_k) u32
+    pub(super) expert_weights: Buffer, // (row, top_k)
+    pub(super) counts: Buffer,        // (expert) u32
+    pub(super) pair_of: Buffer,       // (slot) u32: the (row · top_k + k) pair in each expert-sorted slot
+    pub(super) slot_of: Buffer,       // (pair) u32
+    pub(super) sorted_ids: Buffer,    // (slot) u32: the slot's expert
+    pub(super) xs: Buffer,            // (slot, hidden): each slot's token row
+    pub(super) gate: Buffer,          // (slot, expert_ffn)
+    pub(super) up: Buffer,            // (slot, expert_ffn)
+    pub(super) act: Buffer,           // (slot, expert_ffn)
+    pub(super) down_sorted: Buffer,   // (slot, hidden)
+    pub(super) down: Buffer,          // (pair, hidden): back in (row, k) order
+    pub(super) sh_gate: Buffer,       // (row, shared_ffn)
+    pub(super) sh_up: Buffer,         // (row, shared_ffn)
+    pub(super) sh_act: Buffer,        // (row, shared_ffn)
+    pub(super) sh_out: Buffer,        // (row, hidden)
+    pub(super) sh_logit: Buffer,      // (row)
+    pub(super) logits: Option<Buffer>, // (row, vocab), allocated when every position's logits are asked for
 }
 
 impl PrefillScratch {
@@ -243,43 +247,87 @@ impl PrefillScratch {
 }
 
 /// Launches on the default stream with the rows kernels.
-struct Rows<'a> {
-    device: &'a Device,
-    k: &'a RowsKernels,
+pub(super) struct Rows<'a> {
+    pub(super) device: &'a Device,
+    pub(super) k: &'a RowsKernels,
 }
 
 impl Rows<'_> {
-    fn launch(&self, kernel: &DeviceKernel, args: &mut [A<'_>]) -> Result<(), DeviceError> {
+    pub(super) fn launch(&self, kernel: &DeviceKernel, args: &mut [A<'_>]) -> Result<(), DeviceError> {
         self.device.launch(self.device.default_stream(), kernel, args)
     }
 
     /// y[r] = w[ids[r]] · x[r] for `rows` rows of x (w.cols wide) into y (w.rows wide).
-    fn matvec(&self, w: &Matrix, x: &Buffer, ids: &Buffer, y: &mut Buffer, rows: usize) -> Result<(), DeviceError> {
+    pub(super) fn matvec(&self, w: &Matrix, x: &Buffer, ids: &Buffer, y: &mut Buffer, rows: usize) -> Result<(), DeviceError> {
         let kernel = &self.k.matvec[&w.ty];
         self.launch(kernel, &mut [A::buf(x), A::buf(&w.buf), A::buf(ids), A::buf_mut(y), A::from(w.cols), A::from(w.rows), A::from(0usize), A::from(1usize), A::from(rows)])
     }
 
-    fn rmsnorm(&self, x: &Buffer, w: &Buffer, y: &mut Buffer, n: usize, eps: f32, rows: usize) -> Result<(), DeviceError> {
+    pub(super) fn rmsnorm(&self, x: &Buffer, w: &Buffer, y: &mut Buffer, n: usize, eps: f32, rows: usize) -> Result<(), DeviceError> {
         self.launch(&self.k.rmsnorm, &mut [A::buf(x), A::buf(w), A::buf_mut(y), A::from(n), A::from(eps), A::from(rows)])
     }
 
-    fn add(&self, a: &Buffer, b: &Buffer, y: &mut Buffer, n: usize, rows: usize) -> Result<(), DeviceError> {
+    pub(super) fn add(&self, a: &Buffer, b: &Buffer, y: &mut Buffer, n: usize, rows: usize) -> Result<(), DeviceError> {
         self.launch(&self.k.add, &mut [A::buf(a), A::buf(b), A::buf_mut(y), A::from(n), A::from(rows)])
     }
 
     fn swiglu(&self, g: &Buffer, u: &Buffer, h: &mut Buffer, n: usize, rows: usize) -> Result<(), DeviceError> {
         self.launch(&self.k.swiglu, &mut [A::buf(g), A::buf(u), A::buf_mut(h), A::from(n), A::from(rows)])
     }
+
+    /// y[..dim] = row `row` of x (dim wide): an exact copy.
+    pub(super) fn copy_row(&self, x: &Buffer, row: usize, y: &mut Buffer, dim: usize) -> Result<(), DeviceError> {
+        self.launch(&self.k.copy_row, &mut [A::buf(x), A::buf_mut(y), A::from(row), A::from(dim)])
+    }
+
+    /// Row `row` of y (dim wide) = x[..dim]: an exact copy.
+    pub(super) fn put_row(&self, x: &Buffer, y: &mut Buffer, row: usize, dim: usize) -> Result<(), DeviceError> {
+        self.launch(&self.k.put_row, &mut [A::buf(x), A::buf_mut(y), A::from(row), A::from(dim)])
+    }
+
+    /// The token embeddings of `tokens` (at most `p.rows`) into `p.x`.
+    pub(super) fn embed(&self, w: &Weights, p: &mut PrefillScratch, tokens: &[TokenId]) -> Result<(), DeviceError> {
+        // The token buffer holds `p.rows` tokens; rows past `tokens` are never read.
+        let mut padded = tokens.to_vec();
+        padded.resize(p.rows, 0);
+        self.device.write(&mut p.tokens, &padded)?;
+        let embed = match w.token_embd.ty {
+            TensorType::F16 => TensorType::F32, // widened at load
+            ty => ty,
+        };
+        let h = w.config.hidden_dim;
+        self.launch(&self.k.embed[&embed], &mut [A::buf(&p.tokens), A::buf(&w.token_embd.buf), A::buf_mut(&mut p.x), A::from(0usize), A::from(h), A::from(tokens.len())])
+    }
+
+    /// The output head over `t` rows of `p.xn` (already normed), read back: t × vocab.
+    pub(super) fn head(&self, w: &Weights, p: &mut PrefillScratch, t: usize) -> Result<Vec<f32>, DeviceError> {
+        let vocab = w.config.vocab_size;
+        if p.logits.as_ref().is_none_or(|l| l.len() < t * vocab) {
+            p.logits = None;
+            p.logits = Some(self.device.alloc(ScalarType::F32, t * vocab)?);
+        }
+        let Some(logits) = p.logits.as_mut() else { unreachable!("allocated just above") };
+        self.matvec(w.lm_head(), &p.xn, &p.zero_ids, logits, t)?;
+        self.device.default_stream().synchronize()?;
+        let mut out = self.device.read::<f32>(logits)?;
+        out.truncate(t * vocab);
+        Ok(out)
+    }
 }
 
 /// Per-stage wall time of batched prefill when profiling (`Engine::set_prefill_profile`): a
 /// device synchronisation at each mark, so the stages do not overlap; off, marks do nothing.
-struct Timer {
+pub(super) struct Timer {
     last: std::time::Instant,
     totals: Option<std::collections::BTreeMap<&'static str, f64>>,
 }
 
 impl Timer {
+    /// A timer whose marks do nothing.
+    pub(super) fn off() -> Timer {
+        Timer { last: std::time::Instant::now(), totals: None }
+    }
+
     fn mark(&mut self, device: &Device, stage: &'static str) -> Result<(), DeviceError> {
         if let Some(totals) = self.totals.as_mut() {
             device.default_stream().synchronize()?;
@@ -341,10 +389,7 @@ impl Engine {
         if let (Some(slots), None) = (&self.slots, &self.layer_staging) {
             self.layer_staging = Some(LayerStaging::new(&self.device, slots.store())?);
         }
-        if self.prefill_scratch.as_ref().is_none_or(|s| s.rows < chunk) {
-            self.prefill_scratch = None;
-            self.prefill_scratch = Some(PrefillScratch::new(&self.device, &cfg, chunk, self.state.max_ctx)?);
-        }
+        self.grow_prefill_scratch(chunk)?;
         let mut logits = Vec::new();
         let mut chunks = 0;
         for part in tokens.chunks(chunk) {
@@ -354,6 +399,15 @@ impl Engine {
             chunks += 1;
         }
         Ok(Prefilled { logits, mode, rows_batched: tokens.len(), chunks })
+    }
+
+    /// Makes the rows buffers hold at least `rows` rows (they only grow).
+    pub(super) fn grow_prefill_scratch(&mut self, rows: usize) -> Result<(), EngineError> {
+        if self.prefill_scratch.as_ref().is_none_or(|s| s.rows < rows) {
+            self.prefill_scratch = None;
+            self.prefill_scratch = Some(PrefillScratch::new(&self.device, &self.weights.config, rows, self.state.max_ctx)?);
+        }
+        Ok(())
     }
 
     /// One batched chunk at the next position. With `want` false no logits are computed;
@@ -368,15 +422,7 @@ impl Engine {
             return Err(EngineError::Unsupported { what: "prefill scratch", expected: "allocated before a chunk".into(), found: "none (a bug in baro)".into() });
         };
         let w = &self.weights;
-        // The token buffer holds a full chunk; rows past `t` are never read.
-        let mut padded = tokens.to_vec();
-        padded.resize(p.rows, 0);
-        self.device.write(&mut p.tokens, &padded)?;
-        let embed = match w.token_embd.ty {
-            TensorType::F16 => TensorType::F32, // widened at load
-            ty => ty,
-        };
-        run.launch(&run.k.embed[&embed], &mut [A::buf(&p.tokens), A::buf(&w.token_embd.buf), A::buf_mut(&mut p.x), A::from(0usize), A::from(h), A::from(t)])?;
+        run.embed(w, p, tokens)?;
         let max_ctx = self.state.max_ctx;
         // Staged: the layers' experts stream into two sets on a copy stream, one layer ahead.
         let mut staged = match (&self.slots, self.layer_staging.as_mut()) {
@@ -425,22 +471,13 @@ impl Engine {
             return Ok(Vec::new());
         }
         run.rmsnorm(&p.x, &w.output_norm, &mut p.xn, h, eps, t)?;
-        let head = w.lm_head();
         if all {
-            if p.logits.as_ref().is_none_or(|l| l.len() < p.rows * cfg.vocab_size) {
-                p.logits = None;
-                p.logits = Some(self.device.alloc(ScalarType::F32, p.rows * cfg.vocab_size)?);
-            }
-            let Some(logits) = p.logits.as_mut() else { unreachable!("allocated just above") };
-            run.matvec(head, &p.xn, &p.zero_ids, logits, t)?;
-            self.device.default_stream().synchronize()?;
-            let mut out = self.device.read::<f32>(logits)?;
-            out.truncate(t * cfg.vocab_size);
-            return Ok(out);
+            return Ok(run.head(w, p, t)?);
         }
         // The last row through the decode step's own head: the same kernels a replay ends with.
+        let head = w.lm_head();
         let s = &mut self.state.s;
-        run.launch(&run.k.copy_row, &mut [A::buf(&p.xn), A::buf_mut(&mut s.xn), A::from(t - 1), A::from(h)])?;
+        run.copy_row(&p.xn, t - 1, &mut s.xn, h)?;
         let mv = self.kernels.matvec_for(head.ty);
         self.device.launch(
             self.device.default_stream(),
@@ -455,11 +492,7 @@ impl Engine {
 /// The gated delta net over `t` rows of `p.xn`, into `p.mix`.
 #[allow(clippy::too_many_arguments)]
 fn gdn(run: &Rows<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer, ssm: &mut Buffer, p: &mut PrefillScratch, pos: usize, t: usize) -> Result<(), DeviceError> {
-    let ids = &p.zero_ids;
-    run.matvec(&w.qkv, &p.xn, ids, &mut p.qkv, t)?;
-    run.matvec(&w.gate_z, &p.xn, ids, &mut p.z, t)?;
-    run.matvec(&w.beta, &p.xn, ids, &mut p.beta, t)?;
-    run.matvec(&w.alpha, &p.xn, ids, &mut p.alpha, t)?;
+    gdn_project(run, w, p, t)?;
     run.launch(&run.k.gdn_conv, &mut [A::buf(&p.qkv), A::buf(&w.conv), A::buf_mut(conv_ring), A::buf_mut(&mut p.conv_out), A::from(cfg.gdn_conv_dim()), A::from(cfg.conv_kernel), A::from(pos), A::from(t)])?;
     let (dk, dv) = (cfg.gdn_key_dim, cfg.gdn_value_dim);
     let q_scale = (1.0 / (dk as f64).sqrt()) as f32;
@@ -482,20 +515,30 @@ fn gdn(run: &Rows<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer
             A::from(t),
         ],
     )?;
-    run.launch(&run.k.gated_rmsnorm, &mut [A::buf(&p.o), A::buf(&p.z), A::buf(&w.norm), A::buf_mut(&mut p.o_normed), A::from(dv), A::from(cfg.gdn_n_value_heads), A::from(cfg.rms_eps), A::from(t)])?;
-    run.matvec(&w.out, &p.o_normed, ids, &mut p.mix, t)
+    gdn_output(run, cfg, w, p, t)
+}
+
+/// The GDN's input projections over `t` rows of `p.xn`: `p.qkv`, `p.z`, `p.beta`, `p.alpha`.
+pub(super) fn gdn_project(run: &Rows<'_>, w: &GdnWeights, p: &mut PrefillScratch, t: usize) -> Result<(), DeviceError> {
+    let ids = &p.zero_ids;
+    run.matvec(&w.qkv, &p.xn, ids, &mut p.qkv, t)?;
+    run.matvec(&w.gate_z, &p.xn, ids, &mut p.z, t)?;
+    run.matvec(&w.beta, &p.xn, ids, &mut p.beta, t)?;
+    run.matvec(&w.alpha, &p.xn, ids, &mut p.alpha, t)
+}
+
+/// The GDN's output over `t` rows of `p.o`: the gated norm with `p.z`, the out projection, into
+/// `p.mix`.
+pub(super) fn gdn_output(run: &Rows<'_>, cfg: &ModelConfig, w: &GdnWeights, p: &mut PrefillScratch, t: usize) -> Result<(), DeviceError> {
+    run.launch(&run.k.gated_rmsnorm, &mut [A::buf(&p.o), A::buf(&p.z), A::buf(&w.norm), A::buf_mut(&mut p.o_normed), A::from(cfg.gdn_value_dim), A::from(cfg.gdn_n_value_heads), A::from(cfg.rms_eps), A::from(t)])?;
+    run.matvec(&w.out, &p.o_normed, &p.zero_ids, &mut p.mix, t)
 }
 
 /// Causal gated attention over `t` rows at positions pos..pos+t, into `p.mix`.
 #[allow(clippy::too_many_arguments)]
 fn attention(run: &Rows<'_>, cfg: &ModelConfig, w: &AttentionWeights, k_cache: &mut Buffer, v_cache: &mut Buffer, rope: (&Buffer, &Buffer), p: &mut PrefillScratch, pos: usize, t: usize, max_ctx: usize, reordered: bool) -> Result<(), DeviceError> {
-    let ids = &p.zero_ids;
-    let (hd, nh, nkv, eps) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.rms_eps);
-    run.matvec(&w.q, &p.xn, ids, &mut p.q_gate, t)?;
-    run.matvec(&w.k, &p.xn, ids, &mut p.k_raw, t)?;
-    run.matvec(&w.v, &p.xn, ids, &mut p.v, t)?;
-    run.launch(&run.k.head_rmsnorm, &mut [A::buf(&p.q_gate), A::buf(&w.q_norm), A::buf_mut(&mut p.q), A::from(hd), A::from(2 * hd), A::from(hd), A::from(nh), A::from(eps), A::from(t)])?;
-    run.launch(&run.k.head_rmsnorm, &mut [A::buf(&p.k_raw), A::buf(&w.k_norm), A::buf_mut(&mut p.k), A::from(hd), A::from(hd), A::from(hd), A::from(nkv), A::from(eps), A::from(t)])?;
+    let (hd, nh, nkv) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads);
+    attention_project(run, cfg, w, p, t)?;
     for (x, n) in [(&mut p.q, nh), (&mut p.k, nkv)] {
         run.launch(&run.k.rope_neox, &mut [A::buf_mut(x), A::buf(rope.0), A::buf(rope.1), A::from(pos), A::from(cfg.rope_dim), A::from(hd), A::from(n), A::from(t)])?;
     }
@@ -522,7 +565,19 @@ fn attention(run: &Rows<'_>, cfg: &ModelConfig, w: &AttentionWeights, k_cache: &
             A::from(t),
         ],
     )?;
-    run.matvec(&w.o, &p.attn, ids, &mut p.mix, t)
+    run.matvec(&w.o, &p.attn, &p.zero_ids, &mut p.mix, t)
+}
+
+/// Attention's projections over `t` rows of `p.xn` and the per-head norms: `p.q_gate` (query
+/// and gate), `p.q`, `p.k` (normed), `p.v`.
+pub(super) fn attention_project(run: &Rows<'_>, cfg: &ModelConfig, w: &AttentionWeights, p: &mut PrefillScratch, t: usize) -> Result<(), DeviceError> {
+    let ids = &p.zero_ids;
+    let (hd, nh, nkv, eps) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.rms_eps);
+    run.matvec(&w.q, &p.xn, ids, &mut p.q_gate, t)?;
+    run.matvec(&w.k, &p.xn, ids, &mut p.k_raw, t)?;
+    run.matvec(&w.v, &p.xn, ids, &mut p.v, t)?;
+    run.launch(&run.k.head_rmsnorm, &mut [A::buf(&p.q_gate), A::buf(&w.q_norm), A::buf_mut(&mut p.q), A::from(hd), A::from(2 * hd), A::from(hd), A::from(nh), A::from(eps), A::from(t)])?;
+    run.launch(&run.k.head_rmsnorm, &mut [A::buf(&p.k_raw), A::buf(&w.k_norm), A::buf_mut(&mut p.k), A::from(hd), A::from(hd), A::from(hd), A::from(nkv), A::from(eps), A::from(t)])
 }
 
 /// The MoE block over `t` rows of `p.xn`, into `p.mix`: router per row, (row, k) pairs sorted
@@ -531,7 +586,7 @@ fn attention(run: &Rows<'_>, cfg: &ModelConfig, w: &AttentionWeights, k_cache: &
 /// When profiling, `timer` splits the block into router and sort, the routed experts' matvecs
 /// (and their SwiGLU), and the rest (the caller's "moe: shared expert, combine" mark).
 #[allow(clippy::too_many_arguments)]
-fn moe(run: &Rows<'_>, cfg: &ModelConfig, w: &MoeWeights, experts: &ExpertMatrices, p: &mut PrefillScratch, t: usize, timer: &mut Timer) -> Result<(), DeviceError> {
+pub(super) fn moe(run: &Rows<'_>, cfg: &ModelConfig, w: &MoeWeights, experts: &ExpertMatrices, p: &mut PrefillScratch, t: usize, timer: &mut Timer) -> Result<(), DeviceError> {
     let ids = &p.zero_ids;
     let (k, fi, fs, h, ne) = (cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim, cfg.hidden_dim, cfg.n_experts);
     let pairs = t * k;

@@ -238,3 +238,13 @@ pub fn copy_row(x: &[f32], y: &mut [f32], row: usize, dim: usize) {
         y[i] = x[row * dim + i];
     }
 }
+
+/// y[row · dim + i] = x[i]: one row written into a row-major buffer (an exact copy), the
+/// inverse of `copy_row`, e.g. a sequence's attention output put back into its row of a
+/// batched decode step.
+#[kernel(grid = [1])]
+pub fn put_row(x: &[f32], y: &mut [f32], row: usize, dim: usize) {
+    for i in par(0..dim) {
+        y[row * dim + i] = x[i];
+    }
+}

@@ -74,10 +74,10 @@ pub fn decode() -> Vec<baro::dsl::Kernel> {
     ]
 }
 
-/// The kernels of batched prefill: each `_rows` kernel is declared the rows sibling of its
+/// The kernels of batched prefill and the batched decode step: each `_rows` kernel is declared the rows sibling of its
 /// m = 1 kernel (`rows_of`) and proven so while this crate compiles; the MoE grouping kernels
-/// (`moe_count`, `moe_scatter`, `moe_gather`, `moe_ungather`) and `copy_row` only move
-/// integers and copies; `attention_rows_reordered` is the negative control (no sibling).
+/// (`moe_count`, `moe_scatter`, `moe_gather`, `moe_ungather`), `copy_row` and `put_row` only
+/// move integers and copies; `attention_rows_reordered` is the negative control (no sibling).
 pub fn rows() -> Vec<baro::dsl::Kernel> {
     vec![
         embed::embed_f32_rows(),
@@ -107,6 +107,7 @@ pub fn rows() -> Vec<baro::dsl::Kernel> {
         moe::moe_gather(),
         moe::moe_ungather(),
         embed::copy_row(),
+        embed::put_row(),
         attention::attention_rows_reordered(),
         gdn::gdn_conv_rows(),
         gdn::gdn_scan_rows(),

@@ -1,36 +1,62 @@
 //! The one place the scheduler runs the engine: a decode step over every decoding sequence,
 //! and a prefill chunk of one sequence's prompt.
 //!
-//! Today each row is the m = 1 `Engine::step` with that sequence's state swapped in, one row
-//! after the other, so a sequence's arithmetic is exactly what it would be alone (batch
-//! invariance by construction). When the rows siblings land on the engine, `decode` becomes
-//! one batched step over all rows and `prefill` a rows prefill of the chunk; the siblings'
-//! proof (row r computes exactly the m = 1 arithmetic) keeps every output byte the same, and
-//! nothing else in the server changes. Must never reorder rows' results.
+//! `decode` is one `Engine::step_batch` over all decoding sequences: the stateless work (norms,
+//! projections, the MoE, the output head) runs once over every row through the rows kernels,
+//! each sequence's stateful work (RoPE, its KV cache, its GDN state) on its own `State`.
+//! `prefill` swaps the sequence's state in and feeds the chunk as one batched prefill
+//! (`PrefillMode::Batched`). Every rows kernel is proven, while the crate compiles, to compute
+//! row for row what its m = 1 kernel computes, so a sequence's logits are the bytes it would get
+//! alone, whatever else is in flight (batch invariance). With staged experts `step_batch`
+//! steps the rows one by one (see there); the bytes are the same. Must never reorder rows'
+//! results.
 
-use crate::engine::{Engine, EngineError, State};
+use crate::engine::{Engine, EngineError, Logits, PrefillMode, State};
+use crate::server::metrics::{self, Metrics};
 use crate::tokenizer::TokenId;
 
 /// Feeds `token` to each row's state; returns each row's logits for its next position, in
-/// row order.
-pub fn decode(engine: &mut Engine, rows: &mut [(&mut State, TokenId)]) -> Vec<Result<Vec<f32>, EngineError>> {
-    rows.iter_mut().map(|(state, token)| step(engine, state, *token)).collect()
-}
-
-/// Feeds `tokens` (not empty) to `state`; returns the logits after the last one.
-pub fn prefill(engine: &mut Engine, state: &mut State, tokens: &[TokenId]) -> Result<Vec<f32>, EngineError> {
-    let Some((&last, head)) = tokens.split_last() else {
-        return Err(EngineError::Unsupported { what: "prefill chunk", expected: "at least one token".into(), found: "none (a bug in baro)".into() });
+/// row order. A row `step` would refuse (a token past the vocabulary, a full context) gets
+/// that error and is left out of the step, its state untouched; if the step itself fails
+/// (the driver, or a bug in baro), every row in it fails, because part of the step may have
+/// run on their states and stepping them again would not give their bytes.
+pub fn decode(engine: &mut Engine, rows: &mut [(&mut State, TokenId)], metrics: &Metrics) -> Vec<Result<Vec<f32>, EngineError>> {
+    let checks: Vec<Result<(), EngineError>> = rows.iter().map(|(state, token)| engine.check_step(state, *token)).collect();
+    let mut valid: Vec<(&mut State, TokenId)> = rows.iter_mut().zip(&checks).filter(|(_, c)| c.is_ok()).map(|((state, token), _)| (&mut **state, *token)).collect();
+    let n = valid.len();
+    let stepped: Vec<Result<Vec<f32>, EngineError>> = match engine.step_batch(&mut valid) {
+        Ok(s) => {
+            if s.rows_batched > 1 {
+                metrics::add(&metrics.batched_steps, 1);
+                metrics::add(&metrics.batched_rows, s.rows_batched as u64);
+            }
+            s.logits.into_iter().map(Ok).collect()
+        }
+        Err(e) => {
+            let message = e.to_string();
+            (0..n).map(|_| Err(EngineError::BatchStep { rows: n, message: message.clone() })).collect()
+        }
     };
-    engine.swap_state(state);
-    let result = head.iter().try_for_each(|&t| engine.step(t).map(drop)).and_then(|()| engine.step(last));
-    engine.swap_state(state);
-    result
+    let mut stepped = stepped.into_iter();
+    checks
+        .into_iter()
+        .map(|check| match check {
+            Err(e) => Err(e),
+            Ok(()) => stepped.next().unwrap_or_else(|| Err(EngineError::BatchStep { rows: n, message: "fewer logits than rows (a bug in baro)".into() })),
+        })
+        .collect()
 }
 
-fn step(engine: &mut Engine, state: &mut State, token: TokenId) -> Result<Vec<f32>, EngineError> {
+/// Feeds `tokens` (not empty) to `state` as one batched prefill; returns the logits after the
+/// last one.
+pub fn prefill(engine: &mut Engine, state: &mut State, tokens: &[TokenId], metrics: &Metrics) -> Result<Vec<f32>, EngineError> {
+    if tokens.is_empty() {
+        return Err(EngineError::Unsupported { what: "prefill chunk", expected: "at least one token".into(), found: "none (a bug in baro)".into() });
+    }
     engine.swap_state(state);
-    let result = engine.step(token);
+    let result = engine.prefill(tokens, PrefillMode::Batched { chunk: tokens.len() }, Logits::Last);
     engine.swap_state(state);
-    result
+    let done = result?;
+    metrics::add(&metrics.prompt_tokens_batched, done.rows_batched as u64);
+    Ok(done.logits)
 }

@@ -1,7 +1,7 @@
 //! The server's counters, updated by the routes and the scheduler with atomics, and their
 //! Prometheus text form for `GET /metrics`: requests by outcome, queue depth, active
-//! sequences, tokens, the scheduler's busy time and tokens/s over it, and the prefix cache's
-//! hit rate. Reading them never blocks the scheduler.
+//! sequences, tokens, batched decode steps and their rows, the scheduler's busy time and
+//! tokens/s over it, and the prefix cache's hit rate. Reading them never blocks the scheduler.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -30,6 +30,12 @@ pub struct Metrics {
     pub busy_nanos: AtomicU64,
     /// The most sequences one decode step has carried.
     pub batch_peak: AtomicUsize,
+    /// Decode steps that ran two or more sequences through the rows kernels together.
+    pub batched_steps: AtomicU64,
+    /// Sequence rows in those steps.
+    pub batched_rows: AtomicU64,
+    /// Prompt tokens fed through batched prefill (the rows kernels).
+    pub prompt_tokens_batched: AtomicU64,
     pub cache_lookups: AtomicU64,
     pub cache_hits: AtomicU64,
 }
@@ -51,6 +57,9 @@ impl Default for Metrics {
             generated_tokens: AtomicU64::new(0),
             busy_nanos: AtomicU64::new(0),
             batch_peak: AtomicUsize::new(0),
+            batched_steps: AtomicU64::new(0),
+            batched_rows: AtomicU64::new(0),
+            prompt_tokens_batched: AtomicU64::new(0),
             cache_lookups: AtomicU64::new(0),
             cache_hits: AtomicU64::new(0),
         }
@@ -94,6 +103,9 @@ impl Metrics {
         line("baro_prompt_tokens_cached_total", "counter", "prompt tokens served from the prefix cache", get(&self.cached_tokens).to_string());
         line("baro_generated_tokens_total", "counter", "tokens sampled", generated.to_string());
         line("baro_decode_batch_peak", "gauge", "the most sequences one decode step has carried", self.batch_peak.load(Ordering::Relaxed).to_string());
+        line("baro_decode_batched_steps_total", "counter", "decode steps that ran two or more sequences through the rows kernels together", get(&self.batched_steps).to_string());
+        line("baro_decode_batched_rows_total", "counter", "sequence rows in those batched decode steps", get(&self.batched_rows).to_string());
+        line("baro_prompt_tokens_batched_total", "counter", "prompt tokens fed through batched prefill (the rows kernels)", get(&self.prompt_tokens_batched).to_string());
         line("baro_busy_seconds_total", "counter", "time the scheduler spent stepping sequences", format!("{busy:.6}"));
         line("baro_generated_tokens_per_second", "gauge", "tokens sampled per busy second", format!("{:.3}", rate(generated as f64, busy)));
         line("baro_prefix_cache_lookups_total", "counter", "admissions that looked up the prefix cache", lookups.to_string());

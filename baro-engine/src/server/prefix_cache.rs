@@ -1,9 +1,10 @@
 //! A small cache of finished sequences' states, keyed by the tokens each has been fed. A new
 //! request whose prompt starts with a cached sequence's tokens takes that state and feeds only
 //! the rest (a multi-turn chat resends its whole history). Reuse cannot change a result: the
-//! state after feeding tokens t0..tk is the same whichever request fed them, since every token
-//! is one m = 1 step (the KV cache past the position is never read, the recurrent state is
-//! exactly the one those tokens produce). The cache is bounded; the least recently stored
+//! state after feeding tokens t0..tk is the same whichever request fed them and however they
+//! were batched, since every way of feeding a token computes what one m = 1 step computes
+//! (batched prefill and the batched decode step run rows kernels proven equal to the m = 1
+//! ones, the carried recurrent state included; the KV cache past the position is never read). The cache is bounded; the least recently stored
 //! entry goes first. Never holds a failed or cancelled sequence's state.
 
 use crate::engine::State;

@@ -4,9 +4,9 @@
 //! A tick is: drop sequences whose client went away (their state is freed at once); admit
 //! waiting jobs while fewer than `max_batch` sequences are active (each gets its own state,
 //! fresh or from the prefix cache); one decode step over every decoding sequence (`batch::decode`,
-//! the one place a later change turns into one rows step over all of them); then at most
-//! `prefill_chunk` prompt tokens of the prefilling sequences, oldest first, so a long prompt
-//! never stalls the others' decoding for more than a chunk. A sequence's output depends only
+//! one rows step over all of them); then at most `prefill_chunk` prompt tokens of the
+//! prefilling sequences, oldest first (each sequence's share one batched prefill), so a long
+//! prompt never stalls the others' decoding for more than a chunk. A sequence's output depends only
 //! on its own tokens and sampler, never on what else is in flight. Blocks only when there is
 //! nothing to do; exits when every route handle is gone.
 
@@ -121,7 +121,7 @@ fn tick(engine: &mut Engine, active: &mut [Sequence<'_>], prefill_chunk: usize, 
     let decoding: Vec<usize> = (0..active.len()).filter(|&i| matches!(active[i].phase(), Phase::Decode(_))).collect();
     let mut rows: Vec<_> = active.iter_mut().filter_map(Sequence::decode_row).collect();
     metrics.batch_peak.fetch_max(rows.len(), std::sync::atomic::Ordering::Relaxed);
-    let logits = batch::decode(engine, &mut rows);
+    let logits = batch::decode(engine, &mut rows, metrics);
     drop(rows);
     for (i, result) in decoding.into_iter().zip(logits) {
         active[i].on_logits(result.map(Some));
@@ -136,7 +136,7 @@ fn tick(engine: &mut Engine, active: &mut [Sequence<'_>], prefill_chunk: usize, 
         let chunk = unfed[..n].to_vec();
         let last = n == unfed.len();
         budget -= n;
-        let result = batch::prefill(engine, &mut s.state, &chunk);
+        let result = batch::prefill(engine, &mut s.state, &chunk, metrics);
         metrics::add(&metrics.prompt_tokens, n as u64);
         s.on_logits(result.map(|l| last.then_some(l)));
     }

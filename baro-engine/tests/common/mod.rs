@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use baro_dsl::runtime::Device;
 
 use baro_engine::model::names::{self, HfTensor};
-use baro_engine::model::{GgufWriter, HfCheckpoint, ModelConfig, TensorType};
+use baro_engine::engine::ModelSource;
+use baro_engine::model::{GgufFile, GgufWriter, HfCheckpoint, ModelConfig, TensorType};
 
 /// The host, or with `BARO_TEST_DEVICE=cuda` (or `hip`) a GPU: the references are plain Rust,
 /// so the same test proves a GPU computes the host's bits.
@@ -84,4 +85,16 @@ pub fn gguf_from(cfg: &ModelConfig, tensors: &[(names::GgufTensorSpec, Vec<f32>)
         w.add_tensor(&spec.name, ty, &spec.shape, bytes).expect("consistent tensor");
     }
     w.to_bytes().0
+}
+
+/// The tiny fixture from safetensors (F32).
+pub fn tiny_f32() -> ModelSource {
+    ModelSource::Hf(HfCheckpoint::open(&fixture("tiny")).expect("the tiny fixture"))
+}
+
+/// The tiny fixture as a GGUF in memory, every matrix Q8_0 (`pick_type`).
+pub fn tiny_q8_0() -> ModelSource {
+    let ck = HfCheckpoint::open(&fixture("tiny")).expect("the tiny fixture");
+    let bytes = gguf_from(&ck.config, &canonical_f32(&ck), &|shape| pick_type(TensorType::Q8_0, shape));
+    ModelSource::Gguf(GgufFile::from_vec(bytes).expect("the GGUF reads back"))
 }
