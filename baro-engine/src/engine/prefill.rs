@@ -437,9 +437,9 @@ impl Engine {
         timer.mark(&self.device, "embed")?;
         for (i, (lw, ls)) in w.layers.iter().zip(self.state.layers.iter_mut()).enumerate() {
             run.rmsnorm(&p.x, &lw.attn_norm, &mut p.xn, h, eps, t)?;
-            let mixer = if matches!(lw.mixer, MixerWeights::Gdn(_)) { "gdn mixer" } else { "attention mixer" };
+            let mixer = if matches!(lw.mixer, MixerWeights::Gdn(_)) { "gdn: gated norm, out projection" } else { "attention mixer" };
             match (&lw.mixer, ls) {
-                (MixerWeights::Gdn(g), LayerState::Gdn { conv_ring, ssm }) => gdn(&run, cfg, g, conv_ring, ssm, p, pos, t)?,
+                (MixerWeights::Gdn(g), LayerState::Gdn { conv_ring, ssm }) => gdn(&run, cfg, g, conv_ring, ssm, p, pos, t, &mut timer)?,
                 (MixerWeights::Attention(a), LayerState::Attention { k_cache, v_cache }) => {
                     attention(&run, cfg, a, k_cache, v_cache, (&self.state.rope_cos, &self.state.rope_sin), p, pos, t, max_ctx, self.reordered_attention)?
                 }
@@ -489,11 +489,14 @@ impl Engine {
     }
 }
 
-/// The gated delta net over `t` rows of `p.xn`, into `p.mix`.
+/// The gated delta net over `t` rows of `p.xn`, into `p.mix`; the caller's mark after it
+/// closes the "gated norm, out projection" stage.
 #[allow(clippy::too_many_arguments)]
-fn gdn(run: &Rows<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer, ssm: &mut Buffer, p: &mut PrefillScratch, pos: usize, t: usize) -> Result<(), DeviceError> {
+fn gdn(run: &Rows<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer, ssm: &mut Buffer, p: &mut PrefillScratch, pos: usize, t: usize, timer: &mut Timer) -> Result<(), DeviceError> {
     gdn_project(run, w, p, t)?;
+    timer.mark(run.device, "gdn: in projections")?;
     run.launch(&run.k.gdn_conv, &mut [A::buf(&p.qkv), A::buf(&w.conv), A::buf_mut(conv_ring), A::buf_mut(&mut p.conv_out), A::from(cfg.gdn_conv_dim()), A::from(cfg.conv_kernel), A::from(pos), A::from(t)])?;
+    timer.mark(run.device, "gdn: conv")?;
     let (dk, dv) = (cfg.gdn_key_dim, cfg.gdn_value_dim);
     let q_scale = (1.0 / (dk as f64).sqrt()) as f32;
     run.launch(
@@ -515,6 +518,7 @@ fn gdn(run: &Rows<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer
             A::from(t),
         ],
     )?;
+    timer.mark(run.device, "gdn: delta-rule scan")?;
     gdn_output(run, cfg, w, p, t)
 }
 

@@ -1,9 +1,13 @@
 //! `serve_load`: requests/s and tokens/s of `baro-engine serve` at several concurrency levels
-//! (1, 4, 16, 64 streams by default) on the embedded tiny model (the CLI's builder, included by
-//! path) on the host, the server in-process on 127.0.0.1 and driven over loopback by `c`
-//! client tasks that send non-streaming `/v1/completions` back to back. Bounded: a fixed count
-//! of requests per level and a wall-clock cap per level after which no new request starts.
-//! Never sends traffic anywhere but loopback. Host CPU numbers only, not a GPU's.
+//! (1, 4, 16, 64 streams by default), the server in-process on 127.0.0.1 and driven over
+//! loopback by `c` client tasks that send non-streaming `/v1/completions` back to back.
+//! The model is the embedded tiny one (the CLI's builder, included by path) on the host, or
+//! `--model` (a GGUF pack) on `--target` (host or cuda). Bounded: a fixed count of requests
+//! per level and a wall-clock cap per level after which no new request starts. With
+//! `--memory-requests N`, N more requests at the largest level are sent afterwards and the
+//! device's free memory (the driver's figure, read through a second context on the same
+//! device; the process's resident set on the host) is reported before and after them.
+//! Never sends traffic anywhere but loopback.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,7 +15,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use baro_dsl::runtime::Device;
+use std::process::ExitCode;
+
+use baro_dsl::runtime::{Device, DeviceKind};
+use baro_engine::engine::staging::parse_bytes;
 use baro_engine::engine::{Engine, EngineOptions, ModelSource};
 use baro_engine::model::GgufFile;
 use baro_engine::server::{Limits, SchedulerConfig, Server, ServerConfig, ServerModel};
@@ -26,8 +33,26 @@ use hyper_util::rt::TokioIo;
 mod default_model;
 
 #[derive(Parser)]
-#[command(about = "requests/s and tokens/s of the HTTP server at several concurrency levels (loopback, tiny model, host)")]
+#[command(about = "requests/s and tokens/s of the HTTP server at several concurrency levels (loopback)")]
 struct Cli {
+    /// A GGUF model [default: the embedded tiny model].
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// host or cuda.
+    #[arg(long, default_value = "host")]
+    target: String,
+    #[arg(long)]
+    vram_budget: Option<String>,
+    /// The context limit of every sequence.
+    #[arg(long, default_value_t = 512)]
+    ctx: usize,
+    /// After the levels, this many more requests at the largest level, with the device's free
+    /// memory before and after them.
+    #[arg(long, default_value_t = 0)]
+    memory_requests: usize,
+    /// Tokens each of those requests generates [default: --max-tokens].
+    #[arg(long)]
+    memory_max_tokens: Option<usize>,
     /// Concurrent client streams, one level after another.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
     levels: Vec<usize>,
@@ -108,25 +133,74 @@ async fn level(addr: SocketAddr, concurrency: usize, requests: usize, max_tokens
     Ok(done)
 }
 
-fn model() -> Result<ServerModel, String> {
-    let cfg = default_model::config();
-    let bytes = default_model::gguf_bytes(&cfg, default_model::MIX, default_model::WEIGHT_SEED).map_err(|e| e.to_string())?;
-    let source = ModelSource::Gguf(GgufFile::from_vec(bytes).map_err(|e| e.to_string())?);
-    let device = Device::host().map_err(|e| e.to_string())?;
-    let engine = Engine::new(device, &source, EngineOptions { max_ctx: 512, ..EngineOptions::default() }).map_err(|e| e.to_string())?;
-    let tokenizer = Tokenizer::qwen35().map_err(|e| e.to_string())?;
-    Ok(ServerModel { engine, tokenizer, template: ChatTemplate::qwen35(), name: "baro-builtin".into(), size_bytes: 0 })
+/// The server's model, and a line saying what it is and where it runs.
+fn model(cli: &Cli, target: DeviceKind) -> Result<(ServerModel, String), String> {
+    let (source, shown) = match &cli.model {
+        None => {
+            let cfg = default_model::config();
+            let bytes = default_model::gguf_bytes(&cfg, default_model::MIX, default_model::WEIGHT_SEED).map_err(|e| e.to_string())?;
+            (ModelSource::Gguf(GgufFile::from_vec(bytes).map_err(|e| e.to_string())?), "built-in tiny model".to_string())
+        }
+        Some(path) => (ModelSource::open(path).map_err(|e| format!("--model {}: {e}", path.display()))?, path.display().to_string()),
+    };
+    let tokenizer = match &source {
+        ModelSource::Gguf(file) if file.meta("tokenizer.ggml.model").is_some() => Tokenizer::from_gguf(file).map_err(|e| format!("{shown}: its tokenizer: {e}"))?,
+        _ => Tokenizer::qwen35().map_err(|e| e.to_string())?,
+    };
+    let device = Device::open(target, 0).map_err(|e| e.to_string())?;
+    let described = format!("{shown} on {} ({})", device.name(), device.driver_version());
+    let vram_budget = cli.vram_budget.as_deref().map(parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?;
+    let engine = Engine::new(device, &source, EngineOptions { max_ctx: cli.ctx, vram_budget, ..EngineOptions::default() }).map_err(|e| e.to_string())?;
+    let described = format!("{described}, memory: {}", engine.memory_plan());
+    let size_bytes = cli.model.as_ref().and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| m.len());
+    Ok((ServerModel { engine, tokenizer, template: ChatTemplate::qwen35(), name: "baro-load".into(), size_bytes }, described))
 }
 
-fn main() -> Result<(), String> {
-    let cli = Cli::parse();
+/// Free device memory in bytes (the driver's figure), or on the host the process's resident set
+/// with the word that says which.
+fn memory_now(probe: &Option<Device>) -> Result<(u64, &'static str), String> {
+    match probe {
+        Some(d) => match d.memory_info().map_err(|e| e.to_string())? {
+            Some(m) => Ok((m.free, "device free")),
+            None => Err("the probe device reports no memory figure".into()),
+        },
+        None => {
+            let statm = std::fs::read_to_string("/proc/self/statm").map_err(|e| format!("/proc/self/statm: {e}"))?;
+            let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).ok_or("/proc/self/statm: expected a resident page count")?;
+            Ok((pages * 4096, "host resident set"))
+        }
+    }
+}
+
+pub fn main() -> ExitCode {
+    match main_inner(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("serve_load: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn main_inner(cli: Cli) -> Result<(), String> {
+    let target: DeviceKind = cli.target.parse().map_err(|e: baro_dsl::runtime::DeviceError| e.to_string())?;
     let most = cli.levels.iter().copied().max().unwrap_or(1);
+    let memory_tokens = cli.memory_max_tokens.unwrap_or(cli.max_tokens);
     let config = ServerConfig {
         max_queue: most.max(1),
-        limits: Limits { max_tokens: cli.max_tokens.max(1), ctx: 512 },
+        limits: Limits { max_tokens: cli.max_tokens.max(memory_tokens).max(1), ctx: cli.ctx },
         scheduler: SchedulerConfig { max_batch: most.max(1), prefill_chunk: 64, prefix_cache: 0 },
     };
-    let server = Server::start(model()?, config).map_err(|e| e.to_string())?;
+    // A second context on the same device reads the driver's free-memory figure, which covers
+    // every context, the server's included.
+    let probe = match target {
+        DeviceKind::Host => None,
+        _ => Some(Device::open(target, 0).map_err(|e| e.to_string())?),
+    };
+    let (model, described) = model(&cli, target)?;
+    eprintln!("serve_load: {described}");
+    let server = Server::start(model, config).map_err(|e| e.to_string())?;
+    let metrics = Arc::clone(&server.app().metrics);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
     let levels = rt.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
@@ -141,10 +215,20 @@ fn main() -> Result<(), String> {
             eprintln!("concurrency {c}: {} requests in {:.1} s", l.requests, l.wall.as_secs_f64());
             levels.push(l);
         }
-        Ok::<_, String>(levels)
+        let mut memory = None;
+        if cli.memory_requests > 0 {
+            let (before, what) = memory_now(&probe)?;
+            let l = level(addr, most.max(1), cli.memory_requests, memory_tokens, Duration::from_secs(cli.max_seconds)).await?;
+            // The last response can reach the client before the scheduler has freed its sequence.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let (after, _) = memory_now(&probe)?;
+            memory = Some((l, before, after, what));
+        }
+        Ok::<_, String>((levels, memory))
     })?;
+    let (levels, memory) = levels;
     let mut table = format!(
-        "serve_load: /v1/completions, max_tokens {}, greedy, built-in tiny model on the host CPU (not a GPU), loopback\n\
+        "serve_load: /v1/completions, max_tokens {}, greedy, {described}, loopback\n\
          {:>11} {:>8} {:>7} {:>10} {:>12} {:>13} {:>10} {:>10}\n",
         cli.max_tokens, "concurrency", "requests", "wall s", "requests/s", "gen tok/s", "prompt tok/s", "p50 s", "p95 s"
     );
@@ -163,6 +247,29 @@ fn main() -> Result<(), String> {
             pct(0.95)
         ));
     }
+    if let Some((l, before, after, what)) = &memory {
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        table.push_str(&format!(
+            "memory: {} requests (max_tokens {memory_tokens}) at concurrency {} in {:.1} s; {what} before {:.1} MiB, after {:.1} MiB, change {:+.1} MiB\n",
+            l.requests,
+            l.concurrency,
+            l.wall.as_secs_f64(),
+            mib(*before),
+            mib(*after),
+            (*after as f64 - *before as f64) / (1u64 << 20) as f64
+        ));
+    }
+    let m = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    table.push_str(&format!(
+        "server: {} completed, {} failed, {} rejected; {} batched decode steps carrying {} rows (peak batch {}), {} prompt tokens through batched prefill\n",
+        m(&metrics.completed),
+        m(&metrics.failed),
+        m(&metrics.rejected),
+        m(&metrics.batched_steps),
+        m(&metrics.batched_rows),
+        metrics.batch_peak.load(Ordering::Relaxed),
+        m(&metrics.prompt_tokens_batched)
+    ));
     print!("{table}");
     if let Some(path) = &cli.out {
         std::fs::write(path, &table).map_err(|e| format!("--out {}: {e}", path.display()))?;
