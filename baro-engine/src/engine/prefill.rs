@@ -402,6 +402,14 @@ impl Engine {
     }
 
     /// Makes the rows buffers hold at least `rows` rows (they only grow).
+    /// Allocates the rows scratch (batched prefill chunks, batched decode steps) for up to
+    /// `rows` rows now, so that later chunks and steps of at most that many rows allocate
+    /// nothing: a server reserves its largest batch at start, and its device memory then stays
+    /// flat however many requests come and go.
+    pub fn reserve_rows(&mut self, rows: usize) -> Result<(), EngineError> {
+        self.grow_prefill_scratch(rows.max(1))
+    }
+
     pub(super) fn grow_prefill_scratch(&mut self, rows: usize) -> Result<(), EngineError> {
         if self.prefill_scratch.as_ref().is_none_or(|s| s.rows < rows) {
             self.prefill_scratch = None;

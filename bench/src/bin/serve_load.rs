@@ -215,14 +215,20 @@ fn main_inner(cli: Cli) -> Result<(), String> {
             eprintln!("concurrency {c}: {} requests in {:.1} s", l.requests, l.wall.as_secs_f64());
             levels.push(l);
         }
+        // Two halves, the figure read before, between and after: growth in the second half
+        // would be a leak, not a one-time allocation.
         let mut memory = None;
         if cli.memory_requests > 0 {
             let (before, what) = memory_now(&probe)?;
-            let l = level(addr, most.max(1), cli.memory_requests, memory_tokens, Duration::from_secs(cli.max_seconds)).await?;
-            // The last response can reach the client before the scheduler has freed its sequence.
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let (after, _) = memory_now(&probe)?;
-            memory = Some((l, before, after, what));
+            let mut figures = vec![before];
+            let mut halves = Vec::new();
+            for n in [cli.memory_requests / 2, cli.memory_requests - cli.memory_requests / 2] {
+                halves.push(level(addr, most.max(1), n, memory_tokens, Duration::from_secs(cli.max_seconds)).await?);
+                // The last response can reach the client before the scheduler has freed its sequence.
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                figures.push(memory_now(&probe)?.0);
+            }
+            memory = Some((halves, figures, what));
         }
         Ok::<_, String>((levels, memory))
     })?;
@@ -247,16 +253,22 @@ fn main_inner(cli: Cli) -> Result<(), String> {
             pct(0.95)
         ));
     }
-    if let Some((l, before, after, what)) = &memory {
+    if let Some((halves, figures, what)) = &memory {
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        let requests: usize = halves.iter().map(|l| l.requests).sum();
+        let wall: f64 = halves.iter().map(|l| l.wall.as_secs_f64()).sum();
+        let change = |a: u64, b: u64| (b as f64 - a as f64) / (1u64 << 20) as f64;
         table.push_str(&format!(
-            "memory: {} requests (max_tokens {memory_tokens}) at concurrency {} in {:.1} s; {what} before {:.1} MiB, after {:.1} MiB, change {:+.1} MiB\n",
-            l.requests,
-            l.concurrency,
-            l.wall.as_secs_f64(),
-            mib(*before),
-            mib(*after),
-            (*after as f64 - *before as f64) / (1u64 << 20) as f64
+            "memory: {requests} requests ({} + {}, max_tokens {memory_tokens}) at concurrency {} in {wall:.1} s; {what}: before {:.1} MiB, after the first half {:.1} MiB ({:+.1}), after all {:.1} MiB ({:+.1} over the second half, {:+.1} overall)\n",
+            halves[0].requests,
+            halves[1].requests,
+            most.max(1),
+            mib(figures[0]),
+            mib(figures[1]),
+            change(figures[0], figures[1]),
+            mib(figures[2]),
+            change(figures[1], figures[2]),
+            change(figures[0], figures[2])
         ));
     }
     let m = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
