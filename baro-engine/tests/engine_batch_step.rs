@@ -12,7 +12,7 @@ mod common;
 
 use baro_dsl::runtime::DeviceArg as A;
 use baro_engine::engine::staging::MemoryMode;
-use baro_engine::engine::{Engine, EngineError, EngineOptions, ModelSource, State};
+use baro_engine::engine::{Engine, EngineError, EngineOptions, Logits, ModelSource, PrefillMode, State};
 use baro_engine::kernels::embed;
 use common::{dev, tiny_f32, tiny_q8_0, Rng};
 
@@ -180,4 +180,30 @@ fn put_row_is_an_exact_copy_into_one_row() {
     let mut want = before;
     want[row * dim..(row + 1) * dim].copy_from_slice(&x);
     assert_eq!(bits(&got), bits(&want));
+}
+
+#[test]
+fn reserved_rows_make_batched_steps_and_chunks_allocate_nothing() {
+    let source = tiny_f32();
+    let mut engine = engine(&source, None);
+    let vocab = engine.config().vocab_size;
+    engine.reserve_rows(8, 5).unwrap();
+    let mut states: Vec<State> = (0..5).map(|r| fed_state(&mut engine, &tokens(40 + r as u64, prompt_len(r), vocab))).collect();
+    let mut chunk_state = engine.new_state().unwrap();
+    let before = engine.device().allocated_bytes();
+    for step in 0..3 {
+        // 5, 4, 3 rows: all within the reservation.
+        let mut rows: Vec<(&mut State, u32)> = states.iter_mut().skip(step).map(|s| (s, 7 + step as u32)).collect();
+        assert!(engine.step_batch(&mut rows).unwrap().rows_batched > 0);
+    }
+    engine.swap_state(&mut chunk_state);
+    engine.prefill(&tokens(99, 20, vocab), PrefillMode::Batched { chunk: 8 }, Logits::Last).unwrap();
+    engine.swap_state(&mut chunk_state);
+    assert_eq!(engine.device().allocated_bytes(), before, "device bytes allocated by steps and chunks within the reservation");
+    // Beyond it the scratch grows (the check above can fail).
+    let mut more: Vec<State> = (0..6).map(|_| engine.new_state().unwrap()).collect();
+    let grown = engine.device().allocated_bytes();
+    let mut rows: Vec<(&mut State, u32)> = more.iter_mut().map(|s| (s, 3)).collect();
+    engine.step_batch(&mut rows).unwrap();
+    assert!(engine.device().allocated_bytes() > grown, "6 rows of logits exceed the 5 reserved");
 }

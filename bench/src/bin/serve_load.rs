@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use std::process::ExitCode;
 
+use baro_bench::report::Meta;
 use baro_dsl::runtime::{Device, DeviceKind};
 use baro_engine::engine::staging::parse_bytes;
 use baro_engine::engine::{Engine, EngineOptions, ModelSource};
@@ -68,6 +69,9 @@ struct Cli {
     /// Also write the table to this file.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// The commit measured [default: $BARO_COMMIT].
+    #[arg(long)]
+    commit: Option<String>,
 }
 
 struct Level {
@@ -134,7 +138,7 @@ async fn level(addr: SocketAddr, concurrency: usize, requests: usize, max_tokens
 }
 
 /// The server's model, and a line saying what it is and where it runs.
-fn model(cli: &Cli, target: DeviceKind) -> Result<(ServerModel, String), String> {
+fn model(cli: &Cli, target: DeviceKind) -> Result<(ServerModel, String, Meta), String> {
     let (source, shown) = match &cli.model {
         None => {
             let cfg = default_model::config();
@@ -148,12 +152,13 @@ fn model(cli: &Cli, target: DeviceKind) -> Result<(ServerModel, String), String>
         _ => Tokenizer::qwen35().map_err(|e| e.to_string())?,
     };
     let device = Device::open(target, 0).map_err(|e| e.to_string())?;
+    let meta = Meta::new(device.name(), device.driver_version(), cli.commit.clone());
     let described = format!("{shown} on {} ({})", device.name(), device.driver_version());
     let vram_budget = cli.vram_budget.as_deref().map(parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?;
     let engine = Engine::new(device, &source, EngineOptions { max_ctx: cli.ctx, vram_budget, ..EngineOptions::default() }).map_err(|e| e.to_string())?;
     let described = format!("{described}, memory: {}", engine.memory_plan());
     let size_bytes = cli.model.as_ref().and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| m.len());
-    Ok((ServerModel { engine, tokenizer, template: ChatTemplate::qwen35(), name: "baro-load".into(), size_bytes }, described))
+    Ok((ServerModel { engine, tokenizer, template: ChatTemplate::qwen35(), name: "baro-load".into(), size_bytes }, described, meta))
 }
 
 /// Free device memory in bytes (the driver's figure), or on the host the process's resident set
@@ -197,7 +202,7 @@ fn main_inner(cli: Cli) -> Result<(), String> {
         DeviceKind::Host => None,
         _ => Some(Device::open(target, 0).map_err(|e| e.to_string())?),
     };
-    let (model, described) = model(&cli, target)?;
+    let (model, described, meta) = model(&cli, target)?;
     eprintln!("serve_load: {described}");
     let server = Server::start(model, config).map_err(|e| e.to_string())?;
     let metrics = Arc::clone(&server.app().metrics);
@@ -233,7 +238,8 @@ fn main_inner(cli: Cli) -> Result<(), String> {
         Ok::<_, String>((levels, memory))
     })?;
     let (levels, memory) = levels;
-    let mut table = format!(
+    let mut table = meta.markdown_header() + "\n";
+    table += &format!(
         "serve_load: /v1/completions, max_tokens {}, greedy, {described}, loopback\n\
          {:>11} {:>8} {:>7} {:>10} {:>12} {:>13} {:>10} {:>10}\n",
         cli.max_tokens, "concurrency", "requests", "wall s", "requests/s", "gen tok/s", "prompt tok/s", "p50 s", "p95 s"
