@@ -5,7 +5,8 @@
 //! at every step are compared bit for bit with the sequence alone, and so are the logits of one
 //! more step of each sequence alone after the batch (the state the batch left: KV cache, conv
 //! ring, delta-rule state, position). A staged engine (experts in pinned host memory, two slots)
-//! gives the same bytes. Bad rows are refused before any state changes. `put_row` is an exact
+//! gives the same bytes, batched (whole layers streamed) and one row at a time (through the
+//! slot cache). Bad rows are refused before any state changes. `put_row` is an exact
 //! copy. Runs on the host, or with `BARO_TEST_DEVICE=cuda` (or `hip`) on a GPU.
 
 mod common;
@@ -140,12 +141,18 @@ fn staged_batched_step_gives_the_resident_bytes() {
     let budget = resident.memory_plan().needs.staged(2);
     let mut staged = engine(&source, Some(budget));
     assert!(matches!(staged.memory_plan().mode, MemoryMode::Staged { slots: 2, .. }));
-    let n = 5;
-    let want = alone(&mut resident, n, 50);
-    let (got, batched) = together(&mut staged, n, 50);
-    assert_eq!(batched, vec![0; STEPS], "staged: rows are stepped one by one through the slot cache");
-    compare(&want, &got, "tiny f32 staged (2 slots) vs resident alone");
-    assert!(staged.expert_cache_stats().unwrap().misses > 0, "the staged steps went through the slot cache");
+    // 8 experts top-2: from 2 rows on, a staged batch streams whole layers.
+    assert_eq!(staged.staged_batch_rows(), 2);
+    assert_eq!(resident.staged_batch_rows(), 1);
+    for (n, rows_batched) in [(5, 5), (1, 0)] {
+        let want = alone(&mut resident, n, 50);
+        let misses = staged.expert_cache_stats().unwrap().misses;
+        let (got, batched) = together(&mut staged, n, 50);
+        assert_eq!(batched, vec![rows_batched; STEPS], "staged, {n} rows: batched through the rows kernels from 2 rows on, else one by one");
+        compare(&want, &got, &format!("tiny f32 staged (2 slots), {n} rows, vs resident alone"));
+        assert!(staged.expert_cache_stats().unwrap().misses > misses, "the rows' prompts (and single rows) went through the slot cache");
+    }
+    assert!(staged.layer_staging().is_some(), "the batched staged steps streamed layers");
 }
 
 #[test]
@@ -185,7 +192,13 @@ fn put_row_is_an_exact_copy_into_one_row() {
 #[test]
 fn reserved_rows_make_batched_steps_and_chunks_allocate_nothing() {
     let source = tiny_f32();
-    let mut engine = engine(&source, None);
+    let budget = engine(&source, None).memory_plan().needs.staged(2);
+    for vram_budget in [None, Some(budget)] {
+        reserved_rows_allocate_nothing(engine(&source, vram_budget));
+    }
+}
+
+fn reserved_rows_allocate_nothing(mut engine: Engine) {
     let vocab = engine.config().vocab_size;
     engine.reserve_rows(8, 5).unwrap();
     let mut states: Vec<State> = (0..5).map(|r| fed_state(&mut engine, &tokens(40 + r as u64, prompt_len(r), vocab))).collect();

@@ -19,6 +19,7 @@
 
 use crate::engine::decode::{attention_cached, gdn_recurrent, Engine, EngineError, Launcher, Rope};
 use crate::engine::prefill::{attention_project, gdn_output, gdn_project, moe, Rows, Timer};
+use crate::engine::staging::LayerStaging;
 use crate::engine::state::{LayerState, State};
 use crate::engine::weights::MixerWeights;
 use crate::tokenizer::TokenId;
@@ -32,25 +33,45 @@ pub struct Stepped {
     pub rows_batched: usize,
 }
 
+/// The smallest staged batch that streams whole layers instead of going row by row through the
+/// decode slot cache: the rows' (row, k) pairs reach a quarter of a layer's experts. A cost
+/// model, not a measurement: row by row copies about N · k · (1 − hit rate) experts per layer
+/// and runs N m = 1 steps; streaming copies all E experts per layer behind one rows step. With
+/// 256 experts top-8 that is 8 rows (the rows matvecs' tile).
+pub fn staged_batch_rows(n_experts: usize, top_k: usize) -> usize {
+    n_experts.div_ceil(4 * top_k.max(1)).max(2)
+}
+
 fn layer_mismatch() -> EngineError {
     EngineError::Unsupported { what: "layer state", expected: "the weights' layer kind".into(), found: "another kind (a bug in baro)".into() }
 }
 
 impl Engine {
+    /// The smallest batch `step_batch` runs through the rows kernels when the experts are
+    /// staged (`staged_batch_rows` of this model); 1 when they are resident.
+    pub fn staged_batch_rows(&self) -> usize {
+        if self.slots.is_none() {
+            return 1;
+        }
+        staged_batch_rows(self.weights.config.n_experts, self.weights.config.n_experts_used)
+    }
+
     /// Feeds `rows[r].1` to the sequence `rows[r].0` for every row and returns each row's
     /// logits for its next position, byte for byte what `step` returns for that sequence run
     /// alone. Every row is checked first (`check_step`): a bad token or a full context is an
     /// error before anything is queued, and no state changes. A device error part-way leaves
     /// the rows' states undefined.
     ///
-    /// With staged experts (`MemoryMode::Staged`) the rows are stepped one after another with
-    /// `step` through the decode slot cache, and `rows_batched` is 0: one lookup of the rows'
-    /// up to N · top-k experts against the layer's slots is not done.
+    /// With staged experts (`MemoryMode::Staged`), a batch of at least
+    /// `staged_batch_rows()` rows goes through the rows kernels too, its layers' experts
+    /// streamed whole into batched prefill's two device sets one layer ahead (the same
+    /// staging, the same bytes); a smaller batch is stepped row after row with `step` through
+    /// the decode slot cache, and `rows_batched` is 0.
     pub fn step_batch(&mut self, rows: &mut [(&mut State, TokenId)]) -> Result<Stepped, EngineError> {
         for (state, token) in rows.iter() {
             self.check_step(state, *token)?;
         }
-        if self.slots.is_some() {
+        if self.slots.is_some() && rows.len() < self.staged_batch_rows() {
             let mut logits = Vec::with_capacity(rows.len());
             for (state, token) in rows.iter_mut() {
                 self.swap_state(state);
@@ -65,6 +86,9 @@ impl Engine {
             return Ok(Stepped { logits: Vec::new(), rows_batched: 0 });
         }
         self.grow_prefill_scratch(n)?;
+        if let (Some(slots), None) = (&self.slots, &self.layer_staging) {
+            self.layer_staging = Some(LayerStaging::new(&self.device, slots.store())?);
+        }
         let cfg = &self.weights.config;
         let (h, eps, vocab) = (cfg.hidden_dim, cfg.rms_eps, cfg.vocab_size);
         let (q_dim, kv_dim) = (cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim);
@@ -77,6 +101,16 @@ impl Engine {
         let w = &self.weights;
         let tokens: Vec<TokenId> = rows.iter().map(|(_, t)| *t).collect();
         run.embed(w, p, &tokens)?;
+        // Staged: each layer's experts stream into one of two sets on the copy stream, one
+        // layer ahead, exactly as in batched prefill.
+        let mut staged = match (&self.slots, self.layer_staging.as_mut()) {
+            (Some(slots), Some(staging)) => Some((slots.store(), staging)),
+            _ => None,
+        };
+        if let Some((store, staging)) = staged.as_mut() {
+            staging.stage(&self.device, store, 0, 0)?;
+        }
+        let compute = self.device.default_stream();
         for (i, lw) in w.layers.iter().enumerate() {
             run.rmsnorm(&p.x, &lw.attn_norm, &mut p.xn, h, eps, n)?;
             match &lw.mixer {
@@ -110,10 +144,18 @@ impl Engine {
             }
             run.add(&p.x, &p.mix, &mut p.h, h, n)?;
             run.rmsnorm(&p.h, &lw.post_attention_norm, &mut p.xn, h, eps, n)?;
-            let Some(experts) = &lw.moe.experts else {
-                return Err(EngineError::Unsupported { what: "routed experts", expected: "resident in a batched step".into(), found: "staged (a bug in baro)".into() });
-            };
-            moe(&run, cfg, &lw.moe, experts, p, n, &mut Timer::off())?;
+            match (&lw.moe.experts, staged.as_mut()) {
+                (Some(resident), _) => moe(&run, cfg, &lw.moe, resident, p, n, &mut Timer::off())?,
+                (None, Some((store, staging))) => {
+                    let set = i % 2;
+                    if i + 1 < w.layers.len() {
+                        staging.stage(&self.device, store, i + 1, 1 - set)?;
+                    }
+                    moe(&run, cfg, &lw.moe, staging.wait(compute, set)?, p, n, &mut Timer::off())?;
+                    staging.release(compute, set)?;
+                }
+                (None, None) => return Err(EngineError::Unsupported { what: "routed experts", expected: "resident or staged".into(), found: "neither (a bug in baro)".into() }),
+            }
             run.add(&p.h, &p.mix, &mut p.x, h, n)?;
         }
         run.rmsnorm(&p.x, &w.output_norm, &mut p.xn, h, eps, n)?;

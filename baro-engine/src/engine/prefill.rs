@@ -403,12 +403,18 @@ impl Engine {
 
     /// Makes the rows buffers hold at least `rows` rows (they only grow).
     /// Allocates the rows scratch (batched prefill chunks, batched decode steps) for up to
-    /// `rows` rows and the output head's logits for up to `head_rows` rows now, so that later
+    /// `rows` rows, the output head's logits for up to `head_rows` rows and, with staged
+    /// experts, the two whole-layer staging sets now, so that later
     /// chunks and steps within those sizes allocate nothing: a server reserves its largest
     /// batch at start, and its device memory then stays flat however many requests come and go.
     pub fn reserve_rows(&mut self, rows: usize, head_rows: usize) -> Result<(), EngineError> {
         let (rows, head_rows) = (rows.max(head_rows).max(1), head_rows.max(1));
         self.grow_prefill_scratch(rows)?;
+        // Staged: the two whole-layer sets batched chunks and steps stream into (the budget
+        // already counts them).
+        if let (Some(slots), None) = (&self.slots, &self.layer_staging) {
+            self.layer_staging = Some(LayerStaging::new(&self.device, slots.store())?);
+        }
         let vocab = self.weights.config.vocab_size;
         let Some(p) = self.prefill_scratch.as_mut() else { unreachable!("allocated just above") };
         if p.logits.as_ref().is_none_or(|l| l.len() < head_rows * vocab) {

@@ -8,7 +8,8 @@
 //! (`PrefillMode::Batched`). Every rows kernel is proven, while the crate compiles, to compute
 //! row for row what its m = 1 kernel computes, so a sequence's logits are the bytes it would get
 //! alone, whatever else is in flight (batch invariance). With staged experts `step_batch`
-//! steps the rows one by one (see there); the bytes are the same. Must never reorder rows'
+//! streams whole layers for a batch of at least `Engine::staged_batch_rows` rows and steps
+//! smaller ones row by row through the slot cache (see there); the bytes are the same. Must never reorder rows'
 //! results.
 
 use crate::engine::{Engine, EngineError, Logits, PrefillMode, State};
