@@ -404,7 +404,7 @@ fn gdn(run: &Launcher<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Bu
 pub(super) fn gdn_recurrent(run: &Launcher<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer, ssm: &mut Buffer, s: &mut Scratch, pos: usize) -> Result<(), DeviceError> {
     run.launch(&run.k.gdn_conv_step, &mut [A::buf(&s.qkv), A::buf(&w.conv), A::buf_mut(conv_ring), A::buf_mut(&mut s.conv_out), A::from(cfg.gdn_conv_dim()), A::from(cfg.conv_kernel), A::from(pos)])?;
     let (dk, dv) = (cfg.gdn_key_dim, cfg.gdn_value_dim);
-    let q_scale = (1.0 / (dk as f64).sqrt()) as f32;
+    let q_scale = cfg.gdn_q_scale();
     run.launch(
         &run.k.gdn_step,
         &mut [

@@ -520,7 +520,7 @@ fn gdn(run: &Rows<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer
     run.launch(&run.k.gdn_conv, &mut [A::buf(&p.qkv), A::buf(&w.conv), A::buf_mut(conv_ring), A::buf_mut(&mut p.conv_out), A::from(cfg.gdn_conv_dim()), A::from(cfg.conv_kernel), A::from(pos), A::from(t)])?;
     timer.mark(run.device, "gdn: conv")?;
     let (dk, dv) = (cfg.gdn_key_dim, cfg.gdn_value_dim);
-    let q_scale = (1.0 / (dk as f64).sqrt()) as f32;
+    let q_scale = cfg.gdn_q_scale();
     run.launch(
         &run.k.gdn_scan,
         &mut [

@@ -71,6 +71,12 @@ impl ModelConfig {
         2 * self.gdn_n_key_heads * self.gdn_key_dim + self.gdn_n_value_heads * self.gdn_value_dim
     }
 
+    /// The delta rule's query scale, 1/√dk rounded once to f32: the decode step and the
+    /// batched scan must pass the same bits.
+    pub fn gdn_q_scale(&self) -> f32 {
+        (1.0 / (self.gdn_key_dim as f64).sqrt()) as f32
+    }
+
     /// Layer kinds from an interval: layer i is attention iff (i + 1) % interval == 0.
     pub fn kinds_from_interval(n_layers: usize, interval: usize) -> Vec<LayerKind> {
         (0..n_layers).map(|i| if interval > 0 && (i + 1) % interval == 0 { LayerKind::Attention } else { LayerKind::Gdn }).collect()
