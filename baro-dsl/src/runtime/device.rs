@@ -356,12 +356,20 @@ impl Device {
 
     /// A copy of `buf`'s bytes. Synchronous: waits for work queued on the default stream.
     pub fn read_bytes(&self, buf: &Buffer) -> Result<Vec<u8>, DeviceError> {
+        self.read_bytes_prefix(buf, buf.byte_len())
+    }
+
+    /// A copy of the first `len` bytes of `buf` (at most its length).
+    fn read_bytes_prefix(&self, buf: &Buffer, len: usize) -> Result<Vec<u8>, DeviceError> {
+        if len > buf.byte_len() {
+            return Err(DeviceError::Mismatch { what: "read", expected: format!("at most the buffer's {} bytes", buf.byte_len()), found: format!("{len} bytes") });
+        }
         match (&self.inner, &buf.mem) {
-            (DeviceImpl::Host(_), Mem::Host(words)) => Ok(super::buffer::words_as_bytes(words)[..buf.byte_len()].to_vec()),
+            (DeviceImpl::Host(_), Mem::Host(words)) => Ok(super::buffer::words_as_bytes(words)[..len].to_vec()),
             #[cfg(feature = "cuda")]
-            (DeviceImpl::Cuda(c), Mem::Cuda(m)) => c.read(m, buf.byte_len()),
+            (DeviceImpl::Cuda(c), Mem::Cuda(m)) => c.read(m, len),
             #[cfg(feature = "hip")]
-            (DeviceImpl::Hip(h), Mem::Hip(m)) => h.read(m, buf.byte_len()),
+            (DeviceImpl::Hip(h), Mem::Hip(m)) => h.read(m, len),
             #[allow(unreachable_patterns)]
             (_, mem) => Err(self.foreign("buffer", mem.kind())),
         }
@@ -371,6 +379,14 @@ impl Device {
     pub fn read<T: Element>(&self, buf: &Buffer) -> Result<Vec<T>, DeviceError> {
         buf.expect_elem(T::TYPE)?;
         super::buffer::from_bytes(&self.read_bytes(buf)?)
+    }
+
+    /// A copy of the first `n` elements of `buf` (of `T`'s type; `n` at most its length), for a
+    /// buffer sized for more than one call uses. Synchronous, as `read`.
+    pub fn read_prefix<T: Element>(&self, buf: &Buffer, n: usize) -> Result<Vec<T>, DeviceError> {
+        buf.expect_elem(T::TYPE)?;
+        let len = n.checked_mul(T::TYPE.size_bytes()).ok_or_else(|| DeviceError::Mismatch { what: "read", expected: "an element count whose bytes fit in usize".into(), found: format!("{n} elements") })?;
+        super::buffer::from_bytes(&self.read_bytes_prefix(buf, len)?)
     }
 
     /// Queues a device-to-device copy of all of `src` into `dst` (same byte length) on `stream`.

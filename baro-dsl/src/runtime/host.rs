@@ -245,16 +245,10 @@ impl HostKernel {
 }
 
 fn copy_bytes(src: &[u8], dst: &mut [u64]) {
-    for (w, chunk) in dst.iter_mut().zip(src.chunks(8)) {
-        let mut b = [0u8; 8];
-        b[..chunk.len()].copy_from_slice(chunk);
-        *w = u64::from_ne_bytes(b);
-    }
+    super::buffer::words_as_bytes_mut(dst)[..src.len()].copy_from_slice(src);
 }
 
 fn copy_back(src: &[u64], dst: &mut [u8]) {
-    for (chunk, w) in dst.chunks_mut(8).zip(src) {
-        let b = w.to_ne_bytes();
-        chunk.copy_from_slice(&b[..chunk.len()]);
-    }
+    let n = dst.len();
+    dst.copy_from_slice(&super::buffer::words_as_bytes(src)[..n]);
 }

@@ -190,8 +190,15 @@ pub(crate) struct PrefillScratch {
     pub(super) sh_act: Buffer,        // (row, shared_ffn)
     pub(super) sh_out: Buffer,        // (row, hidden)
     pub(super) sh_logit: Buffer,      // (row)
-    pub(super) logits: Option<Buffer>, // (row, vocab), allocated when every position's logits are asked for
+    pub(super) head_row: Buffer,      // (hidden): one row on its way into `head_x`
+    pub(super) head_x: Buffer,        // (HEAD_TILE, hidden): rows c.. of `xn` for a head tile past the first
+    pub(super) logits: Option<Buffer>, // (HEAD_TILE, vocab), allocated at the first head
 }
+
+/// Rows the output head computes per launch: its logits buffer holds this many rows whatever
+/// the chunk or batch (a 248 320-entry vocabulary makes a row ≈ 1 MB), and each row's logits
+/// do not depend on which tile it is in (the rows matvec is proven per row).
+pub(super) const HEAD_TILE: usize = 8;
 
 impl PrefillScratch {
     fn new(device: &Device, cfg: &ModelConfig, rows: usize, max_ctx: usize) -> Result<PrefillScratch, DeviceError> {
@@ -241,6 +248,8 @@ impl PrefillScratch {
             sh_act: f(fs)?,
             sh_out: f(h)?,
             sh_logit: f(1)?,
+            head_row: device.alloc(ScalarType::F32, h)?,
+            head_x: device.alloc(ScalarType::F32, HEAD_TILE * h)?,
             logits: None,
         })
     }
@@ -299,18 +308,27 @@ impl Rows<'_> {
         self.launch(&self.k.embed[&embed], &mut [A::buf(&p.tokens), A::buf(&w.token_embd.buf), A::buf_mut(&mut p.x), A::from(0usize), A::from(h), A::from(tokens.len())])
     }
 
-    /// The output head over `t` rows of `p.xn` (already normed), read back: t × vocab.
+    /// The output head over `t` rows of `p.xn` (already normed), read back: t × vocab, in
+    /// tiles of `HEAD_TILE` rows (rows past the first tile are copied into `p.head_x` first).
     pub(super) fn head(&self, w: &Weights, p: &mut PrefillScratch, t: usize) -> Result<Vec<f32>, DeviceError> {
-        let vocab = w.config.vocab_size;
-        if p.logits.as_ref().is_none_or(|l| l.len() < t * vocab) {
-            p.logits = None;
-            p.logits = Some(self.device.alloc(ScalarType::F32, t * vocab)?);
+        let (vocab, h) = (w.config.vocab_size, w.config.hidden_dim);
+        if p.logits.is_none() {
+            p.logits = Some(self.device.alloc(ScalarType::F32, HEAD_TILE * vocab)?);
         }
-        let Some(logits) = p.logits.as_mut() else { unreachable!("allocated just above") };
-        self.matvec(w.lm_head(), &p.xn, &p.zero_ids, logits, t)?;
-        self.device.default_stream().synchronize()?;
-        let mut out = self.device.read::<f32>(logits)?;
-        out.truncate(t * vocab);
+        let PrefillScratch { xn, head_row, head_x, zero_ids, logits: Some(logits), .. } = p else { unreachable!("allocated just above") };
+        let mut out = Vec::with_capacity(t * vocab);
+        for c in (0..t).step_by(HEAD_TILE) {
+            let n = HEAD_TILE.min(t - c);
+            if c > 0 {
+                for j in 0..n {
+                    self.copy_row(xn, c + j, head_row, h)?;
+                    self.put_row(head_row, head_x, j, h)?;
+                }
+            }
+            self.matvec(w.lm_head(), if c == 0 { xn } else { head_x }, zero_ids, logits, n)?;
+            self.device.default_stream().synchronize()?;
+            out.extend(self.device.read_prefix::<f32>(logits, n * vocab)?);
+        }
         Ok(out)
     }
 }
@@ -403,13 +421,12 @@ impl Engine {
 
     /// Makes the rows buffers hold at least `rows` rows (they only grow).
     /// Allocates the rows scratch (batched prefill chunks, batched decode steps) for up to
-    /// `rows` rows, the output head's logits for up to `head_rows` rows and, with staged
-    /// experts, the two whole-layer staging sets now, so that later
-    /// chunks and steps within those sizes allocate nothing: a server reserves its largest
-    /// batch at start, and its device memory then stays flat however many requests come and go.
-    pub fn reserve_rows(&mut self, rows: usize, head_rows: usize) -> Result<(), EngineError> {
-        let (rows, head_rows) = (rows.max(head_rows).max(1), head_rows.max(1));
-        self.grow_prefill_scratch(rows)?;
+    /// `rows` rows, the output head's logits tile and, with staged experts, the two whole-layer
+    /// staging sets now, so that later chunks and steps of at most `rows` rows allocate
+    /// nothing: a server reserves its largest batch at start, and its device memory then stays
+    /// flat however many requests come and go.
+    pub fn reserve_rows(&mut self, rows: usize) -> Result<(), EngineError> {
+        self.grow_prefill_scratch(rows.max(1))?;
         // Staged: the two whole-layer sets batched chunks and steps stream into (the budget
         // already counts them).
         if let (Some(slots), None) = (&self.slots, &self.layer_staging) {
@@ -417,9 +434,8 @@ impl Engine {
         }
         let vocab = self.weights.config.vocab_size;
         let Some(p) = self.prefill_scratch.as_mut() else { unreachable!("allocated just above") };
-        if p.logits.as_ref().is_none_or(|l| l.len() < head_rows * vocab) {
-            p.logits = None;
-            p.logits = Some(self.device.alloc(ScalarType::F32, head_rows * vocab)?);
+        if p.logits.is_none() {
+            p.logits = Some(self.device.alloc(ScalarType::F32, HEAD_TILE * vocab)?);
         }
         Ok(())
     }

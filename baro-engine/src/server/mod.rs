@@ -99,13 +99,11 @@ impl Server {
         let engine_ctx = model.engine.new_state().map(|s| s.max_ctx).unwrap_or(config.limits.ctx);
         config.limits.ctx = config.limits.ctx.min(engine_ctx).max(1);
         let ServerModel { mut engine, tokenizer, template, name, size_bytes } = model;
-        // The largest step the scheduler runs is max_batch decode rows (each through the head)
-        // or one prefill chunk (its last row through the m = 1 head): that scratch is allocated
-        // now, a clear error here rather than an out-of-memory mid-request.
-        let (batch, chunk) = (config.scheduler.max_batch, config.scheduler.prefill_chunk);
-        engine
-            .reserve_rows(batch.max(chunk), batch)
-            .map_err(|e| std::io::Error::other(format!("reserving device scratch for {} rows and {batch} rows of logits (max_batch {batch}, prefill_chunk {chunk}): {e}", batch.max(chunk))))?;
+        // The largest step the scheduler runs is max_batch decode rows or one prefill chunk:
+        // its scratch is allocated now, a clear error here rather than an out-of-memory
+        // mid-request.
+        let rows = config.scheduler.max_batch.max(config.scheduler.prefill_chunk);
+        engine.reserve_rows(rows).map_err(|e| std::io::Error::other(format!("reserving device scratch for {rows} rows (max_batch / prefill_chunk): {e}")))?;
         let family = "qwen35moe".to_string();
         let tokenizer = Arc::new(tokenizer);
         let metrics = Arc::new(Metrics::default());
