@@ -1,6 +1,7 @@
-//! `dump_gpu`: compiles the bandwidth benchmark's matvec kernels for a GPU target offline
-//! (no GPU needed) and writes every compile stage to a directory, for reading the PTX or
-//! AMDGPU assembly of the hot loop. Never launches anything.
+//! `dump_gpu`: compiles the bandwidth benchmark's matvec kernels and the engine's K-quant
+//! matvecs (m=1 and rows, the routed experts' types) for a GPU target offline (no GPU needed)
+//! and writes every compile stage to a directory, for reading the PTX or AMDGPU assembly of
+//! the hot loop. Never launches anything.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,6 +34,11 @@ fn main() -> ExitCode {
         matvec_wide::matvec_wide_f16(),
         matvec_wide::matvec_wide_f16_rows(),
         matvec_wide::matvec_wide_bf16(),
+        baro_engine::kernels::quant::matvec_q4_k(),
+        baro_engine::kernels::quant::matvec_q4_k_rows(),
+        baro_engine::kernels::quant::matvec_q5_k(),
+        baro_engine::kernels::quant::matvec_q5_k_rows(),
+        baro_engine::kernels::gdn::gdn_scan_rows(),
     ];
     let mut failed = false;
     for k in &kernels {
