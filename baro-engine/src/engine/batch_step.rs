@@ -18,7 +18,7 @@
 //! Wiring only: no kernel body and no driver call.
 
 use crate::engine::decode::{attention_cached, gdn_recurrent, Engine, EngineError, Launcher, Rope};
-use crate::engine::prefill::{attention_project, gdn_output, gdn_project, moe, Rows, Timer};
+use crate::engine::prefill::{attention_project, gdn_output, gdn_project, LayerStream, Rows, Timer};
 use crate::engine::staging::LayerStaging;
 use crate::engine::state::{LayerState, State};
 use crate::engine::weights::MixerWeights;
@@ -101,16 +101,8 @@ impl Engine {
         let w = &self.weights;
         let tokens: Vec<TokenId> = rows.iter().map(|(_, t)| *t).collect();
         run.embed(w, p, &tokens)?;
-        // Staged: each layer's experts stream into one of two sets on the copy stream, one
-        // layer ahead, exactly as in batched prefill.
-        let mut staged = match (&self.slots, self.layer_staging.as_mut()) {
-            (Some(slots), Some(staging)) => Some((slots.store(), staging)),
-            _ => None,
-        };
-        if let Some((store, staging)) = staged.as_mut() {
-            staging.stage(&self.device, store, 0, 0)?;
-        }
-        let compute = self.device.default_stream();
+        // Staged: each layer's experts stream into one of two sets, exactly as in batched prefill.
+        let mut staged = LayerStream::start(&self.device, self.slots.as_ref(), self.layer_staging.as_mut())?;
         for (i, lw) in w.layers.iter().enumerate() {
             run.rmsnorm(&p.x, &lw.attn_norm, &mut p.xn, h, eps, n)?;
             match &lw.mixer {
@@ -144,18 +136,7 @@ impl Engine {
             }
             run.add(&p.x, &p.mix, &mut p.h, h, n)?;
             run.rmsnorm(&p.h, &lw.post_attention_norm, &mut p.xn, h, eps, n)?;
-            match (&lw.moe.experts, staged.as_mut()) {
-                (Some(resident), _) => moe(&run, cfg, &lw.moe, resident, p, n, &mut Timer::off())?,
-                (None, Some((store, staging))) => {
-                    let set = i % 2;
-                    if i + 1 < w.layers.len() {
-                        staging.stage(&self.device, store, i + 1, 1 - set)?;
-                    }
-                    moe(&run, cfg, &lw.moe, staging.wait(compute, set)?, p, n, &mut Timer::off())?;
-                    staging.release(compute, set)?;
-                }
-                (None, None) => return Err(EngineError::Unsupported { what: "routed experts", expected: "resident or staged".into(), found: "neither (a bug in baro)".into() }),
-            }
+            staged.moe(&run, cfg, w, i, p, n, &mut Timer::off())?;
             run.add(&p.h, &p.mix, &mut p.x, h, n)?;
         }
         run.rmsnorm(&p.x, &w.output_norm, &mut p.xn, h, eps, n)?;

@@ -21,7 +21,7 @@ use baro_dsl::runtime::{Buffer, Device, DeviceArg as A, DeviceError, DeviceKerne
 use baro_dsl::ScalarType;
 
 use crate::engine::decode::{Engine, EngineError};
-use crate::engine::staging::LayerStaging;
+use crate::engine::staging::{DecodeSlots, ExpertStore, LayerStaging};
 use crate::engine::state::LayerState;
 use crate::engine::weights::{AttentionWeights, ExpertMatrices, GdnWeights, Matrix, MixerWeights, MoeWeights, Weights};
 use crate::model::{ModelConfig, TensorType};
@@ -357,6 +357,46 @@ impl Timer {
     }
 }
 
+/// Where a batched chunk's or step's MoE finds each layer's experts: the resident stacks, or
+/// (staged) the layers streamed into `LayerStaging`'s two sets on its copy stream, one layer
+/// ahead — layer 0 is queued by `start`, layer i + 1 by layer i's `moe` — ordered by events.
+pub(super) struct LayerStream<'a> {
+    device: &'a Device,
+    staged: Option<(&'a ExpertStore, &'a mut LayerStaging)>,
+}
+
+impl<'a> LayerStream<'a> {
+    pub(super) fn start(device: &'a Device, slots: Option<&'a DecodeSlots>, staging: Option<&'a mut LayerStaging>) -> Result<LayerStream<'a>, DeviceError> {
+        let mut staged = match (slots, staging) {
+            (Some(slots), Some(staging)) => Some((slots.store(), staging)),
+            _ => None,
+        };
+        if let Some((store, staging)) = staged.as_mut() {
+            staging.stage(device, store, 0, 0)?;
+        }
+        Ok(LayerStream { device, staged })
+    }
+
+    /// The MoE of layer `i` over `t` rows of `p.xn`, into `p.mix`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn moe(&mut self, run: &Rows<'_>, cfg: &ModelConfig, w: &Weights, i: usize, p: &mut PrefillScratch, t: usize, timer: &mut Timer) -> Result<(), EngineError> {
+        let lw = &w.layers[i];
+        match (&lw.moe.experts, self.staged.as_mut()) {
+            (Some(resident), _) => moe(run, cfg, &lw.moe, resident, p, t, timer)?,
+            (None, Some((store, staging))) => {
+                let (set, compute) = (i % 2, self.device.default_stream());
+                if i + 1 < w.layers.len() {
+                    staging.stage(self.device, store, i + 1, 1 - set)?;
+                }
+                moe(run, cfg, &lw.moe, staging.wait(compute, set)?, p, t, timer)?;
+                staging.release(compute, set)?;
+            }
+            (None, None) => return Err(EngineError::Unsupported { what: "routed experts", expected: "resident or staged".into(), found: "neither (a bug in baro)".into() }),
+        }
+        Ok(())
+    }
+}
+
 impl Engine {
     /// Profiles batched prefill by stage (a benchmark aid: it synchronises the device after
     /// every stage); `prefill_profile` returns the seconds per stage since it was turned on.
@@ -462,15 +502,7 @@ impl Engine {
         let w = &self.weights;
         run.embed(w, p, tokens)?;
         let max_ctx = self.state.max_ctx;
-        // Staged: the layers' experts stream into two sets on a copy stream, one layer ahead.
-        let mut staged = match (&self.slots, self.layer_staging.as_mut()) {
-            (Some(slots), Some(staging)) => Some((slots.store(), staging)),
-            _ => None,
-        };
-        if let Some((store, staging)) = staged.as_mut() {
-            staging.stage(&self.device, store, 0, 0)?;
-        }
-        let compute = self.device.default_stream();
+        let mut staged = LayerStream::start(&self.device, self.slots.as_ref(), self.layer_staging.as_mut())?;
         let mut timer = Timer { last: std::time::Instant::now(), totals: self.prefill_profile.take() };
         timer.mark(&self.device, "embed")?;
         for (i, (lw, ls)) in w.layers.iter().zip(self.state.layers.iter_mut()).enumerate() {
@@ -486,18 +518,7 @@ impl Engine {
             timer.mark(&self.device, mixer)?;
             run.add(&p.x, &p.mix, &mut p.h, h, t)?;
             run.rmsnorm(&p.h, &lw.post_attention_norm, &mut p.xn, h, eps, t)?;
-            match (&lw.moe.experts, staged.as_mut()) {
-                (Some(resident), _) => moe(&run, cfg, &lw.moe, resident, p, t, &mut timer)?,
-                (None, Some((store, staging))) => {
-                    let set = i % 2;
-                    if i + 1 < w.layers.len() {
-                        staging.stage(&self.device, store, i + 1, 1 - set)?;
-                    }
-                    moe(&run, cfg, &lw.moe, staging.wait(compute, set)?, p, t, &mut timer)?;
-                    staging.release(compute, set)?;
-                }
-                (None, None) => return Err(EngineError::Unsupported { what: "routed experts", expected: "resident or staged".into(), found: "neither (a bug in baro)".into() }),
-            }
+            staged.moe(&run, cfg, w, i, p, t, &mut timer)?;
             timer.mark(&self.device, "moe: shared expert, combine")?;
             run.add(&p.h, &p.mix, &mut p.x, h, t)?;
         }
