@@ -14,7 +14,7 @@
 #   prefill         prefill_speed resident (PREFILL_ARGS, default "--lengths 1024,8192,32768")
 #   prefill_staged  prefill_speed --vram-budget "$staged_budget"
 #   serve           (not in the default list) serve_load on the pack, resident: 1, 4, 16, 64 streams (SERVE_ARGS, default
-#                   "--max-tokens 8 --max-seconds 120"), then 1000 requests at 64 streams with the
+#                   "--max-tokens 8 --max-seconds 200"; ≈ 4 + 4 min on the H200), then 1000 requests at 64 streams with the
 #                   device's free memory before and after (SERVE_MEMORY_ARGS, default
 #                   "--memory-requests 1000 --memory-max-tokens 4")
 # Every output goes to /tmp/prefill_run/ and is packed into $OUT/prefill_run.tgz at the end
@@ -34,7 +34,7 @@ limit=${STEP_LIMIT:-300}
 staged_budget=${STAGED_BUDGET:-24G}
 gate_args=${GATE_ARGS:-"--max-len 1024 --greedy 16"}
 prefill_args=${PREFILL_ARGS:-"--lengths 1024,8192,32768"}
-serve_args=${SERVE_ARGS:-"--max-tokens 8 --max-seconds 120"}
+serve_args=${SERVE_ARGS:-"--max-tokens 8 --max-seconds 200"}
 serve_memory_args=${SERVE_MEMORY_ARGS:-"--memory-requests 1000 --memory-max-tokens 4"}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv > "$out/nvidia_smi.txt" 2>&1
 pack=${BARO_PACK:-/tmp/baro_pack/qwen35moe_real_community.gguf}
