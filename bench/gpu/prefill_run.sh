@@ -14,7 +14,7 @@
 #   prefill         prefill_speed resident (PREFILL_ARGS, default "--lengths 1024,8192,32768")
 #   prefill_staged  prefill_speed --vram-budget "$staged_budget"
 #   serve           (not in the default list) serve_load on the pack, resident: 1, 4, 16, 64 streams (SERVE_ARGS, default
-#                   "--max-tokens 8 --max-seconds 200"; ≈ 4 + 4 min on the H200), then 1000 requests at 64 streams with the
+#                   "--max-tokens 8 --max-seconds 200"; ≈ 1 min of levels and ≈ 4 of memory requests on the H200), then 1000 requests at 64 streams with the
 #                   device's free memory before and after (SERVE_MEMORY_ARGS, default
 #                   "--memory-requests 1000 --memory-max-tokens 4")
 # Every output goes to /tmp/prefill_run/ and is packed into $OUT/prefill_run.tgz at the end
