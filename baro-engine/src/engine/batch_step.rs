@@ -19,7 +19,6 @@
 
 use crate::engine::decode::{attention_cached, gdn_recurrent, Engine, EngineError, Launcher, Rope};
 use crate::engine::prefill::{attention_project, gdn_output, gdn_project, LayerStream, Rows, Timer};
-use crate::engine::staging::LayerStaging;
 use crate::engine::state::{LayerState, State};
 use crate::engine::weights::MixerWeights;
 use crate::tokenizer::TokenId;
@@ -86,9 +85,7 @@ impl Engine {
             return Ok(Stepped { logits: Vec::new(), rows_batched: 0 });
         }
         self.grow_prefill_scratch(n)?;
-        if let (Some(slots), None) = (&self.slots, &self.layer_staging) {
-            self.layer_staging = Some(LayerStaging::new(&self.device, slots.store())?);
-        }
+        self.ensure_layer_staging()?;
         let cfg = &self.weights.config;
         let (h, eps, vocab) = (cfg.hidden_dim, cfg.rms_eps, cfg.vocab_size);
         let (q_dim, kv_dim) = (cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim);

@@ -444,9 +444,7 @@ impl Engine {
             }
             PrefillMode::Batched { chunk } => chunk.min(tokens.len()),
         };
-        if let (Some(slots), None) = (&self.slots, &self.layer_staging) {
-            self.layer_staging = Some(LayerStaging::new(&self.device, slots.store())?);
-        }
+        self.ensure_layer_staging()?;
         self.grow_prefill_scratch(chunk)?;
         let mut logits = Vec::new();
         let mut chunks = 0;
@@ -467,15 +465,20 @@ impl Engine {
     /// flat however many requests come and go.
     pub fn reserve_rows(&mut self, rows: usize) -> Result<(), EngineError> {
         self.grow_prefill_scratch(rows.max(1))?;
-        // Staged: the two whole-layer sets batched chunks and steps stream into (the budget
-        // already counts them).
-        if let (Some(slots), None) = (&self.slots, &self.layer_staging) {
-            self.layer_staging = Some(LayerStaging::new(&self.device, slots.store())?);
-        }
+        self.ensure_layer_staging()?;
         let vocab = self.weights.config.vocab_size;
         let Some(p) = self.prefill_scratch.as_mut() else { unreachable!("allocated just above") };
         if p.logits.is_none() {
             p.logits = Some(self.device.alloc(ScalarType::F32, HEAD_TILE * vocab)?);
+        }
+        Ok(())
+    }
+
+    /// Staged: allocates the two whole-layer sets batched chunks and steps stream experts into
+    /// (the budget already counts them), once; resident: nothing.
+    pub(super) fn ensure_layer_staging(&mut self) -> Result<(), EngineError> {
+        if let (Some(slots), None) = (&self.slots, &self.layer_staging) {
+            self.layer_staging = Some(LayerStaging::new(&self.device, slots.store())?);
         }
         Ok(())
     }
