@@ -15,8 +15,44 @@ use crate::lower::gpu::{emit_gpu, EmitError, GpuStages};
 use crate::options::CompileOptions;
 use crate::target::Target;
 
-/// The code generator's version, part of every cache key.
+/// The LLVM the code generator is built against, part of every cache key (`codegen_version`).
 pub const CODEGEN_VERSION: &str = "llvm-19.1";
+
+/// The GPU lowering's own source, digested into every cache key: a changed lowering (say, a
+/// new loop versioning) must never be served a kernel a previous build cached under the same
+/// IR text and crate version.
+const LOWERING_SOURCES: [&str; 14] = [
+    include_str!("lower/mod.rs"),
+    include_str!("lower/expr.rs"),
+    include_str!("lower/ops.rs"),
+    include_str!("lower/convert.rs"),
+    include_str!("lower/ir.rs"),
+    include_str!("lower/gpu/mod.rs"),
+    include_str!("lower/gpu/emit.rs"),
+    include_str!("lower/gpu/entry.rs"),
+    include_str!("lower/gpu/hints.rs"),
+    include_str!("lower/gpu/intrinsics.rs"),
+    include_str!("lower/gpu/lanes.rs"),
+    include_str!("lower/gpu/link.rs"),
+    include_str!("lower/gpu/stmt.rs"),
+    include_str!("lower/gpu/version.rs"),
+];
+
+/// `CODEGEN_VERSION` and a digest of the GPU lowering's source: the code generator's identity
+/// in every cache key.
+pub fn codegen_version() -> &'static str {
+    static V: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for s in LOWERING_SOURCES {
+            h.update((s.len() as u64).to_le_bytes());
+            h.update(s.as_bytes());
+        }
+        let d = h.finalize();
+        format!("{CODEGEN_VERSION}+lower-{}", d.iter().take(8).map(|b| format!("{b:02x}")).collect::<String>())
+    });
+    &V
+}
 
 /// A kernel compiled for a GPU, ready for a runtime to load.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,7 +118,7 @@ pub fn compile_gpu_traced(k: &Kernel, target: &Target, options: &CompileOptions,
         }
         Ok(fresh.as_ref().map(pick).unwrap_or_default())
     };
-    let key = |stage: &str| CacheKey::new(&ir_text, target, options, stage, CODEGEN_VERSION);
+    let key = |stage: &str| CacheKey::new(&ir_text, target, options, stage, codegen_version());
     let (image, h1) = cache.get_or_compile(key(image_ext), image_ext, || run(|s| s.image.clone()))?;
     let (asm, h2) = cache.get_or_compile(key("s"), "s", || run(|s| s.asm.as_bytes().to_vec()))?;
     let (ll, h3) = cache.get_or_compile(key("ll"), "ll", || run(|s| s.llvm_ir.as_bytes().to_vec()))?;
@@ -147,4 +183,28 @@ fn dump(dir: &Path, ir_text: &str, a: &GpuArtifact) -> Result<(), String> {
         std::fs::write(&p, bytes).map_err(|e| format!("BARO_DUMP: writing {}: {e}", p.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_key_digests_every_lowering_source_file() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut on_disk = Vec::new();
+        for dir in ["lower", "lower/gpu"] {
+            for e in std::fs::read_dir(root.join(dir)).unwrap() {
+                let p = e.unwrap().path();
+                if p.extension().is_some_and(|x| x == "rs") {
+                    on_disk.push(std::fs::read_to_string(&p).unwrap());
+                }
+            }
+        }
+        for s in &on_disk {
+            assert!(LOWERING_SOURCES.contains(&s.as_str()), "a lowering source file is missing from LOWERING_SOURCES:\n{}", &s[..s.len().min(200)]);
+        }
+        assert_eq!(on_disk.len(), LOWERING_SOURCES.len());
+        assert!(codegen_version().starts_with("llvm-19.1+lower-") && codegen_version().len() == "llvm-19.1+lower-".len() + 16);
+    }
 }

@@ -13,6 +13,7 @@
 #   decode          decode_bw resident;  decode_staged  decode_bw --vram-budget "$staged_budget"
 #   prefill         prefill_speed resident (PREFILL_ARGS, default "--lengths 1024,8192,32768")
 #   prefill_staged  prefill_speed --vram-budget "$staged_budget"
+#   conformance     (not in the default list) host JIT vs CUDA, byte for byte, and bounds-error parity
 #   serve           (not in the default list) serve_load on the pack, resident: 1, 4, 16, 64 streams (SERVE_ARGS, default
 #                   "--max-tokens 8 --max-seconds 200"; ≈ 1 min of levels and ≈ 4 of memory requests on the H200), then 1000 requests at 64 streams with the
 #                   device's free memory before and after (SERVE_MEMORY_ARGS, default
@@ -26,7 +27,7 @@ out=/tmp/prefill_run
 rm -rf "$out" && mkdir -p "$out" "$dest"
 bin=$(mktemp -d)
 gunzip -c .carry/baro_gpu.gz > "$bin/baro_gpu" && chmod +x "$bin/baro_gpu" || { echo "prefill_run.sh: .carry/baro_gpu.gz missing: run bench/gpu/build.sh first" >&2; exit 2; }
-for n in identity_gate prefill_speed decode_bw serve_load baro-synth-pack; do ln -sf baro_gpu "$bin/$n"; done
+for n in identity_gate prefill_speed decode_bw serve_load conformance baro-synth-pack; do ln -sf baro_gpu "$bin/$n"; done
 export BARO_COMMIT=${BARO_COMMIT:-$(cat .carry/COMMIT 2>/dev/null || echo unknown)}
 export BARO_CACHE_DIR=${BARO_CACHE_DIR:-/tmp/baro_cache}
 steps=${STEPS:-"fp32_rate gate_tiny gate_tiny_neg gate_pack gate_pack_staged decode decode_staged prefill prefill_staged"}
@@ -55,6 +56,7 @@ for s in $steps; do
       [ -n "$r" ] && flop_rate=(--flop-rate "$r")
       summary="$summary $s exit $rc;"
       continue ;;
+    conformance) cmd=("$bin/conformance" --target cuda) ;;
     gate_tiny) cmd=("$bin/identity_gate" --target cuda) ;;
     gate_tiny_neg) cmd=("$bin/identity_gate" --target cuda --negative-control --max-len 1024 --greedy 16) ;;
     gate_pack) need_pack; cmd=("$bin/identity_gate" --target cuda --model "$pack" $gate_args) ;;

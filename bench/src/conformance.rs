@@ -346,38 +346,51 @@ pub fn totals(outcomes: &[Outcome]) -> (u64, u64) {
 
 /// Launches that must fail the same way on both devices: a write past the end of `y`, once
 /// right away and once after `queued` good launches queued without synchronising (on CUDA
-/// this walks the error-record ring past its end). Returns the device's messages, or what
-/// differed from the reference.
+/// this walks the error-record ring past its end); then a read past the end of `x` inside the
+/// lane loop, whose versioned (unchecked) copy must not be taken. Returns the device's
+/// messages, or what differed from the reference.
 pub fn error_parity(reference: &Device, device: &Device, queued: usize) -> Result<Vec<String>, String> {
     let kernel = testkernels::matvec(); // (w, x, y, k, m)
     let mut messages = Vec::new();
-    for before in [0, queued] {
+    for (before, bad) in [(0, Bad::WriteY), (queued, Bad::WriteY), (0, Bad::ReadX)] {
         let mut got = Vec::new();
         for d in [reference, device] {
-            got.push(bounds_error_after(d, &kernel, before)?);
+            got.push(bounds_error_after(d, &kernel, before, bad)?);
         }
         if got[0] != got[1] {
-            return Err(format!("after {before} good launches: reference says `{}`, device says `{}`", got[0], got[1]));
+            return Err(format!("{bad:?} after {before} good launches: reference says `{}`, device says `{}`", got[0], got[1]));
         }
         messages.push(got.swap_remove(1));
     }
     Ok(messages)
 }
 
-fn bounds_error_after(d: &Device, kernel: &Kernel, before: usize) -> Result<String, String> {
+/// Which access of `bounds_error_after`'s last launch is out of range.
+#[derive(Clone, Copy, Debug)]
+enum Bad {
+    /// The grid has one output more than `y` holds.
+    WriteY,
+    /// `x` is one element short of `k`: one lane's last read in the loop over `k`.
+    ReadX,
+}
+
+fn bounds_error_after(d: &Device, kernel: &Kernel, before: usize, bad: Bad) -> Result<String, String> {
     let (k, m) = (40usize, 3usize);
     let c = d.compile(kernel).map_err(|e| e.to_string())?;
     let w = d.upload(&vec![0.5f32; k * (m + 1)]).map_err(|e| e.to_string())?;
     let x = d.upload(&vec![0.25f32; k]).map_err(|e| e.to_string())?;
+    let short_x = d.upload(&vec![0.25f32; k - 1]).map_err(|e| e.to_string())?;
     let mut y = d.alloc(ScalarType::F32, m).map_err(|e| e.to_string())?;
     let s = d.default_stream();
     for _ in 0..before {
         d.launch(s, &c, &mut [DeviceArg::Buf(&w), DeviceArg::Buf(&x), DeviceArg::BufMut(&mut y), k.into(), m.into()]).map_err(|e| format!("a good launch failed: {e}"))?;
     }
-    // Grid m + 1 outputs into a y of m elements.
-    let launched = d.launch(s, &c, &mut [DeviceArg::Buf(&w), DeviceArg::Buf(&x), DeviceArg::BufMut(&mut y), k.into(), (m + 1).into()]);
+    let launched = match bad {
+        Bad::WriteY => d.launch(s, &c, &mut [DeviceArg::Buf(&w), DeviceArg::Buf(&x), DeviceArg::BufMut(&mut y), k.into(), (m + 1).into()]),
+        Bad::ReadX => d.launch(s, &c, &mut [DeviceArg::Buf(&w), DeviceArg::Buf(&short_x), DeviceArg::BufMut(&mut y), k.into(), m.into()]),
+    };
     match launched.and_then(|()| s.synchronize()) {
         Err(e) => Ok(e.to_string()),
-        Ok(()) => Err(format!("after {before} good launches, an out-of-bounds write was not reported")),
+        Ok(()) => Err(format!("{bad:?} after {before} good launches: the out-of-bounds access was not reported")),
     }
 }

@@ -66,8 +66,9 @@ pub(crate) trait ExprLeaves<'a, 'ctx: 'a> {
     }
     /// The workgroup index on `axis`, as i64.
     fn group_id(&mut self, axis: u8) -> R<IntValue<'ctx>>;
-    /// Loads `buf[idx]` (bounds-checked the target's way) as its in-memory type.
-    fn load_elem(&mut self, buf: Buf, idx: IntValue<'ctx>, signed: bool) -> R<BasicValueEnum<'ctx>>;
+    /// Loads `buf[idx]` (bounds-checked the target's way) as its in-memory type; `index` is
+    /// the index expression `idx` was lowered from.
+    fn load_elem(&mut self, buf: Buf, index: &'a Expr, idx: IntValue<'ctx>, signed: bool) -> R<BasicValueEnum<'ctx>>;
     /// `value` as lane `lane ^ mask` holds it; `node` is the `ShuffleXor` itself.
     fn shuffle_xor(&mut self, node: &'a Expr, value: &'a Expr, mask: u32) -> R<Val<'ctx>>;
 
@@ -107,7 +108,7 @@ pub(crate) trait ExprLeaves<'a, 'ctx: 'a> {
             Expr::Load { buf, index } => {
                 let (idx, signed) = self.index(index)?;
                 let Some(ty) = self.kernel().buf_elem(*buf) else { return fail(format!("{buf:?} is not a buffer")) };
-                let v = self.load_elem(*buf, idx, signed)?;
+                let v = self.load_elem(*buf, index, idx, signed)?;
                 let v = match ty {
                     ScalarType::Bool => self.ir().icmp(P::NE, v.into_int_value(), cx.i8_type().const_zero())?.into(),
                     _ => v,

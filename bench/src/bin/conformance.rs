@@ -59,7 +59,7 @@ fn run(cli: Cli) -> Result<bool, String> {
     });
     let errors = error_parity(&reference, &device, 1100);
     match &errors {
-        Ok(m) => println!("error parity: the device reports the host's bounds error, right away and after 1100 queued launches: {}", m[1]),
+        Ok(m) => println!("error parity: the device reports the host's bounds errors (a write right away and after 1100 queued launches; a read in a versioned loop): {} | {}", m[1], m[2]),
         Err(e) => eprintln!("FAIL error parity: {e}"),
     }
     let kernels = {
@@ -74,7 +74,7 @@ fn run(cli: Cli) -> Result<bool, String> {
     let t = table(&outcomes);
     if let Some(path) = &cli.out {
         let md = format!(
-            "# Conformance: host JIT vs {}\n\n{}- target: {}\n- seed: {:#x}\n\n{kernels} kernels, {} kernel x shape cases, {compared} bytes compared, {differing} bytes differing, {failed} failed\n\nerror parity (bounds error, right away and after 1100 queued launches): {}\n\n```\n{t}```\n",
+            "# Conformance: host JIT vs {}\n\n{}- target: {}\n- seed: {:#x}\n\n{kernels} kernels, {} kernel x shape cases, {compared} bytes compared, {differing} bytes differing, {failed} failed\n\nerror parity (bounds errors: a write right away and after 1100 queued launches, a read in a versioned loop): {}\n\n```\n{t}```\n",
             device.kind(),
             meta.markdown_header(),
             device.target(),

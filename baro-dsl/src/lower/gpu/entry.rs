@@ -129,6 +129,7 @@ pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch:
         tid,
         group,
         region: None,
+        unchecked: Default::default(),
     };
     gpu.declare_vars()?;
     gpu.zero_shared()?;
@@ -198,7 +199,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
             let t = mem_ty(self.ir.cx, s.elem);
             let base = self.shared[i];
             let n = self.ir.i64(s.len as u64);
-            self.strided_loop(crate::ir::ScalarType::INDEX, n, &mut |g, j| {
+            self.strided_loop(crate::ir::ScalarType::INDEX, n, None, &mut |g, j| {
                 let p = unsafe { g.ir.b.build_in_bounds_gep(t, base, &[j], "")? };
                 g.ir.b.build_store(p, t.const_zero())?;
                 Ok(())

@@ -23,8 +23,9 @@ mod intrinsics;
 mod lanes;
 mod link;
 mod stmt;
+mod version;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use inkwell::builder::Builder;
 use inkwell::context::Context;
@@ -116,6 +117,9 @@ pub(super) struct Gpu<'a, 'ctx> {
     group: [IntValue<'ctx>; 3],
     /// The lane count of the enclosing `Lanes` region.
     region: Option<u32>,
+    /// Index expressions (by node) whose accesses the current loop copy runs unchecked: its
+    /// versioning proved them in range for every iteration (`version`).
+    unchecked: HashSet<*const crate::ir::Expr>,
 }
 
 /// Lowers an expanded, call-free kernel to a module holding one kernel entry named after

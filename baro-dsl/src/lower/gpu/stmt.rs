@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::{AtomicOrdering, IntPredicate as P};
 
+use super::version::Plan;
 use super::{intrinsics, Gpu};
 use crate::lower::expr::ParamVal;
 use crate::ir::{Access, Buf, Expr, Kernel, ParamKind, ScalarType, Stmt, Var};
@@ -53,12 +54,13 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
                     ScalarType::Bool => self.ir.zext(v.v.into_int_value(), self.ir.cx.i8_type())?.into(),
                     _ => v.v,
                 };
-                self.checked_store(*buf, idx, signed, v)
+                self.checked_store(*buf, index, idx, signed, v)
             }
             Stmt::For { var, start, end, step, body } => {
                 let ty = self.var_ty(*var)?;
                 let (s, e, st) = (self.expr(start)?, self.expr(end)?, self.expr(step)?);
-                self.for_loop(ty, s.v.into_int_value(), e.v.into_int_value(), st.v.into_int_value(), &mut |g, i| {
+                let plan = Plan::new(*var, ty, body);
+                self.for_loop(ty, s.v.into_int_value(), e.v.into_int_value(), st.v.into_int_value(), plan.as_ref(), &mut |g, i| {
                     g.store_var(*var, i.into())?;
                     g.block(body)
                 })
@@ -69,7 +71,8 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
                 }
                 let ty = self.var_ty(*var)?;
                 let e = self.expr(end)?.v.into_int_value();
-                self.strided_loop(ty, e, &mut |g, i| {
+                let plan = Plan::new(*var, ty, body);
+                self.strided_loop(ty, e, plan.as_ref(), &mut |g, i| {
                     g.store_var(*var, i.into())?;
                     g.block(body)
                 })?;
@@ -133,7 +136,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
     }
 
     /// Base pointer, length, error kind and id of a buffer access.
-    fn access(&self, buf: Buf, write: bool) -> R<(PointerValue<'ctx>, IntValue<'ctx>, u64, u64)> {
+    pub(super) fn access(&self, buf: Buf, write: bool) -> R<(PointerValue<'ctx>, IntValue<'ctx>, u64, u64)> {
         match buf {
             Buf::Param(p) => match (self.params.get(p.index()), &self.k.params[p.index()].kind) {
                 (Some(ParamVal::Buffer { .. }), ParamKind::Buffer { access: Access::Read, .. }) if write => {
@@ -150,11 +153,18 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         }
     }
 
-    fn checked_store(&mut self, buf: Buf, idx: IntValue<'ctx>, signed: bool, v: BasicValueEnum<'ctx>) -> R<()> {
+    /// `buf[idx] = v` when `idx` is in range, else a recorded failure; `index` is the index
+    /// expression (no check at all where loop versioning proved it in range).
+    fn checked_store(&mut self, buf: Buf, index: &'a Expr, idx: IntValue<'ctx>, signed: bool, v: BasicValueEnum<'ctx>) -> R<()> {
         let Some(elem) = self.k.buf_elem(buf) else { return fail(format!("{buf:?} is not a buffer")) };
         let (base, len, kind, id) = self.access(buf, true)?;
-        let ok = self.ir.icmp(P::ULT, idx, len)?;
         let t = mem_ty(self.ir.cx, elem);
+        if self.unchecked.contains(&(index as *const Expr)) {
+            let p = unsafe { self.ir.b.build_in_bounds_gep(t, base, &[idx], "")? };
+            self.ir.b.build_store(p, v)?;
+            return Ok(());
+        }
+        let ok = self.ir.icmp(P::ULT, idx, len)?;
         self.branch(
             ok,
             &mut |g| {
@@ -224,25 +234,25 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
     }
 
     /// `for i in (tid..end).step_by(block_dim)` over integer type `ty`.
-    pub(super) fn strided_loop(&mut self, ty: ScalarType, end: IntValue<'ctx>, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
+    pub(super) fn strided_loop(&mut self, ty: ScalarType, end: IntValue<'ctx>, plan: Option<&Plan<'a>>, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
         if !ty.is_int() {
             return fail(format!("`ParFor` variable of type {ty}: expected an integer"));
         }
         let it = reg_ty(self.ir.cx, ty).into_int_type();
         let step = it.const_int(self.block_dim as u64, false);
         let tid = if it.get_bit_width() == 64 { self.tid } else { self.ir.trunc(self.tid, it)? };
-        self.counted(ty, tid, end, step, body)
+        self.counted(ty, tid, end, step, plan, body)
     }
 
     /// `for i in (start..end).step_by(step)` over integer type `ty`; a non-positive step
     /// records `ERR_FOR_STEP` and skips the loop.
-    pub(super) fn for_loop(&mut self, ty: ScalarType, start: IntValue<'ctx>, end: IntValue<'ctx>, step: IntValue<'ctx>, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
+    pub(super) fn for_loop(&mut self, ty: ScalarType, start: IntValue<'ctx>, end: IntValue<'ctx>, step: IntValue<'ctx>, plan: Option<&Plan<'a>>, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
         if !ty.is_int() {
             return fail(format!("loop variable of type {ty}: expected an integer"));
         }
         let signed = ty.is_signed();
         if step.get_zero_extended_constant().is_some_and(|c| c != 0 && !signed) {
-            return self.counted(ty, start, end, step, body);
+            return self.counted(ty, start, end, step, plan, body);
         }
         let cx = self.ir.cx;
         let it = step.get_type();
@@ -252,7 +262,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         self.branch(
             step_ok,
             &mut |g| match body.take() {
-                Some(b) => g.counted(ty, start, end, step, b),
+                Some(b) => g.counted(ty, start, end, step, plan, b),
                 None => fail("loop body lowered twice"),
             },
             &mut |g| g.record(ERR_FOR_STEP, 0, step64, signed),
@@ -263,14 +273,43 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
     /// (`(end - start - 1) / step + 1` when `start < end`, so no counter ever overflows) and
     /// the loop has one exit, which lets LLVM unroll it: the body runs for
     /// `i = start, start + step, …` while `i < end`, exactly as `(start..end).step_by(step)`.
-    fn counted(&mut self, ty: ScalarType, start: IntValue<'ctx>, end: IntValue<'ctx>, step: IntValue<'ctx>, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
-        let cx = self.ir.cx;
-        let it = reg_ty(cx, ty).into_int_type();
+    /// With a versioning `plan`, the loop is emitted twice: a copy whose planned accesses are
+    /// unchecked, taken when they are in range at the first and last iteration, and the
+    /// checked loop otherwise (`version`).
+    fn counted(&mut self, ty: ScalarType, start: IntValue<'ctx>, end: IntValue<'ctx>, step: IntValue<'ctx>, plan: Option<&Plan<'a>>, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
+        let it = reg_ty(self.ir.cx, ty).into_int_type();
         let signed = ty.is_signed();
         let go = self.ir.icmp(if signed { P::SLT } else { P::ULT }, start, end)?;
         // end - start as an unsigned distance (exact when start < end), minus one.
         let span = self.ir.sub(self.ir.sub(end, start)?, it.const_int(1, false))?;
         let trips = self.ir.add(self.ir.b.build_int_unsigned_div(span, step, "")?, it.const_int(1, false))?;
+        let Some(plan) = plan else { return self.trips(it, start, step, go, trips, body) };
+        // The last iteration's value (meaningful when `go`; its checks are pure either way).
+        let last = self.ir.add(start, self.ir.b.build_int_mul(self.ir.sub(trips, it.const_int(1, false))?, step, "")?)?;
+        let safe = self.in_range_throughout(plan, start, last)?;
+        let fast = self.ir.and(go, safe)?;
+        // `branch` by hand: both copies call the one `body`.
+        let cx = self.ir.cx;
+        let (unchecked, checked, done) = (cx.append_basic_block(self.f, "versioned"), cx.append_basic_block(self.f, "checked"), cx.append_basic_block(self.f, "endversion"));
+        self.ir.b.build_conditional_branch(fast, unchecked, checked)?;
+        self.ir.b.position_at_end(unchecked);
+        let added: Vec<_> = plan.unchecked().filter(|p| self.unchecked.insert(*p)).collect();
+        let r = self.trips(it, start, step, go, trips, body);
+        for p in added {
+            self.unchecked.remove(&p);
+        }
+        r?;
+        self.ir.b.build_unconditional_branch(done)?;
+        self.ir.b.position_at_end(checked);
+        self.trips(it, start, step, go, trips, body)?;
+        self.ir.b.build_unconditional_branch(done)?;
+        self.ir.b.position_at_end(done);
+        Ok(())
+    }
+
+    /// `trips` iterations of `body` from `start` by `step`, entered when `go`.
+    fn trips(&mut self, it: inkwell::types::IntType<'ctx>, start: IntValue<'ctx>, step: IntValue<'ctx>, go: IntValue<'ctx>, trips: IntValue<'ctx>, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
+        let cx = self.ir.cx;
         let (ctr, j) = (self.alloca_zeroed(it.into(), "i")?, self.alloca_zeroed(it.into(), "trip")?);
         self.ir.b.build_store(ctr, start)?;
         self.ir.b.build_store(j, it.const_zero())?;
@@ -323,10 +362,15 @@ impl<'a, 'ctx> ExprLeaves<'a, 'ctx> for Gpu<'a, 'ctx> {
     /// A failed check yields 0 and records the failure, without a branch: the load reads the
     /// zeroed constant module global `baro_zero` instead of the buffer (buffers), or element 0
     /// with its value replaced by 0 (shared arrays).
-    fn load_elem(&mut self, buf: Buf, idx: IntValue<'ctx>, signed: bool) -> R<BasicValueEnum<'ctx>> {
+    /// Where loop versioning proved `index` in range, a plain load.
+    fn load_elem(&mut self, buf: Buf, index: &'a Expr, idx: IntValue<'ctx>, signed: bool) -> R<BasicValueEnum<'ctx>> {
         let Some(elem) = self.k.buf_elem(buf) else { return fail(format!("{buf:?} is not a buffer")) };
         let (base, len, kind, id) = self.access(buf, false)?;
         let t = mem_ty(self.ir.cx, elem);
+        if self.unchecked.contains(&(index as *const Expr)) {
+            let p = unsafe { self.ir.b.build_in_bounds_gep(t, base, &[idx], "")? };
+            return Ok(self.ir.b.build_load(t, p, "")?);
+        }
         let ok = self.ir.icmp(P::ULT, idx, len)?;
         let bad = self.ir.b.build_not(ok, "")?;
         self.record_if(bad, kind, id, idx, signed)?;

@@ -40,7 +40,7 @@ impl<'a, 'ctx> ExprLeaves<'a, 'ctx> for Cg<'a, 'ctx> {
         Ok(self.ir.b.build_load(self.ir.cx.i64_type(), p, "gid")?.into_int_value())
     }
 
-    fn load_elem(&mut self, buf: Buf, idx: IntValue<'ctx>, signed: bool) -> R<BasicValueEnum<'ctx>> {
+    fn load_elem(&mut self, buf: Buf, _index: &'a Expr, idx: IntValue<'ctx>, signed: bool) -> R<BasicValueEnum<'ctx>> {
         let Some(ty) = self.k.buf_elem(buf) else { return fail(format!("{buf:?} is not a buffer")) };
         let p = self.element_ptr(buf, idx, signed, false)?;
         Ok(self.ir.b.build_load(mem_ty(self.ir.cx, ty), p, "")?)
