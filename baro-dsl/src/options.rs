@@ -23,6 +23,13 @@ pub struct CompileOptions {
     pub amdgpu_code_object: CodeObjectVersion,
     /// `BARO_LD_LLD=path` (default: `ld.lld-19`, then `ld.lld` on PATH).
     pub ld_lld: Option<PathBuf>,
+    /// `BARO_LANE_UNROLL=1..=32` (default 8): iterations of a lane region's strided loop
+    /// unrolled together on NVPTX (1: not unrolled). Never changes what is computed.
+    pub lane_unroll: u32,
+    /// `BARO_LOOP_VERSIONING=on|off` (default on): emit the unchecked copy of innermost loops
+    /// whose affine accesses are proven in range (`lower::gpu::version`). Never changes what
+    /// is computed; off is for measuring it.
+    pub loop_versioning: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -35,7 +42,7 @@ pub struct OptionsError {
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        CompileOptions { dump_dir: None, cache_dir: None, amdgpu_code_object: CodeObjectVersion::V5, ld_lld: None }
+        CompileOptions { dump_dir: None, cache_dir: None, amdgpu_code_object: CodeObjectVersion::V5, ld_lld: None, lane_unroll: 8, loop_versioning: true }
     }
 }
 
@@ -63,6 +70,17 @@ impl CompileOptions {
             Some(other) => return Err(OptionsError { var: "BARO_AMDGPU_COV", found: other.into(), expected: "4 or 5" }),
         };
         o.ld_lld = get("BARO_LD_LLD").filter(|s| !s.is_empty()).map(PathBuf::from);
+        if let Some(v) = get("BARO_LANE_UNROLL").filter(|s| !s.is_empty()) {
+            o.lane_unroll = match v.parse::<u32>() {
+                Ok(n @ 1..=32) => n,
+                _ => return Err(OptionsError { var: "BARO_LANE_UNROLL", found: v, expected: "an integer from 1 to 32" }),
+            };
+        }
+        o.loop_versioning = match get("BARO_LOOP_VERSIONING").as_deref() {
+            None | Some("") | Some("on") | Some("1") => true,
+            Some("off") | Some("0") => false,
+            Some(other) => return Err(OptionsError { var: "BARO_LOOP_VERSIONING", found: other.into(), expected: "on or off" }),
+        };
         Ok(o)
     }
 
@@ -72,7 +90,7 @@ impl CompileOptions {
             CodeObjectVersion::V4 => 4u8,
             CodeObjectVersion::V5 => 5u8,
         };
-        vec![cov]
+        vec![cov, self.lane_unroll as u8, self.loop_versioning as u8]
     }
 }
 
@@ -98,5 +116,19 @@ mod tests {
     fn bad_values_are_errors() {
         let e = CompileOptions::from_lookup(env(&[("BARO_AMDGPU_COV", "6")])).unwrap_err();
         assert_eq!(e.to_string(), "environment variable BARO_AMDGPU_COV=6: expected 4 or 5");
+        let e = CompileOptions::from_lookup(env(&[("BARO_LANE_UNROLL", "0")])).unwrap_err();
+        assert_eq!(e.to_string(), "environment variable BARO_LANE_UNROLL=0: expected an integer from 1 to 32");
+        let e = CompileOptions::from_lookup(env(&[("BARO_LOOP_VERSIONING", "maybe")])).unwrap_err();
+        assert_eq!(e.to_string(), "environment variable BARO_LOOP_VERSIONING=maybe: expected on or off");
+    }
+
+    #[test]
+    fn code_shaping_options_are_in_the_cache_key() {
+        let base = CompileOptions::default();
+        let unroll = CompileOptions::from_lookup(env(&[("BARO_LANE_UNROLL", "2")])).unwrap();
+        let plain = CompileOptions::from_lookup(env(&[("BARO_LOOP_VERSIONING", "off")])).unwrap();
+        assert_eq!((unroll.lane_unroll, plain.loop_versioning), (2, false));
+        assert_ne!(base.key_bytes(), unroll.key_bytes());
+        assert_ne!(base.key_bytes(), plain.key_bytes());
     }
 }

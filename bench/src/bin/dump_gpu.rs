@@ -25,7 +25,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let options = CompileOptions { dump_dir: Some(PathBuf::from(&dir)), ..CompileOptions::default() };
+    let options = match CompileOptions::from_env() {
+        Ok(o) => CompileOptions { dump_dir: Some(PathBuf::from(&dir)), ..o },
+        Err(e) => {
+            eprintln!("dump_gpu: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let cache = CompileCache::new(None);
     let kernels = [
         matvec_half::matvec_f16(),

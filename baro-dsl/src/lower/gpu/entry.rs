@@ -130,6 +130,8 @@ pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch:
         group,
         region: None,
         unchecked: Default::default(),
+        lane_unroll: options.lane_unroll,
+        loop_versioning: options.loop_versioning,
     };
     gpu.declare_vars()?;
     gpu.zero_shared()?;

@@ -13,11 +13,9 @@ use inkwell::values::{AsValueRef, InstructionValue};
 use super::Gpu;
 use crate::lower::R;
 
-/// Iterations of a lane region's strided loop unrolled together.
-pub const LANE_LOOP_UNROLL: u32 = 8;
 
 impl<'a, 'ctx> Gpu<'a, 'ctx> {
-    /// Attaches `llvm.loop.unroll.count` to a loop's latch branch inside a `Lanes` region on
+    /// Attaches `llvm.loop.unroll.count` (`CompileOptions::lane_unroll`, default 8) to a loop's latch branch inside a `Lanes` region on
     /// NVPTX (other loops, and AMDGPU, where 8 copies spilled scalar registers in `q8_dot` on
     /// gfx942, keep LLVM's own choice).
     pub(super) fn loop_hint(&mut self, latch: InstructionValue<'ctx>) -> R<()> {
@@ -31,7 +29,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         unsafe {
             let cx = self.ir.cx.raw();
             let tmp = LLVMTemporaryMDNode(cx, std::ptr::null_mut(), 0);
-            let count = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(cx), LANE_LOOP_UNROLL as u64, 0));
+            let count = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(cx), self.lane_unroll as u64, 0));
             let mut opt = [LLVMMDStringInContext2(cx, name.as_ptr().cast(), name.len()), count];
             let opt = LLVMMDNodeInContext2(cx, opt.as_mut_ptr(), opt.len());
             let mut ops = [tmp, opt];

@@ -120,6 +120,9 @@ pub(super) struct Gpu<'a, 'ctx> {
     /// Index expressions (by node) whose accesses the current loop copy runs unchecked: its
     /// versioning proved them in range for every iteration (`version`).
     unchecked: HashSet<*const crate::ir::Expr>,
+    /// `CompileOptions::lane_unroll` and `loop_versioning`.
+    lane_unroll: u32,
+    loop_versioning: bool,
 }
 
 /// Lowers an expanded, call-free kernel to a module holding one kernel entry named after

@@ -283,7 +283,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         // end - start as an unsigned distance (exact when start < end), minus one.
         let span = self.ir.sub(self.ir.sub(end, start)?, it.const_int(1, false))?;
         let trips = self.ir.add(self.ir.b.build_int_unsigned_div(span, step, "")?, it.const_int(1, false))?;
-        let Some(plan) = plan else { return self.trips(it, start, step, go, trips, body) };
+        let Some(plan) = plan.filter(|_| self.loop_versioning) else { return self.trips(it, start, step, go, trips, body) };
         // The last iteration's value (meaningful when `go`; its checks are pure either way).
         let last = self.ir.add(start, self.ir.b.build_int_mul(self.ir.sub(trips, it.const_int(1, false))?, step, "")?)?;
         let safe = self.in_range_throughout(plan, start, last)?;
