@@ -17,7 +17,7 @@ pack=${BARO_PACK:-/tmp/baro_pack/qwen35moe_real_community.gguf}
 [ -f "$pack" ] || { mkdir -p "$(dirname "$pack")" && "$bin/baro-synth-pack" --out "$pack" --config real --mix community > /dev/null; } || exit 2
 log=$dest/unroll_sweep.txt
 echo "unroll sweep, commit $BARO_COMMIT, $(date -u +%FT%TZ)" > "$log"
-for v in ${VARIANTS:-"8:on 8:off 4:on 2:on 1:on 1:off"}; do
+for v in ${VARIANTS:-8:on 8:off 4:on 2:on 1:on 1:off}; do
   u=${v%%:*} ver=${v##*:}
   dump=/tmp/sweep_dump_${u}_$ver && rm -rf "$dump" && mkdir -p "$dump"
   export BARO_LANE_UNROLL=$u BARO_LOOP_VERSIONING=$ver BARO_DUMP=$dump BARO_CACHE=off
