@@ -125,6 +125,7 @@ fn quant_matvecs_match_reference_and_dequant() {
 fn matvec_kernels_verify() {
     let mut ks = vec![matvec::matvec_f32(), matvec::matvec_f16(), matvec::matvec_bf16()];
     ks.extend(quant_cases().into_iter().map(|(_, k)| k));
+    ks.extend([quant::matvec_q8_0_xs(), quant::matvec_q4_k_xs(), quant::matvec_q5_k_xs(), quant::matvec_q6_k_xs()]);
     for k in ks {
         let t = std::time::Instant::now();
         let proof = verify_kernel(&k).unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
@@ -175,4 +176,55 @@ fn matvec_rows_equal_m1_per_row() {
             assert_eq!(bits(&got), bits(&want), "{} vs {} rows={rows} k={k}", rows_k.name, m1.name);
         }
     }
+}
+
+/// The `_xs` matvecs (x staged in workgroup memory) against the plain ones, byte for byte: m = 1
+/// as projections and expert stacks, and rows across the tile of 8, for every quantized type,
+/// k from one block to `XS_MAX_K`; and a k past `XS_MAX_K` is a bounds error, not a result.
+#[test]
+fn staged_x_matvecs_equal_the_plain_ones() {
+    let d = dev();
+    let mut rng = Rng::new(14);
+    let cases = [
+        (TensorType::Q8_0, quant::matvec_q8_0(), quant::matvec_q8_0_xs(), quant::matvec_q8_0_rows(), quant::matvec_q8_0_xs_rows()),
+        (TensorType::Q4_K, quant::matvec_q4_k(), quant::matvec_q4_k_xs(), quant::matvec_q4_k_rows(), quant::matvec_q4_k_xs_rows()),
+        (TensorType::Q5_K, quant::matvec_q5_k(), quant::matvec_q5_k_xs(), quant::matvec_q5_k_rows(), quant::matvec_q5_k_xs_rows()),
+        (TensorType::Q6_K, quant::matvec_q6_k(), quant::matvec_q6_k_xs(), quant::matvec_q6_k_rows(), quant::matvec_q6_k_xs_rows()),
+    ];
+    let mut compared = 0;
+    for (ty, plain, xs, plain_rows, xs_rows) in &cases {
+        let bl = ty.block_len();
+        for (k, n) in [(bl, 3usize), (5 * 256, 2), (quant::XS_MAX_K, 2)] {
+            let w = random_blocks(*ty, 4 * n * k / bl, &mut rng);
+            let wbuf = d.upload(&w).unwrap();
+            for (ids, stride) in slot_cases(k) {
+                let x = rng.vec_f32(3 * k);
+                let want = matvec_run(&d, plain, &x, &wbuf, &ids, k, n, stride);
+                assert_eq!(bits(&matvec_run(&d, xs, &x, &wbuf, &ids, k, n, stride)), bits(&want), "{} k={k} ids={ids:?}", xs.name);
+                compared += want.len();
+            }
+            for rows in [1usize, 9] {
+                let x = rng.vec_f32(rows * k);
+                let ids: Vec<u32> = (0..rows).map(|_| rng.below(4) as u32).collect();
+                let (xb, ib) = (d.upload(&x).unwrap(), d.upload(&ids).unwrap());
+                let mut got = Vec::new();
+                for kern in [plain_rows, xs_rows] {
+                    let mut y = d.alloc(baro_dsl::ScalarType::F32, rows * n).unwrap();
+                    run(&d, kern, &mut [A::buf(&xb), A::buf(&wbuf), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(n), A::from(0usize), A::from(1usize), A::from(rows)]);
+                    got.push(d.read(&y).unwrap());
+                }
+                assert_eq!(bits(&got[1]), bits(&got[0]), "{} rows={rows} k={k}", xs_rows.name);
+                compared += got[0].len();
+            }
+        }
+        // One block past the staged array: the copy into it fails its bounds check.
+        let k = quant::XS_MAX_K + 256;
+        let wbuf = d.upload(&random_blocks(*ty, k / bl, &mut rng)).unwrap();
+        let (xb, ib) = (d.upload(&rng.vec_f32(k)).unwrap(), d.upload(&[0u32]).unwrap());
+        let mut y = d.alloc(baro_dsl::ScalarType::F32, 1).unwrap();
+        let c = d.compile(xs).unwrap();
+        let e = d.run(&c, &mut [A::buf(&xb), A::buf(&wbuf), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(1usize), A::from(0usize), A::from(1usize)]).expect_err("k past XS_MAX_K ran");
+        assert!(e.to_string().contains("wrote shared `xs[4224]` but `xs` has 4224 elements"), "{}: {e}", xs.name);
+    }
+    assert!(compared > 400, "{compared}");
 }

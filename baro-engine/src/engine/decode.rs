@@ -90,6 +90,8 @@ pub(crate) struct Kernels {
     matvec_q4_k: DeviceKernel,
     matvec_q5_k: DeviceKernel,
     matvec_q6_k: DeviceKernel,
+    /// The quantized matvecs with x staged in workgroup memory (`kernels::quant`, k ≤ XS_MAX_K).
+    matvec_xs: std::collections::HashMap<TensorType, DeviceKernel>,
     rope_neox: DeviceKernel,
     kv_append: DeviceKernel,
     attention_decode: DeviceKernel,
@@ -128,6 +130,10 @@ impl Kernels {
             matvec_q4_k: take("matvec_q4_k")?,
             matvec_q5_k: take("matvec_q5_k")?,
             matvec_q6_k: take("matvec_q6_k")?,
+            matvec_xs: [(TensorType::Q8_0, "matvec_q8_0_xs"), (TensorType::Q4_K, "matvec_q4_k_xs"), (TensorType::Q5_K, "matvec_q5_k_xs"), (TensorType::Q6_K, "matvec_q6_k_xs")]
+                .into_iter()
+                .map(|(ty, name)| Ok((ty, take(name)?)))
+                .collect::<Result<_, EngineError>>()?,
             rope_neox: take("rope_neox")?,
             kv_append: take("kv_append")?,
             attention_decode: take("attention_decode")?,
@@ -141,7 +147,14 @@ impl Kernels {
         })
     }
 
-    pub(crate) fn matvec_for(&self, ty: TensorType) -> &DeviceKernel {
+    /// The m = 1 matvec for a `ty` matrix of `cols` columns: a quantized one with x staged in
+    /// workgroup memory where it fits (the same bits, fewer memory requests), else the plain one.
+    pub(crate) fn matvec_for(&self, ty: TensorType, cols: usize) -> &DeviceKernel {
+        if cols <= kernels::quant::XS_MAX_K {
+            if let Some(k) = self.matvec_xs.get(&ty) {
+                return k;
+            }
+        }
         match ty {
             TensorType::F32 => &self.matvec_f32,
             TensorType::F16 => &self.matvec_f16,
@@ -186,7 +199,7 @@ impl Launcher<'_> {
 
     /// y[slot] = w[ids[slot]] · x[slot · x_stride ..] for `n_slots` slots.
     fn matvec(&self, w: &Matrix, x: &Buffer, ids: &Buffer, y: &mut Buffer, x_stride: usize, n_slots: usize) -> Result<(), DeviceError> {
-        let kernel = self.k.matvec_for(w.ty);
+        let kernel = self.k.matvec_for(w.ty, w.cols);
         self.launch(kernel, &mut [A::buf(x), A::buf(&w.buf), A::buf(ids), A::buf_mut(y), A::from(w.cols), A::from(w.rows), A::from(x_stride), A::from(n_slots)])
     }
 

@@ -73,6 +73,8 @@ pub struct Prefilled {
 pub(crate) struct RowsKernels {
     embed: HashMap<TensorType, DeviceKernel>,
     matvec: HashMap<TensorType, DeviceKernel>,
+    /// The quantized rows matvecs with each row's x staged in workgroup memory (k ≤ XS_MAX_K).
+    matvec_xs: HashMap<TensorType, DeviceKernel>,
     rmsnorm: DeviceKernel,
     head_rmsnorm: DeviceKernel,
     add: DeviceKernel,
@@ -123,6 +125,10 @@ impl RowsKernels {
         Ok(RowsKernels {
             embed: family("embed", true)?,
             matvec: family("matvec", false)?,
+            matvec_xs: [(TensorType::Q8_0, "matvec_q8_0_xs_rows"), (TensorType::Q4_K, "matvec_q4_k_xs_rows"), (TensorType::Q5_K, "matvec_q5_k_xs_rows"), (TensorType::Q6_K, "matvec_q6_k_xs_rows")]
+                .into_iter()
+                .map(|(ty, name)| Ok((ty, take(name)?)))
+                .collect::<Result<_, EngineError>>()?,
             rmsnorm: take("rmsnorm_rows")?,
             head_rmsnorm: take("head_rmsnorm_rows")?,
             add: take("add_rows")?,
@@ -268,7 +274,8 @@ impl Rows<'_> {
 
     /// y[r] = w[ids[r]] · x[r] for `rows` rows of x (w.cols wide) into y (w.rows wide).
     pub(super) fn matvec(&self, w: &Matrix, x: &Buffer, ids: &Buffer, y: &mut Buffer, rows: usize) -> Result<(), DeviceError> {
-        let kernel = &self.k.matvec[&w.ty];
+        let staged = if w.cols <= crate::kernels::quant::XS_MAX_K { self.k.matvec_xs.get(&w.ty) } else { None };
+        let kernel = staged.unwrap_or(&self.k.matvec[&w.ty]);
         self.launch(kernel, &mut [A::buf(x), A::buf(&w.buf), A::buf(ids), A::buf_mut(y), A::from(w.cols), A::from(w.rows), A::from(0usize), A::from(1usize), A::from(rows)])
     }
 
@@ -540,7 +547,7 @@ impl Engine {
         let head = w.lm_head();
         let s = &mut self.state.s;
         run.copy_row(&p.xn, t - 1, &mut s.xn, h)?;
-        let mv = self.kernels.matvec_for(head.ty);
+        let mv = self.kernels.matvec_for(head.ty, head.cols);
         self.device.launch(
             self.device.default_stream(),
             mv,

@@ -207,6 +207,191 @@ fn unit(ty: crate::model::TensorType, blk: &[u8], j: usize, x: &[f32]) -> f32 {
     }
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// The same four products with x staged in workgroup memory first (`_xs`), for k ≤ XS_MAX_K.
+//
+// Each lane of the kernels above walks its own scale unit of x: in one load instruction the 32
+// lanes read 32 addresses a unit apart (32 cache lines for f32 units of 32), so the L1 handles
+// every x load as 32 requests. Here the workgroup first copies x (k floats, consecutive lanes
+// reading consecutive elements) into a shared array laid out with one pad element after every
+// 32 (`xs[j + j / 32] = x[j]`), and the units read x from there: lane l's element i of unit u is
+// `xs[u·33 + i]` (`xs[u·16 + t + u/2]` for Q6_K's units of 16), 32 different banks. Every float
+// operation, its operands and its order are those of the kernel above: the results are the same
+// bits (`tests/kernels_matvec.rs` compares them byte for byte), only where x is read from
+// changes. The array holds XS_MAX_K floats plus the pads; a larger k is launched on the kernels
+// above (`Kernels::matvec_for`), and would be a bounds error here, never a wrong result.
+// ---------------------------------------------------------------------------------------------
+
+/// The largest k the `_xs` matvecs stage (x floats per row in workgroup memory).
+pub const XS_MAX_K: usize = 4096;
+
+/// `matvec_q8_0` with x staged in workgroup memory (k ≤ XS_MAX_K): the same bits.
+#[kernel(grid = [n, n_slots])]
+pub fn matvec_q8_0_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+    let o = group_id(0);
+    let s = group_id(1);
+    let xb = s * x_stride;
+    let xs = shared::<f32, 4224>();
+    for j in par(0..k) {
+        xs[j + j / 32] = x[xb + j];
+    }
+    let nb = k / 32;
+    let row = ((ids[s] as usize) * n + o) * nb;
+    y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
+        f32::from_bits((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * sum!(j in 0..32, order = seq, ((w[(row + b) * 34 + 2 + j] as i8) as f32) * xs[b * 33 + j]));
+}
+
+/// `matvec_q8_0_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K).
+#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q8_0_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
+pub fn matvec_q8_0_xs_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+    let o = group_id(0);
+    let xs = shared::<f32, 4224>();
+    for t in 0..8 {
+        let s = group_id(1) * 8 + t;
+        if s < rows {
+            let xb = s * k;
+            // Every lane has read the previous row's x (its lane sums are exchanged).
+            barrier();
+            for j in par(0..k) {
+                xs[j + j / 32] = x[xb + j];
+            }
+            let nb = k / 32;
+            let row = ((ids[s] as usize) * n + o) * nb;
+            y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
+                f32::from_bits((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * sum!(j in 0..32, order = seq, ((w[(row + b) * 34 + 2 + j] as i8) as f32) * xs[b * 33 + j]));
+        }
+    }
+}
+
+/// `matvec_q4_k` with x staged in workgroup memory (k ≤ XS_MAX_K): the same bits.
+#[kernel(grid = [n, n_slots], verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]))]
+pub fn matvec_q4_k_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+    let o = group_id(0);
+    let s = group_id(1);
+    let xb = s * x_stride;
+    let xs = shared::<f32, 4224>();
+    for j in par(0..k) {
+        xs[j + j / 32] = x[xb + j];
+    }
+    let sb = ((ids[s] as usize) * n + o) * (k / 256);
+    y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
+        (f32::from_bits((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 144 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
+            * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 144 + 16 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) as f32) * xs[u * 33 + i])
+        - (f32::from_bits((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 144 + 4 + u % 8] >> 6) << 4) }) as f32))
+            * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
+}
+
+/// `matvec_q4_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K).
+#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q4_k_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
+pub fn matvec_q4_k_xs_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+    let o = group_id(0);
+    let xs = shared::<f32, 4224>();
+    for t in 0..8 {
+        let s = group_id(1) * 8 + t;
+        if s < rows {
+            let xb = s * k;
+            // Every lane has read the previous row's x (its lane sums are exchanged).
+            barrier();
+            for j in par(0..k) {
+                xs[j + j / 32] = x[xb + j];
+            }
+            let sb = ((ids[s] as usize) * n + o) * (k / 256);
+            y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
+                (f32::from_bits((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 144 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
+                    * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 144 + 16 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) as f32) * xs[u * 33 + i])
+                - (f32::from_bits((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 144 + 4 + u % 8] >> 6) << 4) }) as f32))
+                    * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
+        }
+    }
+}
+
+/// `matvec_q5_k` with x staged in workgroup memory (k ≤ XS_MAX_K): the same bits.
+#[kernel(grid = [n, n_slots], verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]))]
+pub fn matvec_q5_k_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+    let o = group_id(0);
+    let s = group_id(1);
+    let xb = s * x_stride;
+    let xs = shared::<f32, 4224>();
+    for j in par(0..k) {
+        xs[j + j / 32] = x[xb + j];
+    }
+    let sb = ((ids[s] as usize) * n + o) * (k / 256);
+    y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
+        (f32::from_bits((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 176 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
+            * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 176 + 48 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) | (((w[(sb + u / 8) * 176 + 16 + i] >> ((u % 8) as u8)) & 1) << 4)) as f32) * xs[u * 33 + i])
+        - (f32::from_bits((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 176 + 4 + u % 8] >> 6) << 4) }) as f32))
+            * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
+}
+
+/// `matvec_q5_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K).
+#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q5_k_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
+pub fn matvec_q5_k_xs_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+    let o = group_id(0);
+    let xs = shared::<f32, 4224>();
+    for t in 0..8 {
+        let s = group_id(1) * 8 + t;
+        if s < rows {
+            let xb = s * k;
+            // Every lane has read the previous row's x (its lane sums are exchanged).
+            barrier();
+            for j in par(0..k) {
+                xs[j + j / 32] = x[xb + j];
+            }
+            let sb = ((ids[s] as usize) * n + o) * (k / 256);
+            y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
+                (f32::from_bits((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 176 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
+                    * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 176 + 48 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) | (((w[(sb + u / 8) * 176 + 16 + i] >> ((u % 8) as u8)) & 1) << 4)) as f32) * xs[u * 33 + i])
+                - (f32::from_bits((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 176 + 4 + u % 8] >> 6) << 4) }) as f32))
+                    * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
+        }
+    }
+}
+
+/// `matvec_q6_k` with x staged in workgroup memory (k ≤ XS_MAX_K): the same bits.
+#[kernel(grid = [n, n_slots], verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]))]
+pub fn matvec_q6_k_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+    let o = group_id(0);
+    let s = group_id(1);
+    let xb = s * x_stride;
+    let xs = shared::<f32, 4224>();
+    for j in par(0..k) {
+        xs[j + j / 32] = x[xb + j];
+    }
+    let sb = ((ids[s] as usize) * n + o) * (k / 256);
+    y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
+        (f32::from_bits((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((w[(sb + u / 16) * 210 + 192 + u % 16] as i8) as f32))
+            * sum!(t in 0..16, order = seq,
+                (((((w[(sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + t + 32 * (u % 8 / 2 % 2)] >> ((u % 8 / 4 * 4) as u8)) & 15)
+                    | (((w[(sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16 + t] >> ((u % 8 / 2 * 2) as u8)) & 3) << 4)) as i32 - 32) as f32)
+                * xs[u * 16 + t + u / 2]));
+}
+
+/// `matvec_q6_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K).
+#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q6_k_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
+pub fn matvec_q6_k_xs_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+    let o = group_id(0);
+    let xs = shared::<f32, 4224>();
+    for t in 0..8 {
+        let s = group_id(1) * 8 + t;
+        if s < rows {
+            let xb = s * k;
+            // Every lane has read the previous row's x (its lane sums are exchanged).
+            barrier();
+            for j in par(0..k) {
+                xs[j + j / 32] = x[xb + j];
+            }
+            let sb = ((ids[s] as usize) * n + o) * (k / 256);
+            y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
+                (f32::from_bits((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((w[(sb + u / 16) * 210 + 192 + u % 16] as i8) as f32))
+                    * sum!(t in 0..16, order = seq,
+                        (((((w[(sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + t + 32 * (u % 8 / 2 % 2)] >> ((u % 8 / 4 * 4) as u8)) & 15)
+                            | (((w[(sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16 + t] >> ((u % 8 / 2 * 2) as u8)) & 3) << 4)) as i32 - 32) as f32)
+                        * xs[u * 16 + t + u / 2]));
+        }
+    }
+}
+
 /// Any of the four quantized matvecs in plain Rust, in the kernel's order (through
 /// `model::dequant`'s `scale_min_k4` and `half`'s f16, independent of the kernels' inline
 /// decode). `ty` must be Q8_0, Q4_K, Q5_K or Q6_K.
