@@ -130,9 +130,9 @@ impl Kernels {
             matvec_q4_k: take("matvec_q4_k")?,
             matvec_q5_k: take("matvec_q5_k")?,
             matvec_q6_k: take("matvec_q6_k")?,
-            matvec_xs: [(TensorType::Q8_0, "matvec_q8_0_xs"), (TensorType::Q4_K, "matvec_q4_k_xs"), (TensorType::Q5_K, "matvec_q5_k_xs"), (TensorType::Q6_K, "matvec_q6_k_xs")]
+            matvec_xs: kernels::quant::XS_KERNELS
                 .into_iter()
-                .map(|(ty, name)| Ok((ty, take(name)?)))
+                .map(|(ty, name, _)| Ok((ty, take(name)?)))
                 .collect::<Result<_, EngineError>>()?,
             rope_neox: take("rope_neox")?,
             kv_append: take("kv_append")?,

@@ -125,9 +125,9 @@ impl RowsKernels {
         Ok(RowsKernels {
             embed: family("embed", true)?,
             matvec: family("matvec", false)?,
-            matvec_xs: [(TensorType::Q8_0, "matvec_q8_0_xs_rows"), (TensorType::Q4_K, "matvec_q4_k_xs_rows"), (TensorType::Q5_K, "matvec_q5_k_xs_rows"), (TensorType::Q6_K, "matvec_q6_k_xs_rows")]
+            matvec_xs: crate::kernels::quant::XS_KERNELS
                 .into_iter()
-                .map(|(ty, name)| Ok((ty, take(name)?)))
+                .map(|(ty, _, name)| Ok((ty, take(name)?)))
                 .collect::<Result<_, EngineError>>()?,
             rmsnorm: take("rmsnorm_rows")?,
             head_rmsnorm: take("head_rmsnorm_rows")?,

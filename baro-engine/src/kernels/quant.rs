@@ -226,6 +226,14 @@ fn unit(ty: crate::model::TensorType, blk: &[u8], j: usize, x: &[f32]) -> f32 {
 /// The largest k the `_xs` matvecs stage (x floats per row in workgroup memory).
 pub const XS_MAX_K: usize = 4096;
 
+/// The `_xs` matvecs by weight type: (type, m = 1 kernel, rows kernel).
+pub const XS_KERNELS: [(crate::model::TensorType, &str, &str); 4] = [
+    (crate::model::TensorType::Q8_0, "matvec_q8_0_xs", "matvec_q8_0_xs_rows"),
+    (crate::model::TensorType::Q4_K, "matvec_q4_k_xs", "matvec_q4_k_xs_rows"),
+    (crate::model::TensorType::Q5_K, "matvec_q5_k_xs", "matvec_q5_k_xs_rows"),
+    (crate::model::TensorType::Q6_K, "matvec_q6_k_xs", "matvec_q6_k_xs_rows"),
+];
+
 /// `matvec_q8_0` with x staged in workgroup memory (k ≤ XS_MAX_K): the same bits.
 #[kernel(grid = [n, n_slots])]
 pub fn matvec_q8_0_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
