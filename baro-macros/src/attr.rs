@@ -1,6 +1,6 @@
 //! Parsing of the `#[kernel(...)]` arguments into their syntax, before any lowering.
 //!
-//! Keys: `grid = [e0, e1?, e2?]` (required), `rows_of = path`, `rows = ident`,
+//! Keys: `grid = [e0, e1?, e2?]` (required), `block = N`, `rows_of = path`, `rows = ident`,
 //! `row_stride(buf = expr, ...)`, `row_step(scalar = expr, ...)`, `carry(buf, ...)`,
 //! `verify(param = [v, ...], ...)`. This module only reads
 //! tokens; it never decides what a name refers to (the lowering does, with the signature).
@@ -14,6 +14,8 @@ use syn::{bracketed, parenthesized, Expr, Ident, LitInt, Path, Token};
 pub struct KernelAttr {
     /// The grid axes and the span of the `grid` key.
     pub grid: Option<(Span, Vec<Expr>)>,
+    /// `block = N`: threads per workgroup (a launch knob).
+    pub block: Option<LitInt>,
     pub rows_of: Option<Path>,
     pub rows: Option<Ident>,
     pub row_strides: Vec<(Ident, Expr)>,
@@ -22,11 +24,11 @@ pub struct KernelAttr {
     pub verify: Vec<(Ident, Vec<LitInt>)>,
 }
 
-const KEYS: &str = "grid, rows_of, rows, row_stride, row_step, carry or verify";
+const KEYS: &str = "grid, block, rows_of, rows, row_stride, row_step, carry or verify";
 
 /// Parses the attribute arguments, recording every problem in `diag`.
 pub fn parse(tokens: TokenStream, diag: &mut Diag) -> KernelAttr {
-    let mut attr = KernelAttr { grid: None, rows_of: None, rows: None, row_strides: Vec::new(), row_steps: Vec::new(), carried: Vec::new(), verify: Vec::new() };
+    let mut attr = KernelAttr { grid: None, block: None, rows_of: None, rows: None, row_strides: Vec::new(), row_steps: Vec::new(), carried: Vec::new(), verify: Vec::new() };
     let parser = |input: ParseStream| -> syn::Result<()> {
         let mut seen: Vec<String> = Vec::new();
         while !input.is_empty() {
@@ -47,6 +49,10 @@ pub fn parse(tokens: TokenStream, diag: &mut Diag) -> KernelAttr {
                         diag.spanned(&key, format!("expected 1 to 3 grid axes, found {}", axes.len()));
                     }
                     attr.grid = Some((key.span(), axes));
+                }
+                "block" => {
+                    input.parse::<Token![=]>()?;
+                    attr.block = Some(input.parse()?);
                 }
                 "rows_of" => {
                     input.parse::<Token![=]>()?;

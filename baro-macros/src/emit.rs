@@ -28,6 +28,10 @@ pub fn kernel(k: &Kernel) -> TokenStream {
         }
     };
     let shapes = verify_shapes(&k.verify_shapes);
+    let block = match k.block {
+        None => quote!(::core::option::Option::None),
+        Some(b) => quote!(::core::option::Option::Some(#b)),
+    };
     quote! {
         ::baro_dsl::ir::Kernel {
             name: ::std::string::String::from(#name),
@@ -35,6 +39,7 @@ pub fn kernel(k: &Kernel) -> TokenStream {
             shared: ::std::vec![#(#shared),*],
             vars: ::std::vec![#(#vars),*],
             grid: ::std::vec![#(#grid),*],
+            block: #block,
             body: ::std::vec![#(#body),*],
             sibling: #sibling,
             verify_shapes: #shapes,

@@ -34,6 +34,10 @@ entity!(
     /// A local variable (immutable `let` or a mutable private value).
     Var, "v");
 
+/// The most threads per workgroup a kernel may ask for (`Kernel::block`): the largest
+/// workgroup any supported GPU launches.
+pub const MAX_BLOCK: u32 = 1024;
+
 /// Who may write a buffer parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
@@ -113,6 +117,10 @@ pub struct Kernel {
     pub vars: Vec<VarDecl>,
     /// Workgroups per axis (1 to 3 axes), index-typed expressions over scalar parameters.
     pub grid: Vec<Expr>,
+    /// Threads per workgroup the author asks for (`block = 256`): a launch knob, never part
+    /// of the arithmetic (lane counts live in the schedules). `None`: the target's wave width,
+    /// or the widest lane region rounded up to it. A GPU rounds it up to its wave width.
+    pub block: Option<u32>,
     pub body: Vec<Stmt>,
     pub sibling: Option<Sibling>,
     pub verify_shapes: VerifyShapes,
@@ -440,6 +448,7 @@ impl Kernel {
             shared: Vec::new(),
             vars: Vec::new(),
             grid: Vec::new(),
+            block: None,
             body: Vec::new(),
             sibling: None,
             verify_shapes: VerifyShapes::default(),

@@ -7,7 +7,7 @@ mod types;
 
 pub use kernel::{
     Access, BinOp, Buf, Expr, Implements, Kernel, MathFn, Param, ParamId, ParamKind, Reduce, ReduceOp, SharedArray,
-    SharedId, Sibling, Stmt, UnOp, Var, VarDecl, VerifyShapes,
+    SharedId, Sibling, Stmt, UnOp, Var, VarDecl, VerifyShapes, MAX_BLOCK,
 };
 pub use text::{ParseError, MAX_NESTING};
 pub use typeck::TypeError;

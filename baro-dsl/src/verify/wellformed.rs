@@ -113,6 +113,11 @@ impl Wf<'_> {
         if k.grid.is_empty() || k.grid.len() > 3 {
             self.malformed(format!("grid has {} axes: expected 1 to 3", k.grid.len()));
         }
+        if let Some(b) = k.block {
+            if b == 0 || b > crate::ir::MAX_BLOCK {
+                self.malformed(format!("block of {b} threads: expected 1 to {}", crate::ir::MAX_BLOCK));
+            }
+        }
         for g in &k.grid {
             self.typed_expr(g, Some(ScalarType::INDEX), "grid size");
         }

@@ -14,7 +14,7 @@ use baro::reference::{max_lanes_butterfly, sum_lanes_butterfly, sum_sequential};
 
 /// Writes `k_new`, `v_new` (n_kv_heads · head_dim = kv_dim each) at position `pos` of caches
 /// laid out (position, kv_head, head_dim).
-#[kernel(grid = [1])]
+#[kernel(grid = [1], block = 256)]
 pub fn kv_append(k_new: &[f32], v_new: &[f32], k_cache: &mut [f32], v_cache: &mut [f32], pos: usize, kv_dim: usize) {
     for i in par(0..kv_dim) {
         k_cache[pos * kv_dim + i] = k_new[i];
@@ -23,7 +23,7 @@ pub fn kv_append(k_new: &[f32], v_new: &[f32], k_cache: &mut [f32], v_cache: &mu
 }
 
 /// `kv_append` over rows: row r's k and v (k_new[r · kv_dim ..]) go to position pos + r.
-#[kernel(grid = [rows], rows_of = kv_append, rows = rows, row_stride(k_new = kv_dim, v_new = kv_dim), row_step(pos = 1))]
+#[kernel(grid = [rows], block = 256, rows_of = kv_append, rows = rows, row_stride(k_new = kv_dim, v_new = kv_dim), row_step(pos = 1))]
 pub fn kv_append_rows(k_new: &[f32], v_new: &[f32], k_cache: &mut [f32], v_cache: &mut [f32], pos: usize, kv_dim: usize, rows: usize) {
     let r = group_id(0);
     for i in par(0..kv_dim) {
@@ -37,7 +37,7 @@ pub fn kv_append_rows(k_new: &[f32], v_new: &[f32], k_cache: &mut [f32], v_cache
 /// (the `q_proj` output as is: stride 2·head_dim, offset head_dim); scratch: (n_heads,
 /// ctx_stride ≥ n_ctx); y: (n_heads, head_dim). Query head h reads kv head
 /// h / (n_heads / n_kv_heads).
-#[kernel(grid = [n_heads], verify(head_dim = [1, 3, 33], n_heads = [2, 4], n_kv_heads = [1, 2], n_ctx = [1, 31, 33], ctx_stride = [40], gate_stride = [70], gate_off = [35]))]
+#[kernel(grid = [n_heads], block = 256, verify(head_dim = [1, 3, 33], n_heads = [2, 4], n_kv_heads = [1, 2], n_ctx = [1, 31, 33], ctx_stride = [40], gate_stride = [70], gate_off = [35]))]
 pub fn attention_decode(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[f32], scratch: &mut [f32], y: &mut [f32], head_dim: usize, n_heads: usize, n_kv_heads: usize, n_ctx: usize, ctx_stride: usize, gate_stride: usize, gate_off: usize, scale: f32) {
     let h = group_id(0);
     let kv = (h / (n_heads / n_kv_heads)) * head_dim;
@@ -62,7 +62,7 @@ pub fn attention_decode(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[f32
 /// `attention_decode` over rows, causal: row r attends to the first n_ctx + r positions
 /// (n_ctx is row 0's context), in the decode kernel's order; q, gate, scratch and y hold one
 /// row each per n_heads heads. One workgroup per (head, row).
-#[kernel(grid = [n_heads, rows], rows_of = attention_decode, rows = rows,
+#[kernel(grid = [n_heads, rows], block = 256, rows_of = attention_decode, rows = rows,
          row_stride(q = n_heads * head_dim, gate = n_heads * gate_stride, scratch = n_heads * ctx_stride, y = n_heads * head_dim),
          row_step(n_ctx = 1),
          verify(head_dim = [1, 33], n_heads = [2], n_kv_heads = [1, 2], n_ctx = [1, 31], ctx_stride = [40], gate_stride = [70], gate_off = [35], rows = [1, 3]))]
@@ -114,7 +114,7 @@ pub fn attention_reference(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[
 /// `seq`, the faster parallel order a tiled attention would use. It declares no sibling; given
 /// `attention_rows`' declaration the verifier rejects it (`kernels_rows::reordered_attention_is_rejected`),
 /// and the identity gate run with it reports the divergence.
-#[kernel(grid = [n_heads, rows])]
+#[kernel(grid = [n_heads, rows], block = 256)]
 pub fn attention_rows_reordered(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[f32], scratch: &mut [f32], y: &mut [f32], head_dim: usize, n_heads: usize, n_kv_heads: usize, n_ctx: usize, ctx_stride: usize, gate_stride: usize, gate_off: usize, scale: f32, rows: usize) {
     let h = group_id(0);
     let r = group_id(1);

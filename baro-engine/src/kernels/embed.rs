@@ -16,7 +16,7 @@ use crate::model::dequant::Q8_0_BLOCK_BYTES;
 use crate::model::TensorType;
 
 /// `y[i] = table[ids[pos] · dim + i]`; table: (vocab, dim).
-#[kernel(grid = [1])]
+#[kernel(grid = [1], block = 256)]
 pub fn embed_f32(ids: &[u32], table: &[f32], y: &mut [f32], pos: usize, dim: usize) {
     let row = (ids[pos] as usize) * dim;
     for i in par(0..dim) {
@@ -25,7 +25,7 @@ pub fn embed_f32(ids: &[u32], table: &[f32], y: &mut [f32], pos: usize, dim: usi
 }
 
 /// `embed_f32` over rows: row r embeds ids[pos + r] into y[r·dim ..].
-#[kernel(grid = [rows], rows_of = embed_f32, rows = rows, row_stride(y = dim), row_step(pos = 1))]
+#[kernel(grid = [rows], block = 256, rows_of = embed_f32, rows = rows, row_stride(y = dim), row_step(pos = 1))]
 pub fn embed_f32_rows(ids: &[u32], table: &[f32], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
     let r = group_id(0);
     let row = (ids[pos + r] as usize) * dim;
@@ -35,7 +35,7 @@ pub fn embed_f32_rows(ids: &[u32], table: &[f32], y: &mut [f32], pos: usize, dim
 }
 
 /// As `embed_f32` from a bf16 table (widening is exact).
-#[kernel(grid = [1])]
+#[kernel(grid = [1], block = 256)]
 pub fn embed_bf16(ids: &[u32], table: &[bf16], y: &mut [f32], pos: usize, dim: usize) {
     let row = (ids[pos] as usize) * dim;
     for i in par(0..dim) {
@@ -44,7 +44,7 @@ pub fn embed_bf16(ids: &[u32], table: &[bf16], y: &mut [f32], pos: usize, dim: u
 }
 
 /// `embed_bf16` over rows: row r embeds ids[pos + r] into y[r·dim ..].
-#[kernel(grid = [rows], rows_of = embed_bf16, rows = rows, row_stride(y = dim), row_step(pos = 1))]
+#[kernel(grid = [rows], block = 256, rows_of = embed_bf16, rows = rows, row_stride(y = dim), row_step(pos = 1))]
 pub fn embed_bf16_rows(ids: &[u32], table: &[bf16], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
     let r = group_id(0);
     let row = (ids[pos + r] as usize) * dim;
@@ -55,7 +55,7 @@ pub fn embed_bf16_rows(ids: &[u32], table: &[bf16], y: &mut [f32], pos: usize, d
 
 /// As `embed_f32` from a Q8_0 table of raw GGUF bytes (dim a multiple of 32; rows of
 /// dim/32 blocks of 34 bytes): `y[i] = d · (q as f32)` with d the block's f16 scale.
-#[kernel(grid = [1])]
+#[kernel(grid = [1], block = 256)]
 pub fn embed_q8_0(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize) {
     let row = (ids[pos] as usize) * (dim / 32) * 34;
     for i in par(0..dim) {
@@ -67,7 +67,7 @@ pub fn embed_q8_0(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
 }
 
 /// `embed_q8_0` over rows: row r embeds ids[pos + r] into y[r·dim ..].
-#[kernel(grid = [rows], rows_of = embed_q8_0, rows = rows, row_stride(y = dim), row_step(pos = 1))]
+#[kernel(grid = [rows], block = 256, rows_of = embed_q8_0, rows = rows, row_stride(y = dim), row_step(pos = 1))]
 pub fn embed_q8_0_rows(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
     let r = group_id(0);
     let row = (ids[pos + r] as usize) * (dim / 32) * 34;
@@ -82,7 +82,7 @@ pub fn embed_q8_0_rows(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim
 /// As `embed_f32` from a Q4_K table of raw GGUF bytes (dim a multiple of 256; rows of dim/256
 /// super-blocks `{ f16 d; f16 dmin; u8 scales[12]; u8 qs[128] }` of 144 bytes):
 /// `y[i] = d · sc · q − dmin · m` for element e = i % 256 of sub-block e / 32.
-#[kernel(grid = [1])]
+#[kernel(grid = [1], block = 256)]
 pub fn embed_q4_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize) {
     let row = (ids[pos] as usize) * (dim / 256) * 144;
     for i in par(0..dim) {
@@ -101,7 +101,7 @@ pub fn embed_q4_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
 }
 
 /// `embed_q4_k` over rows: row r embeds ids[pos + r] into y[r·dim ..].
-#[kernel(grid = [rows], rows_of = embed_q4_k, rows = rows, row_stride(y = dim), row_step(pos = 1))]
+#[kernel(grid = [rows], block = 256, rows_of = embed_q4_k, rows = rows, row_stride(y = dim), row_step(pos = 1))]
 pub fn embed_q4_k_rows(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
     let r = group_id(0);
     let row = (ids[pos + r] as usize) * (dim / 256) * 144;
@@ -122,7 +122,7 @@ pub fn embed_q4_k_rows(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim
 
 /// As `embed_q4_k` from a Q5_K table (super-blocks `{ f16 d; f16 dmin; u8 scales[12];
 /// u8 qh[32]; u8 qs[128] }` of 176 bytes): the quant gains bit `j` of `qh[e % 32]` as its 5th bit.
-#[kernel(grid = [1])]
+#[kernel(grid = [1], block = 256)]
 pub fn embed_q5_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize) {
     let row = (ids[pos] as usize) * (dim / 256) * 176;
     for i in par(0..dim) {
@@ -142,7 +142,7 @@ pub fn embed_q5_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
 }
 
 /// `embed_q5_k` over rows: row r embeds ids[pos + r] into y[r·dim ..].
-#[kernel(grid = [rows], rows_of = embed_q5_k, rows = rows, row_stride(y = dim), row_step(pos = 1))]
+#[kernel(grid = [rows], block = 256, rows_of = embed_q5_k, rows = rows, row_stride(y = dim), row_step(pos = 1))]
 pub fn embed_q5_k_rows(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
     let r = group_id(0);
     let row = (ids[pos + r] as usize) * (dim / 256) * 176;
@@ -165,7 +165,7 @@ pub fn embed_q5_k_rows(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim
 /// As `embed_f32` from a Q6_K table (dim a multiple of 256; super-blocks `{ u8 ql[128];
 /// u8 qh[64]; i8 scales[16]; f16 d }` of 210 bytes): `y[i] = d · sc · (q − 32)` for element
 /// e = i % 256 of sub-block e / 16.
-#[kernel(grid = [1])]
+#[kernel(grid = [1], block = 256)]
 pub fn embed_q6_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize) {
     let row = (ids[pos] as usize) * (dim / 256) * 210;
     for i in par(0..dim) {
@@ -184,7 +184,7 @@ pub fn embed_q6_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
 }
 
 /// `embed_q6_k` over rows: row r embeds ids[pos + r] into y[r·dim ..].
-#[kernel(grid = [rows], rows_of = embed_q6_k, rows = rows, row_stride(y = dim), row_step(pos = 1))]
+#[kernel(grid = [rows], block = 256, rows_of = embed_q6_k, rows = rows, row_stride(y = dim), row_step(pos = 1))]
 pub fn embed_q6_k_rows(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
     let r = group_id(0);
     let row = (ids[pos + r] as usize) * (dim / 256) * 210;
@@ -232,7 +232,7 @@ pub fn q8_0_row(table: &[u8], tok: usize, dim: usize) -> Vec<f32> {
 
 /// y[i] = x[row · dim + i]: one row of a row-major buffer (an exact copy), e.g. the last
 /// prompt row handed to the m = 1 output head.
-#[kernel(grid = [1])]
+#[kernel(grid = [1], block = 256)]
 pub fn copy_row(x: &[f32], y: &mut [f32], row: usize, dim: usize) {
     for i in par(0..dim) {
         y[i] = x[row * dim + i];
@@ -242,7 +242,7 @@ pub fn copy_row(x: &[f32], y: &mut [f32], row: usize, dim: usize) {
 /// y[row · dim + i] = x[i]: one row written into a row-major buffer (an exact copy), the
 /// inverse of `copy_row`, e.g. a sequence's attention output put back into its row of a
 /// batched decode step.
-#[kernel(grid = [1])]
+#[kernel(grid = [1], block = 256)]
 pub fn put_row(x: &[f32], y: &mut [f32], row: usize, dim: usize) {
     for i in par(0..dim) {
         y[row * dim + i] = x[i];

@@ -13,7 +13,7 @@ use baro::reference::{max_lanes_butterfly, sum_lanes_butterfly, sum_sequential};
 /// weights[j] = p_j / seq(p_0 + … + p_{k−1}) in pick order. NaN logits give unspecified ids
 /// (never out of range: an id with no match is `n_experts`, which the expert matvec's bounds
 /// check rejects). `work` is scratch of n_experts.
-#[kernel(grid = [1], verify(n_experts = [1, 31, 33, 70], top_k = [1, 2]))]
+#[kernel(grid = [1], block = 256, verify(n_experts = [1, 31, 33, 70], top_k = [1, 2]))]
 pub fn router_topk(logits: &[f32], probs: &mut [f32], work: &mut [f32], ids: &mut [u32], weights: &mut [f32], n_experts: usize, top_k: usize) {
     let m = max!(e in 0..n_experts, order = lanes(32).butterfly(), logits[e]);
     let s = sum!(e in 0..n_experts, order = lanes(32).butterfly(), exp(logits[e] - m));
@@ -38,7 +38,7 @@ pub fn router_topk(logits: &[f32], probs: &mut [f32], work: &mut [f32], ids: &mu
 
 /// `router_topk` over rows: row r routes logits[r · n_experts ..] into ids and weights
 /// [r · top_k ..]; one workgroup per row.
-#[kernel(grid = [rows], rows_of = router_topk, rows = rows,
+#[kernel(grid = [rows], block = 256, rows_of = router_topk, rows = rows,
          row_stride(logits = n_experts, probs = n_experts, work = n_experts, ids = top_k, weights = top_k),
          verify(n_experts = [1, 33, 70], top_k = [1, 2], rows = [1, 3]))]
 pub fn router_topk_rows(logits: &[f32], probs: &mut [f32], work: &mut [f32], ids: &mut [u32], weights: &mut [f32], n_experts: usize, top_k: usize, rows: usize) {
@@ -66,42 +66,48 @@ pub fn router_topk_rows(logits: &[f32], probs: &mut [f32], work: &mut [f32], ids
     }
 }
 
-/// h = silu(g) · u, elementwise over n (all k experts' rows at once).
-#[kernel(grid = [1])]
+/// h = silu(g) · u, elementwise over n (all k experts' rows at once), 256 per workgroup.
+#[kernel(grid = [(n + 255) / 256], block = 256, verify(n = [1, 31, 256, 257, 600]))]
 pub fn swiglu(g: &[f32], u: &[f32], h: &mut [f32], n: usize) {
-    for i in par(0..n) {
-        h[i] = silu(g[i]) * u[i];
+    let base = group_id(0) * 256;
+    for j in par(0..if n - base < 256 { n - base } else { 256 }) {
+        h[base + j] = silu(g[base + j]) * u[base + j];
     }
 }
 
-/// `swiglu` over rows of n: one workgroup per row.
-#[kernel(grid = [rows], rows_of = swiglu, rows = rows, row_stride(g = n, u = n, h = n))]
+/// `swiglu` over rows of n: workgroups (chunk, row).
+#[kernel(grid = [(n + 255) / 256, rows], block = 256, rows_of = swiglu, rows = rows, row_stride(g = n, u = n, h = n), verify(n = [1, 31, 256, 257, 600]))]
 pub fn swiglu_rows(g: &[f32], u: &[f32], h: &mut [f32], n: usize, rows: usize) {
-    let r = group_id(0);
-    for i in par(0..n) {
-        h[r * n + i] = silu(g[r * n + i]) * u[r * n + i];
+    let base = group_id(0) * 256;
+    let r = group_id(1) * n;
+    for j in par(0..if n - base < 256 { n - base } else { 256 }) {
+        h[r + base + j] = silu(g[r + base + j]) * u[r + base + j];
     }
 }
 
 /// y[i] = seq_j(weights[j] · ye[j · dim + i]) + sigmoid(shared_logit[0]) · shared[i]: the k
-/// expert outputs (top_k, dim) summed in top-k order from +0, then the gated shared expert.
-#[kernel(grid = [1])]
+/// expert outputs (top_k, dim) summed in top-k order from +0, then the gated shared expert;
+/// 256 elements per workgroup.
+#[kernel(grid = [(dim + 255) / 256], block = 256, verify(dim = [1, 31, 256, 257, 600], top_k = [1, 2, 3]))]
 pub fn moe_combine(ye: &[f32], weights: &[f32], shared: &[f32], shared_logit: &[f32], y: &mut [f32], dim: usize, top_k: usize) {
+    let base = group_id(0) * 256;
     let gs = sigmoid(shared_logit[0]);
-    for i in par(0..dim) {
-        y[i] = sum!(j in 0..top_k, order = seq, weights[j] * ye[j * dim + i]) + gs * shared[i];
+    for j in par(0..if dim - base < 256 { dim - base } else { 256 }) {
+        y[base + j] = sum!(e in 0..top_k, order = seq, weights[e] * ye[e * dim + base + j]) + gs * shared[base + j];
     }
 }
 
 /// `moe_combine` over rows: row r sums its k expert outputs ye[r · top_k · dim ..] (in
 /// (token, k) order, gathered back from expert order) in top-k order, then adds its gated
-/// shared expert; one workgroup per row.
-#[kernel(grid = [rows], rows_of = moe_combine, rows = rows, row_stride(ye = top_k * dim, weights = top_k, shared = dim, shared_logit = 1, y = dim))]
+/// shared expert; workgroups (chunk, row).
+#[kernel(grid = [(dim + 255) / 256, rows], block = 256, rows_of = moe_combine, rows = rows, row_stride(ye = top_k * dim, weights = top_k, shared = dim, shared_logit = 1, y = dim),
+         verify(dim = [1, 31, 256, 257, 600], top_k = [1, 2, 3]))]
 pub fn moe_combine_rows(ye: &[f32], weights: &[f32], shared: &[f32], shared_logit: &[f32], y: &mut [f32], dim: usize, top_k: usize, rows: usize) {
-    let r = group_id(0);
+    let base = group_id(0) * 256;
+    let r = group_id(1);
     let gs = sigmoid(shared_logit[r]);
-    for i in par(0..dim) {
-        y[r * dim + i] = sum!(j in 0..top_k, order = seq, weights[r * top_k + j] * ye[(r * top_k + j) * dim + i]) + gs * shared[r * dim + i];
+    for j in par(0..if dim - base < 256 { dim - base } else { 256 }) {
+        y[r * dim + base + j] = sum!(e in 0..top_k, order = seq, weights[r * top_k + e] * ye[(r * top_k + e) * dim + base + j]) + gs * shared[r * dim + base + j];
     }
 }
 

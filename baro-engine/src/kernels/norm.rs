@@ -2,41 +2,47 @@
 //! the weight **as GGUF stores it** (already `1 + w`), so `y = x · rsqrt(mean x² + eps) · w`;
 //! a Hugging Face checkpoint's zero-centred weight is either offset by the loader (`1.0 + w`
 //! in f32, the same rounding the kernel would do) or passed to `rmsnorm_zc`, which adds it
-//! in the kernel. The sum of squares is `lanes(32).butterfly()` in every kernel here.
+//! in the kernel. The sum of squares is `lanes(32).butterfly()` in every kernel here; the
+//! elementwise part runs 256 elements per workgroup of 256 threads, over as many workgroups
+//! as the length needs.
 
 use baro::dsl::mathlib;
 use baro::kernel;
 use baro::reference::sum_lanes_butterfly;
 
-/// y = x · rsqrt(Σx²/n + eps) · w (w stored as 1 + w_hf).
-#[kernel(grid = [1])]
+/// y = x · rsqrt(Σx²/n + eps) · w (w stored as 1 + w_hf). Workgroup g writes elements
+/// g·256 .. g·256 + 256 (one per thread); every workgroup computes the same Σx² in the same
+/// order (2048 floats read again per workgroup: cheaper than a second launch).
+#[kernel(grid = [(n + 255) / 256], block = 256, verify(n = [1, 31, 33, 256, 257, 600]))]
 pub fn rmsnorm(x: &[f32], w: &[f32], y: &mut [f32], n: usize, eps: f32) {
+    let base = group_id(0) * 256;
     let ss = sum!(i in 0..n, order = lanes(32).butterfly(), x[i] * x[i]);
     let scale = rsqrt(ss / (n as f32) + eps);
-    for i in par(0..n) {
-        y[i] = x[i] * scale * w[i];
+    for j in par(0..if n - base < 256 { n - base } else { 256 }) {
+        y[base + j] = x[base + j] * scale * w[base + j];
     }
 }
 
-/// `rmsnorm` over rows: row r normalises x[r·n ..] into y[r·n ..], one workgroup per row.
-#[kernel(grid = [rows], rows_of = rmsnorm, rows = rows, row_stride(x = n, y = n))]
+/// `rmsnorm` over rows: row r normalises x[r·n ..] into y[r·n ..], workgroups (chunk, row).
+#[kernel(grid = [(n + 255) / 256, rows], block = 256, rows_of = rmsnorm, rows = rows, row_stride(x = n, y = n), verify(n = [1, 31, 33, 256, 257, 600]))]
 pub fn rmsnorm_rows(x: &[f32], w: &[f32], y: &mut [f32], n: usize, eps: f32, rows: usize) {
-    let r = group_id(0);
-    let b = r * n;
+    let base = group_id(0) * 256;
+    let b = group_id(1) * n;
     let ss = sum!(i in 0..n, order = lanes(32).butterfly(), x[b + i] * x[b + i]);
     let scale = rsqrt(ss / (n as f32) + eps);
-    for i in par(0..n) {
-        y[b + i] = x[b + i] * scale * w[i];
+    for j in par(0..if n - base < 256 { n - base } else { 256 }) {
+        y[b + base + j] = x[b + base + j] * scale * w[base + j];
     }
 }
 
-/// y = x · rsqrt(Σx²/n + eps) · (1 + w) (w as Hugging Face stores it).
-#[kernel(grid = [1])]
+/// y = x · rsqrt(Σx²/n + eps) · (1 + w) (w as Hugging Face stores it); chunks as `rmsnorm`.
+#[kernel(grid = [(n + 255) / 256], block = 256)]
 pub fn rmsnorm_zc(x: &[f32], w: &[f32], y: &mut [f32], n: usize, eps: f32) {
+    let base = group_id(0) * 256;
     let ss = sum!(i in 0..n, order = lanes(32).butterfly(), x[i] * x[i]);
     let scale = rsqrt(ss / (n as f32) + eps);
-    for i in par(0..n) {
-        y[i] = x[i] * scale * (1.0 + w[i]);
+    for j in par(0..if n - base < 256 { n - base } else { 256 }) {
+        y[base + j] = x[base + j] * scale * (1.0 + w[base + j]);
     }
 }
 
@@ -44,7 +50,7 @@ pub fn rmsnorm_zc(x: &[f32], w: &[f32], y: &mut [f32], n: usize, eps: f32) {
 /// all heads and stored as `1 + w`. Head h reads `x[h · in_stride ..]` and writes
 /// `y[h · out_stride ..]`, so the query half of the interleaved (query, gate) `q_proj` output
 /// is normed and compacted in one launch.
-#[kernel(grid = [n_heads])]
+#[kernel(grid = [n_heads], block = 256)]
 pub fn head_rmsnorm(x: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, in_stride: usize, out_stride: usize, n_heads: usize, eps: f32) {
     let h = group_id(0);
     let xb = h * in_stride;
@@ -57,7 +63,7 @@ pub fn head_rmsnorm(x: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, in_str
 
 /// `head_rmsnorm` over rows: row r's heads start at x[r · n_heads · in_stride] and
 /// y[r · n_heads · out_stride]; one workgroup per (head, row).
-#[kernel(grid = [n_heads, rows], rows_of = head_rmsnorm, rows = rows, row_stride(x = n_heads * in_stride, y = n_heads * out_stride),
+#[kernel(grid = [n_heads, rows], block = 256, rows_of = head_rmsnorm, rows = rows, row_stride(x = n_heads * in_stride, y = n_heads * out_stride),
          verify(head_dim = [1, 31, 33, 70], in_stride = [70, 141], out_stride = [70], n_heads = [1, 2], rows = [1, 3]))]
 pub fn head_rmsnorm_rows(x: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, in_stride: usize, out_stride: usize, n_heads: usize, eps: f32, rows: usize) {
     let h = group_id(0);
@@ -70,20 +76,22 @@ pub fn head_rmsnorm_rows(x: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, i
     }
 }
 
-/// y = a + b, elementwise (the residual add).
-#[kernel(grid = [1])]
+/// y = a + b, elementwise (the residual add); workgroup g adds elements g·256 .. g·256 + 256.
+#[kernel(grid = [(n + 255) / 256], block = 256, verify(n = [1, 31, 256, 257, 600]))]
 pub fn add(a: &[f32], b: &[f32], y: &mut [f32], n: usize) {
-    for i in par(0..n) {
-        y[i] = a[i] + b[i];
+    let base = group_id(0) * 256;
+    for j in par(0..if n - base < 256 { n - base } else { 256 }) {
+        y[base + j] = a[base + j] + b[base + j];
     }
 }
 
-/// `add` over rows of n: one workgroup per row.
-#[kernel(grid = [rows], rows_of = add, rows = rows, row_stride(a = n, b = n, y = n))]
+/// `add` over rows of n: workgroups (chunk, row).
+#[kernel(grid = [(n + 255) / 256, rows], block = 256, rows_of = add, rows = rows, row_stride(a = n, b = n, y = n), verify(n = [1, 31, 256, 257, 600]))]
 pub fn add_rows(a: &[f32], b: &[f32], y: &mut [f32], n: usize, rows: usize) {
-    let r = group_id(0);
-    for i in par(0..n) {
-        y[r * n + i] = a[r * n + i] + b[r * n + i];
+    let base = group_id(0) * 256;
+    let r = group_id(1) * n;
+    for j in par(0..if n - base < 256 { n - base } else { 256 }) {
+        y[r + base + j] = a[r + base + j] + b[r + base + j];
     }
 }
 

@@ -133,6 +133,15 @@ impl Lower<'_> {
                 }
             }
         }
+        if let Some(b) = &attr.block {
+            match b.base10_parse::<u32>() {
+                Ok(n) if (1..=baro_dsl::ir::MAX_BLOCK).contains(&n) => self.k.block = Some(n),
+                Ok(n) => {
+                    self.diag.spanned(b, format!("`block = {n}`: expected 1 to {} threads per workgroup", baro_dsl::ir::MAX_BLOCK));
+                }
+                Err(e) => self.diag.push(e),
+            }
+        }
         if let (Some(of), Some(rows)) = (&attr.rows_of, &attr.rows) {
             let of_name = of.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
             let rows_id = match self.lookup(&rows.to_string()) {

@@ -39,6 +39,9 @@ pub(super) fn kernel(k: &Kernel, f: &mut Formatter<'_>) -> fmt::Result {
         p.expr(g, f)?;
     }
     writeln!(f, "]")?;
+    if let Some(b) = k.block {
+        writeln!(f, "{INDENT}block {b}")?;
+    }
     if let Some(s) = &k.sibling {
         write!(f, "{INDENT}sibling of {} rows ", s.of)?;
         p.param(s.rows, f)?;

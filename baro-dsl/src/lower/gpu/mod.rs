@@ -51,12 +51,13 @@ pub(crate) enum Arch {
 }
 
 /// The largest workgroup any supported GPU launches.
-pub const MAX_BLOCK_DIM: u32 = 1024;
+pub const MAX_BLOCK_DIM: u32 = crate::ir::MAX_BLOCK;
 
-/// Threads per workgroup for `k` on `target`: the wave width, or the largest `Lanes` count
-/// rounded up to a multiple of it. A lane region wider than the wave must span the whole
-/// workgroup (its count a multiple of the wave width, and the widest region), because its
-/// cross-wave exchanges are workgroup barriers every thread must reach.
+/// Threads per workgroup for `k` on `target`: the kernel's `block` if it states one, else the
+/// wave width, or the largest `Lanes` count, whichever is larger, rounded up to a multiple of
+/// the wave width. A lane region wider than the wave must span the whole workgroup (its count
+/// a multiple of the wave width and equal to the workgroup), because its cross-wave exchanges
+/// are workgroup barriers every thread must reach.
 pub fn block_dim(k: &Kernel, target: &Target) -> Result<u32, LowerError> {
     let err = |message: String| LowerError { kernel: k.name.clone(), message };
     let Some(wave) = target.wave_width() else { return Err(err(format!("target {target} is not a GPU"))) };
@@ -65,9 +66,14 @@ pub fn block_dim(k: &Kernel, target: &Target) -> Result<u32, LowerError> {
     if widest > wave && widest % wave != 0 {
         return Err(err(format!("a lane region of {widest} lanes on {target}: expected at most the wave width {wave}, or a multiple of it")));
     }
-    let dim = widest.max(wave).div_ceil(wave) * wave;
+    let dim = widest.max(wave).max(k.block.unwrap_or(0)).div_ceil(wave) * wave;
     if dim > MAX_BLOCK_DIM {
         return Err(err(format!("a workgroup of {dim} threads on {target}: expected at most {MAX_BLOCK_DIM}")));
+    }
+    if widest > wave && widest != dim {
+        return Err(err(format!(
+            "a lane region of {widest} lanes in a workgroup of {dim} threads (`block`) on {target}: a region wider than the wave {wave} must span the workgroup"
+        )));
     }
     Ok(dim)
 }

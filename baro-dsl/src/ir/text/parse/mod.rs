@@ -22,8 +22,8 @@ pub(super) fn kernel(text: &str) -> R<Kernel> {
 }
 
 /// The header sections in the order they must appear, and whether each may repeat.
-const SECTIONS: [(&str, bool); 6] =
-    [("param", true), ("shared", true), ("var", true), ("grid", false), ("sibling", false), ("verify", true)];
+const SECTIONS: [(&str, bool); 7] =
+    [("param", true), ("shared", true), ("var", true), ("grid", false), ("block", false), ("sibling", false), ("verify", true)];
 
 struct Parser<'a> {
     toks: Vec<Token<'a>>,
@@ -103,6 +103,9 @@ impl<'a> Parser<'a> {
             "grid" => {
                 self.punct("[")?;
                 self.k.grid = self.list("]", Self::expr)?;
+            }
+            "block" => {
+                self.k.block = Some(self.int("threads per workgroup (u32)")?);
             }
             "sibling" => {
                 self.keyword("of")?;
