@@ -162,3 +162,38 @@ fn text_form_kernels_compile_or_name_the_wave_width() {
     }
     assert!(n >= 6, "expected the well-formed text kernels (gemv_rows, rmsnorm) on 3 targets, compiled {n}");
 }
+
+#[test]
+fn block_sets_the_workgroup_width_without_changing_lane_regions() {
+    let cache = CompileCache::new(None);
+    let o = CompileOptions::default();
+    let mut k = baro_dsl::testkernels::rmsnorm(false);
+    k.block = Some(256);
+    let a = compile_gpu(&k, &sm90(), &o, &cache).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a.block_dim, 256);
+    let ptx = std::str::from_utf8(&a.image).unwrap();
+    assert!(ptx.contains(".maxntid 256, 1, 1"), "{ptx}");
+    // The 32-lane sum keeps its hardware butterfly; only the broadcast crosses waves.
+    assert_eq!(ptx.matches("shfl.sync.bfly.b32").count(), 5, "{ptx}");
+    // A block below the wave width is rounded up to it; on gfx1100 (wave32) and gfx942 (wave64).
+    k.block = Some(20);
+    assert_eq!(compile_gpu(&k, &sm90(), &o, &cache).unwrap().block_dim, 32);
+    assert_eq!(compile_gpu(&k, &"gfx942".parse().unwrap(), &o, &cache).unwrap().block_dim, 64);
+    k.block = Some(100);
+    assert_eq!(compile_gpu(&k, &"gfx1100".parse().unwrap(), &o, &cache).unwrap().block_dim, 128);
+    // The text form carries it.
+    k.block = Some(256);
+    let text = k.to_string();
+    assert!(text.contains("block 256"), "{text}");
+    let back: baro_dsl::Kernel = text.parse().unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(back, k);
+}
+
+#[test]
+fn a_lane_region_wider_than_the_wave_must_still_span_the_block() {
+    let (_, mut lanes64, _) = baro_dsl::testkernels::negative_controls().into_iter().find(|(w, _, _)| *w == "lanes64").unwrap();
+    lanes64.block = Some(128);
+    let cache = CompileCache::new(None);
+    let e = compile_gpu(&lanes64, &sm90(), &CompileOptions::default(), &cache).unwrap_err().to_string();
+    assert!(e.contains("a lane region of 64 lanes in a workgroup of 128 threads"), "{e}");
+}
