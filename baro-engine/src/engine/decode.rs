@@ -105,12 +105,33 @@ pub(crate) struct Kernels {
 }
 
 impl Kernels {
-    /// Compiles every kernel of `kernels::all()` and picks the ones decode uses.
+    /// Compiles every kernel of `kernels::all()` and picks the ones decode uses. On a GPU the
+    /// kernels compile on all cores at once (each through the device's cache; LLVM contexts
+    /// are per compilation), so a cold start costs the slowest kernels, not their sum.
     fn compile(device: &Device) -> Result<Kernels, EngineError> {
+        let list = kernels::all();
+        let compiled: Vec<Result<DeviceKernel, DeviceError>> = if device.target() == baro_dsl::target::Target::Host {
+            list.iter().map(|k| device.compile(k)).collect()
+        } else {
+            let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(list.len().max(1));
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let mut slots: Vec<Option<Result<DeviceKernel, DeviceError>>> = (0..list.len()).map(|_| None).collect();
+            let done = std::sync::Mutex::new(&mut slots);
+            std::thread::scope(|s| {
+                for _ in 0..workers {
+                    s.spawn(|| loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(k) = list.get(i) else { break };
+                        let r = device.compile(k);
+                        done.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                    });
+                }
+            });
+            slots.into_iter().map(|r| r.expect("every kernel index is taken by one worker")).collect()
+        };
         let mut all = std::collections::HashMap::new();
-        for k in kernels::all() {
-            let compiled = device.compile(&k)?;
-            all.insert(k.name.clone(), compiled);
+        for (k, c) in list.iter().zip(compiled) {
+            all.insert(k.name.clone(), c?);
         }
         let take = |name: &'static str| all.get(name).cloned().ok_or(EngineError::MissingKernel { name });
         Ok(Kernels {
