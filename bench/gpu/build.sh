@@ -20,6 +20,9 @@ stage=$out/src
 mkdir -p "$out"
 grep -qx '/.carry/' .git/info/exclude 2>/dev/null || echo '/.carry/' >> .git/info/exclude
 
+# The commit is read when the sources are staged, not after the (long) build.
+commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
 rm -rf "$stage" && mkdir -p "$stage"
 tar --exclude=./target --exclude=./.carry --exclude=./.git -cf - . | tar -xf - -C "$stage"
 sed -i 's/"llvm19-1-force-dynamic", //' "$stage/baro-dsl/Cargo.toml"
@@ -35,8 +38,6 @@ for b in $bins; do
   strip -o "$out/$b" "$out/target/release/$b"
   gzip -9 -f "$out/$b"
 done
-commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-git diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
 echo "$commit" > "$out/COMMIT"
 ls -l "$out"/*.gz "$out/COMMIT"
 echo "build.sh: carry$(for b in $bins; do printf ' .carry/%s.gz' "$b"; done) .carry/COMMIT, then run bench/gpu/run.sh there"
