@@ -42,7 +42,7 @@ pub fn identity(op: ReduceOp, ty: ScalarType) -> Const {
 pub fn expand(kernel: &Kernel) -> Result<Kernel, ExpandError> {
     let mut k = kernel.clone();
     let body = std::mem::take(&mut k.body);
-    let mut cx = Cx { k: &mut k, in_lanes: false };
+    let mut cx = Cx { k: &mut k, in_lanes: false, in_par: None };
     let body = cx.block(body)?;
     k.body = body;
     Ok(k)
@@ -51,6 +51,8 @@ pub fn expand(kernel: &Kernel) -> Result<Kernel, ExpandError> {
 struct Cx<'a> {
     k: &'a mut Kernel,
     in_lanes: bool,
+    /// Inside a `par` loop: its team (`None` inside a loop without one).
+    in_par: Option<Option<u32>>,
 }
 
 impl Cx<'_> {
@@ -85,9 +87,12 @@ impl Cx<'_> {
                 let cond = self.expr(cond, out)?;
                 Stmt::If { cond, then_body: self.block(then_body)?, else_body: self.block(else_body)? }
             }
-            Stmt::ParFor { var, end, body } => {
+            Stmt::ParFor { var, end, team, body } => {
                 let end = self.expr(end, out)?;
-                Stmt::ParFor { var, end, body: self.block(body)? }
+                let was = std::mem::replace(&mut self.in_par, Some(team));
+                let body = self.block(body);
+                self.in_par = was;
+                Stmt::ParFor { var, end, team, body: body? }
             }
             Stmt::Lanes { lane, count, implements, body } => {
                 let was = std::mem::replace(&mut self.in_lanes, true);
@@ -207,6 +212,18 @@ impl Cx<'_> {
                         "a `{}` reduction inside another lane-parallel reduction: inner reductions must be sequential, chunked or blocked over a sequential schedule",
                         r.schedule
                     ));
+                }
+                match self.in_par {
+                    Some(None) => {
+                        return self.err(format!(
+                            "a `{}` reduction inside a `par` loop whose iterations have one lane each: give the loop a team of {count} lanes (`par_team(0..n, {count})`)",
+                            r.schedule
+                        ))
+                    }
+                    Some(Some(team)) if team != count => {
+                        return self.err(format!("a `{}` reduction inside a `par` loop of teams of {team} lanes: expected the team's lane count, {team}", r.schedule))
+                    }
+                    _ => {}
                 }
                 out.push(Stmt::Let { var: result, value: zero.clone() });
                 let lane = self.k.add_var("lane", ScalarType::INDEX, false);

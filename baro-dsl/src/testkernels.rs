@@ -185,7 +185,7 @@ fn rmsnorm_kernel(zero_centred: bool, batched: bool) -> Kernel {
         let_(base, mul(Expr::GroupId(0), pe(n))),
         let_(ss, sumsq),
         let_(scale, Expr::call(MathFn::Rsqrt, add(mean, pe(eps)))),
-        Stmt::ParFor { var: j, end: pe(n), body: vec![store(y, at(ve(j)), mul(mul(ld(x, at(ve(j))), ve(scale)), wv))] },
+        Stmt::ParFor { var: j, end: pe(n), team: None, body: vec![store(y, at(ve(j)), mul(mul(ld(x, at(ve(j))), ve(scale)), wv))] },
     ];
     let grid = match rows {
         Some(r) => {
@@ -225,7 +225,7 @@ fn softmax_kernel(batched: bool) -> Kernel {
             let_(base, base_value),
             let_(mx, max),
             let_(s, sum),
-            Stmt::ParFor { var: j, end: pe(n), body: vec![store(y, at(ve(j)), div(e, ve(s)))] },
+            Stmt::ParFor { var: j, end: pe(n), team: None, body: vec![store(y, at(ve(j)), div(e, ve(s)))] },
         ]
     };
     match rows {

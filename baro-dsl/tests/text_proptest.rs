@@ -111,7 +111,7 @@ fn stmt() -> impl Strategy<Value = Stmt> {
                 body
             }),
             (expr(), block(), block()).prop_map(|(cond, then_body, else_body)| Stmt::If { cond, then_body, else_body }),
-            (id(), expr(), block()).prop_map(|(v, end, body)| Stmt::ParFor { var: Var(v), end, body }),
+            (id(), expr(), prop::option::of(any::<u32>()), block()).prop_map(|(v, end, team, body)| Stmt::ParFor { var: Var(v), end, team, body }),
             (id(), any::<u32>(), prop::option::of((id(), reduce(expr()))), block()).prop_map(
                 |(lane, count, imp, body)| {
                     let implements = imp.map(|(r, red)| Implements { result: Var(r), reduce: Box::new(red) });
@@ -153,13 +153,15 @@ fn kernel() -> impl Strategy<Value = Kernel> {
         prop::collection::vec(stmt(), 0..6),
         prop::option::of(sibling),
         verify,
+        prop::option::of(any::<u32>()),
     )
-        .prop_map(|(name, params, shared, vars, grid, body, sibling, verify_shapes)| Kernel {
+        .prop_map(|(name, params, shared, vars, grid, body, sibling, verify_shapes, block)| Kernel {
             name,
             params,
             shared,
             vars,
             grid,
+            block,
             body,
             sibling,
             verify_shapes,

@@ -96,6 +96,7 @@ fn every_variant() -> Kernel {
         Stmt::ParFor {
             var: t,
             end: Expr::index(64),
+            team: Some(32),
             body: vec![Stmt::Store {
                 buf: Buf::Shared(tile),
                 index: Expr::Var(t),

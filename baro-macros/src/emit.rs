@@ -172,9 +172,13 @@ fn stmt(s: &Stmt) -> TokenStream {
             let (cond, then_body, else_body) = (expr(cond), block(then_body), block(else_body));
             quote!(::baro_dsl::ir::Stmt::If { cond: #cond, then_body: #then_body, else_body: #else_body })
         }
-        Stmt::ParFor { var: v, end, body } => {
+        Stmt::ParFor { var: v, end, team, body } => {
             let (v, end, body) = (var(*v), expr(end), block(body));
-            quote!(::baro_dsl::ir::Stmt::ParFor { var: #v, end: #end, body: #body })
+            let team = match team {
+                None => quote!(::core::option::Option::None),
+                Some(t) => quote!(::core::option::Option::Some(#t)),
+            };
+            quote!(::baro_dsl::ir::Stmt::ParFor { var: #v, end: #end, team: #team, body: #body })
         }
         Stmt::Lanes { lane, count, implements, body } => {
             let (lane, body) = (var(*lane), block(body));

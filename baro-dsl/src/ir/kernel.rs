@@ -145,8 +145,11 @@ pub enum Stmt {
     For { var: Var, start: Expr, end: Expr, step: Expr, body: Vec<Stmt> },
     If { cond: Expr, then_body: Vec<Stmt>, else_body: Vec<Stmt> },
     /// `for var in 0..end`, iterations independent, spread over the workgroup's lanes;
-    /// ends with a workgroup barrier.
-    ParFor { var: Var, end: Expr, body: Vec<Stmt> },
+    /// ends with a workgroup barrier. With a `team` of L lanes each iteration runs on L
+    /// lanes of its own (the workgroup holds `block / L` teams), and a lane reduction in its
+    /// body runs on that team (`lanes(L)`): several outputs per workgroup, one per team. The
+    /// team changes where iterations run, never what they compute.
+    ParFor { var: Var, end: Expr, team: Option<u32>, body: Vec<Stmt> },
     /// A SIMT region: `count` lanes each run `body` with `lane` bound to their lane index,
     /// in lockstep at every shuffle. Produced by `lanes::expand` from a reduction, whose
     /// schedule it records in `implements` so the verifier can check the code against it.

@@ -169,9 +169,9 @@ fn stmt(k: &mut Kernel, s: Stmt) -> Stmt {
             let then_body = block(k, then_body);
             Stmt::If { cond, then_body, else_body: block(k, else_body) }
         }
-        Stmt::ParFor { var, end, body } => {
+        Stmt::ParFor { var, end, team, body } => {
             let end = expr(k, end);
-            Stmt::ParFor { var, end, body: block(k, body) }
+            Stmt::ParFor { var, end, team, body: block(k, body) }
         }
         Stmt::Lanes { lane, count, implements, body } => Stmt::Lanes { lane, count, implements, body: block(k, body) },
         Stmt::Barrier => Stmt::Barrier,

@@ -585,7 +585,7 @@ impl Exec<'_, '_> {
                 }
                 Value::S(..) => return Err(self.unsupported("branch condition depends on loaded data: expected a condition known from the shape".to_string())),
             },
-            Stmt::ParFor { var, end, body } => {
+            Stmt::ParFor { var, end, body, .. } => {
                 let n = self.concrete(end, "parallel loop length")?;
                 let ty = self.k.vars.get(var.index()).map_or(ScalarType::INDEX, |d| d.ty);
                 for i in 0..n {

@@ -375,7 +375,12 @@ impl Wf<'_> {
                 self.block_from(else_body, then_body.len());
                 self.nonuniform -= lane as u32;
             }
-            Stmt::ParFor { var, end, body } => {
+            Stmt::ParFor { var, end, team, body } => {
+                if let Some(t) = team {
+                    if *t == 0 || !t.is_power_of_two() || *t > crate::ir::MAX_BLOCK {
+                        self.malformed(format!("a `par` team of {t} lanes: expected a power of two up to {}", crate::ir::MAX_BLOCK));
+                    }
+                }
                 let vt = self.var_ty(*var);
                 let (lane, _) = self.typed_expr(end, vt, "parallel loop end");
                 self.define(*var);

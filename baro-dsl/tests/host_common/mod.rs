@@ -58,7 +58,7 @@ pub fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
 /// `par_for i in 0..end { body(i) }`
 pub fn par_for(k: &mut Kernel, end: Expr, body: impl FnOnce(Var) -> Vec<Stmt>) -> Stmt {
     let i = k.add_var("i", ScalarType::INDEX, false);
-    Stmt::ParFor { var: i, end, body: body(i) }
+    Stmt::ParFor { var: i, end, team: None, body: body(i) }
 }
 
 /// A kernel `name(x: &[from], y: &mut [to], n: usize)` with `y[i] = f(x[i])` for i < n.

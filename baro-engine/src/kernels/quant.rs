@@ -234,20 +234,24 @@ pub const XS_KERNELS: [(crate::model::TensorType, &str, &str); 4] = [
     (crate::model::TensorType::Q6_K, "matvec_q6_k_xs", "matvec_q6_k_xs_rows"),
 ];
 
-/// `matvec_q8_0` with x staged in workgroup memory (k ≤ XS_MAX_K): the same bits.
-#[kernel(grid = [n, n_slots])]
+/// `matvec_q8_0` with x staged in workgroup memory (k ≤ XS_MAX_K), 8 outputs per workgroup of
+/// 256 threads, one team of 32 lanes per output sharing the staged x: the same bits.
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256)]
 pub fn matvec_q8_0_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
-    let o = group_id(0);
+    let ob = group_id(0) * 8;
     let s = group_id(1);
     let xb = s * x_stride;
     let xs = shared::<f32, 4224>();
     for j in par(0..k) {
         xs[j + j / 32] = x[xb + j];
     }
-    let nb = k / 32;
-    let row = ((ids[s] as usize) * n + o) * nb;
-    y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
-        f32::from_bits((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * sum!(j in 0..32, order = seq, ((w[(row + b) * 34 + 2 + j] as i8) as f32) * xs[b * 33 + j]));
+    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+        let o = ob + t;
+        let nb = k / 32;
+        let row = ((ids[s] as usize) * n + o) * nb;
+        y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
+            f32::from_bits((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * sum!(j in 0..32, order = seq, ((w[(row + b) * 34 + 2 + j] as i8) as f32) * xs[b * 33 + j]));
+    }
 }
 
 /// `matvec_q8_0_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K).
@@ -272,22 +276,26 @@ pub fn matvec_q8_0_xs_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: u
     }
 }
 
-/// `matvec_q4_k` with x staged in workgroup memory (k ≤ XS_MAX_K): the same bits.
-#[kernel(grid = [n, n_slots], verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]))]
+/// `matvec_q4_k` with x staged in workgroup memory (k ≤ XS_MAX_K), 8 outputs per workgroup of
+/// 256 threads, one team of 32 lanes per output sharing the staged x: the same bits.
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 9], x_stride = [0, 3], n_slots = [1, 2]))]
 pub fn matvec_q4_k_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
-    let o = group_id(0);
+    let ob = group_id(0) * 8;
     let s = group_id(1);
     let xb = s * x_stride;
     let xs = shared::<f32, 4224>();
     for j in par(0..k) {
         xs[j + j / 32] = x[xb + j];
     }
-    let sb = ((ids[s] as usize) * n + o) * (k / 256);
-    y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-        (f32::from_bits((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 144 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
-            * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 144 + 16 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) as f32) * xs[u * 33 + i])
-        - (f32::from_bits((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 144 + 4 + u % 8] >> 6) << 4) }) as f32))
-            * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
+    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+        let o = ob + t;
+        let sb = ((ids[s] as usize) * n + o) * (k / 256);
+        y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
+            (f32::from_bits((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 144 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
+                * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 144 + 16 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) as f32) * xs[u * 33 + i])
+            - (f32::from_bits((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 144 + 4 + u % 8] >> 6) << 4) }) as f32))
+                * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
+    }
 }
 
 /// `matvec_q4_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K).
@@ -314,22 +322,26 @@ pub fn matvec_q4_k_xs_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: u
     }
 }
 
-/// `matvec_q5_k` with x staged in workgroup memory (k ≤ XS_MAX_K): the same bits.
-#[kernel(grid = [n, n_slots], verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]))]
+/// `matvec_q5_k` with x staged in workgroup memory (k ≤ XS_MAX_K), 8 outputs per workgroup of
+/// 256 threads, one team of 32 lanes per output sharing the staged x: the same bits.
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 9], x_stride = [0, 3], n_slots = [1, 2]))]
 pub fn matvec_q5_k_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
-    let o = group_id(0);
+    let ob = group_id(0) * 8;
     let s = group_id(1);
     let xb = s * x_stride;
     let xs = shared::<f32, 4224>();
     for j in par(0..k) {
         xs[j + j / 32] = x[xb + j];
     }
-    let sb = ((ids[s] as usize) * n + o) * (k / 256);
-    y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-        (f32::from_bits((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 176 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
-            * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 176 + 48 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) | (((w[(sb + u / 8) * 176 + 16 + i] >> ((u % 8) as u8)) & 1) << 4)) as f32) * xs[u * 33 + i])
-        - (f32::from_bits((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 176 + 4 + u % 8] >> 6) << 4) }) as f32))
-            * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
+    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+        let o = ob + t;
+        let sb = ((ids[s] as usize) * n + o) * (k / 256);
+        y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
+            (f32::from_bits((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 176 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
+                * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 176 + 48 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) | (((w[(sb + u / 8) * 176 + 16 + i] >> ((u % 8) as u8)) & 1) << 4)) as f32) * xs[u * 33 + i])
+            - (f32::from_bits((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 176 + 4 + u % 8] >> 6) << 4) }) as f32))
+                * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
+    }
 }
 
 /// `matvec_q5_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K).
@@ -356,23 +368,27 @@ pub fn matvec_q5_k_xs_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: u
     }
 }
 
-/// `matvec_q6_k` with x staged in workgroup memory (k ≤ XS_MAX_K): the same bits.
-#[kernel(grid = [n, n_slots], verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]))]
+/// `matvec_q6_k` with x staged in workgroup memory (k ≤ XS_MAX_K), 8 outputs per workgroup of
+/// 256 threads, one team of 32 lanes per output sharing the staged x: the same bits.
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 9], x_stride = [0, 3], n_slots = [1, 2]))]
 pub fn matvec_q6_k_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
-    let o = group_id(0);
+    let ob = group_id(0) * 8;
     let s = group_id(1);
     let xb = s * x_stride;
     let xs = shared::<f32, 4224>();
     for j in par(0..k) {
         xs[j + j / 32] = x[xb + j];
     }
-    let sb = ((ids[s] as usize) * n + o) * (k / 256);
-    y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
-        (f32::from_bits((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((w[(sb + u / 16) * 210 + 192 + u % 16] as i8) as f32))
-            * sum!(t in 0..16, order = seq,
-                (((((w[(sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + t + 32 * (u % 8 / 2 % 2)] >> ((u % 8 / 4 * 4) as u8)) & 15)
-                    | (((w[(sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16 + t] >> ((u % 8 / 2 * 2) as u8)) & 3) << 4)) as i32 - 32) as f32)
-                * xs[u * 16 + t + u / 2]));
+    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+        let o = ob + t;
+        let sb = ((ids[s] as usize) * n + o) * (k / 256);
+        y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
+            (f32::from_bits((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((w[(sb + u / 16) * 210 + 192 + u % 16] as i8) as f32))
+                * sum!(t in 0..16, order = seq,
+                    (((((w[(sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + t + 32 * (u % 8 / 2 % 2)] >> ((u % 8 / 4 * 4) as u8)) & 15)
+                        | (((w[(sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16 + t] >> ((u % 8 / 2 * 2) as u8)) & 3) << 4)) as i32 - 32) as f32)
+                    * xs[u * 16 + t + u / 2]));
+    }
 }
 
 /// `matvec_q6_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K).

@@ -291,7 +291,8 @@ impl Lower<'_> {
             syn::Pat::Wild(_) => None,
             other => return Err(self.fail(other, "unsupported Rust construct: expected a loop variable name, `for i in ...`")),
         };
-        let shape = "expected `a..b`, `(a..b).step_by(s)` or `par(0..n)` after `in`";
+        let shape = "expected `a..b`, `(a..b).step_by(s)`, `par(0..n)` or `par_team(0..n, lanes)` after `in`";
+        let mut team = None;
         let (range, step, par) = match strip(&f.expr) {
             syn::Expr::Range(r) => (r, None, false),
             syn::Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 => match strip(&m.receiver) {
@@ -302,6 +303,20 @@ impl Lower<'_> {
                 Some(syn::Expr::Range(r)) => (r, None, true),
                 _ => return Err(self.fail(&c.args, format!("{shape}, found `{}`", show(&c.args)))),
             },
+            syn::Expr::Call(c) if is_plain_call(c, "par_team") && c.args.len() == 2 => {
+                let lanes = match strip(&c.args[1]) {
+                    syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(l), .. }) => match l.base10_parse::<u32>() {
+                        Ok(t) if t.is_power_of_two() && t <= baro_dsl::ir::MAX_BLOCK => t,
+                        _ => return Err(self.fail(l, format!("`par_team` lanes `{l}`: expected a power of two up to {}", baro_dsl::ir::MAX_BLOCK))),
+                    },
+                    other => return Err(self.fail(other, format!("`par_team` lanes: expected an integer literal, found `{}`", show(other)))),
+                };
+                team = Some(lanes);
+                match strip(&c.args[0]) {
+                    syn::Expr::Range(r) => (r, None, true),
+                    other => return Err(self.fail(other, format!("{shape}, found `{}`", show(other)))),
+                }
+            }
             other => return Err(self.fail(other, format!("{shape}, found `{}`", show(other)))),
         };
         let (start, end) = self.range(range)?;
@@ -340,7 +355,7 @@ impl Lower<'_> {
             lw.block(&f.body.stmts, path)
         });
         self.loop_depth -= 1;
-        Ok(if par { Stmt::ParFor { var, end, body } } else { Stmt::For { var, start, end, step, body } })
+        Ok(if par { Stmt::ParFor { var, end, team, body } } else { Stmt::For { var, start, end, step, body } })
     }
 
     /// `a..b`: both bounds of one integer type.

@@ -169,11 +169,14 @@ impl Printer<'_> {
                 }
                 Ok(())
             }
-            Stmt::ParFor { var, end, body } => {
+            Stmt::ParFor { var, end, team, body } => {
                 f.write_str("parfor ")?;
                 self.var(*var, f)?;
                 f.write_str(" in ..")?;
                 self.expr(end, f)?;
+                if let Some(t) = team {
+                    write!(f, " team {t}")?;
+                }
                 self.block(body, depth, f)
             }
             Stmt::Lanes { lane, count, implements, body } => {

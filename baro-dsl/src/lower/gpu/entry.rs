@@ -129,6 +129,7 @@ pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch:
         tid,
         group,
         region: None,
+        team: None,
         unchecked: Default::default(),
         lane_unroll: options.lane_unroll,
         loop_versioning: options.loop_versioning,

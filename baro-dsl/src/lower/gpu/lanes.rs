@@ -26,6 +26,9 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         if count == 0 {
             return fail("a `Lanes` region of 0 lanes");
         }
+        if let Some(team) = self.team {
+            return self.team_region(lane, count, team, body);
+        }
         if count > self.wave && count != self.block_dim {
             return fail(format!(
                 "a `Lanes` region of {count} lanes in a workgroup of {}: a region wider than the wave {} must span the workgroup",
@@ -57,6 +60,42 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
             let lane0 = self.ir.i32(0);
             let wide = self.block_dim > self.wave;
             let b = self.move_value(Val { v: val, ty }, Partner::Lane(lane0), self.block_dim, wide)?;
+            self.store_var(v, b)?;
+        }
+        Ok(())
+    }
+
+    /// A region inside a teamed `ParFor` iteration: the team's `count` threads are its lanes
+    /// (`lane = tid % team`), every shuffle stays inside the team (masks below `count`, which
+    /// is the team and divides the wave), and afterwards what the region assigned is
+    /// broadcast from the team's lane 0 by a lane exchange inside the wave.
+    fn team_region(&mut self, lane: Var, count: u32, team: u32, body: &'a [Stmt]) -> R<()> {
+        if count != team {
+            return fail(format!("a `Lanes` region of {count} lanes in a team of {team}: expected the team's lane count"));
+        }
+        let tlane = self.ir.and(self.tid, self.ir.i64(team as u64 - 1))?;
+        self.region = Some(count);
+        let r = (|| {
+            self.store_var(lane, tlane.into())?;
+            self.block(body)
+        })();
+        self.region = None;
+        r?;
+        let mut defined = HashSet::new();
+        defined.insert(lane);
+        let mut assigned = Vec::new();
+        outer_assigns(body, &mut defined, &mut assigned);
+        // The team's lane 0, as an index inside the wave.
+        let in_wave = self.ir.and(self.tid, self.ir.i64(self.wave as u64 - 1))?;
+        let base = self.ir.sub(in_wave, tlane)?;
+        let base = self.ir.trunc(base, self.ir.cx.i32_type())?;
+        for v in assigned {
+            if defined.contains(&v) {
+                continue;
+            }
+            let ty = self.var_ty(v)?;
+            let val = self.load_var(v)?;
+            let b = self.move_value(Val { v: val, ty }, Partner::Lane(base), team, false)?;
             self.store_var(v, b)?;
         }
         Ok(())

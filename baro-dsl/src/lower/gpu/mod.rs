@@ -123,6 +123,8 @@ pub(super) struct Gpu<'a, 'ctx> {
     group: [IntValue<'ctx>; 3],
     /// The lane count of the enclosing `Lanes` region.
     region: Option<u32>,
+    /// Lanes per team inside a teamed `ParFor` iteration (its thread's lane is `tid % team`).
+    team: Option<u32>,
     /// Index expressions (by node) whose accesses the current loop copy runs unchecked: its
     /// versioning proved them in range for every iteration (`version`).
     unchecked: HashSet<*const crate::ir::Expr>,

@@ -65,17 +65,37 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
                     g.block(body)
                 })
             }
-            Stmt::ParFor { var, end, body } => {
-                if self.region.is_some() {
-                    return fail("a `ParFor` inside a `Lanes` region");
+            Stmt::ParFor { var, end, team, body } => {
+                if self.region.is_some() || self.team.is_some() {
+                    return fail("a `ParFor` inside a `Lanes` region or a teamed `ParFor`");
                 }
                 let ty = self.var_ty(*var)?;
                 let e = self.expr(end)?.v.into_int_value();
                 let plan = Plan::new(*var, ty, body);
-                self.strided_loop(ty, e, plan.as_ref(), &mut |g, i| {
-                    g.store_var(*var, i.into())?;
-                    g.block(body)
-                })?;
+                match *team {
+                    None => self.strided_loop(ty, e, plan.as_ref(), &mut |g, i| {
+                        g.store_var(*var, i.into())?;
+                        g.block(body)
+                    })?,
+                    Some(t) => {
+                        if t == 0 || !t.is_power_of_two() || t > self.wave || self.wave % t != 0 || self.block_dim % t != 0 {
+                            return fail(format!(
+                                "a `par` team of {t} lanes in a workgroup of {} threads with a wave of {}: expected a power of two that divides the wave",
+                                self.block_dim, self.wave
+                            ));
+                        }
+                        if self.arch == super::Arch::Nvptx && t != self.wave {
+                            return fail(format!("a `par` team of {t} lanes on a wave of {}: NVPTX lane exchanges need the team to be the whole wave", self.wave));
+                        }
+                        self.team = Some(t);
+                        let r = self.team_loop(ty, e, t, plan.as_ref(), &mut |g, i| {
+                            g.store_var(*var, i.into())?;
+                            g.block(body)
+                        });
+                        self.team = None;
+                        r?;
+                    }
+                }
                 self.barrier()
             }
             Stmt::If { cond, then_body, else_body } => {
@@ -242,6 +262,19 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         let step = it.const_int(self.block_dim as u64, false);
         let tid = if it.get_bit_width() == 64 { self.tid } else { self.ir.trunc(self.tid, it)? };
         self.counted(ty, tid, end, step, plan, body)
+    }
+
+    /// `for i in (tid / team..end).step_by(block_dim / team)` over integer type `ty`: one
+    /// iteration per team of `team` consecutive threads.
+    fn team_loop(&mut self, ty: ScalarType, end: IntValue<'ctx>, team: u32, plan: Option<&Plan<'a>>, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
+        if !ty.is_int() {
+            return fail(format!("`ParFor` variable of type {ty}: expected an integer"));
+        }
+        let it = reg_ty(self.ir.cx, ty).into_int_type();
+        let step = it.const_int((self.block_dim / team) as u64, false);
+        let first = self.ir.b.build_int_unsigned_div(self.tid, self.ir.i64(team as u64), "")?;
+        let first = if it.get_bit_width() == 64 { first } else { self.ir.trunc(first, it)? };
+        self.counted(ty, first, end, step, plan, body)
     }
 
     /// `for i in (start..end).step_by(step)` over integer type `ty`; a non-positive step

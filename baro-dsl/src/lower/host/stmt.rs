@@ -51,7 +51,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     cg.block(body)
                 })
             }
-            Stmt::ParFor { var, end, body } => {
+            Stmt::ParFor { var, end, body, .. } => {
                 let ty = self.var_ty(*var)?;
                 let e = self.expr(end)?.v.into_int_value();
                 let it = reg_ty(self.ir.cx, ty).into_int_type();

@@ -85,7 +85,8 @@ impl<'a> Parser<'a> {
         self.keyword("in")?;
         self.punct("..")?;
         let end = self.expr()?;
-        Ok(Stmt::ParFor { var, end, body: self.block()? })
+        let team = if self.eat_keyword("team") { Some(self.int("lanes per team (u32)")?) } else { None };
+        Ok(Stmt::ParFor { var, end, team, body: self.block()? })
     }
 
     fn lanes(&mut self, _: Token<'a>) -> R<Stmt> {
