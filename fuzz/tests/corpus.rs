@@ -20,6 +20,11 @@ const TARGETS: [(&str, Target); 7] = [
 /// Runs every file under `dir/TARGET/` through TARGET; returns how many ran.
 fn replay(dir: &str) -> usize {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    // Every folder is some target's: a misnamed one would otherwise be skipped in silence.
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        assert!(TARGETS.iter().any(|(t, _)| *t == name), "{dir}/{name}: expected a target's name, one of {:?}", TARGETS.map(|(t, _)| t));
+    }
     let mut n = 0;
     for (name, target) in TARGETS {
         let Ok(entries) = std::fs::read_dir(root.join(name)) else { continue };
