@@ -11,8 +11,10 @@
 # build with AddressSanitizer through RUSTC_BOOTSTRAP=1 (nightly flags on a stable compiler:
 # works, unsupported).
 # Each target runs on a scratch corpus under fuzz/work/ seeded from fuzz/corpus/ and
-# fuzz/regressions/ (the committed inputs stay small); crashes land in fuzz/artifacts/TARGET/; logs in fuzz/logs/. The last line
-# per target is libFuzzer's final stats: `#N DONE` is the number of executions.
+# fuzz/regressions/ (the committed inputs stay small); crashes land in fuzz/artifacts/TARGET/
+# (copy one into fuzz/regressions/TARGET/ once fixed: `cargo test` replays it); logs in
+# fuzz/logs/. The last line per target is libFuzzer's final stats: `#N DONE` is the number of
+# executions.
 set -euo pipefail
 cd "$(dirname "$0")"
 export HIP_PATH="${HIP_PATH:-/usr}"
