@@ -1,7 +1,10 @@
-//! The decode path from GGUF files written from the fixtures (`tests/common`'s `gguf_from`,
-//! through `model::names`' conventions): an F32 GGUF gives logits byte-identical to the
-//! safetensors path (same canonical values, same kernels, same order; for the bf16 vocab
-//! fixture the widening to f32 is exact); quantized GGUFs give logits close to the same engine
+//! The decode path from GGUF files written from the fixtures (`tests/common`'s `gguf_from`):
+//! an F32 GGUF holding what llama.cpp's converter writes (`converter_f32`: its name and layout
+//! conventions, `w + 1` in f32, a correctly rounded `−exp(A_log)`, computed apart from the
+//! engine's own conversion) gives logits byte-identical to the safetensors checkpoint at every
+//! position (same values, same kernels, same order; for the bf16 vocab fixture the widening to
+//! f32 is exact); with `ssm_a` from baro's `exp` instead (what the engine computed before) the
+//! logits differ, so the comparison can fail; quantized GGUFs give logits close to the same engine
 //! run on an F32 GGUF of the dequantized values (`model::dequant`, the Rust reference), the
 //! only difference being the factored in-kernel dequantization order. Runs on the host, or
 //! with `BARO_TEST_DEVICE=cuda` (or `hip`) on a GPU.
@@ -12,7 +15,7 @@ use common::dev;
 
 use baro_engine::engine::{Engine, EngineOptions, ModelSource};
 use baro_engine::model::{dequant, quantize::quantize, GgufFile, HfCheckpoint, TensorType};
-use common::{canonical_f32, fixture, gguf_from, pick_type};
+use common::{canonical_f32, converter_f32, fixture, gguf_from, pick_type, NegExp};
 
 /// Every prompt of the fixture (prompt ++ its greedy tokens), as token lists.
 fn sequences(name: &str) -> Vec<Vec<u32>> {
@@ -36,16 +39,32 @@ fn gguf(bytes: Vec<u8>) -> ModelSource {
     ModelSource::Gguf(GgufFile::from_vec(bytes).unwrap())
 }
 
-fn f32_gguf_equals_safetensors(name: &str) {
+/// Logits of the safetensors checkpoint and of its F32 GGUF conversion (`neg_exp` for
+/// `ssm_a`), per prompt: the number of logits whose bits differ, of how many, and the first
+/// position (token index) where any does.
+fn f32_gguf_vs_safetensors(name: &str, neg_exp: NegExp) -> Vec<(usize, usize, Option<usize>)> {
     let ck = HfCheckpoint::open(&fixture(name)).unwrap();
-    let bytes = gguf_from(&ck.config, &canonical_f32(&ck), &|_| TensorType::F32);
+    let bytes = gguf_from(&ck.config, &converter_f32(&ck, neg_exp), &|_| TensorType::F32);
+    let vocab = ck.config.vocab_size;
     let seqs = sequences(name);
     let from_st = replay_all(&ModelSource::Hf(ck), &seqs);
     let from_gguf = replay_all(&gguf(bytes), &seqs);
-    for (i, (a, b)) in from_st.iter().zip(&from_gguf).enumerate() {
-        let differ = a.iter().zip(b).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
-        println!("{name} prompt {i}: F32 GGUF vs safetensors: {differ} of {} logits differ in bits", a.len());
-        assert_eq!(differ, 0, "{name} prompt {i}");
+    from_st
+        .iter()
+        .zip(&from_gguf)
+        .enumerate()
+        .map(|(i, (a, b))| {
+            let differ = a.iter().zip(b).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
+            let first = a.chunks(vocab).zip(b.chunks(vocab)).position(|(x, y)| x.iter().zip(y).any(|(p, q)| p.to_bits() != q.to_bits()));
+            println!("{name} prompt {i} ({neg_exp:?}): F32 GGUF vs safetensors: {differ} of {} logits differ in bits, first at position {first:?}", a.len());
+            (differ, a.len(), first)
+        })
+        .collect()
+}
+
+fn f32_gguf_equals_safetensors(name: &str) {
+    for (i, (differ, n, first)) in f32_gguf_vs_safetensors(name, NegExp::CorrectlyRounded).into_iter().enumerate() {
+        assert_eq!(differ, 0, "{name} prompt {i}: expected all {n} logits byte-equal, found {differ} differing (first at position {first:?})");
     }
 }
 
@@ -57,6 +76,29 @@ fn tiny_f32_gguf_logits_equal_safetensors_bytes() {
 #[test]
 fn vocab_f32_gguf_logits_equal_bf16_safetensors_bytes() {
     f32_gguf_equals_safetensors("vocab");
+}
+
+/// The negative control: the GGUF with `ssm_a` from baro's `exp` (1 ulp off on some fixture
+/// values, `tests/model_exp_rounding.rs`) is not the safetensors run's bytes. Before the
+/// conversion was correctly rounded, this was the comparison that failed against a real
+/// converter's file.
+#[test]
+fn tiny_f32_gguf_with_baro_exp_ssm_a_differs() {
+    let results = f32_gguf_vs_safetensors("tiny", NegExp::BaroExp);
+    let differ: usize = results.iter().map(|r| r.0).sum();
+    assert!(differ > 0, "expected logits to differ when ssm_a comes from baro's exp, found every logit equal");
+}
+
+/// The engine's own conversion (`names::hf_to_gguf`) gives the converter's values bit for bit.
+#[test]
+fn names_conversion_equals_the_converter_values() {
+    for name in ["tiny", "vocab"] {
+        let ck = HfCheckpoint::open(&fixture(name)).unwrap();
+        for ((spec, ours), (_, theirs)) in canonical_f32(&ck).iter().zip(&converter_f32(&ck, NegExp::CorrectlyRounded)) {
+            let differ = ours.iter().zip(theirs).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+            assert_eq!(differ, 0, "{name} {}: expected the converter's values, {differ} of {} differ", spec.name, ours.len());
+        }
+    }
 }
 
 /// Quantizes the fixture's matrices to `want` (Q8_0 where rows are not whole `want` blocks,

@@ -220,3 +220,74 @@ fn file_errors_are_clear() {
     let truncated = &SMALL_JSON[..SMALL_JSON.len() / 2];
     assert!(matches!(Tokenizer::from_json_bytes(truncated.as_bytes(), "half"), Err(TokenizerError::Json { .. })));
 }
+
+/// The smallest file of the kind the `tokenizer_json` fuzz target first crashed on: a JSON
+/// syntax error (a trailing comma, which serde_json reports as "key must be a string") inside
+/// `"decoder"`, where tokenizers 0.23 panics (`decoders/mod.rs`: `.expect("Helper")`) instead
+/// of returning its error. The fuzzed input itself, and this one, are in
+/// `fuzz/regressions/tokenizer_json/` (replayed by `fuzz/tests/corpus.rs`).
+const DECODER_SYNTAX_ERROR: &str = r#"{"decoder":{"type":"ByteLevel",}}"#;
+
+#[test]
+fn a_file_that_makes_tokenizers_panic_is_a_clear_error() {
+    // The control: the input does reach the panic in the crate itself. If a newer tokenizers
+    // returns an error instead, the engine's answer below must stay the same; only this
+    // control goes.
+    let raw = std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(DECODER_SYNTAX_ERROR.as_bytes()));
+    assert!(raw.is_err(), "tokenizers no longer panics on {DECODER_SYNTAX_ERROR}: drop this control");
+
+    let path = temp_path("decoder_syntax_error.json");
+    std::fs::write(&path, DECODER_SYNTAX_ERROR).unwrap();
+    let err = Tokenizer::from_file(&path).unwrap_err();
+    assert!(matches!(err, TokenizerError::Json { .. }), "{err:?}");
+    let text = err.to_string();
+    for want in [path.display().to_string().as_str(), "expected JSON, found a syntax error", "key must be a string", "line 1 column 32"] {
+        assert!(text.contains(want), "{text:?} should contain {want:?}");
+    }
+    // The same twice in a row (a caught panic leaves nothing behind), and from bytes.
+    assert_eq!(Tokenizer::from_file(&path).unwrap_err(), err);
+    let err = Tokenizer::from_json_bytes(DECODER_SYNTAX_ERROR.as_bytes(), "inline").unwrap_err();
+    assert!(err.to_string().starts_with("bad tokenizer.json (inline): expected JSON"), "{err}");
+    // Well-formed files still load after a caught panic.
+    assert!(Tokenizer::from_json_bytes(SMALL_JSON.as_bytes(), "small").is_ok());
+}
+
+#[test]
+fn a_decoder_that_makes_tokenizers_panic_is_a_decode_error() {
+    // Well-formed, and loads; tokenizers 0.23's `Strip` decoder then slices `"a"` as [1..0]
+    // (its start cut passes its stop cut) and panics on decode.
+    let strip = SMALL_JSON.replace(
+        r#""decoder":{"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true}"#,
+        r#""decoder":{"type":"Strip","content":"a","start":1,"stop":1}"#,
+    );
+    assert_ne!(strip, SMALL_JSON);
+    let tok = Tokenizer::from_json_bytes(strip.as_bytes(), "strip").unwrap();
+    let raw = std::panic::catch_unwind(|| tok.inner().decode(&[0], false));
+    assert!(raw.is_err(), "tokenizers no longer panics decoding with this Strip decoder: drop this control");
+
+    let err = tok.decode(&[0], Specials::With).unwrap_err();
+    assert!(matches!(err, TokenizerError::Decode { .. }), "{err:?}");
+    assert!(err.to_string().starts_with("cannot decode ids: the tokenizers crate panicked: "), "{err}");
+    let mut stream = tok.stream(Specials::With);
+    assert!(stream.push(0).is_err());
+    // Ids the decoder does not trip on still decode, and encoding is untouched.
+    assert_eq!(tok.decode(&[1], Specials::With).unwrap(), "b");
+    assert_eq!(tok.encode("ab", Specials::With).unwrap(), [3]);
+}
+
+/// The exact input the `tokenizer_json` fuzz target crashed on (its artifact
+/// `crash-760033abb9ea6fa0f626bff448166245961caa49`): the fixture's tokenizer.json with
+/// mutated bytes, which tokenizers 0.23 panics on while loading. The engine says it is not
+/// JSON, and where.
+#[test]
+fn the_fuzzed_crash_input_is_a_clear_error() {
+    let fuzzed: &[u8] = include_bytes!("../../fuzz/regressions/tokenizer_json/decoder_syntax_error_panic.fuzzed.json");
+    let raw = std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(fuzzed));
+    assert!(raw.is_err(), "tokenizers no longer panics on the fuzzed input: drop this control");
+
+    let err = Tokenizer::from_json_bytes(fuzzed, "fuzzed").unwrap_err();
+    assert!(matches!(err, TokenizerError::Json { .. }), "{err:?}");
+    let text = err.to_string();
+    let want = "bad tokenizer.json (fuzzed): expected JSON, found a syntax error: expected `,` or `}` at line 1 column 1522";
+    assert!(text.starts_with(want), "{text:?} should start with {want:?}");
+}

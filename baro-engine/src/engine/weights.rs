@@ -6,7 +6,7 @@
 //!   (`names::hf_to_gguf`'s `OnePlus`, the rounding `rmsnorm_zc` would do), so the decode path
 //!   runs the plain `rmsnorm` / `head_rmsnorm` for both sources and an F32 GGUF written from a
 //!   checkpoint gives the same bits;
-//! - `ssm_a` = −exp(A_log) with baro's `mathlib::exp`;
+//! - `ssm_a` = −exp(A_log) correctly rounded (`names::neg_exp`, the converter's value);
 //! - the conv weight is (channel, tap);
 //! - value heads are in GGUF's tiled order (so `gdn_step` runs with `tiled = true`); a Hugging
 //!   Face checkpoint's rows and columns are permuted at load, in its own element type. The

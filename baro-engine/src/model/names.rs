@@ -21,8 +21,12 @@
 //! key head g, r = value heads per key head); GGUF tiles them (position `j·n_key + g`), so that
 //! value head h reads key head `h % n_key` after the reorder (before it: `h / r`).
 //!
-//! −exp uses baro's own `mathlib::exp` so the value is the same bits on every machine. This
-//! module must never read files; it converts values handed to it.
+//! The value conversions are llama.cpp's converter's (`convert_hf_to_gguf.py`, which widens
+//! bf16 to f32 first): `1 + w` is one f32 addition, and `ssm_a = −exp(A_log)` is correctly
+//! rounded (`neg_exp`: f64 `exp`, rounded once to f32), so a GGUF converted from a checkpoint
+//! and the checkpoint itself give the engine the same bits. The kernels keep baro's own `exp`;
+//! only load-time conversions use the platform's f64 `exp`. This module must never read
+//! files; it converts values handed to it.
 
 use crate::model::config::{LayerKind, ModelConfig};
 
@@ -164,6 +168,23 @@ pub fn hf_to_gguf_name(cfg: &ModelConfig, hf: &str) -> Option<String> {
     }).map(|s| s.name)
 }
 
+/// `−exp(x)` correctly rounded to f32, the value llama.cpp's converter stores for `A_log`.
+///
+/// `exp` is evaluated in f64 and rounded once. That is enough for every f32 input: with the
+/// f64 result within 1 f64 ulp of the true value, it can round to the wrong f32 only when the
+/// true value lies within 2⁻²⁹ f32 ulp of a midpoint between two f32s; an exhaustive scan of
+/// every f32 in [−104, 89] (everything else rounds to 0 or ∞) found 1,086 inputs within 10⁻⁶
+/// ulp of one and the f64 result on the right side for each (`tests/model_exp_rounding.rs`
+/// checks them, a dense sample, the fixtures' values, and with `--ignored` every input).
+pub fn neg_exp(x: f32) -> f32 {
+    -((x as f64).exp() as f32)
+}
+
+/// The inverse of `neg_exp` (`ln(−a)` in f64, rounded once), exact up to rounding.
+pub fn neg_exp_inverse(a: f32) -> f32 {
+    ((-a) as f64).ln() as f32
+}
+
 /// For tiled position p, the grouped (HF) value head it holds.
 pub fn v_head_order(n_key_heads: usize, n_value_heads: usize) -> Vec<usize> {
     let r = n_value_heads / n_key_heads;
@@ -199,10 +220,10 @@ fn apply(cfg: &ModelConfig, transform: Transform, shape: &[usize], data: &[f32],
         Transform::OnePlus if inverse => data.iter().map(|&x| x - 1.0).collect(),
         Transform::OnePlus => data.iter().map(|&w| 1.0 + w).collect(),
         Transform::NegExpVHeads if inverse => {
-            reorder_blocks(data, 0, 1, &order).iter().map(|&a| baro_dsl::mathlib::log(-a)).collect()
+            reorder_blocks(data, 0, 1, &order).iter().map(|&a| neg_exp_inverse(a)).collect()
         }
         Transform::NegExpVHeads => {
-            let a: Vec<f32> = data.iter().map(|&x| -baro_dsl::mathlib::exp(x)).collect();
+            let a: Vec<f32> = data.iter().map(|&x| neg_exp(x)).collect();
             reorder_blocks(&a, 0, 1, &order)
         }
         Transform::VHeadRows { skip, head_len } => reorder_blocks(data, skip * row_len, head_len * row_len, &order),

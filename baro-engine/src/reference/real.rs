@@ -41,7 +41,8 @@ pub trait Real:
     /// A zero-centred RMSNorm weight `w` as applied, 1 + w, rounded once to `Self`.
     fn one_plus(w: f32) -> Self;
     /// The GDN decay rate −exp(A_log). For f32 this is exactly the value `names.rs` stores in a
-    /// GGUF `ssm_a` (baro's `mathlib::exp`), so the safetensors and GGUF paths see the same bits.
+    /// GGUF `ssm_a` (`names::neg_exp`, correctly rounded), so the safetensors and GGUF paths see
+    /// the same bits.
     fn neg_exp(a_log: f32) -> Self;
 }
 
@@ -87,7 +88,7 @@ impl Real for f32 {
         1.0 + w
     }
     fn neg_exp(a_log: f32) -> f32 {
-        -baro_dsl::mathlib::exp(a_log)
+        crate::model::names::neg_exp(a_log)
     }
 }
 

@@ -25,6 +25,7 @@ use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::{AddedToken, SplitDelimiterBehavior};
 
 use crate::model::gguf::{GgufFile, MetaValue};
+use crate::tokenizer::guard::guarded;
 use crate::tokenizer::{SpecialIds, TokenId, Tokenizer, TokenizerError};
 
 /// Qwen3.5's pre-tokenizer split (from its `tokenizer.json`): like Qwen2's, with `\p{M}`
@@ -112,24 +113,30 @@ impl Tokenizer {
             Some(v) => Some(v.as_str().ok_or_else(|| wrong_type("tokenizer.chat_template", "a string", v))?.to_string()),
         };
 
-        let build = |e: tokenizers::Error| TokenizerError::Build { message: e.to_string() };
-        let bpe = BPE::builder().vocab_and_merges(vocab, pairs).build().map_err(build)?;
-        let mut inner = tokenizers::Tokenizer::new(bpe);
-        inner.with_normalizer(Some(NFC)).map_err(build)?;
-        let split = Split::new(SplitPattern::Regex(split.to_string()), SplitDelimiterBehavior::Isolated, false).map_err(build)?;
-        inner.with_pre_tokenizer(Some(Sequence::new(vec![split.into(), ByteLevel::new(false, true, false).into()])));
-        inner.with_decoder(Some(ByteLevel::new(true, true, true)));
-        let of_kind = |special: bool| added.iter().filter(|(_, t)| t.special == special).map(|(_, t)| t.clone()).collect::<Vec<_>>();
-        inner.add_special_tokens(of_kind(true)).map_err(build)?;
-        inner.add_tokens(of_kind(false)).map_err(build)?;
-        for (id, t) in &added {
-            // Each added token is also in the model vocabulary, so the added vocabulary reuses
-            // its GGUF id; anything else is a bug here or in `tokenizers`.
-            let found = inner.token_to_id(&t.content);
-            if found != Some(*id) {
-                return Err(TokenizerError::Build { message: format!("added token {:?}: expected id {id}, found {found:?}", t.content) });
+        // Built under `guarded`: a panic inside `tokenizers` on these (checked) values is a
+        // `Build` error, not a crash.
+        let inner = guarded(|| -> Result<tokenizers::Tokenizer, TokenizerError> {
+            let build = |e: tokenizers::Error| TokenizerError::Build { message: e.to_string() };
+            let bpe = BPE::builder().vocab_and_merges(vocab, pairs).build().map_err(build)?;
+            let mut inner = tokenizers::Tokenizer::new(bpe);
+            inner.with_normalizer(Some(NFC)).map_err(build)?;
+            let split = Split::new(SplitPattern::Regex(split.to_string()), SplitDelimiterBehavior::Isolated, false).map_err(build)?;
+            inner.with_pre_tokenizer(Some(Sequence::new(vec![split.into(), ByteLevel::new(false, true, false).into()])));
+            inner.with_decoder(Some(ByteLevel::new(true, true, true)));
+            let of_kind = |special: bool| added.iter().filter(|(_, t)| t.special == special).map(|(_, t)| t.clone()).collect::<Vec<_>>();
+            inner.add_special_tokens(of_kind(true)).map_err(build)?;
+            inner.add_tokens(of_kind(false)).map_err(build)?;
+            for (id, t) in &added {
+                // Each added token is also in the model vocabulary, so the added vocabulary reuses
+                // its GGUF id; anything else is a bug here or in `tokenizers`.
+                let found = inner.token_to_id(&t.content);
+                if found != Some(*id) {
+                    return Err(TokenizerError::Build { message: format!("added token {:?}: expected id {id}, found {found:?}", t.content) });
+                }
             }
-        }
+            Ok(inner)
+        })
+        .map_err(|panic| TokenizerError::Build { message: format!("the tokenizers crate panicked: {panic}") })??;
         Ok(Tokenizer::from_parts(inner, special, chat_template, Some(tokens.len())))
     }
 }

@@ -4,10 +4,13 @@
 //!
 //! The `tokenizers` crate does the encoding; this module decides what is loaded and which ids
 //! are special. It must never panic on a file's contents or on user text: every failure is a
-//! `TokenizerError` saying what was expected and what was found.
+//! `TokenizerError` saying what was expected and what was found. Every call into `tokenizers`
+//! that reads a file's contents or runs on them goes through `guard::guarded`, which turns a
+//! panic inside that crate (it has some, see `guard.rs`) into such an error.
 
 pub mod chat;
 pub mod gguf;
+mod guard;
 pub mod stream;
 
 use std::io::Read;
@@ -16,6 +19,8 @@ use std::sync::OnceLock;
 
 pub use chat::{ChatMessage, ChatOptions, ChatTemplate};
 pub use stream::StreamDecoder;
+
+use guard::guarded;
 
 /// A token's index in the vocabulary (what the embedding table is indexed by).
 pub type TokenId = u32;
@@ -129,9 +134,15 @@ impl Tokenizer {
     /// Parses `tokenizer.json` text. A tokenizer.json does not say which ids end a turn; the
     /// Qwen ones are used when present: eos = `<|im_end|>`, `<|endoftext|>`. Override with
     /// `set_special_ids` from the model's own configuration.
+    ///
+    /// A file that makes the `tokenizers` crate panic is a `Json` error like any other bad
+    /// file (the panic is caught, and not printed).
     pub fn from_json_bytes(json: &[u8], what: &str) -> Result<Tokenizer, TokenizerError> {
-        let inner = tokenizers::Tokenizer::from_bytes(json)
-            .map_err(|e| TokenizerError::Json { what: what.to_string(), message: e.to_string() })?;
+        let json_error = |message: String| TokenizerError::Json { what: what.to_string(), message };
+        let inner = match guarded(|| tokenizers::Tokenizer::from_bytes(json)) {
+            Ok(loaded) => loaded.map_err(|e| json_error(e.to_string()))?,
+            Err(panic) => return Err(json_error(load_panic_message(json, &panic))),
+        };
         let mut t = Tokenizer::from_parts(inner, SpecialIds::default(), None, None);
         t.special.eos = ["<|im_end|>", "<|endoftext|>"].iter().filter_map(|s| t.token_to_id(s)).collect();
         Ok(t)
@@ -196,7 +207,9 @@ impl Tokenizer {
                 t
             }),
         };
-        let enc = tok.encode_fast(text, false).map_err(|e| TokenizerError::Encode { message: e.to_string() })?;
+        let enc = guarded(|| tok.encode_fast(text, false))
+            .map_err(|panic| TokenizerError::Encode { message: format!("the tokenizers crate panicked: {panic}") })?
+            .map_err(|e| TokenizerError::Encode { message: e.to_string() })?;
         Ok(enc.get_ids().to_vec())
     }
 
@@ -206,7 +219,9 @@ impl Tokenizer {
         if let Some(&id) = ids.iter().find(|&&id| id as usize >= self.n_ids) {
             return Err(TokenizerError::BadId { id, n_tokens: self.n_ids });
         }
-        self.inner.decode(ids, specials == Specials::Without).map_err(|e| TokenizerError::Decode { message: e.to_string() })
+        guarded(|| self.inner.decode(ids, specials == Specials::Without))
+            .map_err(|panic| TokenizerError::Decode { message: format!("the tokenizers crate panicked: {panic}") })?
+            .map_err(|e| TokenizerError::Decode { message: e.to_string() })
     }
 
     /// A streaming decoder over this tokenizer (see `StreamDecoder`).
@@ -217,6 +232,16 @@ impl Tokenizer {
     /// The underlying `tokenizers` tokenizer, for what this wrapper does not cover.
     pub fn inner(&self) -> &tokenizers::Tokenizer {
         &self.inner
+    }
+}
+
+/// What a `tokenizer.json` that made the `tokenizers` crate panic while loading is: a JSON
+/// syntax error (what the crate should have reported; 0.23 panics on one inside `"decoder"`),
+/// or well-formed JSON that it cannot handle.
+fn load_panic_message(json: &[u8], panic: &str) -> String {
+    match serde_json::from_slice::<serde::de::IgnoredAny>(json) {
+        Err(e) => format!("expected JSON, found a syntax error: {e} (the tokenizers crate panicked on it)"),
+        Ok(_) => format!("expected a tokenizer the tokenizers crate can load, found one that makes it panic: {panic}"),
     }
 }
 

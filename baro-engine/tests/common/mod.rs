@@ -2,6 +2,8 @@
 //! GGUF file from an HF fixture through `names.rs`.
 #![allow(dead_code)]
 
+pub mod exact_exp;
+
 use std::path::PathBuf;
 
 use baro_dsl::runtime::Device;
@@ -52,6 +54,51 @@ pub fn canonical_f32(ck: &HfCheckpoint) -> Vec<(names::GgufTensorSpec, Vec<f32>)
         .into_iter()
         .map(|spec| {
             let data = names::hf_to_gguf(&ck.config, &spec, &get).unwrap_or_else(|e| panic!("{e}"));
+            (spec, data)
+        })
+        .collect()
+}
+
+/// How `converter_f32` computes `ssm_a` from `A_log`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NegExp {
+    /// Correctly rounded (`exact_exp`): the value llama.cpp's converter stores.
+    CorrectlyRounded,
+    /// With baro's own `mathlib::exp` (what the engine did before; a negative control).
+    BaroExp,
+}
+
+/// Every canonical tensor of the checkpoint as llama.cpp's `convert_hf_to_gguf.py` writes it
+/// for `qwen35moe` with `--outtype f32`, computed here rather than through `names::hf_to_gguf`'s
+/// value conversions: bf16/f16 widened to f32 first; norm weights (every `*norm.weight` but
+/// `linear_attn.norm.weight`) `w + 1` as one f32 addition; `A_log` → `−exp(A_log)` by `neg_exp`.
+/// Layout changes (the value-head reorder, the conv squeeze, the expert stacking) are exact
+/// permutations and come from `names::hf_to_gguf`.
+pub fn converter_f32(ck: &HfCheckpoint, neg_exp: NegExp) -> Vec<(names::GgufTensorSpec, Vec<f32>)> {
+    let get = hf_get(ck);
+    let cfg = &ck.config;
+    names::gguf_tensors(cfg)
+        .into_iter()
+        .map(|spec| {
+            let raw = |spec: &names::GgufTensorSpec| match &spec.source {
+                names::HfSource::One(hf) => get(hf).unwrap_or_else(|| panic!("missing {hf}")).data,
+                names::HfSource::Experts { .. } => unreachable!("experts carry no value conversion"),
+            };
+            let data = match spec.transform {
+                names::Transform::OnePlus => raw(&spec).iter().map(|&w| w + 1.0f32).collect(),
+                names::Transform::NegExpVHeads => {
+                    let a: Vec<f32> = raw(&spec)
+                        .iter()
+                        .map(|&x| match neg_exp {
+                            NegExp::CorrectlyRounded => -exact_exp::exp_f32(x),
+                            NegExp::BaroExp => -baro_dsl::mathlib::exp(x),
+                        })
+                        .collect();
+                    let order = names::v_head_order(cfg.gdn_n_key_heads, cfg.gdn_n_value_heads);
+                    names::reorder_blocks(&a, 0, 1, &order)
+                }
+                _ => names::hf_to_gguf(cfg, &spec, &get).unwrap_or_else(|e| panic!("{e}")),
+            };
             (spec, data)
         })
         .collect()

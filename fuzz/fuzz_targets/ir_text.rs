@@ -1,0 +1,4 @@
+//! libFuzzer entry for `baro_fuzz::ir_text` (what it feeds and checks is documented there).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| baro_fuzz::ir_text(data));

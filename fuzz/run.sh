@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the fuzz targets with cargo-fuzz on stable Rust and runs each for a while.
+#   fuzz/run.sh [SECONDS_PER_TARGET] [TARGET...]     default: 600 s, every target
+# Needs `cargo install cargo-fuzz` (0.13). The binaries need the crate's `libfuzzer` feature
+# (off in the workspace, so `cargo test` only replays the corpus): by hand,
+#   cargo fuzz run --features libfuzzer -s none TARGET [CORPUS_DIR] -- [LIBFUZZER_FLAGS]
+# They build into the workspace's target/x86_64-unknown-linux-gnu/release/.
+# Stable rustc has no -Zsanitizer, so the targets are built with `-s none`: libFuzzer's
+# coverage guidance (sancov, stable flags) without AddressSanitizer; Rust's bounds checks and
+# overflow checks (on: debug assertions) catch over-reads in safe code. Set FUZZ_ASAN=1 to
+# build with AddressSanitizer through RUSTC_BOOTSTRAP=1 (nightly flags on a stable compiler:
+# works, unsupported).
+# Each target runs on a scratch corpus under fuzz/work/ seeded from fuzz/corpus/ and
+# fuzz/regressions/ (the committed inputs stay small); crashes land in fuzz/artifacts/TARGET/
+# (copy one into fuzz/regressions/TARGET/ once fixed: `cargo test` replays it); logs in
+# fuzz/logs/. The last line per target is libFuzzer's final stats: `#N DONE` is the number of
+# executions.
+set -euo pipefail
+cd "$(dirname "$0")"
+export HIP_PATH="${HIP_PATH:-/usr}"
+secs="${1:-600}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(gguf safetensors tokenizer_json tokenizer_gguf chat_template ir_text server_request)
+san=(-s none)
+if [ "${FUZZ_ASAN:-0}" = 1 ]; then export RUSTC_BOOTSTRAP=1; san=(-s address); fi
+cargo fuzz build --features libfuzzer "${san[@]}"
+mkdir -p logs
+for t in "${targets[@]}"; do
+  mkdir -p "work/$t" "artifacts/$t"
+  cp -n corpus/"$t"/* regressions/"$t"/* "work/$t/" 2>/dev/null || true
+  dict=()
+  [ -f "dict/$t.dict" ] && dict=(-dict="dict/$t.dict")
+  echo "fuzz: $t for ${secs}s" >&2
+  cargo fuzz run --features libfuzzer "${san[@]}" "$t" "work/$t" -- -max_total_time="$secs" -timeout=10 -rss_limit_mb=4096 \
+    -max_len=262144 -print_final_stats=1 "${dict[@]}" -artifact_prefix="artifacts/$t/" >"logs/$t.log" 2>&1 || echo "fuzz: $t stopped with a finding: see logs/$t.log and artifacts/$t/" >&2
+  grep -E "^stat::number_of_executed_units|^#[0-9]+ +DONE" "logs/$t.log" | tail -2 >&2 || true
+done
