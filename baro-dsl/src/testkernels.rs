@@ -4,7 +4,7 @@
 //!
 //! Test support only (`#[doc(hidden)]`): nothing in baro's pipeline may depend on it.
 
-use crate::ir::{Access, BinOp, Buf, Expr, Kernel, MathFn, ParamId, ParamKind, Reduce, ReduceOp, ScalarType, Sibling, Stmt, Var};
+use crate::ir::{Access, BinOp, Buf, Expr, Kernel, MathFn, ParamId, ParamKind, Reduce, ReduceOp, ScalarType, Sibling, Stmt, UnOp, Var};
 use crate::schedule::{Combine, Schedule};
 
 const F32: ScalarType = ScalarType::F32;
@@ -278,6 +278,26 @@ fn q8_kernel(batched: bool) -> Kernel {
         }
         None => b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), let_(xrow, Expr::index(0)), store(y, ve(o), dot)]),
     }
+}
+
+/// `for i in par(0..n) { y[i] = let a = x[i]·2 in (let b = a + 1 in b·a) − (let a' = −a in a'·0.5) }`:
+/// expression `let`s (what a `#[kernel]` block used as a value lowers to), nested, with a second
+/// variable of the same name, on one workgroup.
+pub fn expression_lets() -> Kernel {
+    let mut k = Kernel::new("expression_lets");
+    let x = k.add_param("x", ParamKind::Buffer { elem: F32, access: Access::Read });
+    let y = k.add_param("y", ParamKind::Buffer { elem: F32, access: Access::ReadWrite });
+    let n = k.add_param("n", ParamKind::Scalar(IDX));
+    let i = k.add_var("i", IDX, false);
+    let a = k.add_var("a", F32, false);
+    let b = k.add_var("b", F32, false);
+    let a2 = k.add_var("a", F32, false);
+    let inner = Expr::let_in(b, add(ve(a), Expr::f32(1.0)), mul(ve(b), ve(a)));
+    let other = Expr::let_in(a2, Expr::un(UnOp::Neg, ve(a)), mul(ve(a2), Expr::f32(0.5)));
+    let value = Expr::let_in(a, mul(ld(x, ve(i)), Expr::f32(2.0)), sub(inner, other));
+    k.grid = vec![Expr::index(1)];
+    k.body = vec![Stmt::ParFor { var: i, end: pe(n), team: None, body: vec![store(y, ve(i), value)] }];
+    k
 }
 
 /// Every valid (rows, m=1) pair.

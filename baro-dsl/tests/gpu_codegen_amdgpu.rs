@@ -133,3 +133,13 @@ fn a_missing_linker_is_a_clear_error() {
     assert!(matches!(e, CompileError::Tool { .. }), "{e:?}");
     assert!(e.to_string().contains("/nonexistent/ld.lld"), "{e}");
 }
+
+/// Expression `let`s (a `#[kernel]` block used as a value) lower to gfx1100 code like any value.
+#[test]
+fn expression_lets_compile_for_gfx1100() {
+    let k = baro_dsl::testkernels::expression_lets();
+    let a = compile_gpu(&k, &"gfx1100".parse().unwrap(), &CompileOptions::default(), &CompileCache::new(None)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!a.image.is_empty());
+    assert!(a.asm.contains("expression_lets"), "{}", a.asm);
+    assert!(stray_fmas(&a.asm).is_empty(), "fused multiply-adds: {:?}", stray_fmas(&a.asm));
+}

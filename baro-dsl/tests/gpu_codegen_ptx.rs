@@ -197,3 +197,12 @@ fn a_lane_region_wider_than_the_wave_must_still_span_the_block() {
     let e = compile_gpu(&lanes64, &sm90(), &CompileOptions::default(), &cache).unwrap_err().to_string();
     assert!(e.contains("a lane region of 64 lanes in a workgroup of 128 threads"), "{e}");
 }
+
+/// Expression `let`s (a `#[kernel]` block used as a value) lower to PTX like any value.
+#[test]
+fn expression_lets_compile_for_sm90() {
+    let k = baro_dsl::testkernels::expression_lets();
+    let a = compile_gpu(&k, &sm90(), &CompileOptions::default(), &CompileCache::new(None)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(a.asm.contains(".visible .entry expression_lets("), "{}", a.asm);
+    assert!(a.asm.contains("mul.rn.f32") && !a.asm.contains("fma."), "{}", a.asm);
+}

@@ -232,3 +232,20 @@ fn all_math_functions_in_one_kernel() {
         assert_eq!(ys[i].to_bits(), want.to_bits(), "x = {x}");
     }
 }
+
+#[test]
+fn expression_lets_bind_their_values() {
+    let k = baro_dsl::testkernels::expression_lets();
+    let xs = Rng(11).vec_f32(37);
+    let mut ys = vec![0f32; 37];
+    compile(&k).launch(&mut [Arg::buf(&xs), Arg::buf_mut(&mut ys), Arg::from(37usize)]).unwrap();
+    let want: Vec<u32> = xs
+        .iter()
+        .map(|&x| {
+            let a = x * 2.0;
+            let b = a + 1.0;
+            (b * a - (-a) * 0.5).to_bits()
+        })
+        .collect();
+    assert_eq!(bits(&ys), want);
+}

@@ -371,3 +371,59 @@ fn verifier_errors_are_reported_too() {
     assert!(errs[0].starts_with("float accumulation into `last` inside a loop"), "{}", errs[0]);
     assert!(errs[1].starts_with("barrier under lane-dependent control flow"), "{}", errs[1]);
 }
+
+#[test]
+fn block_values_are_lets_around_their_tail() {
+    let l = ok(
+        quote!(grid = [n]),
+        quote! {
+            fn blocks(x: &[f32], h: &[u32], y: &mut [f32], n: usize) {
+                let o = group_id(0);
+                let s = { let m = h[o] & 0x3ff; let e = m + 1; (e as f32) * 0.5 };
+                y[o] = x[o] * if s > 1.0 { let t = s * 2.0; t - 1.0 } else { s };
+                let e = { let e = 3.0; { let e = e * e; e } };
+                y[o + 1] = e + s;
+            }
+        },
+    );
+    let k = &l.kernel;
+    let ty = |name: &str| k.vars.iter().filter(|d| d.name == name).map(|d| d.ty).collect::<Vec<_>>();
+    assert_eq!(ty("m"), vec![T::U32]);
+    assert_eq!(ty("s"), vec![T::F32]);
+    // The shadowed `e`s are three variables: two inner block ones and the statement's.
+    assert_eq!(ty("e"), vec![T::U32, T::F32, T::F32, T::F32]);
+    let o = v(0);
+    let [m, e1, s] = [1, 2, 3].map(v);
+    let masked = Expr::bin(BinOp::And, load(1, o.clone()), Expr::c(Const::new(T::U32, 0x3ff)));
+    let tail = Expr::bin(BinOp::Mul, Expr::cast(T::F32, e1.clone()), Expr::f32(0.5));
+    let value = Expr::let_in(Var(1), masked, Expr::let_in(Var(2), Expr::bin(BinOp::Add, m, Expr::c(Const::new(T::U32, 1))), tail));
+    assert_eq!(k.body[1], Stmt::Let { var: Var(3), value });
+    let then = Expr::let_in(Var(4), Expr::bin(BinOp::Mul, s.clone(), Expr::f32(2.0)), Expr::bin(BinOp::Sub, v(4), Expr::f32(1.0)));
+    let select = Expr::select(Expr::bin(BinOp::Gt, s, Expr::f32(1.0)), then, v(3));
+    assert_eq!(k.body[2], Stmt::Store { buf: Buf::Param(ParamId(2)), index: o.clone(), value: Expr::bin(BinOp::Mul, load(0, o), select) });
+    let nested = Expr::let_in(Var(5), Expr::f32(3.0), Expr::let_in(Var(6), Expr::bin(BinOp::Mul, v(5), v(5)), v(6)));
+    assert_eq!(k.body[3], Stmt::Let { var: Var(7), value: nested });
+}
+
+#[test]
+fn block_values_say_what_they_may_hold() {
+    let errs = errors(quote!(grid = [n]), quote! {
+        fn bad(x: &[f32], y: &mut [f32], n: usize) {
+            let o = group_id(0);
+            let a = { let mut t = x[o]; t };
+            let b = { y[o] = 1.0; x[o] };
+            let c = { let t = x[o]; };
+            let d = { let t = x[o]; sum!(j in 0..n, order = seq, x[j]) * t };
+            y[o] = a + b + c + d;
+        }
+    });
+    let want = [
+        "`let mut t` in a block used as a value: nothing can assign to it there; expected `let t`",
+        "a block used as a value holds only `let x = ...;` statements before its value",
+        "a block used as a value: expected `let` statements followed by the value without a `;`",
+        "a reduction (`sum!`, `max!`, `min!`) inside a block with `let`s",
+    ];
+    for w in want {
+        assert!(errs.iter().any(|e| e.contains(w)), "expected an error containing {w:?}, got {errs:#?}");
+    }
+}

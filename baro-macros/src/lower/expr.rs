@@ -10,7 +10,7 @@ use super::stmt::strip;
 use super::{Binding, Lower, Typed};
 use crate::diag::{show, R};
 use crate::signature::scalar_type;
-use baro_dsl::ir::{BinOp, Const, Expr, ParamKind, ScalarType, UnOp};
+use baro_dsl::ir::{BinOp, Const, Expr, ParamKind, ScalarType, Stmt, UnOp};
 
 impl Lower<'_> {
     /// Lowers `e`; `hint` is the type the context expects, used only to type unsuffixed
@@ -30,6 +30,7 @@ impl Lower<'_> {
             syn::Expr::Binary(b) => self.binary(b, hint),
             syn::Expr::Cast(c) => self.cast(c),
             syn::Expr::If(i) => self.select(i, hint),
+            syn::Expr::Block(b) if b.label.is_none() && b.attrs.is_empty() => self.block_value(&b.block, hint),
             syn::Expr::MethodCall(m) => self.method(m, hint),
             syn::Expr::Call(c) => self.call(c),
             syn::Expr::Macro(m) => self.reduce(&m.mac, hint),
@@ -244,12 +245,45 @@ impl Lower<'_> {
         Ok(Typed { e: Expr::select(cond.e, then.e, els.e), ty: then.ty })
     }
 
-    /// One arm of a select: a block holding a single expression.
+    /// One arm of a select: a block used as a value.
     fn arm(&mut self, b: &syn::Block, hint: Option<ScalarType>) -> R<Typed> {
-        match b.stmts.as_slice() {
-            [syn::Stmt::Expr(e, None)] => self.expr(e, hint),
-            _ => Err(self.fail(b, "an `if` used as a value: expected each arm to be one expression without statements, `{ a }`")),
-        }
+        self.block_value(b, hint)
+    }
+
+    /// `{ let a = e1; let b = e2; tail }` as a value: the tail inside one `Expr::Let` per
+    /// binding, in a scope of its own (the names end with the block, as in Rust). Only
+    /// immutable `let`s may precede the tail: a value has no side effects.
+    pub(super) fn block_value(&mut self, b: &syn::Block, hint: Option<ScalarType>) -> R<Typed> {
+        self.with_scope(|lw| {
+            let Some((syn::Stmt::Expr(tail, None), lets)) = b.stmts.split_last() else {
+                return Err(lw.fail(b, "a block used as a value: expected `let` statements followed by the value without a `;`, e.g. `{ let d = f16_bits(h); d * s }`"));
+            };
+            let mut bound = Vec::with_capacity(lets.len());
+            for s in lets {
+                let syn::Stmt::Local(local) = s else {
+                    return Err(lw.fail(s, "a block used as a value holds only `let x = ...;` statements before its value: expected assignments, stores, loops and `if` statements in the kernel body"));
+                };
+                let pat = match &local.pat {
+                    syn::Pat::Type(pt) => &*pt.pat,
+                    p => p,
+                };
+                if let syn::Pat::Ident(pi) = pat {
+                    if pi.mutability.is_some() {
+                        return Err(lw.fail(local, format!("`let mut {}` in a block used as a value: nothing can assign to it there; expected `let {}`", pi.ident, pi.ident)));
+                    }
+                }
+                match lw.local(local)? {
+                    Some(Stmt::Let { var, value }) => bound.push((var, value)),
+                    _ => return Err(lw.fail(local, "a shared array in a block used as a value: expected `let tile = shared::<T, N>();` as a statement of the kernel body")),
+                }
+            }
+            let tail = lw.expr(tail, hint)?;
+            let e = bound.into_iter().rev().fold(tail.e, |body, (var, value)| Expr::let_in(var, value, body));
+            if !lets.is_empty() && e.any(&|x| matches!(x, Expr::Reduce(_))) {
+                return Err(lw.fail(b, "a reduction (`sum!`, `max!`, `min!`) inside a block with `let`s: expected it bound by a `let` statement of the kernel body first, `let s = sum!(...);`"));
+            }
+            Ok(Typed { e, ty: tail.ty })
+        })
     }
 }
 
@@ -339,9 +373,8 @@ pub(super) fn unsupported(e: &syn::Expr) -> String {
         }
         syn::Expr::Field(_) => ("field accesses are", "kernels compute with scalars, buffers and shared arrays"),
         syn::Expr::Range(_) => ("ranges as values are", "expected a range only after `in` in a `for` loop or a reduction"),
-        syn::Expr::Block(_) | syn::Expr::Unsafe(_) | syn::Expr::Const(_) => {
-            ("block expressions are", "expected statements directly in the body, or `if c { a } else { b }` as a value")
-        }
+        syn::Expr::Block(_) => ("labelled or attributed blocks are", "expected a plain block, `{ let a = ...; a * 2.0 }`"),
+        syn::Expr::Unsafe(_) | syn::Expr::Const(_) => ("`unsafe` and `const` blocks are", "expected a plain block, `{ let a = ...; a * 2.0 }`"),
         syn::Expr::Async(_) | syn::Expr::Await(_) | syn::Expr::Yield(_) | syn::Expr::TryBlock(_) => ("async code is", "kernels are straight-line code"),
         syn::Expr::Try(_) => ("the `?` operator is", "kernels have no fallible operations"),
         syn::Expr::Let(_) => ("`let` in an expression is", "expected a `let` statement"),

@@ -31,7 +31,7 @@ impl Lower<'_> {
         let mut path = prefix.to_vec();
         path.push(offset + out.len() as u32);
         let lowered = match s {
-            syn::Stmt::Local(local) => self.local(local, &path),
+            syn::Stmt::Local(local) => self.local(local),
             syn::Stmt::Expr(syn::Expr::Block(b), _) if b.label.is_none() && b.attrs.is_empty() => {
                 // A bare block: its statements join this one, in a scope of their own.
                 self.with_scope(|lw| {
@@ -55,7 +55,7 @@ impl Lower<'_> {
     }
 
     /// `let [mut] x [: T] = e;` or `let tile = shared::<T, N>();`.
-    fn local(&mut self, local: &syn::Local, _path: &[u32]) -> R<Option<Stmt>> {
+    pub(super) fn local(&mut self, local: &syn::Local) -> R<Option<Stmt>> {
         let (pat, annotated) = match &local.pat {
             syn::Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
             p => (p, None),
