@@ -137,12 +137,45 @@ pub fn model_cases(cfg: &ModelConfig, mix: QuantMix) -> Result<Vec<MatvecCase>, 
 }
 
 /// Plain projections of type `ty` at each (k, n) of `shapes` (a Hugging Face checkpoint's
-/// F16/BF16 matrices), labelled `label`.
-pub fn float_cases(ty: TensorType, shapes: &[(usize, usize)], label: &str) -> Vec<MatvecCase> {
+/// F16/BF16 matrices, Q8_0 at the listed shapes), labelled `label`.
+pub fn projection_cases(ty: TensorType, shapes: &[(usize, usize)], label: &str) -> Vec<MatvecCase> {
     shapes
         .iter()
         .map(|&(cols, rows)| MatvecCase { tensors: vec![label.to_string()], ty, n_mats: 1, rows, cols, n_slots: 1, x_stride: 0, per_token: 0 })
         .collect()
+}
+
+/// `extra` appended to `cases`, leaving out those whose shape a case already has.
+pub fn add_new(cases: &mut Vec<MatvecCase>, extra: Vec<MatvecCase>) {
+    for e in extra {
+        let shape = |c: &MatvecCase| (c.ty, c.n_mats, c.rows, c.cols, c.n_slots, c.x_stride);
+        if !cases.iter().any(|c| shape(c) == shape(&e)) {
+            cases.push(e);
+        }
+    }
+}
+
+/// The cases as a table (what `matvec_bw --list-cases` prints).
+pub fn list(cases: &[MatvecCase]) -> String {
+    let lw = cases.iter().map(|c| c.label().len()).max().unwrap_or(0).max(7);
+    let mut t = format!("{:<16} {:<lw$} {:<5} {:>5} {:>6} {:>5} {:>5} {:>8} {:>4} {:>11}\n", "kernel", "tensors", "type", "K", "N", "mats", "slots", "x_stride", "/tok", "bytes");
+    for c in cases {
+        let kernel = baro_engine::kernels::decode_matvec_name(c.ty, c.cols);
+        t += &format!(
+            "{:<16} {:<lw$} {:<5} {:>5} {:>6} {:>5} {:>5} {:>8} {:>4} {:>11}\n",
+            kernel,
+            c.label(),
+            c.ty.to_string(),
+            c.cols,
+            c.rows,
+            c.n_mats,
+            c.n_slots,
+            c.x_stride,
+            c.per_token,
+            c.bytes()
+        );
+    }
+    t
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ use crate::report::json_str;
 pub const BAR: f64 = 1.0 / 1.35;
 
 /// Rows of the host check of each kernel (the host JIT is too slow for the full shapes).
-pub const CHECK_ROWS: usize = 8;
+pub const CHECK_ROWS: usize = 32;
 
 fn err(e: DeviceError) -> String {
     e.to_string()
@@ -202,15 +202,16 @@ pub fn measure(dev: &Device, filler: &mut Filler, setup: &EngineSetup, case: &Ma
 
 /// The engine rows as a fixed-width table.
 pub fn table(rows: &[EngineRow], copy_bw: f64) -> String {
+    let lw = rows.iter().map(|r| r.case.label().len()).max().unwrap_or(0).max(7);
     let mut t = format!(
-        "{:<16} {:<34} {:<5} {:>5} {:>6} {:>5} {:>4} {:>11} {:>10} {:>8} {:>7} {:>8} {:>7} {:>4}\n",
+        "{:<16} {:<lw$} {:<5} {:>5} {:>6} {:>5} {:>4} {:>11} {:>10} {:>8} {:>7} {:>8} {:>7} {:>4}\n",
         "kernel", "tensors", "type", "K", "N", "slots", "/tok", "bytes", "matvec_us", "copy_us", "cp/mv", "GB/s", "of_copy", "bar"
     );
     for r in rows {
         let c = &r.case;
         let ok = if r.copy_over_matvec() >= BAR { "ok" } else { "SLOW" };
         t += &format!(
-            "{:<16} {:<34} {:<5} {:>5} {:>6} {:>5} {:>4} {:>11} {:>10.2} {:>8.2} {:>7.3} {:>8.1} {:>7.3} {:>4}\n",
+            "{:<16} {:<lw$} {:<5} {:>5} {:>6} {:>5} {:>4} {:>11} {:>10.2} {:>8.2} {:>7.3} {:>8.1} {:>7.3} {:>4}\n",
             r.kernel,
             c.label(),
             c.ty.to_string(),

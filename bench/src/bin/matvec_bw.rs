@@ -24,7 +24,7 @@ use std::process::ExitCode;
 
 use baro_bench::bandwidth::{copy_bandwidth, median, time_one, Filler};
 use baro_bench::conformance::{matvec_half, matvec_wide};
-use baro_bench::matvec_cases::{float_cases, model_cases};
+use baro_bench::matvec_cases::{self, add_new, model_cases, projection_cases, MatvecCase};
 use baro_bench::matvec_engine::{self, EngineRow, EngineSetup, BAR};
 use baro_bench::report::{json_str, write_pair, Meta};
 use baro_engine::model::TensorType;
@@ -64,6 +64,10 @@ struct Cli {
     /// engine's decode matvecs on the model's shapes).
     #[arg(long, value_enum, default_value_t = Group::All)]
     only: Group,
+    /// Print the engine group's cases (kernel, shape, launches per token, bytes) and exit,
+    /// without a device.
+    #[arg(long)]
+    list_cases: bool,
     /// The quant mix of the engine group's shapes: community, q8_0 or f32.
     #[arg(long, default_value = "community")]
     mix: QuantMix,
@@ -239,18 +243,37 @@ fn run_examples(dev: &Device, host: &Device, cli: &Cli, filler: &mut Filler, cop
     Ok((results, checked))
 }
 
-/// The engine group: the model's matvec shapes (the `tiny` preset with `--quick`) and F16/BF16
-/// projections, each through the kernel decode launches for it.
-fn run_engine(dev: &Device, host: &Device, cli: &Cli, filler: &mut Filler) -> Result<(Vec<EngineRow>, u64), String> {
-    let (cfg, floats) = if cli.quick { (presets::tiny(), [(256, 512), (512, 256)]) } else { (presets::real(), [(2048, 8192), (8192, 2048)]) };
+/// The engine group's cases: the model's matvec shapes (the `tiny` preset with `--quick`),
+/// then F16, BF16 and Q8_0 projections at the examples' two shapes where the model has none.
+fn engine_cases(cli: &Cli) -> Result<Vec<MatvecCase>, String> {
+    let (cfg, shapes) = if cli.quick { (presets::tiny(), [(256, 512), (512, 256)]) } else { (presets::real(), [(2048, 8192), (8192, 2048)]) };
     let mut cases = model_cases(&cfg, cli.mix)?;
-    cases.extend(float_cases(TensorType::F16, &floats, "f16 projection"));
-    cases.extend(float_cases(TensorType::BF16, &floats, "bf16 projection"));
-    let setup = EngineSetup { iters: cli.iters, warmup: cli.warmup, l2_bytes: cli.l2_mib << 20, max_sets: if cli.quick { 4 } else { 512 } };
-    matvec_engine::run_cases(dev, host, filler, &setup, &cases)
+    for (ty, label) in [(TensorType::F16, "f16 projection"), (TensorType::BF16, "bf16 projection"), (TensorType::Q8_0, "q8_0 projection")] {
+        add_new(&mut cases, projection_cases(ty, &shapes, label));
+    }
+    Ok(cases)
+}
+
+/// The most weight rotations and copy buffer pairs per engine case.
+fn max_sets(cli: &Cli) -> usize {
+    if cli.quick {
+        4
+    } else {
+        512
+    }
+}
+
+/// The engine group: each case through the kernel decode launches for it.
+fn run_engine(dev: &Device, host: &Device, cli: &Cli, filler: &mut Filler) -> Result<(Vec<EngineRow>, u64), String> {
+    let setup = EngineSetup { iters: cli.iters, warmup: cli.warmup, l2_bytes: cli.l2_mib << 20, max_sets: max_sets(cli) };
+    matvec_engine::run_cases(dev, host, filler, &setup, &engine_cases(cli)?)
 }
 
 fn run(cli: Cli) -> Result<(), String> {
+    if cli.list_cases {
+        print!("{}", matvec_cases::list(&engine_cases(&cli)?));
+        return Ok(());
+    }
     let kind: DeviceKind = cli.target.parse().map_err(err)?;
     let dev = Device::open(kind, cli.ordinal).map_err(err)?;
     let host = Device::host().map_err(err)?;
@@ -287,8 +310,10 @@ fn run(cli: Cli) -> Result<(), String> {
         let slow = engine.iter().filter(|r| r.copy_over_matvec() < BAR).count();
         let (mv, cp) = matvec_engine::per_token_us(&engine);
         summary += &format!(
-            "\nengine: {} shapes, copy/matvec >= {BAR:.3} (matvec <= 1.35 x the copy of the same bytes) on {} of them, {slow} SLOW; per token at these speeds: matvecs {:.3} ms, copies of the same bytes {:.3} ms",
+            "\nengine: {} shapes, each against a copy moving the same bytes (B/2 read + B/2 written), alternated, {} timed each (median); weights and copy buffers rotated over > 3 x L2 (at most {} sets); copy/matvec >= {BAR:.3} (matvec <= 1.35 x copy) on {} of them, {slow} SLOW; per token at these speeds: matvecs {:.3} ms, copies of the same bytes {:.3} ms",
             engine.len(),
+            cli.iters,
+            max_sets(&cli),
             engine.len() - slow,
             mv / 1e3,
             cp / 1e3
