@@ -228,3 +228,19 @@ fn staged_x_matvecs_equal_the_plain_ones() {
     }
     assert!(compared > 400, "{compared}");
 }
+
+/// `kernels::decode_matvec` names a kernel of `decode()` for every type, the `_xs` one for a
+/// quantized matrix up to `XS_MAX_K` columns and the plain one past it (what decode launches and
+/// `matvec_bw` measures).
+#[test]
+fn decode_matvec_picks_a_decode_kernel_for_every_type() {
+    use baro_engine::kernels::{decode_matvec, decode_matvec_name};
+    for ty in TensorType::ALL {
+        for cols in [ty.block_len(), quant::XS_MAX_K, quant::XS_MAX_K + 256] {
+            let name = decode_matvec_name(ty, cols);
+            assert_eq!(decode_matvec(ty, cols).name, name);
+            let staged = ty.is_quantized() && cols <= quant::XS_MAX_K;
+            assert_eq!(name.ends_with("_xs"), staged, "{ty} at {cols} columns: {name}");
+        }
+    }
+}

@@ -7,4 +7,6 @@ pub mod conformance;
 pub mod decode;
 pub mod floor;
 pub mod identity;
+pub mod matvec_cases;
+pub mod matvec_engine;
 pub mod report;

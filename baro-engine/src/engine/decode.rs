@@ -170,13 +170,13 @@ impl Kernels {
 
     /// The m = 1 matvec for a `ty` matrix of `cols` columns: a quantized one with x staged in
     /// workgroup memory where it fits (the same bits, fewer memory requests), else the plain one.
+    /// The choice is `kernels::decode_matvec_name`'s (which benchmarks measure).
     pub(crate) fn matvec_for(&self, ty: TensorType, cols: usize) -> &DeviceKernel {
-        if cols <= kernels::quant::XS_MAX_K {
-            if let Some(k) = self.matvec_xs.get(&ty) {
-                return k;
-            }
+        let name = kernels::decode_matvec_name(ty, cols);
+        if let Some(k) = self.matvec_xs.get(&ty).filter(|k| k.name() == name) {
+            return k;
         }
-        match ty {
+        let plain = match ty {
             TensorType::F32 => &self.matvec_f32,
             TensorType::F16 => &self.matvec_f16,
             TensorType::BF16 => &self.matvec_bf16,
@@ -184,7 +184,9 @@ impl Kernels {
             TensorType::Q4_K => &self.matvec_q4_k,
             TensorType::Q5_K => &self.matvec_q5_k,
             TensorType::Q6_K => &self.matvec_q6_k,
-        }
+        };
+        debug_assert_eq!(plain.name(), name, "matvec_for and kernels::decode_matvec_name disagree");
+        plain
     }
 }
 

@@ -35,6 +35,36 @@ pub fn f16_bits(h: u32) -> f32 {
     f32::from_bits(((h & 0x8000) << 16) | mag)
 }
 
+/// The name of the m = 1 matvec the decode path launches for a `ty` matrix of `cols` columns:
+/// the quantized kernel with x staged in workgroup memory (`quant::XS_KERNELS`) where
+/// `cols ≤ quant::XS_MAX_K`, the plain one otherwise. `Kernels::matvec_for` picks by this rule,
+/// and benchmarks (`bench`'s `matvec_bw`) measure what it names.
+pub fn decode_matvec_name(ty: crate::model::TensorType, cols: usize) -> &'static str {
+    use crate::model::TensorType as T;
+    if cols <= quant::XS_MAX_K {
+        if let Some(&(_, name, _)) = quant::XS_KERNELS.iter().find(|(t, _, _)| *t == ty) {
+            return name;
+        }
+    }
+    match ty {
+        T::F32 => "matvec_f32",
+        T::F16 => "matvec_f16",
+        T::BF16 => "matvec_bf16",
+        T::Q8_0 => "matvec_q8_0",
+        T::Q4_K => "matvec_q4_k",
+        T::Q5_K => "matvec_q5_k",
+        T::Q6_K => "matvec_q6_k",
+    }
+}
+
+/// The IR of `decode_matvec_name(ty, cols)`, from `decode()`: what the decode path launches
+/// for that matrix, with its launch arguments `(x, w, ids, y, k, n, x_stride, n_slots)`.
+pub fn decode_matvec(ty: crate::model::TensorType, cols: usize) -> baro::dsl::Kernel {
+    let name = decode_matvec_name(ty, cols);
+    // Every name above is a kernel of `decode()` (`tests/kernels_matvec.rs` checks each type).
+    decode().into_iter().find(|k| k.name == name).unwrap_or_else(|| panic!("decode matvec {name}: expected it in kernels::decode(), found no such kernel (a bug in baro)"))
+}
+
 /// Every kernel of this module, for precompiling (and for the offline GPU compile test).
 pub fn all() -> Vec<baro::dsl::Kernel> {
     let mut all = decode();

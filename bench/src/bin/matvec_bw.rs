@@ -1,22 +1,34 @@
-//! `matvec_bw`: how close the f16/bf16-weight matvec (the examples' kernels) and its rows
-//! sibling come to the device's copy bandwidth.
+//! `matvec_bw`: how close matvecs come to the device's copy bandwidth, in two groups
+//! (`--only examples|engine`, default both).
 //!
 //! 1. Copy bandwidth: a large device-to-device copy, bytes read + written, median of N.
-//! 2. Matvec at K×N = 2048×8192 and 8192×2048 (decode shapes), m=1 and rows = 1, 2, 4, …,
-//!    512: achieved bytes/s (weights read once + x + y) over the copy bandwidth.
+//! 2. `examples`: the f16/bf16-weight matvec of the examples' kernels and its rows sibling at
+//!    K×N = 2048×8192 and 8192×2048 (decode shapes), m=1 and rows = 1, 2, 4, …, 512: achieved
+//!    bytes/s (weights read once + x + y) over the copy bandwidth.
+//! 3. `engine`: the engine's own decode matvecs (`kernels::decode_matvec`, launched as decode
+//!    launches them) on every matvec shape of the model (Qwen3.5-35B-A3B's, community mix:
+//!    F32, Q8_0 projections, Q4_K/Q5_K/Q6_K routed experts with top-k ids, the Q6_K head) plus
+//!    F16/BF16 projections at the two shapes above, each against a copy of the same bytes
+//!    timed in the same run (`baro_bench::matvec_engine`); the bar is copy/matvec ≥ 1/1.35.
 //!
 //! Timing: every timed launch is queued behind a large "filler" copy, so the CPU has queued
 //! the start event, the launch and the end event before the GPU reaches them (no launch gap
 //! inside the measurement); the weights rotate over enough copies (> 3 × L2) that no launch
 //! finds its weights in L2. Results are checked against the host JIT byte for byte first
-//! (m=1 and rows=2), so a fast wrong kernel cannot report a number. Results print last.
+//! (examples: m=1 and rows=2; engine: each kernel at its k with a few rows), so a fast wrong
+//! kernel cannot report a number. Results print last. `--quick`: small shapes (the engine
+//! group on the `tiny` preset), for a host smoke test.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use baro_bench::bandwidth::{copy_bandwidth, median, time_one, Filler};
 use baro_bench::conformance::{matvec_half, matvec_wide};
+use baro_bench::matvec_cases::{self, add_new, model_cases, projection_cases, MatvecCase};
+use baro_bench::matvec_engine::{self, EngineRow, EngineSetup, BAR};
 use baro_bench::report::{json_str, write_pair, Meta};
+use baro_engine::model::TensorType;
+use baro_engine::pack::{presets, QuantMix};
 use baro_dsl::runtime::{Buffer, Device, DeviceArg, DeviceError, DeviceKernel, DeviceKind};
 use baro_dsl::{Kernel, ScalarType};
 use clap::Parser;
@@ -44,14 +56,33 @@ struct Cli {
     /// Largest row count of the rows sibling (powers of two from 1).
     #[arg(long, default_value_t = 512)]
     max_rows: usize,
-    /// Small shapes (for a host smoke test): K×N = 256×512 and 512×256, rows up to 4.
+    /// Small shapes (for a host smoke test): K×N = 256×512 and 512×256, rows up to 4; the
+    /// engine group on the `tiny` preset, at most 4 weight rotations.
     #[arg(long)]
     quick: bool,
+    /// Which group to run: all, examples (the f16/bf16 example kernels) or engine (the
+    /// engine's decode matvecs on the model's shapes).
+    #[arg(long, value_enum, default_value_t = Group::All)]
+    only: Group,
+    /// Print the engine group's cases (kernel, shape, launches per token, bytes) and exit,
+    /// without a device.
+    #[arg(long)]
+    list_cases: bool,
+    /// The quant mix of the engine group's shapes: community, q8_0 or f32.
+    #[arg(long, default_value = "community")]
+    mix: QuantMix,
     /// Write results as markdown here, and as JSON beside it.
     #[arg(long)]
     out: Option<PathBuf>,
     #[arg(long)]
     commit: Option<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Group {
+    All,
+    Examples,
+    Engine,
 }
 
 /// One measured configuration.
@@ -181,18 +212,8 @@ fn measure(dev: &Device, cli: &Cli, filler: &mut Filler, k: &DeviceKernel, weigh
     Ok(Row { kernel: k.name().to_string(), k: kk, n, rows, bytes, median_us: t * 1e6, gbps, ratio: bytes as f64 / t / copy_bw })
 }
 
-fn run(cli: Cli) -> Result<(), String> {
-    let kind: DeviceKind = cli.target.parse().map_err(err)?;
-    let dev = Device::open(kind, cli.ordinal).map_err(err)?;
-    let host = Device::host().map_err(err)?;
-    let meta = Meta::new(dev.name(), dev.driver_version(), cli.commit.clone());
-    println!("matvec_bw on {} ({}), commit {}, {}", dev.name(), dev.driver_version(), meta.commit, meta.date);
-    let filler_bytes = if cli.quick { 1 << 20 } else { 256 << 20 };
-    let mut filler = Filler::new(&dev, filler_bytes)?;
-
-    let (copy_moved, copy_bw) = copy_bandwidth(&dev, cli.copy_mib << 20, cli.warmup, cli.iters, &mut filler)?;
-    println!("copy: {} MiB read + written per copy, median {:.1} GB/s", copy_moved >> 20, copy_bw / 1e9);
-
+/// The examples group: the f16/bf16 example kernels at m=1 and over rows.
+fn run_examples(dev: &Device, host: &Device, cli: &Cli, filler: &mut Filler, copy_bw: f64) -> Result<(Vec<Row>, u64), String> {
     let shapes: &[(usize, usize)] = if cli.quick { &[(256, 512), (512, 256)] } else { &[(2048, 8192), (8192, 2048)] };
     let max_rows = if cli.quick { cli.max_rows.min(4) } else { cli.max_rows };
     let mut rows_list = vec![];
@@ -208,24 +229,75 @@ fn run(cli: Cli) -> Result<(), String> {
         let (ks, kb) = (dev.compile(&single).map_err(err)?, dev.compile(&batched).map_err(err)?);
         for &(kk, n) in shapes {
             let w32 = rng_f32(n * kk, 11);
-            checked += self_check(&dev, &host, wt, &w32, kk, n)?;
+            checked += self_check(dev, host, wt, &w32, kk, n)?;
             let wbytes = wt.bytes(&w32);
             let copies = (3 * (cli.l2_mib << 20)).div_ceil(wbytes.len()).max(2) + 1;
             let weights: Vec<Buffer> = (0..copies).map(|_| dev.upload_bytes(wt.elem(), &wbytes)).collect::<Result<_, _>>().map_err(err)?;
             eprintln!("measuring {} and {} at K={kk} N={n} ({copies} weight copies)", single.name, batched.name);
-            results.push(measure(&dev, &cli, &mut filler, &ks, &weights, kk, n, None, copy_bw)?);
+            results.push(measure(dev, cli, filler, &ks, &weights, kk, n, None, copy_bw)?);
             for &r in &rows_list {
-                results.push(measure(&dev, &cli, &mut filler, &kb, &weights, kk, n, Some(r), copy_bw)?);
+                results.push(measure(dev, cli, filler, &kb, &weights, kk, n, Some(r), copy_bw)?);
             }
         }
     }
+    Ok((results, checked))
+}
 
-    let mut t = format!("{:<22} {:>6} {:>6} {:>5} {:>12} {:>11} {:>9} {:>7}\n", "kernel", "K", "N", "rows", "bytes", "median_us", "GB/s", "ratio");
+/// The engine group's cases: the model's matvec shapes (the `tiny` preset with `--quick`),
+/// then F16, BF16 and Q8_0 projections at the examples' two shapes where the model has none.
+fn engine_cases(cli: &Cli) -> Result<Vec<MatvecCase>, String> {
+    let (cfg, shapes) = if cli.quick { (presets::tiny(), [(256, 512), (512, 256)]) } else { (presets::real(), [(2048, 8192), (8192, 2048)]) };
+    let mut cases = model_cases(&cfg, cli.mix)?;
+    for (ty, label) in [(TensorType::F16, "f16 projection"), (TensorType::BF16, "bf16 projection"), (TensorType::Q8_0, "q8_0 projection")] {
+        add_new(&mut cases, projection_cases(ty, &shapes, label));
+    }
+    Ok(cases)
+}
+
+/// The most weight rotations and copy buffer pairs per engine case.
+fn max_sets(cli: &Cli) -> usize {
+    if cli.quick {
+        4
+    } else {
+        512
+    }
+}
+
+/// The engine group: each case through the kernel decode launches for it.
+fn run_engine(dev: &Device, host: &Device, cli: &Cli, filler: &mut Filler) -> Result<(Vec<EngineRow>, u64), String> {
+    let setup = EngineSetup { iters: cli.iters, warmup: cli.warmup, l2_bytes: cli.l2_mib << 20, max_sets: max_sets(cli) };
+    matvec_engine::run_cases(dev, host, filler, &setup, &engine_cases(cli)?)
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    if cli.list_cases {
+        print!("{}", matvec_cases::list(&engine_cases(&cli)?));
+        return Ok(());
+    }
+    let kind: DeviceKind = cli.target.parse().map_err(err)?;
+    let dev = Device::open(kind, cli.ordinal).map_err(err)?;
+    let host = Device::host().map_err(err)?;
+    let meta = Meta::new(dev.name(), dev.driver_version(), cli.commit.clone());
+    println!("matvec_bw on {} ({}), commit {}, {}", dev.name(), dev.driver_version(), meta.commit, meta.date);
+    let filler_bytes = if cli.quick { 1 << 20 } else { 256 << 20 };
+    let mut filler = Filler::new(&dev, filler_bytes)?;
+
+    let (copy_moved, copy_bw) = copy_bandwidth(&dev, cli.copy_mib << 20, cli.warmup, cli.iters, &mut filler)?;
+    println!("copy: {} MiB read + written per copy, median {:.1} GB/s", copy_moved >> 20, copy_bw / 1e9);
+
+    let (results, checked_examples) = if cli.only == Group::Engine { (Vec::new(), 0) } else { run_examples(&dev, &host, &cli, &mut filler, copy_bw)? };
+    let (engine, checked_engine) = if cli.only == Group::Examples { (Vec::new(), 0) } else { run_engine(&dev, &host, &cli, &mut filler)? };
+    let checked = checked_examples + checked_engine;
+
+    let mut t = String::new();
+    if !results.is_empty() {
+        t += &format!("{:<22} {:>6} {:>6} {:>5} {:>12} {:>11} {:>9} {:>7}\n", "kernel", "K", "N", "rows", "bytes", "median_us", "GB/s", "ratio");
+    }
     for r in &results {
         let rows = r.rows.map_or("-".to_string(), |v| v.to_string());
         t += &format!("{:<22} {:>6} {:>6} {:>5} {:>12} {:>11.2} {:>9.1} {:>7.3}\n", r.kernel, r.k, r.n, rows, r.bytes, r.median_us, r.gbps, r.ratio);
     }
-    let summary = format!(
+    let mut summary = format!(
         "copy bandwidth {:.1} GB/s (median of {} copies of {} MiB, read + written); {} timed launches per row (median), weights rotated over > 3 x {} MiB; self-check vs host: {checked} bytes identical",
         copy_bw / 1e9,
         cli.iters,
@@ -233,8 +305,28 @@ fn run(cli: Cli) -> Result<(), String> {
         cli.iters,
         cli.l2_mib
     );
+    let engine_t = matvec_engine::table(&engine, copy_bw);
+    if !engine.is_empty() {
+        let slow = engine.iter().filter(|r| r.copy_over_matvec() < BAR).count();
+        let (mv, cp) = matvec_engine::per_token_us(&engine);
+        summary += &format!(
+            "\nengine: {} shapes, each against a copy moving the same bytes (B/2 read + B/2 written), alternated, {} timed each (median); weights and copy buffers rotated over > 3 x L2 (at most {} sets); copy/matvec >= {BAR:.3} (matvec <= 1.35 x copy) on {} of them, {slow} SLOW; per token at these speeds: matvecs {:.3} ms, copies of the same bytes {:.3} ms",
+            engine.len(),
+            cli.iters,
+            max_sets(&cli),
+            engine.len() - slow,
+            mv / 1e3,
+            cp / 1e3
+        );
+    }
     if let Some(path) = &cli.out {
-        let md = format!("# Matvec bandwidth over copy bandwidth\n\n{}\n{summary}\n\n```\n{t}```\n", meta.markdown_header());
+        let mut md = format!("# Matvec bandwidth over copy bandwidth\n\n{}\n{summary}\n\n", meta.markdown_header());
+        if !results.is_empty() {
+            md += &format!("## Examples (f16/bf16 example kernels, m=1 and rows)\n\n```\n{t}```\n\n");
+        }
+        if !engine.is_empty() {
+            md += &format!("## Engine decode matvecs on the model's shapes, against a copy of the same bytes\n\n```\n{engine_t}```\n");
+        }
         let rows_json: Vec<String> = results
             .iter()
             .map(|r| {
@@ -252,15 +344,16 @@ fn run(cli: Cli) -> Result<(), String> {
             })
             .collect();
         let json = format!(
-            "{{{}, \"copy_gbps\": {:.2}, \"iters\": {}, \"self_check_bytes\": {checked}, \"results\": [\n{}\n]}}\n",
+            "{{{}, \"copy_gbps\": {:.2}, \"iters\": {}, \"self_check_bytes\": {checked}, \"results\": [\n{}\n], \"engine\": [\n{}\n]}}\n",
             meta.json_fields(),
             copy_bw / 1e9,
             cli.iters,
-            rows_json.join(",\n")
+            rows_json.join(",\n"),
+            matvec_engine::json_rows(&engine, copy_bw).join(",\n")
         );
         let jp = write_pair(path, &md, &json).map_err(|e| format!("writing {}: {e}", path.display()))?;
         println!("wrote {} and {}", path.display(), jp.display());
     }
-    println!("\n{summary}\n\n{t}");
+    println!("\n{summary}\n\n{t}\n{}", if engine.is_empty() { String::new() } else { engine_t });
     Ok(())
 }
