@@ -1,4 +1,4 @@
-//! The one runtime interface: a `Device` (the host JIT, a CUDA GPU, later a HIP GPU) that
+//! The one runtime interface: a `Device` (the host JIT, a CUDA GPU or a HIP GPU) that
 //! compiles kernels, holds `Buffer`s, orders work on `Stream`s, times it with `Event`s and
 //! launches with the same argument checks and error messages on every target. Tests, benches
 //! and the engine are written once against this file.

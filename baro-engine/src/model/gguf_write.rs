@@ -1,4 +1,4 @@
-//! A GGUF v3 writer, so tests (and later the synthetic-pack subcommand) can write model files:
+//! A GGUF v3 writer, so tests and the synthetic pack (`pack::plan`) can write model files:
 //! metadata of any value type, tensors of any supported type, aligned data. It writes what it
 //! is given; it never quantizes or converts (see `quantize.rs` and `names.rs`).
 
