@@ -22,7 +22,7 @@ gunzip -c .carry/baro_gpu.gz > "$bin/baro_gpu" && chmod +x "$bin/baro_gpu" || { 
 for n in identity_gate prefill_speed decode_bw serve_load conformance matvec_bw baro-synth-pack; do ln -sf baro_gpu "$bin/$n"; done
 export BARO_COMMIT=${BARO_COMMIT:-$(cat .carry/COMMIT 2>/dev/null || echo unknown)}
 export BARO_CACHE_DIR=${BARO_CACHE_DIR:-/tmp/baro_cache}
-steps=${STEPS:-"decode ncu_kernels ncu_matvec gate_tiny conformance"}
+steps=${STEPS:-"decode ncu_kernels ncu_matvec gate_tiny conformance matvec"}
 limit=${STEP_LIMIT:-300}
 ncu_tokens=${NCU_TOKENS:-3}
 ncu_matvec=${NCU_MATVEC:-"regex:matvec_(q8_0|q4_k|q5_k|q6_k)"}
