@@ -47,14 +47,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         );
         self.region = None;
         r?;
-        let mut defined = HashSet::new();
-        defined.insert(lane);
-        let mut assigned = Vec::new();
-        outer_assigns(body, &mut defined, &mut assigned);
-        for v in assigned {
-            if defined.contains(&v) {
-                continue;
-            }
+        for v in region_outputs(lane, body) {
             let ty = self.var_ty(v)?;
             let val = self.load_var(v)?;
             let lane0 = self.ir.i32(0);
@@ -81,18 +74,11 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         })();
         self.region = None;
         r?;
-        let mut defined = HashSet::new();
-        defined.insert(lane);
-        let mut assigned = Vec::new();
-        outer_assigns(body, &mut defined, &mut assigned);
         // The team's lane 0, as an index inside the wave.
         let in_wave = self.ir.and(self.tid, self.ir.i64(self.wave as u64 - 1))?;
         let base = self.ir.sub(in_wave, tlane)?;
         let base = self.ir.trunc(base, self.ir.cx.i32_type())?;
-        for v in assigned {
-            if defined.contains(&v) {
-                continue;
-            }
+        for v in region_outputs(lane, body) {
             let ty = self.var_ty(v)?;
             let val = self.load_var(v)?;
             let b = self.move_value(Val { v: val, ty }, Partner::Lane(base), team, false)?;
@@ -185,6 +171,17 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         self.barrier()?;
         Ok(r)
     }
+}
+
+/// The variables a region with lane variable `lane` assigns but does not define: what it
+/// hands back to the code around it (in first-assignment order).
+fn region_outputs(lane: Var, body: &[Stmt]) -> Vec<Var> {
+    let mut defined = HashSet::new();
+    defined.insert(lane);
+    let mut assigned = Vec::new();
+    outer_assigns(body, &mut defined, &mut assigned);
+    assigned.retain(|v| !defined.contains(v));
+    assigned
 }
 
 /// Variables assigned inside a region, and (in `defined`) those the region defines itself.
