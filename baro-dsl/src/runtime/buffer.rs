@@ -76,6 +76,15 @@ impl Buffer {
             _ => None,
         }
     }
+    /// The host bytes of a host buffer rounded up to whole 4-byte words (the padding reads 0:
+    /// host memory is whole zeroed u64 words), for a `DeviceArg::Words` view.
+    pub(crate) fn host_word_bytes(&self) -> Option<&[u8]> {
+        match &self.mem {
+            Mem::Host(w) => Some(&words_as_bytes(w)[..self.byte_len().div_ceil(4) * 4]),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
     pub(crate) fn host_bytes_mut(&mut self) -> Option<&mut [u8]> {
         let n = self.byte_len();
         match &mut self.mem {

@@ -221,7 +221,8 @@ impl CudaDevice {
 
     pub(crate) fn alloc(&self, bytes: usize) -> Result<CudaMem, DeviceError> {
         let stream = self.ctx.default_stream();
-        let slice = stream.alloc_zeros::<u8>(bytes.max(1)).map_err(|e| driver_error("cuMemAlloc", e))?;
+        // Whole 4-byte words, so that a `DeviceArg::Words` view never reads past the allocation.
+        let slice = stream.alloc_zeros::<u8>(bytes.max(1).next_multiple_of(4)).map_err(|e| driver_error("cuMemAlloc", e))?;
         Ok(CudaMem { slice })
     }
 
@@ -286,15 +287,11 @@ impl CudaDevice {
         check_args(kernel, args.iter().map(DeviceArg::shape))?;
         let mut lens = vec![0u64; args.len()];
         for (i, a) in args.iter().enumerate() {
-            let buf = match a {
-                DeviceArg::Buf(b) => &**b,
-                DeviceArg::BufMut(b) => &**b,
-                DeviceArg::Scalar(_) => continue,
-            };
+            let Some((buf, len)) = a.buffer()? else { continue };
             if !matches!(buf.mem, super::buffer::Mem::Cuda(_)) {
                 return Err(DeviceError::Mismatch { what: "launch argument", expected: format!("a cuda buffer at #{i}"), found: format!("a {} buffer", buf.device_kind()) });
             }
-            lens[i] = buf.len() as u64;
+            lens[i] = len as u64;
         }
         let scalars = scalar_bits(args.len(), args.iter().enumerate().filter_map(|(i, a)| match a {
             DeviceArg::Scalar(c) => Some((i, c)),
@@ -313,7 +310,7 @@ impl CudaDevice {
         let mut b = q.stream.launch_builder(&k.func);
         for (i, a) in args.iter_mut().enumerate() {
             match a {
-                DeviceArg::Buf(buf) => {
+                DeviceArg::Buf(buf) | DeviceArg::Words(buf) => {
                     if let super::buffer::Mem::Cuda(m) = &buf.mem {
                         b.arg(&m.slice);
                     }

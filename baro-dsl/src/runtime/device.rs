@@ -85,6 +85,11 @@ pub enum DeviceArg<'a> {
     Buf(&'a Buffer),
     /// A buffer the kernel may write.
     BufMut(&'a mut Buffer),
+    /// A read-only `u8` buffer seen by the kernel as little-endian `u32` words (a `&[u32]`
+    /// parameter of `byte_len.div_ceil(4)` elements; the last word's bytes past the end read
+    /// as 0, since every allocation is rounded up to whole words). Quantized weights are
+    /// stored as raw bytes and read four at a time this way.
+    Words(&'a Buffer),
     Scalar(Const),
 }
 
@@ -98,13 +103,32 @@ impl<'a> DeviceArg<'a> {
     pub fn scalar(c: Const) -> DeviceArg<'a> {
         DeviceArg::Scalar(c)
     }
+    /// `b` (a `u8` buffer) as little-endian `u32` words: see `DeviceArg::Words`.
+    pub fn words(b: &'a Buffer) -> DeviceArg<'a> {
+        DeviceArg::Words(b)
+    }
     pub(crate) fn shape(&self) -> super::check::ArgShape {
         use super::check::ArgShape;
         match self {
             DeviceArg::Buf(b) => ArgShape::Buf { elem: b.elem(), writable: false },
             DeviceArg::BufMut(b) => ArgShape::Buf { elem: b.elem(), writable: true },
+            // A words view of anything but bytes is refused by `buffer` below, at launch.
+            DeviceArg::Words(_) => ArgShape::Buf { elem: crate::ir::ScalarType::U32, writable: false },
             DeviceArg::Scalar(c) => ArgShape::Scalar(c.ty),
         }
+    }
+    /// The buffer behind a buffer argument and the element count the kernel sees (None for a
+    /// scalar); a words view of a buffer that does not hold `u8` is an error.
+    pub(crate) fn buffer(&self) -> Result<Option<(&Buffer, usize)>, DeviceError> {
+        Ok(match self {
+            DeviceArg::Buf(b) => Some((b, b.len())),
+            DeviceArg::BufMut(b) => Some((b, b.len())),
+            DeviceArg::Words(b) => {
+                b.expect_elem(crate::ir::ScalarType::U8)?;
+                Some((b, b.byte_len().div_ceil(4)))
+            }
+            DeviceArg::Scalar(_) => None,
+        })
     }
 }
 

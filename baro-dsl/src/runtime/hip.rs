@@ -141,10 +141,12 @@ impl HipMem {
     fn zeroed(device: i32, bytes: usize) -> Result<HipMem, DeviceError> {
         let mut ptr: ffi::DevicePtr = null_mut();
         // SAFETY: `ptr` is a valid out-pointer.
-        check("hipMalloc", unsafe { ffi::hipMalloc(&mut ptr, bytes.max(1)) })?;
+        // Whole 4-byte words, so that a `DeviceArg::Words` view never reads past the allocation.
+        let bytes = bytes.max(1).next_multiple_of(4);
+        check("hipMalloc", unsafe { ffi::hipMalloc(&mut ptr, bytes) })?;
         let mem = HipMem { ptr, device };
-        // SAFETY: `ptr` holds `bytes.max(1)` bytes; the null stream is synchronised before use.
-        check("hipMemsetAsync", unsafe { ffi::hipMemsetAsync(ptr, 0, bytes.max(1), null_mut()) })?;
+        // SAFETY: `ptr` holds `bytes` bytes; the null stream is synchronised before use.
+        check("hipMemsetAsync", unsafe { ffi::hipMemsetAsync(ptr, 0, bytes, null_mut()) })?;
         check("hipStreamSynchronize", unsafe { ffi::hipStreamSynchronize(null_mut()) })?;
         Ok(mem)
     }
@@ -337,7 +339,7 @@ impl HipDevice {
 
 fn arg_mem<'b>(a: &'b DeviceArg<'_>) -> Option<&'b Mem> {
     match a {
-        DeviceArg::Buf(b) => Some(&b.mem),
+        DeviceArg::Buf(b) | DeviceArg::Words(b) => Some(&b.mem),
         DeviceArg::BufMut(b) => Some(&b.mem),
         DeviceArg::Scalar(_) => None,
     }
@@ -366,13 +368,13 @@ fn prepare(kernel: &Kernel, args: &[DeviceArg<'_>], block_dim: u32) -> Result<Pr
                 words.push(c.ty.canonical_bits(c.bits));
                 continue;
             }
-            DeviceArg::Buf(b) => &**b,
-            DeviceArg::BufMut(b) => &**b,
+            _ => a.buffer()?.ok_or_else(|| DeviceError::Mismatch { what: "launch argument", expected: format!("a buffer at #{i}"), found: "a scalar".into() })?,
         };
+        let (b, len) = b;
         let Mem::Hip(m) = &b.mem else {
             return Err(DeviceError::Mismatch { what: "launch argument", expected: format!("a hip buffer at #{i}"), found: format!("a {} buffer", b.device_kind()) });
         };
-        lens[i] = b.len() as u64;
+        lens[i] = len as u64;
         words.push(m.ptr as u64);
         words.push(lens[i]);
     }

@@ -40,6 +40,10 @@ impl HostDevice {
             host_args.push(match a {
                 DeviceArg::Scalar(c) => Arg::Scalar(*c),
                 DeviceArg::Buf(b) => Arg::Buf { elem: b.elem(), bytes: b.host_bytes().ok_or_else(foreign)? },
+                DeviceArg::Words(b) => {
+                    b.expect_elem(crate::ir::ScalarType::U8)?;
+                    Arg::Buf { elem: crate::ir::ScalarType::U32, bytes: b.host_word_bytes().ok_or_else(foreign)? }
+                }
                 DeviceArg::BufMut(b) => {
                     let elem = b.elem();
                     Arg::BufMut { elem, bytes: b.host_bytes_mut().ok_or_else(foreign)? }

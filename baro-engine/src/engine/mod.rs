@@ -13,7 +13,7 @@ pub mod state;
 pub mod weights;
 
 pub use batch_step::Stepped;
-pub use decode::{Engine, EngineError, EngineOptions};
+pub use decode::{weight_arg, Engine, EngineError, EngineOptions};
 pub use prefill::{Logits, PrefillMode, Prefilled};
 pub use state::{LayerState, State};
 pub use weights::{ExpertMatrices, Matrix, MatrixShape, ModelSource, WeightError, Weights};

@@ -221,6 +221,15 @@ fn unit(ty: crate::model::TensorType, blk: &[u8], j: usize, x: &[f32]) -> f32 {
 // bits (`tests/kernels_matvec.rs` compares them byte for byte), only where x is read from
 // changes. The array holds XS_MAX_K floats plus the pads; a larger k is launched on the kernels
 // above (`Kernels::matvec_for`), and would be a bounds error here, never a wrong result.
+//
+// These kernels also read the weight bytes four at a time: `w` is the same raw GGUF bytes seen
+// as little-endian u32 words (`DeviceArg::words`; allocations are whole words, the padding
+// reads 0), and each byte is `(w[a / 4] >> (a % 4 · 8)) & 255`. Where a unit's bytes start on a
+// word boundary (K-quant super-blocks of 144 and 176 bytes) the 32 bytes of a unit are 8 loads
+// instead of 32; where they start on a half-word (Q8_0 blocks of 34 bytes, Q6_K's of 210, by
+// the parity of the block index) both alignments are written with word offsets that are
+// constant once the element loop is unrolled, and the parity selects between them. Only the
+// integer extraction of each quant changes; every float operation and its order is as above.
 // ---------------------------------------------------------------------------------------------
 
 /// The largest k the `_xs` matvecs stage (x floats per row in workgroup memory).
@@ -234,10 +243,11 @@ pub const XS_KERNELS: [(crate::model::TensorType, &str, &str); 4] = [
     (crate::model::TensorType::Q6_K, "matvec_q6_k_xs", "matvec_q6_k_xs_rows"),
 ];
 
-/// `matvec_q8_0` with x staged in workgroup memory (k ≤ XS_MAX_K), 8 outputs per workgroup of
-/// 256 threads, one team of 32 lanes per output sharing the staged x: the same bits.
+/// `matvec_q8_0` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
+/// little-endian u32 words, 8 outputs per workgroup of 256 threads, one team of 32 lanes per
+/// output sharing the staged x: the same bits as `matvec_q8_0`.
 #[kernel(grid = [(n + 7) / 8, n_slots], block = 256)]
-pub fn matvec_q8_0_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_q8_0_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
     let xb = s * x_stride;
@@ -250,13 +260,15 @@ pub fn matvec_q8_0_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize,
         let nb = k / 32;
         let row = ((ids[s] as usize) * n + o) * nb;
         y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
-            f32::from_bits((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * sum!(j in 0..32, order = seq, ((w[(row + b) * 34 + 2 + j] as i8) as f32) * xs[b * 33 + j]));
+            { let h = (w[(row + b) * 34 / 4] >> (((row + b) * 34 % 4 * 8) as u32)) & 65535; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) }
+            * sum!(j in 0..32, order = seq, (((if (row + b) % 2 == 0 { w[(row + b) * 34 / 4 + (j + 2) / 4] >> (((j + 2) % 4 * 8) as u32) } else { w[(row + b) * 34 / 4 + 1 + j / 4] >> ((j % 4 * 8) as u32) }) as i8) as f32) * xs[b * 33 + j]));
     }
 }
 
-/// `matvec_q8_0_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K).
+/// `matvec_q8_0_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K) and the
+/// weights read as u32 words.
 #[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q8_0_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
-pub fn matvec_q8_0_xs_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+pub fn matvec_q8_0_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
     let o = group_id(0);
     let xs = shared::<f32, 4224>();
     for t in 0..8 {
@@ -271,15 +283,17 @@ pub fn matvec_q8_0_xs_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: u
             let nb = k / 32;
             let row = ((ids[s] as usize) * n + o) * nb;
             y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
-                f32::from_bits((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * sum!(j in 0..32, order = seq, ((w[(row + b) * 34 + 2 + j] as i8) as f32) * xs[b * 33 + j]));
+                { let h = (w[(row + b) * 34 / 4] >> (((row + b) * 34 % 4 * 8) as u32)) & 65535; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) }
+                * sum!(j in 0..32, order = seq, (((if (row + b) % 2 == 0 { w[(row + b) * 34 / 4 + (j + 2) / 4] >> (((j + 2) % 4 * 8) as u32) } else { w[(row + b) * 34 / 4 + 1 + j / 4] >> ((j % 4 * 8) as u32) }) as i8) as f32) * xs[b * 33 + j]));
         }
     }
 }
 
-/// `matvec_q4_k` with x staged in workgroup memory (k ≤ XS_MAX_K), 8 outputs per workgroup of
-/// 256 threads, one team of 32 lanes per output sharing the staged x: the same bits.
+/// `matvec_q4_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
+/// little-endian u32 words, 8 outputs per workgroup of 256 threads, one team of 32 lanes per
+/// output sharing the staged x: the same bits as `matvec_q4_k`.
 #[kernel(grid = [(n + 7) / 8, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 9], x_stride = [0, 3], n_slots = [1, 2]))]
-pub fn matvec_q4_k_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_q4_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
     let xb = s * x_stride;
@@ -291,16 +305,17 @@ pub fn matvec_q4_k_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize,
         let o = ob + t;
         let sb = ((ids[s] as usize) * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-            (f32::from_bits((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 144 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
-                * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 144 + 16 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) as f32) * xs[u * 33 + i])
-            - (f32::from_bits((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 144 + 4 + u % 8] >> 6) << 4) }) as f32))
+            ({ let h = w[(sb + u / 8) * 36] & 65535; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 36 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
+                * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 36 + 4 + (u % 8 / 2) * 8 + i / 4] >> ((i % 4 * 8 + u % 2 * 4) as u32)) & 15) as f32) * xs[u * 33 + i])
+            - ({ let h = w[(sb + u / 8) * 36] >> 16; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
                 * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
     }
 }
 
-/// `matvec_q4_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K).
+/// `matvec_q4_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K) and the
+/// weights read as u32 words.
 #[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q4_k_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
-pub fn matvec_q4_k_xs_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+pub fn matvec_q4_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
     let o = group_id(0);
     let xs = shared::<f32, 4224>();
     for t in 0..8 {
@@ -314,18 +329,19 @@ pub fn matvec_q4_k_xs_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: u
             }
             let sb = ((ids[s] as usize) * n + o) * (k / 256);
             y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-                (f32::from_bits((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 144 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
-                    * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 144 + 16 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) as f32) * xs[u * 33 + i])
-                - (f32::from_bits((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 144 + 4 + u % 8] >> 6) << 4) }) as f32))
+                ({ let h = w[(sb + u / 8) * 36] & 65535; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 36 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
+                    * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 36 + 4 + (u % 8 / 2) * 8 + i / 4] >> ((i % 4 * 8 + u % 2 * 4) as u32)) & 15) as f32) * xs[u * 33 + i])
+                - ({ let h = w[(sb + u / 8) * 36] >> 16; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
                     * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
         }
     }
 }
 
-/// `matvec_q5_k` with x staged in workgroup memory (k ≤ XS_MAX_K), 8 outputs per workgroup of
-/// 256 threads, one team of 32 lanes per output sharing the staged x: the same bits.
+/// `matvec_q5_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
+/// little-endian u32 words, 8 outputs per workgroup of 256 threads, one team of 32 lanes per
+/// output sharing the staged x: the same bits as `matvec_q5_k`.
 #[kernel(grid = [(n + 7) / 8, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 9], x_stride = [0, 3], n_slots = [1, 2]))]
-pub fn matvec_q5_k_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_q5_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
     let xb = s * x_stride;
@@ -337,16 +353,17 @@ pub fn matvec_q5_k_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize,
         let o = ob + t;
         let sb = ((ids[s] as usize) * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-            (f32::from_bits((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 176 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
-                * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 176 + 48 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) | (((w[(sb + u / 8) * 176 + 16 + i] >> ((u % 8) as u8)) & 1) << 4)) as f32) * xs[u * 33 + i])
-            - (f32::from_bits((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 176 + 4 + u % 8] >> 6) << 4) }) as f32))
+            ({ let h = w[(sb + u / 8) * 44] & 65535; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 44 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
+                * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 44 + 12 + (u % 8 / 2) * 8 + i / 4] >> ((i % 4 * 8 + u % 2 * 4) as u32)) & 15) | (((w[(sb + u / 8) * 44 + 4 + i / 4] >> ((i % 4 * 8 + u % 8) as u32)) & 1) << 4)) as f32) * xs[u * 33 + i])
+            - ({ let h = w[(sb + u / 8) * 44] >> 16; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
                 * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
     }
 }
 
-/// `matvec_q5_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K).
+/// `matvec_q5_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K) and the
+/// weights read as u32 words.
 #[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q5_k_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
-pub fn matvec_q5_k_xs_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+pub fn matvec_q5_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
     let o = group_id(0);
     let xs = shared::<f32, 4224>();
     for t in 0..8 {
@@ -360,18 +377,19 @@ pub fn matvec_q5_k_xs_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: u
             }
             let sb = ((ids[s] as usize) * n + o) * (k / 256);
             y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-                (f32::from_bits((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 176 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
-                    * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 176 + 48 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) | (((w[(sb + u / 8) * 176 + 16 + i] >> ((u % 8) as u8)) & 1) << 4)) as f32) * xs[u * 33 + i])
-                - (f32::from_bits((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 176 + 4 + u % 8] >> 6) << 4) }) as f32))
+                ({ let h = w[(sb + u / 8) * 44] & 65535; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 44 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
+                    * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 44 + 12 + (u % 8 / 2) * 8 + i / 4] >> ((i % 4 * 8 + u % 2 * 4) as u32)) & 15) | (((w[(sb + u / 8) * 44 + 4 + i / 4] >> ((i % 4 * 8 + u % 8) as u32)) & 1) << 4)) as f32) * xs[u * 33 + i])
+                - ({ let h = w[(sb + u / 8) * 44] >> 16; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
                     * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
         }
     }
 }
 
-/// `matvec_q6_k` with x staged in workgroup memory (k ≤ XS_MAX_K), 8 outputs per workgroup of
-/// 256 threads, one team of 32 lanes per output sharing the staged x: the same bits.
+/// `matvec_q6_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
+/// little-endian u32 words, 8 outputs per workgroup of 256 threads, one team of 32 lanes per
+/// output sharing the staged x: the same bits as `matvec_q6_k`.
 #[kernel(grid = [(n + 7) / 8, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 9], x_stride = [0, 3], n_slots = [1, 2]))]
-pub fn matvec_q6_k_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_q6_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
     let xb = s * x_stride;
@@ -383,17 +401,15 @@ pub fn matvec_q6_k_xs(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize,
         let o = ob + t;
         let sb = ((ids[s] as usize) * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
-            (f32::from_bits((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((w[(sb + u / 16) * 210 + 192 + u % 16] as i8) as f32))
-                * sum!(t in 0..16, order = seq,
-                    (((((w[(sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + t + 32 * (u % 8 / 2 % 2)] >> ((u % 8 / 4 * 4) as u8)) & 15)
-                        | (((w[(sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16 + t] >> ((u % 8 / 2 * 2) as u8)) & 3) << 4)) as i32 - 32) as f32)
-                    * xs[u * 16 + t + u / 2]));
+            ({ let h = (w[((sb + u / 16) * 210 + 208) / 4] >> ((((sb + u / 16) * 210 + 208) % 4 * 8) as u32)) & 65535; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((w[((sb + u / 16) * 210 + 192 + u % 16) / 4] >> ((((sb + u / 16) * 210 + 192 + u % 16) % 4 * 8) as u32)) as i8) as f32)
+                * sum!(t in 0..16, order = seq, (((((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 4 * 4) as u32) } else { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 4 * 4) as u32) }) & 15) | (((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 2 * 2) as u32) } else { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 2 * 2) as u32) }) & 3) << 4)) as i32 - 32) as f32) * xs[u * 16 + t + u / 2]));
     }
 }
 
-/// `matvec_q6_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K).
+/// `matvec_q6_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K) and the
+/// weights read as u32 words.
 #[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q6_k_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
-pub fn matvec_q6_k_xs_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+pub fn matvec_q6_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
     let o = group_id(0);
     let xs = shared::<f32, 4224>();
     for t in 0..8 {
@@ -407,11 +423,8 @@ pub fn matvec_q6_k_xs_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: u
             }
             let sb = ((ids[s] as usize) * n + o) * (k / 256);
             y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
-                (f32::from_bits((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((w[(sb + u / 16) * 210 + 192 + u % 16] as i8) as f32))
-                    * sum!(t in 0..16, order = seq,
-                        (((((w[(sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + t + 32 * (u % 8 / 2 % 2)] >> ((u % 8 / 4 * 4) as u8)) & 15)
-                            | (((w[(sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16 + t] >> ((u % 8 / 2 * 2) as u8)) & 3) << 4)) as i32 - 32) as f32)
-                        * xs[u * 16 + t + u / 2]));
+                ({ let h = (w[((sb + u / 16) * 210 + 208) / 4] >> ((((sb + u / 16) * 210 + 208) % 4 * 8) as u32)) & 65535; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((w[((sb + u / 16) * 210 + 192 + u % 16) / 4] >> ((((sb + u / 16) * 210 + 192 + u % 16) % 4 * 8) as u32)) as i8) as f32)
+                    * sum!(t in 0..16, order = seq, (((((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 4 * 4) as u32) } else { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 4 * 4) as u32) }) & 15) | (((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 2 * 2) as u32) } else { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 2 * 2) as u32) }) & 3) << 4)) as i32 - 32) as f32) * xs[u * 16 + t + u / 2]));
         }
     }
 }
