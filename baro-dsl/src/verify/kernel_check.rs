@@ -50,7 +50,7 @@ pub fn verify_kernel(k: &Kernel) -> Result<KernelProof, Vec<VerifyError>> {
     let mut regions_checked = 0;
     let mut coverage = Coverage::default();
     for shape in &shapes {
-        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: true, memory: None };
+        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: true, memory: None, check_races: false };
         let mut dag = Dag::new();
         let code = execute(&x, &mut dag, &cfg).map_err(|e| vec![in_shape(e, k, shape)])?;
         regions_checked += code.regions_checked;

@@ -10,6 +10,7 @@ mod kernel_check;
 mod lengths;
 pub mod mutate;
 mod ordinals;
+mod race;
 mod report;
 mod shapes;
 mod sibling;

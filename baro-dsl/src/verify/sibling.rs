@@ -212,7 +212,7 @@ fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> 
         }
         let mut dag = Dag::new();
         let carried: HashSet<Name> = sib.carried.iter().map(|p| dag.name(&rows.param(*p).name)).collect();
-        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: false, memory: None };
+        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: false, memory: None, check_races: true };
         let rows_run = execute(rows, &mut dag, &cfg).map_err(as_invalid)?;
         let mut covered = HashSet::new();
         // The state the next row starts from, and where each carried element was last written.
@@ -225,7 +225,7 @@ fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> 
                 .map(|&(q, v)| (q, steps.iter().find(|(p, _)| *p == q).map_or(v, |(_, s)| v.wrapping_add(r.wrapping_mul(*s)))))
                 .collect();
             let memory = (!carried.is_empty()).then_some(&state);
-            let cfg = RunConfig { scalars: &m1_scalars, offsets: &offsets, check_implements: false, memory };
+            let cfg = RunConfig { scalars: &m1_scalars, offsets: &offsets, check_implements: false, memory, check_races: true };
             let m1_run = execute(m1, &mut dag, &cfg).map_err(as_invalid)?;
             for (key, want) in &m1_run.outputs {
                 covered.insert(*key);
