@@ -52,6 +52,10 @@ pub struct Run {
     pub longest: Vec<Option<u64>>,
     /// Every buffer element's value at the end (what was stored, and `RunConfig::memory`).
     pub memory: HashMap<(Name, u64), Value>,
+    /// Arms taken by each `if` inside a reduction body, by the address of its `Expr::Select`
+    /// in the executed kernel: bit 0 the `then` arm, bit 1 the `else` arm (both when the
+    /// condition depends on data: the select is then in the DAG with both arms).
+    pub branches: HashMap<usize, u8>,
 }
 
 /// How to run a kernel.
@@ -102,7 +106,7 @@ pub fn execute(k: &Kernel, dag: &mut Dag, cfg: &RunConfig) -> Result<Run, Verify
             }
         }
     }
-    Ok(Run { outputs: ex.outputs, regions_checked: ex.regions_checked, reduce_of: ex.reduce_of, longest: ex.longest, memory: ex.mem })
+    Ok(Run { outputs: ex.outputs, regions_checked: ex.regions_checked, reduce_of: ex.reduce_of, longest: ex.longest, memory: ex.mem, branches: ex.branches })
 }
 
 impl<'k, 'd> Exec<'k, 'd> {
@@ -152,6 +156,8 @@ fn new(k: &'k Kernel, dag: &'d mut Dag, cfg: &RunConfig) -> Exec<'k, 'd> {
         steps: 0,
         trees: HashMap::new(),
         races: cfg.check_races.then(RaceLog::default),
+        in_reduce: 0,
+        branches: HashMap::new(),
         iters: Vec::new(),
         epoch: 0,
         unit: 0,
@@ -194,6 +200,9 @@ struct Exec<'k, 'd> {
     epoch: u32,
     /// The current unit's id in `races`.
     unit: u32,
+    /// Depth of reduction bodies being evaluated.
+    in_reduce: u32,
+    branches: HashMap<usize, u8>,
 }
 
 fn int_val(c: Const) -> i128 {
@@ -398,6 +407,9 @@ impl Exec<'_, '_> {
             }
             Expr::Select { cond, then, els } => match self.eval(cond)? {
                 Value::C(c) => {
+                    if self.in_reduce > 0 {
+                        *self.branches.entry(e as *const Expr as usize).or_insert(0) |= if c.bits != 0 { 1 } else { 2 };
+                    }
                     if c.bits != 0 {
                         self.eval(then)?
                     } else {
@@ -405,6 +417,9 @@ impl Exec<'_, '_> {
                     }
                 }
                 Value::S(n, _) => {
+                    if self.in_reduce > 0 {
+                        self.branches.insert(e as *const Expr as usize, 3);
+                    }
                     let a = self.eval(then)?;
                     let b = self.eval(els)?;
                     let (na, nb) = (self.node(a), self.node(b));
@@ -521,10 +536,21 @@ impl Exec<'_, '_> {
         }
         let vty = self.k.vars.get(r.var.index()).map_or(ScalarType::INDEX, |d| d.ty);
         let mut leaves = Vec::with_capacity(len as usize);
+        self.in_reduce += 1;
         for i in 0..len {
-            self.set(r.var, Value::C(Const::new(vty, i)))?;
-            leaves.push(self.eval(&r.body)?);
+            if let Err(e) = self.set(r.var, Value::C(Const::new(vty, i))) {
+                self.in_reduce -= 1;
+                return Err(e);
+            }
+            match self.eval(&r.body) {
+                Ok(x) => leaves.push(x),
+                Err(e) => {
+                    self.in_reduce -= 1;
+                    return Err(e);
+                }
+            }
         }
+        self.in_reduce -= 1;
         let key = (r.schedule.clone(), len);
         let tree = match self.trees.get(&key) {
             Some(t) => Rc::clone(t),
