@@ -1,7 +1,8 @@
 //! `verify_kernel`: well-formedness, then, for every default shape, execution of the expanded
 //! kernel (checking each `Lanes` region against the schedule it `implements`) and of the
-//! source kernel (each reduction built directly from its schedule's tree); the two must write
-//! identical DAGs, which proves the expansion implements every declared schedule.
+//! source kernel (each reduction built directly from its schedule's tree, every access
+//! checked for races); the two must write identical DAGs, which proves the expansion
+//! implements every declared schedule.
 //!
 //! Every reduction must have run with enough elements for its order to matter on some shape
 //! (`coverage`), or the kernel is rejected as `Vacuous` rather than passed on an empty proof.
@@ -55,7 +56,10 @@ pub fn verify_kernel(k: &Kernel) -> Result<KernelProof, Vec<VerifyError>> {
         let code = execute(&x, &mut dag, &cfg).map_err(|e| vec![in_shape(e, k, shape)])?;
         regions_checked += code.regions_checked;
         if compare_source {
-            let meaning = execute(k, &mut dag, &cfg).map_err(|e| vec![in_shape(e, k, shape)])?;
+            // The source run also checks for races (the expanded code's lane protocol is the
+            // lowering's, not modelled).
+            let source = RunConfig { check_races: true, ..cfg };
+            let meaning = execute(k, &mut dag, &source).map_err(|e| vec![in_shape(e, k, shape)])?;
             compare(k, &dag, &meaning, &code).map_err(|e| vec![in_shape(e, k, shape)])?;
             coverage.add(&meaning);
         }
