@@ -463,8 +463,11 @@ fn count_stores(body: &[Stmt]) -> usize {
         .sum()
 }
 
+/// Rewrites one store (adding variables to the kernel): a description and what replaces it.
+type StoreSite<'a> = &'a dyn Fn(&mut Kernel, Stmt) -> Option<(String, Vec<Stmt>)>;
+
 /// For every store of `k`, the kernel with `f` applied to it (`None`: that store is left out).
-fn store_mutants(k: &Kernel, f: &dyn Fn(&mut Kernel, Stmt) -> Option<(String, Vec<Stmt>)>) -> Vec<(String, Kernel)> {
+fn store_mutants(k: &Kernel, f: StoreSite) -> Vec<(String, Kernel)> {
     let mut out = Vec::new();
     for at in 0..count_stores(&k.body) {
         let mut m = k.clone();
