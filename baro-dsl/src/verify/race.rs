@@ -41,15 +41,19 @@ struct Access {
     unit: u32,
 }
 
+/// What is kept of one element's accesses since its last write. Exact for the question a
+/// later write asks (is some read unordered with me?), in bounded space: a read of another
+/// workgroup is found among reads of two distinct workgroups, and a read in the writer's own
+/// epoch among two distinct units of the latest (workgroup, epoch) read in, because
+/// workgroups and epochs only move forward while the executor runs.
 #[derive(Default)]
 struct Cell {
     write: Option<Access>,
-    /// Distinct units that read since the last write (a few are enough to find a conflict).
-    reads: Vec<Access>,
+    /// Reads of up to two distinct workgroups.
+    groups: Vec<Access>,
+    /// Reads of up to two distinct units, all of the latest (workgroup, epoch) read in.
+    latest: Vec<Access>,
 }
-
-/// Reads kept per element between writes.
-const MAX_READS: usize = 6;
 
 /// Two unordered accesses to one element.
 pub struct Race {
@@ -112,11 +116,11 @@ impl RaceLog {
             }
         }
         if found.is_none() {
-            if let Some(r) = cell.reads.iter().find(|r| self.conflict(r.unit, false, unit, true)) {
+            if let Some(r) = cell.groups.iter().chain(&cell.latest).find(|r| self.conflict(r.unit, false, unit, true)) {
                 found = Some(self.race(*r, false, true));
             }
         }
-        self.cells.insert((space, index), Cell { write: Some(Access { unit }), reads: Vec::new() });
+        self.cells.insert((space, index), Cell { write: Some(Access { unit }), ..Cell::default() });
         found
     }
 
@@ -128,9 +132,19 @@ impl RaceLog {
                 return Some(self.race(w, true, false));
             }
         }
-        let known = self.cells.get(&(space, index)).is_some_and(|c| c.reads.iter().any(|r| r.unit == unit) || c.reads.len() >= MAX_READS);
-        if !known {
-            self.cells.entry((space, index)).or_default().reads.push(Access { unit });
+        let u = &self.units[unit as usize];
+        let (group, epoch) = (u.group, u.epoch);
+        let units = &self.units;
+        let cell = self.cells.entry((space, index)).or_default();
+        if cell.groups.len() < 2 && !cell.groups.iter().any(|r| units[r.unit as usize].group == group) {
+            cell.groups.push(Access { unit });
+        }
+        let same = |r: &Access| units[r.unit as usize].group == group && units[r.unit as usize].epoch == epoch;
+        if !cell.latest.iter().all(same) {
+            cell.latest.clear();
+        }
+        if cell.latest.len() < 2 && !cell.latest.iter().any(|r| r.unit == unit) {
+            cell.latest.push(Access { unit });
         }
         None
     }
@@ -170,5 +184,26 @@ mod tests {
         // An iteration's write is not seen by uniform code before the barrier.
         assert!(log.write(sp, 2, p1).is_none());
         assert!(log.read(sp, 2, u0).is_some());
+    }
+
+    #[test]
+    fn many_readers_are_summarised_without_losing_a_race() {
+        let mut log = RaceLog::default();
+        let sp = Space::Global(Name(0));
+        // Eight iterations read in epoch 0, then one reads in epoch 1 and another writes there.
+        for i in 0..8 {
+            let u = unit(&mut log, 0, 0, &[i]);
+            assert!(log.read(sp, 0, u).is_none());
+        }
+        let (r1, w1) = (unit(&mut log, 0, 1, &[3]), unit(&mut log, 0, 1, &[4]));
+        assert!(log.read(sp, 0, r1).is_none());
+        assert!(log.write(sp, 0, w1).is_some_and(|r| !r.first_write));
+        // Reads by workgroups 0, 1 and 2, then a write by workgroup 0: workgroup 1's read races.
+        for g in 0..3 {
+            let u = unit(&mut log, g, 0, &[]);
+            assert!(log.read(sp, 1, u).is_none());
+        }
+        let g0 = unit(&mut log, 0, 0, &[]);
+        assert!(log.write(sp, 1, g0).is_some_and(|r| r.first.group == [1, 0, 0]));
     }
 }
