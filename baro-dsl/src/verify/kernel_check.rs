@@ -70,6 +70,20 @@ pub fn verify_kernel(k: &Kernel) -> Result<KernelProof, Vec<VerifyError>> {
     Ok(KernelProof { shapes: shapes.len(), regions_checked })
 }
 
+/// Executes the source kernel over its default shapes with the race check only (no schedule
+/// or coverage check): for kernels no sibling check runs. The number of shapes run, or the
+/// first error; an `Unsupported` error means the executor cannot model the kernel (a store
+/// index or a branch from loaded data), which callers must report as not checked.
+pub fn check_races(k: &Kernel) -> Result<usize, Vec<VerifyError>> {
+    check_wellformed(k)?;
+    let shapes = default_shapes(k);
+    for shape in &shapes {
+        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: false, memory: None, check_races: true };
+        execute(k, &mut Dag::new(), &cfg).map_err(|e| vec![in_shape(e, k, shape)])?;
+    }
+    Ok(shapes.len())
+}
+
 /// The source run (`meaning`) and the expanded run (`code`) must write the same elements
 /// with the same nodes.
 fn compare(k: &Kernel, dag: &Dag, meaning: &Run, code: &Run) -> Result<(), VerifyError> {
