@@ -118,6 +118,11 @@ fn sibling_error(e: &SiblingError, rows: &Lowered, m1: &Lowered, rows_side: &Sid
             let spans = if e.kernel == m1.kernel.name { &m1.spans } else { &rows.spans };
             spans.locate(&e.location).error(format!("`{}` cannot be checked against `{}`: `{}` has a {}", rows.kernel.name, m1.kernel.name, e.kernel, e.message))
         }
+        SiblingError::Invalid(errs) if errs.len() == 1 && errs[0].kind == ErrorKind::Vacuous && errs[0].message.starts_with("the `") => {
+            // An arm of an `if` no shape took: point at the reduction it sits in.
+            let e = &errs[0];
+            rows.spans.locate(&e.location).error(format!("`{}` cannot be checked against `{}`: {}", rows.kernel.name, m1.kernel.name, e))
+        }
         SiblingError::Invalid(errs) => {
             let at = rows_side
                 .attr
