@@ -12,6 +12,31 @@ pub enum CodeObjectVersion {
     V5,
 }
 
+/// The order in which the host runtime runs the iterations of `par` loops and the
+/// workgroups of a launch. A race-free kernel gives the same bytes in every order; `Shuffled`
+/// exists so that byte-parity tests on the host can show a race the GPU would expose.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum HostOrder {
+    /// 0, 1, 2, ...: the order of the source.
+    #[default]
+    Sequential,
+    /// A seeded permutation per loop and per grid axis: i ↦ (a·i + b) mod n, a and b chosen
+    /// from the seed, a coprime with n (loops of 2^31 iterations or more stay in order).
+    Shuffled { seed: u64 },
+}
+
+impl HostOrder {
+    /// `(a, b)` of the permutation, or `None` in source order. `a` is a prime above 2^31,
+    /// hence coprime with every n below it.
+    pub fn affine(self) -> Option<(u64, u64)> {
+        const PRIMES: [u64; 5] = [2147483659, 2654435761, 3221225473, 4294967291, 4294967311];
+        match self {
+            HostOrder::Sequential => None,
+            HostOrder::Shuffled { seed } => Some((PRIMES[(seed % PRIMES.len() as u64) as usize], seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 1)),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CompileOptions {
     /// `BARO_DUMP=dir`: write every stage (`.ir .ll .s .hsaco .ptx`) of every kernel there.
@@ -30,6 +55,10 @@ pub struct CompileOptions {
     /// whose affine accesses are proven in range (`lower::gpu::version`). Never changes what
     /// is computed; off is for measuring it.
     pub loop_versioning: bool,
+    /// `BARO_HOST_ORDER=sequential|shuffled|shuffled:SEED` (default sequential; `shuffled` is
+    /// seed 1): the order the host runtime runs `par` iterations and workgroups in. Changes
+    /// the host code, never a race-free kernel's bytes.
+    pub host_order: HostOrder,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -42,7 +71,7 @@ pub struct OptionsError {
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        CompileOptions { dump_dir: None, cache_dir: None, amdgpu_code_object: CodeObjectVersion::V5, ld_lld: None, lane_unroll: 8, loop_versioning: true }
+        CompileOptions { dump_dir: None, cache_dir: None, amdgpu_code_object: CodeObjectVersion::V5, ld_lld: None, lane_unroll: 8, loop_versioning: true, host_order: HostOrder::Sequential }
     }
 }
 
@@ -81,6 +110,14 @@ impl CompileOptions {
             Some("off") | Some("0") => false,
             Some(other) => return Err(OptionsError { var: "BARO_LOOP_VERSIONING", found: other.into(), expected: "on or off" }),
         };
+        o.host_order = match get("BARO_HOST_ORDER").as_deref() {
+            None | Some("") | Some("sequential") => HostOrder::Sequential,
+            Some("shuffled") => HostOrder::Shuffled { seed: 1 },
+            Some(other) => match other.strip_prefix("shuffled:").and_then(|n| n.parse::<u64>().ok()) {
+                Some(seed) => HostOrder::Shuffled { seed },
+                None => return Err(OptionsError { var: "BARO_HOST_ORDER", found: other.into(), expected: "sequential, shuffled or shuffled:SEED" }),
+            },
+        };
         Ok(o)
     }
 
@@ -90,7 +127,12 @@ impl CompileOptions {
             CodeObjectVersion::V4 => 4u8,
             CodeObjectVersion::V5 => 5u8,
         };
-        vec![cov, self.lane_unroll as u8, self.loop_versioning as u8]
+        let mut key = vec![cov, self.lane_unroll as u8, self.loop_versioning as u8];
+        if let HostOrder::Shuffled { seed } = self.host_order {
+            key.push(1);
+            key.extend(seed.to_le_bytes());
+        }
+        key
     }
 }
 
@@ -130,5 +172,10 @@ mod tests {
         assert_eq!((unroll.lane_unroll, plain.loop_versioning), (2, false));
         assert_ne!(base.key_bytes(), unroll.key_bytes());
         assert_ne!(base.key_bytes(), plain.key_bytes());
+        let shuffled = CompileOptions::from_lookup(env(&[("BARO_HOST_ORDER", "shuffled:7")])).unwrap();
+        assert_eq!(shuffled.host_order, HostOrder::Shuffled { seed: 7 });
+        assert_ne!(base.key_bytes(), shuffled.key_bytes());
+        let e = CompileOptions::from_lookup(env(&[("BARO_HOST_ORDER", "random")])).unwrap_err();
+        assert_eq!(e.to_string(), "environment variable BARO_HOST_ORDER=random: expected sequential, shuffled or shuffled:SEED");
     }
 }

@@ -132,6 +132,33 @@ fn matvec_rows(name: &str, of: &str, schedule: Schedule, form: MatvecForm) -> Ke
     )
 }
 
+/// `matvec_rows` with a tile of 8 rows per workgroup (grid [m, (rows + 7) / 8]): a weight row
+/// is read once for 8 rows, as the engine's rows matvecs do; the last tile may be partial.
+pub fn matvec_tiled_rows() -> Kernel {
+    let mut b = Kb::new("matvec_tiled_rows");
+    let w = b.buf("w", F32, false); // (m, k)
+    let x = b.buf("x", F32, false); // (rows, k)
+    let y = b.buf("y", F32, true); // (rows, m)
+    let k = b.scalar("k", IDX);
+    let m = b.scalar("m", IDX);
+    let rows = b.scalar("rows", IDX);
+    let (o, wrow, t, s, xrow) = (b.var("o", IDX), b.var("wrow", IDX), b.var("t", IDX), b.var("s", IDX), b.var("xrow", IDX));
+    let dot = b.reduce(ReduceOp::Add, butterfly32(), pe(k), |_, i| product(F32_FORM, ld(x, add(ve(xrow), i.clone())), ld(w, add(ve(wrow), i))));
+    b.sibling("matvec", rows, vec![(x, pe(k)), (y, pe(m))]);
+    let row = vec![
+        let_(s, add(mul(Expr::GroupId(1), Expr::index(8)), ve(t))),
+        Stmt::If {
+            cond: Expr::bin(BinOp::Lt, ve(s), pe(rows)),
+            then_body: vec![let_(xrow, mul(ve(s), pe(k))), store(y, add(mul(ve(s), pe(m)), ve(o)), dot)],
+            else_body: Vec::new(),
+        },
+    ];
+    b.done(
+        vec![pe(m), div(add(pe(rows), Expr::index(7)), Expr::index(8))],
+        vec![let_(o, Expr::GroupId(0)), let_(wrow, mul(ve(o), pe(k))), for_(t, Expr::index(8), row)],
+    )
+}
+
 const F32_FORM: MatvecForm = MatvecForm { weight: F32, swapped: false };
 const BF16_FORM: MatvecForm = MatvecForm { weight: ScalarType::BF16, swapped: false };
 
@@ -304,6 +331,8 @@ pub fn expression_lets() -> Kernel {
 pub fn pairs() -> Vec<(Kernel, Kernel)> {
     vec![
         (matvec_rows_ok(), matvec()),
+        (matvec_tiled_rows(), matvec()),
+        (matvec_rows("matvec_seq_rows", "matvec_seq", Schedule::Sequential, F32_FORM), matvec_m1("matvec_seq", Schedule::Sequential, F32_FORM)),
         (matvec_bf16_rows(), matvec_bf16()),
         (matvec_seq_combine_rows(), matvec_seq_combine()),
         (rmsnorm_rows(false), rmsnorm(false)),

@@ -2,8 +2,8 @@
 //! of a rows kernel is rejected, every arithmetic-preserving rewrite is accepted.
 
 use baro_dsl::testkernels::pairs;
-use baro_dsl::verify::mutate::{preserving_rewrites, reorderings};
-use baro_dsl::verify::{check_sibling, check_wellformed};
+use baro_dsl::verify::mutate::{concurrency_and_shape_mutants, preserving_rewrites, reorderings};
+use baro_dsl::verify::{check_sibling, check_wellformed, ErrorKind};
 
 #[test]
 fn every_reordering_rejected_every_preserving_rewrite_accepted() {
@@ -40,4 +40,44 @@ fn every_reordering_rejected_every_preserving_rewrite_accepted() {
     for kind in ["rename every", "swap independent", "split loop", "wrap statement", "duplicate `let"] {
         assert!(kinds.get(kind).is_some_and(|n| *n > 0), "no `{kind}` rewrite was generated: {kinds:?}");
     }
+}
+
+/// Races, changes only on full lane blocks / full row tiles / the tail, and accumulation
+/// through memory: each class is generated and every mutant is rejected (by the race model,
+/// the derived shapes, branch coverage or the memory rule). The per-class table is printed.
+#[test]
+fn concurrency_and_shape_mutants_are_rejected() {
+    let mut table = std::collections::BTreeMap::<String, (usize, usize)>::new();
+    let mut survivors = Vec::new();
+    for (rows, m1) in pairs() {
+        for (what, mutant) in concurrency_and_shape_mutants(&rows) {
+            let class = what.split(':').next().unwrap_or("?").to_string();
+            if class == "memory" {
+                // The sibling check also rejects these for a missing reduction (the m=1
+                // kernel has it); the memory rule must reject them on its own.
+                let slot = table.entry("memory-rule".to_string()).or_default();
+                slot.1 += 1;
+                match check_wellformed(&mutant) {
+                    Err(e) if e.iter().any(|x| x.kind == ErrorKind::UndeclaredReduction) => slot.0 += 1,
+                    _ => survivors.push(format!("{} / {what} (well-formed)", rows.name)),
+                }
+            }
+            let slot = table.entry(class).or_default();
+            slot.1 += 1;
+            match check_sibling(&mutant, &m1) {
+                Err(_) => slot.0 += 1,
+                Ok(_) => survivors.push(format!("{} / {what}", rows.name)),
+            }
+        }
+    }
+    for (class, (killed, total)) in &table {
+        println!("{class:>10}: killed {killed}/{total}");
+    }
+    for s in &survivors {
+        println!("NOT rejected: {s}");
+    }
+    for class in ["race", "full-block", "full-tile", "tail", "memory"] {
+        assert!(table.get(class).is_some_and(|(_, n)| *n > 0), "no `{class}` mutant was generated: {table:?}");
+    }
+    assert!(survivors.is_empty(), "{} mutants not rejected", survivors.len());
 }

@@ -11,7 +11,7 @@ use crate::diag::Diag;
 use crate::expand::front_end;
 use crate::lower::{Lowered, SpanRange};
 use crate::verifier;
-use baro_dsl::verify::SiblingError;
+use baro_dsl::verify::{ErrorKind, SiblingError};
 use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote};
 use syn::parse::{ParseStream, Parser};
@@ -111,6 +111,17 @@ fn sibling_error(e: &SiblingError, rows: &Lowered, m1: &Lowered, rows_side: &Sid
         SiblingError::Arithmetic(m) => {
             let at = m.location.store.and_then(|s| rows.spans.stores.get(s as usize).copied()).unwrap_or_else(|| rows.spans.locate(&m.location));
             at.error(format!("{head}: {m}"))
+        }
+        SiblingError::Invalid(errs) if errs.len() == 1 && errs[0].kind == ErrorKind::Race => {
+            // A race sits at an access of one of the two kernels: point at it.
+            let e = &errs[0];
+            let spans = if e.kernel == m1.kernel.name { &m1.spans } else { &rows.spans };
+            spans.locate(&e.location).error(format!("`{}` cannot be checked against `{}`: `{}` has a {}", rows.kernel.name, m1.kernel.name, e.kernel, e.message))
+        }
+        SiblingError::Invalid(errs) if errs.len() == 1 && errs[0].kind == ErrorKind::Vacuous && errs[0].message.starts_with("the `") => {
+            // An arm of an `if` no shape took: point at the reduction it sits in.
+            let e = &errs[0];
+            rows.spans.locate(&e.location).error(format!("`{}` cannot be checked against `{}`: {}", rows.kernel.name, m1.kernel.name, e))
         }
         SiblingError::Invalid(errs) => {
             let at = rows_side

@@ -103,7 +103,8 @@ impl Sibling {
 }
 
 /// Values the verifier gives to integer scalar parameters when it executes a kernel
-/// symbolically (every combination is tried). Parameters not listed get defaults.
+/// symbolically, in addition to the values it derives from the kernel (`verify::shapes`:
+/// derived values outside a listed parameter's range are dropped).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct VerifyShapes {
     pub values: Vec<(ParamId, Vec<u64>)>,

@@ -24,6 +24,7 @@ use super::error::describe_record;
 use super::grid::grid_size;
 use crate::ir::{Access, Kernel, ParamKind};
 use crate::lower::{self, ErrorRecord};
+use crate::options::{CompileOptions, HostOrder};
 
 /// The host runtime could not start (LLVM's native target is unavailable).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -88,15 +89,28 @@ pub struct HostKernel {
 /// Compiles kernels for the host and caches them by kernel (IR equality). `Send + Sync`.
 pub struct HostRuntime {
     cache: Mutex<HashMap<Kernel, Arc<HostKernel>>>,
+    /// The order `par` iterations and workgroups run in (every kernel of this runtime).
+    order: HostOrder,
 }
 
 /// LLVM's JIT set-up is not documented as thread-safe; compiles are serialised.
 static COMPILE_LOCK: Mutex<()> = Mutex::new(());
 
 impl HostRuntime {
+    /// A runtime in the order `BARO_HOST_ORDER` asks for (`CompileOptions::from_env`).
     pub fn new() -> Result<HostRuntime, RuntimeError> {
+        let order = CompileOptions::from_env().map_err(|e| RuntimeError(e.to_string()))?.host_order;
+        Self::with_order(order)
+    }
+
+    /// A runtime that runs `par` iterations and workgroups in `order`.
+    pub fn with_order(order: HostOrder) -> Result<HostRuntime, RuntimeError> {
         Target::initialize_native(&InitializationConfig::default()).map_err(RuntimeError)?;
-        Ok(HostRuntime { cache: Mutex::new(HashMap::new()) })
+        Ok(HostRuntime { cache: Mutex::new(HashMap::new()), order })
+    }
+
+    pub fn order(&self) -> HostOrder {
+        self.order
     }
 
     /// Checks, expands and compiles `k` (or returns the cached compile of an equal kernel).
@@ -104,13 +118,13 @@ impl HostRuntime {
         if let Some(hit) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(k) {
             return Ok(hit.clone());
         }
-        let compiled = Arc::new(compile_uncached(k)?);
+        let compiled = Arc::new(compile_uncached(k, self.order)?);
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         Ok(cache.entry(k.clone()).or_insert(compiled).clone())
     }
 }
 
-fn compile_uncached(k: &Kernel) -> Result<HostKernel, CompileError> {
+fn compile_uncached(k: &Kernel, order: HostOrder) -> Result<HostKernel, CompileError> {
     crate::verify::check_wellformed(k)
         .map_err(|errs| CompileError::Verify { kernel: k.name.clone(), errors: errs.iter().map(|e| e.to_string()).collect() })?;
     let expanded = crate::mathlib::expand_calls(&crate::lanes::expand(k)?);
@@ -121,7 +135,7 @@ fn compile_uncached(k: &Kernel) -> Result<HostKernel, CompileError> {
     // value borrowing it is dropped.
     let cx: &'static Context = unsafe { &*ctx };
     let built = (|| {
-        let module = lower::lower_host(cx, &expanded)?;
+        let module = lower::lower_host(cx, &expanded, order)?;
         optimize(&module).map_err(llvm)?;
         let ir_text = module.print_to_string().to_string();
         let engine = module.create_jit_execution_engine(OptimizationLevel::Default).map_err(|e| llvm(e.to_string()))?;

@@ -6,20 +6,35 @@
 //! non-empty, lane 0's holds two elements, and the combine adds several non-empty
 //! partials); likewise more than one chunk for `chunked(size)` and more than one block for
 //! `blocked(block, ..)`. A reduction whose length is a constant (no parameter reaches it) is
-//! exempt once it has run: every launch then has the length that was checked. This module
-//! reads execution results and reports; it executes nothing.
+//! exempt once it has run: every launch then has the length that was checked. Every arm of
+//! every `if` inside a reduction body must also have been taken by some shape (an arm never
+//! taken was never compared). This module reads execution results and reports; it executes
+//! nothing.
 
 use super::lengths::{feeds, merge, Definitions, Feeds};
-use super::ordinals::reduces;
+use super::ordinals::{children, reduces};
 use super::report::{ErrorKind, Location, VerifyError};
 use super::symbolic::Run;
-use crate::ir::{Kernel, ParamId};
+use crate::ir::{Expr, Kernel, ParamId};
+use std::collections::{HashMap, HashSet};
 use crate::schedule::Schedule;
 
 /// The longest length each reduction (by ordinal) ran with, over every run so far.
 #[derive(Default)]
 pub struct Coverage {
     longest: Vec<Option<u64>>,
+    /// Arms taken by the `if`s of reduction bodies (see `Run::branches`).
+    branches: HashMap<usize, u8>,
+}
+
+/// The `if`s (`Expr::Select`) inside `e`, in pre-order.
+fn selects<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+    if let Expr::Select { .. } = e {
+        out.push(e);
+    }
+    for c in children(e) {
+        selects(c, out);
+    }
 }
 
 /// The smallest length that exercises `s`'s order, and why, in words.
@@ -73,6 +88,45 @@ impl Coverage {
                 (Some(a), Some(b)) => Some(a.max(b)),
                 (a, b) => a.or(b),
             };
+        }
+        for (e, arms) in &run.branches {
+            *self.branches.entry(*e).or_insert(0) |= arms;
+        }
+    }
+
+    /// One `Vacuous` error per arm of an `if` inside a reduction body of `k` that no shape
+    /// took: the proof compared nothing computed through it.
+    fn check_branches(&self, k: &Kernel, shapes: &[Vec<(ParamId, u64)>], errs: &mut Vec<VerifyError>) {
+        let mut seen = HashSet::new();
+        for (i, r) in reduces(k).iter().enumerate() {
+            let mut found = Vec::new();
+            selects(&r.body, &mut found);
+            for (j, e) in found.into_iter().enumerate() {
+                let key = e as *const Expr as usize;
+                if !seen.insert(key) {
+                    continue;
+                }
+                let Expr::Select { cond, .. } = e else { continue };
+                let taken = self.branches.get(&key).copied().unwrap_or(0);
+                for (bit, arm) in [(1u8, "then"), (2, "else")] {
+                    if taken & bit != 0 {
+                        continue;
+                    }
+                    errs.push(VerifyError {
+                        kernel: k.name.clone(),
+                        location: Location { stmt_path: Vec::new(), reduce: Some(i as u32), store: None },
+                        kind: ErrorKind::Vacuous,
+                        message: format!(
+                            "the `{arm}` arm of `if {}` (branch {j} of reduction #{i}, `{}` {}) never ran, so the check compared nothing computed through it: expected a shape taking it, found none over the {} tried ({}); list values that take it with verify(...) in the #[kernel] attribute",
+                            k.expr_text(cond),
+                            r.schedule,
+                            r.op.name(),
+                            if shapes.len() == 1 { "1 shape".to_string() } else { format!("{} shapes", shapes.len()) },
+                            shapes_text(k, shapes),
+                        ),
+                    });
+                }
+            }
         }
     }
 
@@ -128,6 +182,9 @@ impl Coverage {
                     shapes_text(k, shapes),
                 ),
             });
+        }
+        if errs.is_empty() {
+            self.check_branches(k, shapes, &mut errs);
         }
         if errs.is_empty() {
             Ok(())

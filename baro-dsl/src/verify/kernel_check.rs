@@ -1,7 +1,8 @@
 //! `verify_kernel`: well-formedness, then, for every default shape, execution of the expanded
 //! kernel (checking each `Lanes` region against the schedule it `implements`) and of the
-//! source kernel (each reduction built directly from its schedule's tree); the two must write
-//! identical DAGs, which proves the expansion implements every declared schedule.
+//! source kernel (each reduction built directly from its schedule's tree, every access
+//! checked for races); the two must write identical DAGs, which proves the expansion
+//! implements every declared schedule.
 //!
 //! Every reduction must have run with enough elements for its order to matter on some shape
 //! (`coverage`), or the kernel is rejected as `Vacuous` rather than passed on an empty proof.
@@ -50,12 +51,15 @@ pub fn verify_kernel(k: &Kernel) -> Result<KernelProof, Vec<VerifyError>> {
     let mut regions_checked = 0;
     let mut coverage = Coverage::default();
     for shape in &shapes {
-        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: true, memory: None };
+        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: true, memory: None, check_races: false };
         let mut dag = Dag::new();
         let code = execute(&x, &mut dag, &cfg).map_err(|e| vec![in_shape(e, k, shape)])?;
         regions_checked += code.regions_checked;
         if compare_source {
-            let meaning = execute(k, &mut dag, &cfg).map_err(|e| vec![in_shape(e, k, shape)])?;
+            // The source run also checks for races (the expanded code's lane protocol is the
+            // lowering's, not modelled).
+            let source = RunConfig { check_races: true, ..cfg };
+            let meaning = execute(k, &mut dag, &source).map_err(|e| vec![in_shape(e, k, shape)])?;
             compare(k, &dag, &meaning, &code).map_err(|e| vec![in_shape(e, k, shape)])?;
             coverage.add(&meaning);
         }
@@ -64,6 +68,20 @@ pub fn verify_kernel(k: &Kernel) -> Result<KernelProof, Vec<VerifyError>> {
         coverage.check(k, &shapes)?;
     }
     Ok(KernelProof { shapes: shapes.len(), regions_checked })
+}
+
+/// Executes the source kernel over its default shapes with the race check only (no schedule
+/// or coverage check): for kernels no sibling check runs. The number of shapes run, or the
+/// first error; an `Unsupported` error means the executor cannot model the kernel (a store
+/// index or a branch from loaded data), which callers must report as not checked.
+pub fn check_races(k: &Kernel) -> Result<usize, Vec<VerifyError>> {
+    check_wellformed(k)?;
+    let shapes = default_shapes(k);
+    for shape in &shapes {
+        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: false, memory: None, check_races: true };
+        execute(k, &mut Dag::new(), &cfg).map_err(|e| vec![in_shape(e, k, shape)])?;
+    }
+    Ok(shapes.len())
 }
 
 /// The source run (`meaning`) and the expanded run (`code`) must write the same elements

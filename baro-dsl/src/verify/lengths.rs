@@ -32,6 +32,11 @@ impl<'a> Definitions<'a> {
         d
     }
 
+    /// The expressions that give `v` a value (a loop variable: its bounds).
+    pub fn of_var(&self, v: Var) -> &[&'a Expr] {
+        self.defs.get(&v).map_or(&[], Vec::as_slice)
+    }
+
     fn add(&mut self, v: Var, e: &'a Expr) {
         self.defs.entry(v).or_default().push(e);
     }

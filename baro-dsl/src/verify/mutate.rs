@@ -1,6 +1,9 @@
 //! Mutation testing of the sibling check (issue item 10): systematic rewrites of a rows
-//! kernel that change its floating-point arithmetic (every one must be rejected) and rewrites
-//! that preserve it exactly (every one must be accepted).
+//! kernel that change its floating-point arithmetic (every one must be rejected), rewrites
+//! that preserve it exactly (every one must be accepted), and rewrites that only a model of
+//! concurrency, full-size shapes or the memory-accumulation rule can tell apart (races,
+//! changes on full lane blocks, full row tiles or the tail, accumulation through memory;
+//! every one must be rejected).
 //!
 //! Each function returns new kernels and never changes its input. Test support: nothing in
 //! the verification pipeline calls this module.
@@ -425,6 +428,191 @@ pub fn preserving_rewrites(k: &Kernel) -> Vec<(String, Kernel)> {
         subst_vars(&mut b[pos + 1..], &|v| (v == var).then_some(copy));
         b.insert(pos + 1, Stmt::Let { var: copy, value });
         Some(format!("duplicate `let {}` and use the copy", k.var(var).name))
+    }));
+    out
+}
+
+/// Replaces the `n`th store (pre-order) of `body` by what `f` makes of it; whether it did.
+fn replace_store(body: &mut Vec<Stmt>, n: &mut usize, f: &mut dyn FnMut(Stmt) -> Vec<Stmt>) -> bool {
+    let mut i = 0;
+    while i < body.len() {
+        if let Stmt::Store { .. } = body[i] {
+            if *n == 0 {
+                let s = body.remove(i);
+                let new = f(s);
+                for (j, x) in new.into_iter().enumerate() {
+                    body.insert(i + j, x);
+                }
+                return true;
+            }
+            *n -= 1;
+        }
+        for b in stmt_blocks_mut(&mut body[i]) {
+            if replace_store(b, n, f) {
+                return true;
+            }
+        }
+        i += 1;
+    }
+    false
+}
+
+fn count_stores(body: &[Stmt]) -> usize {
+    body.iter()
+        .map(|s| usize::from(matches!(s, Stmt::Store { .. })) + super::ordinals::stmt_blocks(s).iter().map(|b| count_stores(b)).sum::<usize>())
+        .sum()
+}
+
+/// Rewrites one store (adding variables to the kernel): a description and what replaces it.
+type StoreSite<'a> = &'a dyn Fn(&mut Kernel, Stmt) -> Option<(String, Vec<Stmt>)>;
+
+/// For every store of `k`, the kernel with `f` applied to it (`None`: that store is left out).
+fn store_mutants(k: &Kernel, f: StoreSite) -> Vec<(String, Kernel)> {
+    let mut out = Vec::new();
+    for at in 0..count_stores(&k.body) {
+        let mut m = k.clone();
+        let mut body = std::mem::take(&mut m.body);
+        let mut what = None;
+        let mut n = at;
+        replace_store(&mut body, &mut n, &mut |s| match f(&mut m, s.clone()) {
+            Some((w, new)) => {
+                what = Some(w);
+                new
+            }
+            None => vec![s],
+        });
+        m.body = body;
+        if let Some(w) = what {
+            out.push((w, m));
+        }
+    }
+    out
+}
+
+/// The first float `+`/`*` with distinct operands in `e` (pre-order), its operands swapped
+/// where `cond` holds: a change of order that only shows on shapes where `cond` is true.
+fn swap_where(k: &Kernel, e: &Expr, cond: &Expr) -> Option<Expr> {
+    let mut done = false;
+    let mut out = e.clone();
+    fn go(k: &Kernel, e: &mut Expr, cond: &Expr, done: &mut bool) {
+        if *done {
+            return;
+        }
+        let float = is_float(k, e);
+        if let Expr::Binary { op: op @ (BinOp::Add | BinOp::Mul), lhs, rhs } = &*e {
+            if lhs != rhs && float {
+                let swapped = Expr::bin(*op, (**rhs).clone(), (**lhs).clone());
+                *e = Expr::Select { cond: Box::new(cond.clone()), then: Box::new(swapped), els: Box::new(e.clone()) };
+                *done = true;
+                return;
+            }
+        }
+        for c in children_mut(e) {
+            go(k, c, cond, done);
+        }
+    }
+    go(k, &mut out, cond, &mut done);
+    done.then_some(out)
+}
+
+/// The constant c of a grid axis `(p + c − 1) / c` over the sibling's rows parameter: the
+/// row tile.
+fn row_tile(k: &Kernel) -> Option<u64> {
+    let rows = k.sibling.as_ref()?.rows;
+    k.grid.iter().find_map(|g| match g {
+        Expr::Binary { op: BinOp::Div, lhs, rhs } => match (&**lhs, &**rhs) {
+            (Expr::Binary { op: BinOp::Add, lhs: p, .. }, Expr::Const(c)) if **p == Expr::Param(rows) && c.bits > 1 => Some(c.bits),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// Rewrites of `k` (a rows kernel) that keep every final value the same when the kernel is
+/// run one unit after another on the old default shapes, but change what a GPU computes or
+/// what a full-size shape computes; each must be rejected. By class (the first word):
+/// - `race`: a store repeated by two `par` iterations, or every workgroup doubled (two
+///   workgroups write each element);
+/// - `full-block`: an operand swap in a lane-parallel reduction only when its length is a
+///   multiple of the lane count;
+/// - `full-tile`: an operand swap in a store's value only when the row count fills the row
+///   tile;
+/// - `tail`: an operand swap only when the row count is a full tile plus a partial one;
+/// - `memory`: a stored float reduction rewritten as accumulation into the output element.
+pub fn concurrency_and_shape_mutants(k: &Kernel) -> Vec<(String, Kernel)> {
+    let mut out = store_mutants(k, &|m, s| {
+        let Stmt::Store { buf, index, value } = s else { return None };
+        let ty = m.buf_elem(buf)?;
+        let tmp = m.add_var("race_value", ty, false);
+        let d = m.add_var("race_dup", crate::ir::ScalarType::INDEX, false);
+        Some((
+            "race: a store repeated by two par iterations".to_string(),
+            vec![
+                Stmt::Let { var: tmp, value },
+                Stmt::ParFor { var: d, end: Expr::index(2), team: None, body: vec![Stmt::Store { buf, index, value: Expr::Var(tmp) }] },
+            ],
+        ))
+    });
+    if !k.grid.is_empty() {
+        let mut m = k.clone();
+        m.grid[0] = Expr::bin(BinOp::Mul, m.grid[0].clone(), Expr::index(2));
+        // A marker first (walk_exprs descends into what `f` made), then the real division.
+        let marker = Expr::GroupId(u8::MAX);
+        walk_exprs(&mut m.body, &mut |e| {
+            if *e == Expr::GroupId(0) {
+                *e = marker.clone();
+            }
+        });
+        walk_exprs(&mut m.body, &mut |e| {
+            if *e == marker {
+                *e = Expr::bin(BinOp::Div, Expr::GroupId(0), Expr::index(2));
+            }
+        });
+        out.push(("race: every workgroup doubled along axis 0".to_string(), m));
+    }
+    out.extend(expr_mutants(k, &|k, e| match e {
+        Expr::Reduce(r) => {
+            let lanes = match &r.schedule {
+                Schedule::Lanes { count, .. } if *count > 1 => *count as u64,
+                _ => return Vec::new(),
+            };
+            let cond = Expr::bin(BinOp::Eq, Expr::bin(BinOp::Rem, r.len.clone(), Expr::index(lanes)), Expr::index(0));
+            match swap_where(k, &r.body, &cond) {
+                Some(body) => vec![(format!("full-block: operands swapped only when the length is a multiple of {lanes}"), Expr::Reduce(Box::new(Reduce { body, ..(**r).clone() })))],
+                None => Vec::new(),
+            }
+        }
+        _ => Vec::new(),
+    }));
+    if let (Some(t), Some(sib)) = (row_tile(k), &k.sibling) {
+        let rows = Expr::Param(sib.rows);
+        let rem = Expr::bin(BinOp::Rem, rows.clone(), Expr::index(t));
+        let full = Expr::bin(BinOp::Eq, rem.clone(), Expr::index(0));
+        let tail = Expr::bin(BinOp::And, Expr::bin(BinOp::Gt, rows, Expr::index(t)), Expr::bin(BinOp::Ne, rem, Expr::index(0)));
+        for (class, cond) in [("full-tile", full), ("tail", tail)] {
+            out.extend(store_mutants(k, &|m, s| {
+                let Stmt::Store { buf, index, value } = s else { return None };
+                let value = swap_where(m, &value, &cond)?;
+                let when = if class == "tail" { format!("a full tile of {t} plus a partial one") } else { format!("a multiple of the tile, {t}") };
+                Some((format!("{class}: operands swapped only when the row count is {when}"), vec![Stmt::Store { buf, index, value }]))
+            }));
+        }
+    }
+    out.extend(store_mutants(k, &|m, s| {
+        let Stmt::Store { buf, index, value: Expr::Reduce(r) } = s else { return None };
+        if !r.ty.is_float() || r.op != crate::ir::ReduceOp::Add {
+            return None;
+        }
+        let zero = Expr::Const(crate::lanes::identity(r.op, r.ty));
+        let acc = Expr::bin(BinOp::Add, Expr::load(buf, index.clone()), r.body.clone());
+        let _ = m; // the loop reuses the reduction's variable: nothing new to declare
+        Some((
+            format!("memory: `{}` sum rewritten as accumulation into the output element", r.schedule),
+            vec![
+                Stmt::Store { buf, index: index.clone(), value: zero },
+                Stmt::For { var: r.var, start: Expr::index(0), end: r.len.clone(), step: Expr::index(1), body: vec![Stmt::Store { buf, index, value: acc }] },
+            ],
+        ))
     }));
     out
 }

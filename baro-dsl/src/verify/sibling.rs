@@ -146,6 +146,16 @@ fn check_schedules(rows: &Kernel, m1: &Kernel) -> Result<(), SiblingError> {
     Ok(())
 }
 
+/// A race on carried state says so: the rows must step it one after another.
+fn carry_note(mut e: VerifyError, carried: &[String]) -> VerifyError {
+    if e.kind == ErrorKind::Race {
+        if let Some(name) = carried.iter().find(|n| e.message.starts_with(&format!("race on {n}["))) {
+            e.message = format!("{}; `{name}` is carried state (`carry({name})`): rows must step it one after another, in one unit, never in concurrent ones", e.message);
+        }
+    }
+    e
+}
+
 fn as_invalid(e: VerifyError) -> SiblingError {
     SiblingError::Invalid(vec![e])
 }
@@ -212,8 +222,9 @@ fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> 
         }
         let mut dag = Dag::new();
         let carried: HashSet<Name> = sib.carried.iter().map(|p| dag.name(&rows.param(*p).name)).collect();
-        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: false, memory: None };
-        let rows_run = execute(rows, &mut dag, &cfg).map_err(as_invalid)?;
+        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: false, memory: None, check_races: true };
+        let carried_names: Vec<String> = sib.carried.iter().map(|p| rows.param(*p).name.clone()).collect();
+        let rows_run = execute(rows, &mut dag, &cfg).map_err(|e| as_invalid(carry_note(e, &carried_names)))?;
         let mut covered = HashSet::new();
         // The state the next row starts from, and where each carried element was last written.
         let mut state: HashMap<(Name, u64), Value> = HashMap::new();
@@ -225,7 +236,7 @@ fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> 
                 .map(|&(q, v)| (q, steps.iter().find(|(p, _)| *p == q).map_or(v, |(_, s)| v.wrapping_add(r.wrapping_mul(*s)))))
                 .collect();
             let memory = (!carried.is_empty()).then_some(&state);
-            let cfg = RunConfig { scalars: &m1_scalars, offsets: &offsets, check_implements: false, memory };
+            let cfg = RunConfig { scalars: &m1_scalars, offsets: &offsets, check_implements: false, memory, check_races: true };
             let m1_run = execute(m1, &mut dag, &cfg).map_err(as_invalid)?;
             for (key, want) in &m1_run.outputs {
                 covered.insert(*key);

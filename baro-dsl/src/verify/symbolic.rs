@@ -9,8 +9,9 @@
 
 use super::dag::{Dag, Name, Node, NodeId, Op};
 use super::ordinals::{stmt_blocks, stmt_exprs, Ordinals};
+use super::race::{Race, RaceLog, Space, Unit};
 use super::report::{ErrorKind, Location, VerifyError};
-use crate::ir::{BinOp, Buf, Const, Expr, Implements, Kernel, ParamId, ParamKind, Reduce, ScalarType, Stmt, UnOp, Var};
+use crate::ir::{Access, BinOp, Buf, Const, Expr, Implements, Kernel, ParamId, ParamKind, Reduce, ScalarType, Stmt, UnOp, Var};
 use crate::lanes::identity;
 use crate::schedule::{Schedule, Tree};
 use std::rc::Rc;
@@ -51,6 +52,10 @@ pub struct Run {
     pub longest: Vec<Option<u64>>,
     /// Every buffer element's value at the end (what was stored, and `RunConfig::memory`).
     pub memory: HashMap<(Name, u64), Value>,
+    /// Arms taken by each `if` inside a reduction body, by the address of its `Expr::Select`
+    /// in the executed kernel: bit 0 the `then` arm, bit 1 the `else` arm (both when the
+    /// condition depends on data: the select is then in the DAG with both arms).
+    pub branches: HashMap<usize, u8>,
 }
 
 /// How to run a kernel.
@@ -64,6 +69,9 @@ pub struct RunConfig<'a> {
     /// Buffer contents to start from instead of input leaves (state carried from the
     /// previous row of a sequential sibling); `None`: every element starts as a leaf.
     pub memory: Option<&'a HashMap<(Name, u64), Value>>,
+    /// Record which concurrent unit did every access and reject unordered pairs (`race`).
+    /// Applies to source IR: `Lanes` regions (produced by expansion) are not modelled.
+    pub check_races: bool,
 }
 
 /// Statements executed before the executor gives up (a guard against runaway loops).
@@ -72,7 +80,7 @@ const STEP_BUDGET: u64 = 50_000_000;
 /// Evaluates a uniform integer expression over scalar parameters (a row stride) for `scalars`.
 pub fn eval_uniform(k: &Kernel, scalars: &[(ParamId, u64)], e: &Expr) -> Result<u64, VerifyError> {
     let mut dag = Dag::new();
-    let mut ex = Exec::new(k, &mut dag, &RunConfig { scalars, offsets: &[], check_implements: false, memory: None });
+    let mut ex = Exec::new(k, &mut dag, &RunConfig { scalars, offsets: &[], check_implements: false, memory: None, check_races: false });
     ex.concrete(e, "row stride")
 }
 
@@ -89,11 +97,16 @@ pub fn execute(k: &Kernel, dag: &mut Dag, cfg: &RunConfig) -> Result<Run, Verify
                 ex.group = [x, y, z];
                 ex.global.iter_mut().for_each(|v| *v = None);
                 ex.shared.clear();
+                ex.epoch = 0;
+                if let Some(log) = ex.races.as_mut() {
+                    log.new_group();
+                }
+                ex.refresh_unit();
                 ex.block(&k.body)?;
             }
         }
     }
-    Ok(Run { outputs: ex.outputs, regions_checked: ex.regions_checked, reduce_of: ex.reduce_of, longest: ex.longest, memory: ex.mem })
+    Ok(Run { outputs: ex.outputs, regions_checked: ex.regions_checked, reduce_of: ex.reduce_of, longest: ex.longest, memory: ex.mem, branches: ex.branches })
 }
 
 impl<'k, 'd> Exec<'k, 'd> {
@@ -142,6 +155,12 @@ fn new(k: &'k Kernel, dag: &'d mut Dag, cfg: &RunConfig) -> Exec<'k, 'd> {
         check_implements: cfg.check_implements,
         steps: 0,
         trees: HashMap::new(),
+        races: cfg.check_races.then(RaceLog::default),
+        in_reduce: 0,
+        branches: HashMap::new(),
+        iters: Vec::new(),
+        epoch: 0,
+        unit: 0,
     }
 }
 }
@@ -173,6 +192,17 @@ struct Exec<'k, 'd> {
     steps: u64,
     /// Expanded schedule trees by (schedule, length): expanding is costlier than evaluating.
     trees: HashMap<(Schedule, u64), Rc<Tree>>,
+    /// The access log when races are checked.
+    races: Option<RaceLog>,
+    /// `ParFor` iterations the code runs in, outermost first.
+    iters: Vec<(Var, u64)>,
+    /// Barrier epoch within the current workgroup.
+    epoch: u32,
+    /// The current unit's id in `races`.
+    unit: u32,
+    /// Depth of reduction bodies being evaluated.
+    in_reduce: u32,
+    branches: HashMap<usize, u8>,
 }
 
 fn int_val(c: Const) -> i128 {
@@ -263,6 +293,15 @@ fn defined_vars(body: &[Stmt], out: &mut Vec<Var>) {
         for b in stmt_blocks(s) {
             defined_vars(b, out);
         }
+    }
+}
+
+/// Whether `lanes::expand` turns a reduction of schedule `s` into a `Lanes` region.
+fn lane_region(s: &Schedule) -> bool {
+    match s {
+        Schedule::Lanes { .. } => true,
+        Schedule::Blocked { across, .. } => lane_region(across),
+        _ => false,
     }
 }
 
@@ -368,6 +407,9 @@ impl Exec<'_, '_> {
             }
             Expr::Select { cond, then, els } => match self.eval(cond)? {
                 Value::C(c) => {
+                    if self.in_reduce > 0 {
+                        *self.branches.entry(e as *const Expr as usize).or_insert(0) |= if c.bits != 0 { 1 } else { 2 };
+                    }
                     if c.bits != 0 {
                         self.eval(then)?
                     } else {
@@ -375,6 +417,9 @@ impl Exec<'_, '_> {
                     }
                 }
                 Value::S(n, _) => {
+                    if self.in_reduce > 0 {
+                        self.branches.insert(e as *const Expr as usize, 3);
+                    }
                     let a = self.eval(then)?;
                     let b = self.eval(els)?;
                     let (na, nb) = (self.node(a), self.node(b));
@@ -407,6 +452,11 @@ impl Exec<'_, '_> {
             }
             Expr::Reduce(r) => {
                 let x = self.reduce(r)?;
+                if self.iters.is_empty() && self.cur.is_none() && lane_region(&r.schedule) {
+                    // Its lane region ends in a broadcast from lane 0 (a barrier, or a wave
+                    // shuffle where the workgroup is one wave): every thread's reads are done.
+                    self.barrier();
+                }
                 if let (Value::S(n, _), Some(ord)) = (x, self.ords.reduce.get(&(&**r as *const Reduce)).copied()) {
                     self.reduce_of.entry(n).or_insert(ord);
                 }
@@ -434,6 +484,10 @@ impl Exec<'_, '_> {
             (Buf::Param(p), Value::C(c)) => {
                 let name = self.buf_names[p.index()];
                 let i = (c.bits).wrapping_add(self.offsets[p.index()]);
+                let writable = matches!(self.k.params.get(p.index()).map(|x| &x.kind), Some(ParamKind::Buffer { access: Access::ReadWrite, .. }));
+                if writable {
+                    self.log_access(buf, Space::Global(name), i, false, None)?;
+                }
                 Ok(match self.mem.get(&(name, i)) {
                     Some(x) => *x,
                     None => Value::S(self.dag.intern(Node::Leaf { buf: name, index: i }), ty),
@@ -453,6 +507,7 @@ impl Exec<'_, '_> {
             }
             (Buf::Shared(s), Value::C(c)) => {
                 self.shared_bounds(s.index(), c.bits)?;
+                self.log_access(buf, Space::Shared(s.0), c.bits, false, None)?;
                 Ok(match self.shared.get(&(s.0, c.bits)) {
                     Some(x) => *x,
                     None => Value::S(self.dag.intern(Node::Leaf { buf: self.shared_names[s.index()], index: c.bits }), ty),
@@ -481,10 +536,21 @@ impl Exec<'_, '_> {
         }
         let vty = self.k.vars.get(r.var.index()).map_or(ScalarType::INDEX, |d| d.ty);
         let mut leaves = Vec::with_capacity(len as usize);
+        self.in_reduce += 1;
         for i in 0..len {
-            self.set(r.var, Value::C(Const::new(vty, i)))?;
-            leaves.push(self.eval(&r.body)?);
+            if let Err(e) = self.set(r.var, Value::C(Const::new(vty, i))) {
+                self.in_reduce -= 1;
+                return Err(e);
+            }
+            match self.eval(&r.body) {
+                Ok(x) => leaves.push(x),
+                Err(e) => {
+                    self.in_reduce -= 1;
+                    return Err(e);
+                }
+            }
         }
+        self.in_reduce -= 1;
         let key = (r.schedule.clone(), len);
         let tree = match self.trees.get(&key) {
             Some(t) => Rc::clone(t),
@@ -590,13 +656,82 @@ impl Exec<'_, '_> {
                 let ty = self.k.vars.get(var.index()).map_or(ScalarType::INDEX, |d| d.ty);
                 for i in 0..n {
                     self.set(*var, Value::C(Const::new(ty, i)))?;
-                    self.block(body)?;
+                    self.iters.push((*var, i));
+                    self.refresh_unit();
+                    let r = self.block(body);
+                    self.iters.pop();
+                    r?;
                 }
+                // The barrier that ends the loop (a nested loop's is inside one iteration).
+                self.barrier();
             }
             Stmt::Lanes { lane, count, implements, body } => self.lanes_region(*lane, *count, implements.as_ref(), body)?,
-            Stmt::Barrier => {}
+            Stmt::Barrier => self.barrier(),
         }
         Ok(())
+    }
+
+    /// A workgroup barrier: accesses after it are ordered after those before it. Inside a
+    /// `ParFor` iteration it orders nothing the model tracks (iterations run one by one here).
+    fn barrier(&mut self) {
+        if self.iters.is_empty() {
+            self.epoch += 1;
+        }
+        self.refresh_unit();
+    }
+
+    fn refresh_unit(&mut self) {
+        if let Some(log) = self.races.as_mut() {
+            self.unit = log.unit_id(&Unit { group: self.group, epoch: self.epoch, steps: self.iters.clone() });
+        }
+    }
+
+    /// Who a unit is, in words: `workgroup 1, par iteration j = 3`.
+    fn unit_text(&self, u: &Unit) -> String {
+        let dims = self.k.grid.len().max(1);
+        let g = if dims == 1 { u.group[0].to_string() } else { format!("({})", u.group[..dims].iter().map(u64::to_string).collect::<Vec<_>>().join(", ")) };
+        let mut t = format!("workgroup {g}");
+        if u.steps.is_empty() {
+            t.push_str(", uniform code");
+        }
+        for (v, i) in &u.steps {
+            t.push_str(&format!(", par iteration {} = {i}", self.var_name(*v)));
+        }
+        t
+    }
+
+    /// Logs an access to `space[index]` by the current unit; a race is an error at the
+    /// current statement (and store, for a write).
+    fn log_access(&mut self, buf: Buf, space: Space, index: u64, write: bool, store: Option<u32>) -> Result<(), VerifyError> {
+        if self.cur.is_some() {
+            return Ok(());
+        }
+        let unit = self.unit;
+        let path = self.path.clone();
+        let Some(log) = self.races.as_mut() else { return Ok(()) };
+        let race: Option<Race> = if write { log.write(space, index, unit) } else { log.read(space, index, unit) };
+        let Some(r) = race else { return Ok(()) };
+        let now = Unit { group: self.group, epoch: self.epoch, steps: self.iters.clone() };
+        let verb = |w: bool| if w { "written" } else { "read" };
+        let what = match (r.first_write, r.second_write) {
+            (true, true) => "two writers of one element",
+            (true, false) => "a read of a write made in the same launch",
+            _ => "a write of an element read in the same launch",
+        };
+        let why = if r.first.group != now.group {
+            "workgroups run at the same time, with no order between them within a launch"
+        } else {
+            "both run between the same two barriers of the workgroup, at the same time on a GPU"
+        };
+        let message = format!(
+            "race on {}[{index}]: {} by {} and {} by {} here: {what}, unordered ({why})",
+            self.k.buf_name(buf),
+            verb(r.first_write),
+            self.unit_text(&r.first),
+            verb(r.second_write),
+            self.unit_text(&now),
+        );
+        Err(VerifyError { kernel: self.k.name.clone(), location: Location { stmt_path: path, reduce: None, store }, kind: ErrorKind::Race, message })
     }
 
     fn store(&mut self, s: &Stmt, buf: Buf, i: Value, x: Value) -> Result<(), VerifyError> {
@@ -607,14 +742,17 @@ impl Exec<'_, '_> {
             Buf::Param(p) => {
                 let name = self.buf_names[p.index()];
                 let idx = c.bits.wrapping_add(self.offsets[p.index()]);
+                let store = self.ords.store.get(&(s as *const Stmt)).copied().unwrap_or(u32::MAX);
+                self.log_access(buf, Space::Global(name), idx, true, Some(store))?;
                 self.mem.insert((name, idx), x);
                 *self.versions.entry(name).or_insert(0) += 1;
                 let node = self.node(x);
-                let store = self.ords.store.get(&(s as *const Stmt)).copied().unwrap_or(u32::MAX);
                 self.outputs.insert((name, idx), Written { node, store });
             }
             Buf::Shared(sh) => {
                 self.shared_bounds(sh.index(), c.bits)?;
+                let store = self.ords.store.get(&(s as *const Stmt)).copied();
+                self.log_access(buf, Space::Shared(sh.0), c.bits, true, store)?;
                 self.shared.insert((sh.0, c.bits), x);
             }
         }

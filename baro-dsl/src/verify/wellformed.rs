@@ -5,6 +5,9 @@
 //! Every error is collected (never stop at the first) and attached to a statement path.
 //! This pass never executes or changes the kernel.
 
+use super::lengths::Definitions;
+use super::ordinals::children;
+use std::collections::HashSet;
 use super::report::{ErrorKind, Location, VerifyError};
 use crate::ir::{Access, BinOp, Buf, Expr, Implements, Kernel, ParamKind, ScalarType, Stmt, Var};
 
@@ -22,6 +25,7 @@ pub fn check(k: &Kernel, user_ir: bool) -> Vec<VerifyError> {
         var_depth: vec![0; n],
         per_lane: vec![false; n],
         loop_depth: 0,
+        seq_loops: Vec::new(),
         lanes: None,
         nonuniform: 0,
         in_parfor: 0,
@@ -48,6 +52,8 @@ struct Wf<'k> {
     /// Variables whose value may differ between lanes.
     per_lane: Vec<bool>,
     loop_depth: u32,
+    /// Variables of the enclosing sequential `For` loops, outermost first.
+    seq_loops: Vec<Var>,
     lanes: Option<LanesCx>,
     /// Depth of enclosing control flow that depends on per-lane values.
     nonuniform: u32,
@@ -57,6 +63,35 @@ struct Wf<'k> {
 /// True if `value` is `max(v, x)`/`min(v, x)` (either operand order) of `v` itself.
 /// Max and min are exact in any order for non-NaN values, so such a running extremum needs
 /// no declared schedule.
+/// Whether `target` occurs in `e` under float arithmetic (`+ - * /`, a call): through
+/// `max`/`min`, a select's arms or a cast alone it is only kept or compared, not accumulated.
+fn in_arithmetic(e: &Expr, target: &Expr, under: bool) -> bool {
+    if e == target {
+        return under;
+    }
+    let arith = match e {
+        Expr::Binary { op, .. } => matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div),
+        Expr::Call { .. } => true,
+        _ => false,
+    };
+    children(e).into_iter().any(|c| in_arithmetic(c, target, under || arith))
+}
+
+/// Whether `e` depends on the loop variable `v`, through the definitions of the variables it
+/// reads.
+fn depends_on(defs: &Definitions, e: &Expr, v: Var, seen: &mut HashSet<Var>) -> bool {
+    if let Expr::Var(x) = e {
+        if *x == v {
+            return true;
+        }
+        if !seen.insert(*x) {
+            return false;
+        }
+        return defs.of_var(*x).iter().any(|d| depends_on(defs, d, v, seen));
+    }
+    children(e).into_iter().any(|c| depends_on(defs, c, v, seen))
+}
+
 fn is_minmax_of_self(v: Var, value: &Expr) -> bool {
     match value {
         Expr::Binary { op: BinOp::Max | BinOp::Min, lhs, rhs } => **lhs == Expr::Var(v) || **rhs == Expr::Var(v),
@@ -293,6 +328,36 @@ impl Wf<'_> {
         }
     }
 
+    /// A float store inside a sequential loop whose value takes the same element (same
+    /// buffer, same index expression, an index that does not depend on the loop) into
+    /// arithmetic accumulates through memory: an undeclared reduction, unless the buffer is
+    /// declared carried state (`carry(buf)`, a recurrence stepped row by row). `max`/`min`
+    /// of the element and a `select` keeping it are exact and allowed.
+    fn memory_accumulation(&mut self, buf: Buf, index: &Expr, value: &Expr) {
+        if !self.user_ir || self.seq_loops.is_empty() || !self.k.buf_elem(buf).is_some_and(|t| t.is_float()) {
+            return;
+        }
+        if let (Buf::Param(p), Some(sib)) = (buf, &self.k.sibling) {
+            if sib.carried.contains(&p) {
+                return;
+            }
+        }
+        let target = Expr::Load { buf, index: Box::new(index.clone()) };
+        if !in_arithmetic(value, &target, false) {
+            return;
+        }
+        let defs = Definitions::of(self.k);
+        let Some(across) = self.seq_loops.iter().rev().find(|l| !depends_on(&defs, index, **l, &mut HashSet::new())) else { return };
+        let name = self.k.buf_name(buf).to_string();
+        let across = self.name(*across);
+        self.err(
+            ErrorKind::UndeclaredReduction,
+            format!(
+                "float accumulation into one element of `{name}` on every iteration of the loop over {across} is not a declared reduction: accumulate in a sum!(..., order = ...) and store its result, or declare `{name}` carried state with carry({name}) if it is a recurrence over rows"
+            ),
+        );
+    }
+
     fn var_ty(&self, v: Var) -> Option<ScalarType> {
         self.k.vars.get(v.index()).map(|d| d.ty)
     }
@@ -347,6 +412,7 @@ impl Wf<'_> {
                 }
                 self.typed_expr(index, Some(ScalarType::INDEX), "index");
                 self.typed_expr(value, self.k.buf_elem(*buf), "stored value");
+                self.memory_accumulation(*buf, index, value);
             }
             Stmt::For { var, start, end, step, body } => {
                 let vt = self.var_ty(*var);
@@ -363,7 +429,9 @@ impl Wf<'_> {
                 }
                 self.loop_depth += 1;
                 self.nonuniform += lane as u32;
+                self.seq_loops.push(*var);
                 self.block(body);
+                self.seq_loops.pop();
                 self.nonuniform -= lane as u32;
                 self.loop_depth -= 1;
                 self.undefine(*var);

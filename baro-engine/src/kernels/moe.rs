@@ -31,6 +31,9 @@ pub fn router_topk(logits: &[f32], probs: &mut [f32], work: &mut [f32], ids: &mu
         }
     }
     let total = sum!(j in 0..top_k, order = seq, weights[j]);
+    // Every thread sums the weights before any is overwritten (a race the verifier found:
+    // with top_k beyond one wave, a thread could read an already divided weight).
+    barrier();
     for j in par(0..top_k) {
         weights[j] = weights[j] / total;
     }
@@ -61,6 +64,9 @@ pub fn router_topk_rows(logits: &[f32], probs: &mut [f32], work: &mut [f32], ids
         }
     }
     let total = sum!(j in 0..top_k, order = seq, weights[kb + j]);
+    // Every thread sums the weights before any is overwritten (a race the verifier found:
+    // with top_k beyond one wave, a thread could read an already divided weight).
+    barrier();
     for j in par(0..top_k) {
         weights[kb + j] = weights[kb + j] / total;
     }

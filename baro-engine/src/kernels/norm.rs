@@ -49,8 +49,9 @@ pub fn rmsnorm_zc(x: &[f32], w: &[f32], y: &mut [f32], n: usize, eps: f32) {
 /// Per-head RMSNorm over `head_dim` (q/k norm), one workgroup per head, the weight shared by
 /// all heads and stored as `1 + w`. Head h reads `x[h · in_stride ..]` and writes
 /// `y[h · out_stride ..]`, so the query half of the interleaved (query, gate) `q_proj` output
-/// is normed and compacted in one launch.
-#[kernel(grid = [n_heads], block = 256)]
+/// is normed and compacted in one launch. Heads must not overlap (out_stride ≥ head_dim): the
+/// verifier's race check rejects the default strides {1, 3}, so the domain is listed.
+#[kernel(grid = [n_heads], block = 256, verify(head_dim = [1, 31, 33, 70], in_stride = [70, 141], out_stride = [70], n_heads = [1, 2, 3]))]
 pub fn head_rmsnorm(x: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, in_stride: usize, out_stride: usize, n_heads: usize, eps: f32) {
     let h = group_id(0);
     let xb = h * in_stride;

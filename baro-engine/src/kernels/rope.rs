@@ -12,8 +12,9 @@ use baro::kernel;
 /// In place on `x`: head h is `x[h · head_stride ..]`; the table row for position `pos` is
 /// `cos[pos · rope_dim/2 ..]` (same for `sin`). `out[i] = x[i]·c − x[i+half]·s`,
 /// `out[i+half] = x[i+half]·c + x[i]·s` (Transformers' `q·cos + rotate_half(q)·sin`,
-/// where `a + (−b)·s` is exactly `a − b·s`).
-#[kernel(grid = [n_heads])]
+/// where `a + (−b)·s` is exactly `a − b·s`). Heads must not overlap (rope_dim ≤ head_stride):
+/// the verifier's race check rejects the default strides, so the domain is listed.
+#[kernel(grid = [n_heads], verify(pos = [0, 3], rope_dim = [2, 4, 6], head_stride = [6, 7], n_heads = [1, 2, 3]))]
 pub fn rope_neox(x: &mut [f32], cos: &[f32], sin: &[f32], pos: usize, rope_dim: usize, head_stride: usize, n_heads: usize) {
     let h = group_id(0);
     let half = rope_dim / 2;

@@ -1,6 +1,8 @@
 //! Host (x86-64) lowering: one LLVM function per kernel that runs every workgroup of a launch
 //! in sequence (axes z, y, x), emulating `Lanes` regions in lockstep (`region`), with every
-//! load and store bounds-checked.
+//! load and store bounds-checked. With `HostOrder::Shuffled` the workgroups of each axis and
+//! the iterations of every `ParFor` run in a seeded permuted order instead (a race-free
+//! kernel gives the same bytes; a racy one shows it).
 //!
 //! Entry signature (C ABI): `fn(ptrs: *const *mut u8, lens: *const u64, scalars: *const u64,
 //! grid: *const u64 /* x, y, z */, scratch: *mut u8, err: *mut ErrorRecord)`. Buffer `i` is
@@ -31,6 +33,7 @@ use super::ir::Ir;
 use super::{fail, Fail, LowerError, R};
 use crate::ir::{Expr, Kernel, ParamKind, Stmt, Var};
 use crate::lower::expr::ParamVal;
+use crate::options::HostOrder;
 
 /// The JIT entry's symbol name.
 pub const ENTRY_NAME: &str = "baro_entry";
@@ -92,23 +95,26 @@ pub(super) struct Cg<'a, 'ctx> {
     region: Option<u32>,
     /// Per-lane temporaries holding a shuffle's operand for every lane, keyed by node.
     shuffles: HashMap<*const Expr, PointerValue<'ctx>>,
+    /// `(a, b)`: `ParFor` iterations and workgroups run in the order i ↦ (a·i + b) mod n.
+    order: Option<(u64, u64)>,
 }
 
 pub(super) use crate::lower::expr::{mem_ty, reg_ty};
 
 /// Lowers an expanded, call-free kernel to a module holding `ENTRY_NAME`.
-pub fn lower_host<'ctx>(cx: &'ctx Context, k: &Kernel) -> Result<Module<'ctx>, LowerError> {
+/// `order` permutes `ParFor` iterations and workgroups (`HostOrder::Shuffled`).
+pub fn lower_host<'ctx>(cx: &'ctx Context, k: &Kernel, order: HostOrder) -> Result<Module<'ctx>, LowerError> {
     let m = cx.create_module(&k.name);
     let b = cx.create_builder();
     let allocas = cx.create_builder();
-    build(cx, &m, &b, allocas, k).map_err(|Fail(message)| LowerError { kernel: k.name.clone(), message })?;
+    build(cx, &m, &b, allocas, k, order.affine()).map_err(|Fail(message)| LowerError { kernel: k.name.clone(), message })?;
     if let Err(e) = m.verify() {
         return Err(LowerError { kernel: k.name.clone(), message: format!("llvm rejected the module (a bug in baro): {}", e.to_string()) });
     }
     Ok(m)
 }
 
-fn build<'a, 'ctx>(cx: &'ctx Context, m: &'a Module<'ctx>, b: &'a Builder<'ctx>, allocas: Builder<'ctx>, k: &'a Kernel) -> R<()> {
+fn build<'a, 'ctx>(cx: &'ctx Context, m: &'a Module<'ctx>, b: &'a Builder<'ctx>, allocas: Builder<'ctx>, k: &'a Kernel, order: Option<(u64, u64)>) -> R<()> {
     if k.grid.is_empty() || k.grid.len() > 3 {
         return fail(format!("a kernel has 1 to 3 grid axes, found {}", k.grid.len()));
     }
@@ -138,6 +144,7 @@ fn build<'a, 'ctx>(cx: &'ctx Context, m: &'a Module<'ctx>, b: &'a Builder<'ctx>,
         cur_lane: None,
         region: None,
         shuffles: HashMap::new(),
+        order,
     };
     cg.load_params(ptrs, lens, scalars)?;
     let (offsets, _) = shared_layout(k);
@@ -154,10 +161,13 @@ fn build<'a, 'ctx>(cx: &'ctx Context, m: &'a Module<'ctx>, b: &'a Builder<'ctx>,
         .collect::<R<_>>()?;
     // z, y, x: the last axis varies slowest.
     cg.count_loop(sizes[2], &mut |cg, z| {
+        let z = cg.permute(z, sizes[2])?;
         cg.ir.b.build_store(cg.group[2], z)?;
         cg.count_loop(sizes[1], &mut |cg, y| {
+            let y = cg.permute(y, sizes[1])?;
             cg.ir.b.build_store(cg.group[1], y)?;
             cg.count_loop(sizes[0], &mut |cg, x| {
+                let x = cg.permute(x, sizes[0])?;
                 cg.ir.b.build_store(cg.group[0], x)?;
                 cg.block(&k.body)
             })

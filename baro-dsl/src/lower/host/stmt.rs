@@ -56,6 +56,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let e = self.expr(end)?.v.into_int_value();
                 let it = reg_ty(self.ir.cx, ty).into_int_type();
                 self.for_loop(ty, it.const_zero(), e, it.const_int(1, false), &mut |cg, i| {
+                    let i = cg.permute(i, e)?;
                     cg.store_var(*var, i.into())?;
                     cg.block(body)
                 })
@@ -169,6 +170,27 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// `for i in 0..n` over an i64 count.
+    /// Iteration `i` of `0..n` (inside the loop: 0 ≤ i < n) in the shuffled order, if any:
+    /// (a·i + b) mod n, computed in 64 bits (a mod n and b mod n first, so nothing
+    /// overflows below n = 2^31; longer loops keep their order).
+    pub(super) fn permute(&mut self, i: IntValue<'ctx>, n: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        let Some((a, b)) = self.order else { return Ok(i) };
+        let i64t = self.ir.cx.i64_type();
+        let it = i.get_type();
+        let wide = |cg: &Self, x: IntValue<'ctx>| if it.get_bit_width() == 64 { Ok(x) } else { cg.ir.zext(x, i64t) };
+        let (i64v, n64) = (wide(self, i)?, wide(self, n)?);
+        let small = self.ir.icmp(P::ULT, n64, self.ir.i64(1 << 31))?;
+        // n = 0 never reaches the body; the select keeps the division defined anyway.
+        let safe_n = self.ir.sel(small, n64, self.ir.i64(1))?;
+        let b_ = &self.ir.b;
+        let am = b_.build_int_unsigned_rem(self.ir.i64(a), safe_n, "")?;
+        let bm = b_.build_int_unsigned_rem(self.ir.i64(b), safe_n, "")?;
+        let x = b_.build_int_add(b_.build_int_mul(am, i64v, "")?, bm, "")?;
+        let x = b_.build_int_unsigned_rem(x, safe_n, "")?;
+        let r = self.ir.sel(small, x, i64v)?;
+        Ok(if it.get_bit_width() == 64 { r } else { self.ir.b.build_int_truncate(r, it, "")? })
+    }
+
     pub(super) fn count_loop(&mut self, n: IntValue<'ctx>, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
         let i64t = self.ir.cx.i64_type();
         self.for_loop(ScalarType::U64, i64t.const_zero(), n, i64t.const_int(1, false), body)
