@@ -15,6 +15,10 @@ use crate::tokenizer::TokenId;
 
 /// One generation request, checked against the server's limits.
 pub struct Job {
+    /// The response id the client sees (`chatcmpl-…`), for the request log.
+    pub id: String,
+    /// The route it came by, for the request log.
+    pub route: &'static str,
     /// Not empty, at most the context.
     pub prompt: Vec<TokenId>,
     pub sampler: SamplerConfig,

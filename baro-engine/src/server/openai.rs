@@ -6,18 +6,17 @@
 //! Only one choice (`n` = 1) is served; `presence_penalty`/`frequency_penalty` other than 0,
 //! `echo` and `suffix` are refused with a 400 rather than ignored.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::sampling::SamplerConfig;
-use crate::server::body::{self, OneOrMany};
+use crate::server::body::{self, Prompt};
 use crate::server::error::{json_response, ApiError, ErrorKind, Flavor};
 use crate::server::job::{Event, TokenOut, Usage};
 use crate::server::params::{self, Request};
@@ -33,23 +32,9 @@ struct StreamOptions {
 }
 
 #[derive(Deserialize)]
-#[serde(untagged)]
-enum Content {
-    Text(String),
-    Parts(Vec<Part>),
-}
-
-#[derive(Deserialize)]
-struct Part {
-    #[serde(rename = "type")]
-    kind: String,
-    text: Option<String>,
-}
-
-#[derive(Deserialize)]
 struct MessageIn {
     role: String,
-    content: Option<Content>,
+    content: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -68,8 +53,8 @@ struct ChatRequest {
     repetition_penalty: Option<f32>,
     presence_penalty: Option<f32>,
     frequency_penalty: Option<f32>,
-    seed: Option<u64>,
-    stop: Option<OneOrMany>,
+    seed: Option<serde_json::Number>,
+    stop: Option<Value>,
     n: Option<i64>,
     logprobs: Option<bool>,
     top_logprobs: Option<i64>,
@@ -78,18 +63,9 @@ struct ChatRequest {
 }
 
 #[derive(Deserialize)]
-#[serde(untagged)]
-enum PromptIn {
-    Text(String),
-    Ids(Vec<TokenId>),
-    Texts(Vec<String>),
-    IdLists(Vec<Vec<TokenId>>),
-}
-
-#[derive(Deserialize)]
 struct CompletionRequest {
     model: Option<String>,
-    prompt: PromptIn,
+    prompt: Option<Value>,
     #[serde(default)]
     stream: bool,
     stream_options: Option<StreamOptions>,
@@ -101,8 +77,8 @@ struct CompletionRequest {
     repetition_penalty: Option<f32>,
     presence_penalty: Option<f32>,
     frequency_penalty: Option<f32>,
-    seed: Option<u64>,
-    stop: Option<OneOrMany>,
+    seed: Option<serde_json::Number>,
+    stop: Option<Value>,
     n: Option<i64>,
     logprobs: Option<i64>,
     echo: Option<bool>,
@@ -120,30 +96,37 @@ struct Sampling {
     repetition_penalty: Option<f32>,
     presence_penalty: Option<f32>,
     frequency_penalty: Option<f32>,
-    seed: Option<u64>,
+    seed: Option<serde_json::Number>,
 }
 
+/// OpenAI's bound on `temperature`: 0..=2; above it is refused, never clamped.
+pub const MAX_TEMPERATURE: f32 = 2.0;
+
 impl Sampling {
-    /// OpenAI's defaults: temperature 1, top_p 1, no other filter; a random seed when none.
+    /// OpenAI's defaults: temperature 1, top_p 1, no other filter; a random seed when none or
+    /// a negative one. `top_p: 0` (the smallest nucleus, which clients send for "most likely
+    /// only") keeps only the most likely token: top_k 1.
     fn config(self) -> Result<SamplerConfig, ApiError> {
         params::unsupported_penalty(self.presence_penalty, "presence_penalty")?;
         params::unsupported_penalty(self.frequency_penalty, "frequency_penalty")?;
+        let temperature = self.temperature.unwrap_or(1.0);
+        if temperature > MAX_TEMPERATURE {
+            return Err(ApiError::bad_param("temperature", format!("a value in [0, {MAX_TEMPERATURE}]"), temperature));
+        }
+        let (mut top_k, mut top_p) = (params::top_k(self.top_k, "top_k")?, self.top_p.unwrap_or(1.0));
+        if top_p == 0.0 {
+            (top_k, top_p) = (1, 1.0);
+        }
         let config = SamplerConfig {
-            temperature: self.temperature.unwrap_or(1.0),
-            top_k: params::top_k(self.top_k, "top_k")?,
-            top_p: self.top_p.unwrap_or(1.0),
+            temperature,
+            top_k,
+            top_p,
             min_p: self.min_p.unwrap_or(0.0),
             repetition_penalty: self.repetition_penalty.unwrap_or(1.0),
-            seed: self.seed.unwrap_or_else(rand::random),
+            seed: body::seed(self.seed.as_ref(), "seed")?.unwrap_or_else(rand::random),
         };
         params::sampler(config, &|field| field)
     }
-}
-
-/// A response id: the prefix, the start time and a counter.
-fn response_id(prefix: &str) -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!("{prefix}-{:x}{:04x}", unix_now(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 fn usage_json(u: &Usage) -> Value {
@@ -188,23 +171,10 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
     params::one_choice(r.n)?;
     let mut messages = Vec::with_capacity(r.messages.len());
     for (i, m) in r.messages.into_iter().enumerate() {
-        let content = match m.content {
-            None => String::new(),
-            Some(Content::Text(t)) => t,
-            Some(Content::Parts(parts)) => {
-                let mut text = String::new();
-                for p in parts {
-                    match (p.kind.as_str(), p.text) {
-                        ("text", Some(t)) => text.push_str(&t),
-                        (kind, _) => return Err(ApiError::bad_param(&format!("messages[{i}].content"), "text parts (this model reads text only)", format!("a part of type {kind:?}"))),
-                    }
-                }
-                text
-            }
-        };
+        let content = body::content(m.content, &format!("messages[{i}].content"))?;
         messages.push(ChatMessage { role: m.role, content });
     }
-    let limits = app.config.limits;
+    let limits = app.limits();
     let max_tokens = params::max_tokens(r.max_completion_tokens.or(r.max_tokens), "max_tokens", limits.max_tokens, &limits)?;
     let sampling = Sampling {
         temperature: r.temperature,
@@ -217,7 +187,7 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
         seed: r.seed,
     };
     let sampler = sampling.config()?;
-    let stops = params::stops(r.stop.map(OneOrMany::into_vec).unwrap_or_default(), "stop")?;
+    let stops = params::stops(body::strings(r.stop, "stop")?, "stop")?;
     let top = params::top_logprobs(r.top_logprobs, "top_logprobs")?;
     let logprobs = r.logprobs.unwrap_or(false).then_some(top);
     if top > 0 && logprobs.is_none() {
@@ -225,8 +195,9 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
     }
     let prompt = app.chat_prompt(&messages, "messages")?;
     app.check_prompt(&prompt, "messages")?;
-    let rx = app.start(Request { prompt, sampler, max_tokens, stops, logprobs })?;
-    let (id, created, model, as_ids) = (response_id("chatcmpl"), unix_now(), app.name.clone(), r.return_tokens_as_token_ids);
+    let id = params::request_id("chatcmpl");
+    let rx = app.start(Request { id: id.clone(), route: "/v1/chat/completions", prompt, sampler, max_tokens, stops, logprobs })?;
+    let (created, model, as_ids) = (unix_now(), app.name.clone(), r.return_tokens_as_token_ids);
     if !r.stream {
         let out = stream::collect(rx).await?;
         let lp = logprobs.map(|_| json!({ "content": out.tokens.iter().map(|t| chat_logprob(app, t, as_ids)).collect::<Vec<_>>() }));
@@ -293,23 +264,11 @@ async fn completions_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiE
     if r.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
         return Err(ApiError::bad_param("suffix", "none (insertion is not served)", "a suffix"));
     }
-    let one = |n: usize| match n {
-        1 => Ok(()),
-        n => Err(ApiError::bad_param("prompt", "one prompt (send one request per prompt)", format!("a batch of {n}"))),
+    let prompt = match body::prompt(r.prompt, "prompt")? {
+        Prompt::Text(t) => app.text_prompt(&t, "prompt")?,
+        Prompt::Ids(ids) => ids,
     };
-    let prompt = match r.prompt {
-        PromptIn::Text(t) => app.text_prompt(&t, "prompt")?,
-        PromptIn::Ids(ids) => ids,
-        PromptIn::Texts(mut ts) => {
-            one(ts.len())?;
-            app.text_prompt(&ts.remove(0), "prompt")?
-        }
-        PromptIn::IdLists(mut ls) => {
-            one(ls.len())?;
-            ls.remove(0)
-        }
-    };
-    let limits = app.config.limits;
+    let limits = app.limits();
     // OpenAI's default for this route is 16 tokens.
     let max_tokens = params::max_tokens(r.max_tokens, "max_tokens", 16, &limits)?;
     let sampling = Sampling {
@@ -323,11 +282,12 @@ async fn completions_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiE
         seed: r.seed,
     };
     let sampler = sampling.config()?;
-    let stops = params::stops(r.stop.map(OneOrMany::into_vec).unwrap_or_default(), "stop")?;
+    let stops = params::stops(body::strings(r.stop, "stop")?, "stop")?;
     let logprobs = r.logprobs.map(|n| params::top_logprobs(Some(n), "logprobs")).transpose()?;
     app.check_prompt(&prompt, "prompt")?;
-    let rx = app.start(Request { prompt, sampler, max_tokens, stops, logprobs })?;
-    let (id, created, model, as_ids) = (response_id("cmpl"), unix_now(), app.name.clone(), r.return_tokens_as_token_ids);
+    let id = params::request_id("cmpl");
+    let rx = app.start(Request { id: id.clone(), route: "/v1/completions", prompt, sampler, max_tokens, stops, logprobs })?;
+    let (created, model, as_ids) = (unix_now(), app.name.clone(), r.return_tokens_as_token_ids);
     if !r.stream {
         let out = stream::collect(rx).await?;
         let lp = logprobs.map_or(Value::Null, |_| completion_logprobs(app, &out.tokens, as_ids, 0));
@@ -374,7 +334,28 @@ async fn completions_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiE
     }))
 }
 
+fn model_object(app: &App) -> Value {
+    json!({ "id": app.name, "object": "model", "created": app.started, "owned_by": "baro" })
+}
+
 pub async fn models(State(app): State<Arc<App>>) -> Response {
-    let body = json!({ "object": "list", "data": [{ "id": app.name, "object": "model", "created": app.started, "owned_by": "baro" }] });
-    json_response(StatusCode::OK, &body)
+    json_response(StatusCode::OK, &json!({ "object": "list", "data": [model_object(&app)] }))
+}
+
+/// `GET /v1/models/{id}`: the served model, or a 404 in OpenAI's shape.
+pub async fn model(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
+    let result = app.check_model(Some(&id)).map(|()| json_response(StatusCode::OK, &model_object(&app)));
+    respond(&app, Flavor::OpenAi, result)
+}
+
+/// `POST /v1/embeddings`: refused with 501. The engine computes logits only; its final hidden
+/// state is not read back, and an embedding from a chat model's last position is not one a
+/// client could rely on.
+pub async fn embeddings(State(app): State<Arc<App>>) -> Response {
+    respond(&app, Flavor::OpenAi, Err(not_embedding_model()))
+}
+
+/// The 501 of both embedding routes.
+pub fn not_embedding_model() -> ApiError {
+    ApiError::new(ErrorKind::NotImplemented, "embeddings: expected an embedding model, found a generative qwen35moe model whose engine computes logits only (embeddings are not served)")
 }

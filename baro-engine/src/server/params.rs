@@ -3,6 +3,7 @@
 //! takes a place in the bounded queue (503 when full) and hands the job to the scheduler.
 //! A check never clamps a bad value silently: it is a 400 saying what was expected and found.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
@@ -90,8 +91,17 @@ pub fn one_choice(n: Option<i64>) -> Result<(), ApiError> {
     }
 }
 
+/// A request id: the prefix, the start time and a counter.
+pub fn request_id(prefix: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("{prefix}-{:x}{:04x}", crate::server::unix_now(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
 /// What a route asks the scheduler for.
 pub struct Request {
+    /// The response id (`request_id`).
+    pub id: String,
+    pub route: &'static str,
     pub prompt: Vec<TokenId>,
     pub sampler: SamplerConfig,
     pub max_tokens: usize,
@@ -112,14 +122,14 @@ impl App {
 
     /// Checks `prompt` against the context and the vocabulary.
     pub fn check_prompt(&self, prompt: &[TokenId], field: &str) -> Result<(), ApiError> {
-        let ctx = self.config.limits.ctx;
+        let ctx = self.ctx();
         if prompt.is_empty() {
             return Err(ApiError::bad_param(field, "at least one token", "an empty prompt"));
         }
         if prompt.len() > ctx {
             return Err(ApiError::bad_param(field, format!("at most {ctx} tokens (the server's context)"), format!("{} tokens", prompt.len())));
         }
-        let n_ids = self.tokenizer.n_ids();
+        let n_ids = self.ready()?.tokenizer.n_ids();
         if let Some(&id) = prompt.iter().find(|&&id| id as usize >= n_ids) {
             return Err(ApiError::bad_param(field, format!("token ids below {n_ids} (the vocabulary)"), id));
         }
@@ -134,8 +144,8 @@ impl App {
         })?;
         metrics::add(&self.metrics.admitted, 1);
         let (events, rx) = unbounded_channel();
-        let Request { prompt, sampler, max_tokens, stops, logprobs } = request;
-        self.submit(Job { prompt, sampler, max_tokens, stops, logprobs, events, ticket, received: Instant::now() })?;
+        let Request { id, route, prompt, sampler, max_tokens, stops, logprobs } = request;
+        self.submit(Job { id, route, prompt, sampler, max_tokens, stops, logprobs, events, ticket, received: Instant::now() })?;
         Ok(rx)
     }
 }

@@ -36,7 +36,8 @@ pub struct SchedulerConfig {
 }
 
 /// Runs until `jobs` is closed and no work remains.
-pub fn run(mut engine: Engine, tokenizer: &Tokenizer, jobs: Receiver<Job>, config: SchedulerConfig, metrics: Arc<Metrics>) {
+/// `log`: each request writes one line to stderr when it ends (`Sequence::log_line`).
+pub fn run(mut engine: Engine, tokenizer: &Tokenizer, jobs: Receiver<Job>, config: SchedulerConfig, metrics: Arc<Metrics>, log: bool) {
     let mut waiting: VecDeque<Job> = VecDeque::new();
     let mut active: Vec<Sequence<'_>> = Vec::new();
     let mut cache = PrefixCache::new(config.prefix_cache);
@@ -73,7 +74,7 @@ pub fn run(mut engine: Engine, tokenizer: &Tokenizer, jobs: Receiver<Job>, confi
         retire(&mut active, &mut cache, &metrics);
         while active.len() < config.max_batch.max(1) {
             let Some(job) = waiting.pop_front() else { break };
-            if let Some(s) = admit(&engine, tokenizer, job, &mut cache, &metrics) {
+            if let Some(s) = admit(&engine, tokenizer, job, &mut cache, &metrics, log) {
                 active.push(s);
             }
         }
@@ -85,7 +86,7 @@ pub fn run(mut engine: Engine, tokenizer: &Tokenizer, jobs: Receiver<Job>, confi
 }
 
 /// A sequence for `job`, with a cached state when one holds a prefix of its prompt.
-fn admit<'t>(engine: &Engine, tokenizer: &'t Tokenizer, job: Job, cache: &mut PrefixCache, metrics: &Arc<Metrics>) -> Option<Sequence<'t>> {
+fn admit<'t>(engine: &Engine, tokenizer: &'t Tokenizer, job: Job, cache: &mut PrefixCache, metrics: &Arc<Metrics>, log: bool) -> Option<Sequence<'t>> {
     let fail = |job: Job, message: String| {
         let _ = job.events.send(Event::Failed(message));
         metrics::add(&metrics.failed, 1);
@@ -102,18 +103,20 @@ fn admit<'t>(engine: &Engine, tokenizer: &'t Tokenizer, job: Job, cache: &mut Pr
     } else {
         None
     };
-    let state = match cached {
+    let (state, cached_tokens) = match cached {
         Some((state, n)) => {
             metrics::add(&metrics.cache_hits, 1);
             metrics::add(&metrics.cached_tokens, n as u64);
-            state
+            (state, n)
         }
         None => match engine.new_state() {
-            Ok(s) => s,
+            Ok(s) => (s, 0),
             Err(e) => return fail(job, format!("cannot allocate a sequence state: {e}")),
         },
     };
-    Some(Sequence::new(job, sampler, state, tokenizer, Arc::clone(metrics)))
+    let mut s = Sequence::new(job, sampler, state, tokenizer, Arc::clone(metrics));
+    s.log = log.then_some(cached_tokens);
+    Some(s)
 }
 
 /// One decode step for every decoding sequence, then one prefill chunk.

@@ -50,6 +50,11 @@ pub struct Sequence<'t> {
     /// Given back the moment the sequence is over, before the client hears of it.
     ticket: Option<Ticket>,
     metrics: Arc<Metrics>,
+    /// The response id and route, for the log line.
+    id: String,
+    route: &'static str,
+    /// `Some(cached prompt tokens)`: write one line to stderr when the sequence ends.
+    pub log: Option<usize>,
 }
 
 impl<'t> Sequence<'t> {
@@ -76,6 +81,9 @@ impl<'t> Sequence<'t> {
             completed: false,
             ticket: Some(job.ticket),
             metrics,
+            id: job.id,
+            route: job.route,
+            log: None,
         }
     }
 
@@ -92,6 +100,31 @@ impl<'t> Sequence<'t> {
     pub fn cancel(&mut self) {
         self.ticket = None;
         self.phase = Phase::Over;
+        self.log_line("cancelled");
+    }
+
+    /// The request's log line: id, route, prompt tokens (and how many came from the prefix
+    /// cache), generated tokens, time to first token, decode tokens/s, and how it ended.
+    pub fn log_line(&self, finish: &str) {
+        let Some(cached) = self.log else { return };
+        eprintln!("{}", self.log_text(finish, cached));
+    }
+
+    fn log_text(&self, finish: &str, cached: usize) -> String {
+        let now = Instant::now();
+        let ttft = self.first_sample.map_or("-".to_string(), |t| format!("{:.1}", t.saturating_duration_since(self.received).as_secs_f64() * 1e3));
+        let rate = match self.first_sample {
+            Some(t) if self.generated > 1 && now > t => format!("{:.2}", (self.generated - 1) as f64 / now.saturating_duration_since(t).as_secs_f64()),
+            _ => "-".to_string(),
+        };
+        format!(
+            "request id={} route={} prompt_tokens={} cached_tokens={cached} generated_tokens={} ttft_ms={ttft} tok_s={rate} finish={finish} total_ms={:.1}",
+            self.id,
+            self.route,
+            self.prompt_len,
+            self.generated,
+            now.saturating_duration_since(self.received).as_secs_f64() * 1e3
+        )
     }
 
     /// The state, for the prefix cache (the sequence is over).
@@ -195,6 +228,7 @@ impl<'t> Sequence<'t> {
         self.phase = Phase::Over;
         self.completed = true;
         metrics::add(&self.metrics.completed, 1);
+        self.log_line(finish.reason());
         let _ = self.events.send(Event::Done { text, finish, usage });
     }
 
@@ -202,6 +236,7 @@ impl<'t> Sequence<'t> {
         self.ticket = None;
         metrics::add(&self.metrics.failed, 1);
         self.phase = Phase::Over;
+        self.log_line("failed");
         let _ = self.events.send(Event::Failed(message));
     }
 }
