@@ -12,6 +12,7 @@
 
 pub mod batch;
 pub mod body;
+pub mod constrain;
 pub mod error;
 pub mod job;
 pub mod logprob;
@@ -25,6 +26,7 @@ pub mod routes;
 pub mod scheduler;
 pub mod sequence;
 pub mod stream;
+pub mod tools;
 
 use std::sync::mpsc::Sender;
 use std::sync::atomic::AtomicUsize;
@@ -87,6 +89,8 @@ pub struct Ready {
     pub template: ChatTemplate,
     /// The chat template's source (Ollama's `/api/show`), when the model carries one.
     pub template_source: String,
+    /// Compiles requests' schemas and grammars for this vocabulary.
+    pub grammars: constrain::Grammars,
     jobs: Sender<Job>,
 }
 
@@ -168,6 +172,7 @@ impl App {
         engine.reserve_rows(rows).map_err(|e| std::io::Error::other(format!("reserving device scratch for {rows} rows (max_batch / prefill_chunk): {e}")))?;
         let template_source = tokenizer.chat_template().unwrap_or_default().to_string();
         let tokenizer = Arc::new(tokenizer);
+        let grammars = constrain::Grammars::new(&tokenizer).map_err(std::io::Error::other)?;
         let (tx, rx) = std::sync::mpsc::channel();
         let (t, m, log) = (Arc::clone(&tokenizer), Arc::clone(&app.metrics), app.config.request_log);
         if app.is_ready() {
@@ -176,7 +181,7 @@ impl App {
         std::thread::Builder::new().name("baro-scheduler".into()).spawn(move || scheduler::run(engine, &t, rx, scheduler, m, log))?;
         // Only one caller loads (the CLI, a test); a lost race would leave the extra scheduler
         // without jobs, and it exits.
-        let _ = app.ready.set(Ready { tokenizer, template, template_source, jobs: tx });
+        let _ = app.ready.set(Ready { tokenizer, template, template_source, grammars, jobs: tx });
         Ok(())
     }
 

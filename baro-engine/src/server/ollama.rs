@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 
 use crate::sampling::SamplerConfig;
 use crate::server::body;
+use crate::server::constrain::Spec;
 use crate::server::error::{json_response, ApiError, Flavor};
 use crate::server::job::{Event, Finish, Usage};
 use crate::server::params::{self, Request};
@@ -49,6 +50,7 @@ struct GenerateRequest {
     stream: Option<bool>,
     options: Option<Options>,
     format: Option<Value>,
+    grammar: Option<String>,
     images: Option<Vec<Value>>,
 }
 
@@ -68,6 +70,7 @@ struct ChatRequest {
     stream: Option<bool>,
     options: Option<Options>,
     format: Option<Value>,
+    grammar: Option<String>,
 }
 
 /// What both routes take from `options`.
@@ -75,12 +78,11 @@ struct Settings {
     sampler: SamplerConfig,
     max_tokens: usize,
     stops: Vec<String>,
+    spec: Option<Spec>,
 }
 
-fn settings(app: &App, options: Option<Options>, format: Option<&Value>) -> Result<Settings, ApiError> {
-    if format.is_some_and(|f| !f.is_null() && f != "") {
-        return Err(ApiError::bad_param("format", "none (structured output is not served)", "a format"));
-    }
+fn settings(app: &App, options: Option<Options>, format: Option<Value>, grammar: Option<String>) -> Result<Settings, ApiError> {
+    let spec = params::ollama_spec(format, grammar)?;
     let o = options.unwrap_or_default();
     let limits = app.limits();
     // Ollama's -1 (generate until a stop or the context ends) and -2 (fill the context) are
@@ -108,7 +110,7 @@ fn settings(app: &App, options: Option<Options>, format: Option<&Value>) -> Resu
         other => other,
     })?;
     let stops = params::stops(body::strings(o.stop, "options.stop")?, "options.stop")?;
-    Ok(Settings { sampler, max_tokens, stops })
+    Ok(Settings { sampler, max_tokens, stops, spec })
 }
 
 /// RFC 3339 UTC with microseconds, from the system clock.
@@ -167,8 +169,10 @@ async fn generation(app: &Arc<App>, route: Route, prompt: Vec<u32>, s: Settings,
         Route::Chat => ("messages", "/api/chat"),
     };
     app.check_prompt(&prompt, field)?;
+    let constraint_field = if matches!(s.spec, Some(Spec::Lark(_))) { "grammar" } else { "format" };
+    let constraint = app.constraint(s.spec.as_ref(), constraint_field)?;
     let id = params::request_id("ollama");
-    let rx = app.start(Request { id, route: path, prompt, sampler: s.sampler, max_tokens: s.max_tokens, stops: s.stops, logprobs: None })?;
+    let rx = app.start(Request { id, route: path, prompt, sampler: s.sampler, max_tokens: s.max_tokens, stops: s.stops, logprobs: None, constraint, show_specials: false })?;
     let model = app.name.clone();
     if !stream {
         let out = stream::collect(rx).await?;
@@ -209,7 +213,7 @@ async fn generate_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiErro
     if r.images.is_some_and(|i| !i.is_empty()) {
         return Err(ApiError::bad_param("images", "none (this model reads text only)", "images"));
     }
-    let s = settings(app, r.options, r.format.as_ref())?;
+    let s = settings(app, r.options, r.format, r.grammar)?;
     let text = r.prompt.unwrap_or_default();
     if text.is_empty() {
         return Ok(loaded(app, Route::Generate));
@@ -235,7 +239,7 @@ pub async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Response {
 async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
     let r: ChatRequest = body::parse(body, "/api/chat")?;
     app.check_model(r.model.as_deref())?;
-    let s = settings(app, r.options, r.format.as_ref())?;
+    let s = settings(app, r.options, r.format, r.grammar)?;
     if r.messages.is_empty() {
         return Ok(loaded(app, Route::Chat));
     }
@@ -244,7 +248,7 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
         if m.images.is_some_and(|i| !i.is_empty()) {
             return Err(ApiError::bad_param(&format!("messages[{i}].images"), "none (this model reads text only)", "images"));
         }
-        messages.push(ChatMessage { role: m.role, content: m.content });
+        messages.push(ChatMessage { role: m.role, content: m.content, ..ChatMessage::default() });
     }
     let prompt = app.chat_prompt(&messages, "messages")?;
     generation(app, Route::Chat, prompt, s, r.stream.unwrap_or(true)).await

@@ -60,6 +60,8 @@ struct ChatRequest {
     top_logprobs: Option<i64>,
     #[serde(default)]
     return_tokens_as_token_ids: bool,
+    response_format: Option<Value>,
+    grammar: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -85,6 +87,8 @@ struct CompletionRequest {
     suffix: Option<String>,
     #[serde(default)]
     return_tokens_as_token_ids: bool,
+    response_format: Option<Value>,
+    grammar: Option<String>,
 }
 
 /// The sampling fields both requests share.
@@ -127,6 +131,11 @@ impl Sampling {
         };
         params::sampler(config, &|field| field)
     }
+}
+
+/// Whether the constraint came from `grammar` (for the field an error names).
+fn r_has_grammar(spec: &Option<crate::server::constrain::Spec>) -> bool {
+    matches!(spec, Some(crate::server::constrain::Spec::Lark(_)))
 }
 
 fn usage_json(u: &Usage) -> Value {
@@ -172,7 +181,7 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
     let mut messages = Vec::with_capacity(r.messages.len());
     for (i, m) in r.messages.into_iter().enumerate() {
         let content = body::content(m.content, &format!("messages[{i}].content"))?;
-        messages.push(ChatMessage { role: m.role, content });
+        messages.push(ChatMessage { role: m.role, content, ..ChatMessage::default() });
     }
     let limits = app.limits();
     let max_tokens = params::max_tokens(r.max_completion_tokens.or(r.max_tokens), "max_tokens", limits.max_tokens, &limits)?;
@@ -193,10 +202,12 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
     if top > 0 && logprobs.is_none() {
         return Err(ApiError::bad_param("top_logprobs", "logprobs: true alongside it", "logprobs false or missing"));
     }
+    let spec = params::openai_spec(r.response_format, r.grammar)?;
     let prompt = app.chat_prompt(&messages, "messages")?;
     app.check_prompt(&prompt, "messages")?;
+    let constraint = app.constraint(spec.as_ref(), if r_has_grammar(&spec) { "grammar" } else { "response_format" })?;
     let id = params::request_id("chatcmpl");
-    let rx = app.start(Request { id: id.clone(), route: "/v1/chat/completions", prompt, sampler, max_tokens, stops, logprobs })?;
+    let rx = app.start(Request { id: id.clone(), route: "/v1/chat/completions", prompt, sampler, max_tokens, stops, logprobs, constraint, show_specials: false })?;
     let (created, model, as_ids) = (unix_now(), app.name.clone(), r.return_tokens_as_token_ids);
     if !r.stream {
         let out = stream::collect(rx).await?;
@@ -284,9 +295,11 @@ async fn completions_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiE
     let sampler = sampling.config()?;
     let stops = params::stops(body::strings(r.stop, "stop")?, "stop")?;
     let logprobs = r.logprobs.map(|n| params::top_logprobs(Some(n), "logprobs")).transpose()?;
+    let spec = params::openai_spec(r.response_format, r.grammar)?;
     app.check_prompt(&prompt, "prompt")?;
+    let constraint = app.constraint(spec.as_ref(), if r_has_grammar(&spec) { "grammar" } else { "response_format" })?;
     let id = params::request_id("cmpl");
-    let rx = app.start(Request { id: id.clone(), route: "/v1/completions", prompt, sampler, max_tokens, stops, logprobs })?;
+    let rx = app.start(Request { id: id.clone(), route: "/v1/completions", prompt, sampler, max_tokens, stops, logprobs, constraint, show_specials: false })?;
     let (created, model, as_ids) = (unix_now(), app.name.clone(), r.return_tokens_as_token_ids);
     if !r.stream {
         let out = stream::collect(rx).await?;

@@ -10,11 +10,16 @@ use crate::tokenizer::{ChatMessage, ChatOptions, Specials, TokenId};
 impl App {
     /// The prompt of a conversation.
     pub fn chat_prompt(&self, messages: &[ChatMessage], field: &str) -> Result<Vec<TokenId>, ApiError> {
+        self.chat_prompt_with_tools(messages, None, field)
+    }
+
+    /// The prompt of a conversation with the functions the model may call (see `tools`).
+    pub fn chat_prompt_with_tools(&self, messages: &[ChatMessage], tools: Option<&serde_json::Value>, field: &str) -> Result<Vec<TokenId>, ApiError> {
         if messages.is_empty() {
             return Err(ApiError::bad_param(field, "at least one message", "an empty list"));
         }
         let options = ChatOptions { add_generation_prompt: true, ..ChatOptions::default() };
-        let text = self.ready()?.template.render(messages, &options).map_err(|e| ApiError::new(ErrorKind::BadRequest, format!("{field}: {e}")))?;
+        let text = self.ready()?.template.render_with_tools(messages, &options, tools).map_err(|e| ApiError::new(ErrorKind::BadRequest, format!("{field}: {e}")))?;
         self.text_prompt(&text, field)
     }
 

@@ -11,6 +11,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::engine::{EngineError, State};
 use crate::sampling::{Sampler, Step, StopChecker};
+use crate::server::constrain::Constraint;
 use crate::server::job::{Event, Finish, Job, Ticket, TokenOut, Usage};
 use crate::server::logprob;
 use crate::server::metrics::{self, Metrics};
@@ -41,6 +42,7 @@ pub struct Sequence<'t> {
     n_ids: usize,
     max_tokens: usize,
     logprobs: Option<usize>,
+    constraint: Option<Constraint>,
     generated: usize,
     events: UnboundedSender<Event>,
     received: Instant,
@@ -70,10 +72,11 @@ impl<'t> Sequence<'t> {
             phase: Phase::Prefill,
             sampler,
             stop,
-            decoder: tokenizer.stream(Specials::Without),
+            decoder: tokenizer.stream(if job.show_specials { Specials::With } else { Specials::Without }),
             n_ids: tokenizer.n_ids(),
             max_tokens: job.max_tokens,
             logprobs: job.logprobs,
+            constraint: job.constraint,
             generated: 0,
             events: job.events,
             received: job.received,
@@ -166,7 +169,17 @@ impl<'t> Sequence<'t> {
         if let Some(padding) = logits.get_mut(self.n_ids..) {
             padding.fill(f32::NEG_INFINITY);
         }
-        let id = match self.sampler.sample(&logits, &self.history) {
+        // The grammar masks a copy: the logprobs reported stay the model's.
+        let mut masked = None;
+        if let Some(c) = self.constraint.as_mut() {
+            let mut m = logits.clone();
+            if let Err(e) = c.mask(&mut m) {
+                self.fail(e);
+                return;
+            }
+            masked = Some(m);
+        }
+        let id = match self.sampler.sample(masked.as_ref().unwrap_or(&logits), &self.history) {
             Ok(id) => id,
             Err(e) => {
                 self.fail(format!("sampling: {e}"));
@@ -181,6 +194,12 @@ impl<'t> Sequence<'t> {
             }
             None => (None, Vec::new()),
         };
+        if let Some(c) = self.constraint.as_mut() {
+            if let Err(e) = c.consume(id) {
+                self.fail(e);
+                return;
+            }
+        }
         self.history.push(id);
         self.generated += 1;
         metrics::add(&self.metrics.generated_tokens, 1);
@@ -195,7 +214,9 @@ impl<'t> Sequence<'t> {
         match self.stop.push(id, &piece) {
             Step::Text(text) => {
                 let _ = self.events.send(Event::Token { token, text });
-                if self.generated == self.max_tokens {
+                if self.constraint.as_ref().is_some_and(Constraint::is_finished) {
+                    self.finish(Finish::Stop);
+                } else if self.generated == self.max_tokens {
                     self.finish(Finish::Length);
                 } else {
                     self.phase = Phase::Decode(id);

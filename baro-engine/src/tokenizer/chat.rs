@@ -19,10 +19,32 @@ use crate::tokenizer::TokenizerError;
 /// The Qwen3.5 chat format: `<|im_start|>role\ncontent<|im_end|>\n` per message; earlier
 /// assistant turns lose their `<think>…</think>` part; the generation prompt is
 /// `<|im_start|>assistant\n`, followed by an empty think block when thinking is off.
-pub const QWEN35_TEMPLATE: &str = r#"{%- for message in messages %}
-    {%- if message.role == "assistant" %}
+pub const QWEN35_TEMPLATE: &str = r##"{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0].role == 'system' %}
+        {{- messages[0].content + '\n\n' }}
+    {%- endif %}
+    {{- "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" + (tool | tojson) }}
+    {%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- endif %}
+{%- for message in messages %}
+    {%- if tools and loop.first and message.role == "system" %}
+    {%- elif message.role == "assistant" %}
         {%- set content = message.content.split('</think>')[-1].lstrip('\n') %}
-        {{- '<|im_start|>assistant\n' + content + '<|im_end|>\n' }}
+        {{- '<|im_start|>assistant\n' + content }}
+        {%- for call in message.tool_calls or [] %}
+            {%- set call = call.function if call.function is defined else call %}
+            {%- if content or not loop.first %}{{- '\n' }}{%- endif %}
+            {{- '<tool_call>\n{"name": "' + call.name + '", "arguments": ' + (call.arguments if call.arguments is string else call.arguments | tojson) + '}\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if loop.first or messages[loop.index0 - 1].role != "tool" %}{{- '<|im_start|>user' }}{%- endif %}
+        {{- '\n<tool_response>\n' + message.content + '\n</tool_response>' }}
+        {%- if loop.last or messages[loop.index0 + 1].role != "tool" %}{{- '<|im_end|>\n' }}{%- endif %}
     {%- else %}
         {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' }}
     {%- endif %}
@@ -32,19 +54,28 @@ pub const QWEN35_TEMPLATE: &str = r#"{%- for message in messages %}
     {%- if enable_thinking is defined and enable_thinking is false %}
         {{- '<think>\n\n</think>\n\n' }}
     {%- endif %}
-{%- endif %}"#;
+{%- endif %}"##;
 
 /// One message of a conversation.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ChatMessage {
-    /// `system`, `user` or `assistant`.
+    /// `system`, `user`, `assistant` or `tool`.
     pub role: String,
     pub content: String,
+    /// An assistant's calls, each `{"type": "function", "function": {"name", "arguments"}}`
+    /// with `arguments` an object (templates render it with `tojson`); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<serde_json::Value>,
+    /// A tool message's call id and function name, when the client gave them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 impl ChatMessage {
     pub fn new(role: &str, content: &str) -> ChatMessage {
-        ChatMessage { role: role.to_string(), content: content.to_string() }
+        ChatMessage { role: role.to_string(), content: content.to_string(), ..ChatMessage::default() }
     }
 }
 
@@ -94,7 +125,16 @@ impl ChatTemplate {
 
     /// Renders `messages` into prompt text.
     pub fn render(&self, messages: &[ChatMessage], options: &ChatOptions) -> Result<String, TokenizerError> {
+        self.render_with_tools(messages, options, None)
+    }
+
+    /// Renders `messages` with the functions the model may call (`tools`, a list of
+    /// `{"type": "function", "function": {...}}`; `None` leaves `tools` undefined).
+    pub fn render_with_tools(&self, messages: &[ChatMessage], options: &ChatOptions, tools: Option<&serde_json::Value>) -> Result<String, TokenizerError> {
         let mut ctx: BTreeMap<&str, Value> = BTreeMap::new();
+        if let Some(tools) = tools {
+            ctx.insert("tools", Value::from_serialize(tools));
+        }
         ctx.insert("messages", Value::from_serialize(messages));
         ctx.insert("add_generation_prompt", Value::from(options.add_generation_prompt));
         if let Some(thinking) = options.enable_thinking {
