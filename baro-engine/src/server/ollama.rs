@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 use crate::sampling::SamplerConfig;
 use crate::server::body;
 use crate::server::constrain::Spec;
+use crate::server::tools::{self, Call, Piece, ToolParser};
 use crate::server::error::{json_response, ApiError, Flavor};
 use crate::server::job::{Event, Finish, Usage};
 use crate::server::params::{self, Request};
@@ -60,6 +61,8 @@ struct MessageIn {
     #[serde(default)]
     content: String,
     images: Option<Vec<Value>>,
+    tool_calls: Option<Value>,
+    tool_name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -71,6 +74,7 @@ struct ChatRequest {
     options: Option<Options>,
     format: Option<Value>,
     grammar: Option<String>,
+    tools: Option<Value>,
 }
 
 /// What both routes take from `options`.
@@ -163,7 +167,30 @@ impl Route {
     }
 }
 
-async fn generation(app: &Arc<App>, route: Route, prompt: Vec<u32>, s: Settings, stream: bool) -> Result<Response, ApiError> {
+/// An Ollama tool call: the arguments as an object.
+fn call_json(call: &Call) -> Value {
+    json!({ "function": { "name": call.name, "arguments": call.arguments } })
+}
+
+/// The objects of `pieces` while streaming: content as content, each call in `tool_calls`.
+fn tool_objects(route: Route, model: &str, pieces: Vec<Piece>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for piece in pieces {
+        let v = match piece {
+            Piece::Content(c) => route.object(model, &c),
+            Piece::Call(call) => {
+                let mut v = route.object(model, "");
+                v["message"]["tool_calls"] = json!([call_json(&call)]);
+                v
+            }
+        };
+        out.extend(Format::Ndjson.record(&v));
+    }
+    out
+}
+
+/// `tools`: parse `<tool_call>` blocks out of the output (the chat route with tools).
+async fn generation(app: &Arc<App>, route: Route, prompt: Vec<u32>, s: Settings, stream: bool, tools: bool) -> Result<Response, ApiError> {
     let (field, path) = match route {
         Route::Generate => ("prompt", "/api/generate"),
         Route::Chat => ("messages", "/api/chat"),
@@ -172,15 +199,45 @@ async fn generation(app: &Arc<App>, route: Route, prompt: Vec<u32>, s: Settings,
     let constraint_field = if matches!(s.spec, Some(Spec::Lark(_))) { "grammar" } else { "format" };
     let constraint = app.constraint(s.spec.as_ref(), constraint_field)?;
     let id = params::request_id("ollama");
-    let rx = app.start(Request { id, route: path, prompt, sampler: s.sampler, max_tokens: s.max_tokens, stops: s.stops, logprobs: None, constraint, show_specials: false })?;
+    let rx = app.start(Request { id, route: path, prompt, sampler: s.sampler, max_tokens: s.max_tokens, stops: s.stops, logprobs: None, constraint, show_specials: tools })?;
     let model = app.name.clone();
     if !stream {
         let out = stream::collect(rx).await?;
         let mut v = route.object(&model, &out.text);
+        if tools {
+            let mut parser = ToolParser::default();
+            let mut pieces = parser.push(&out.text);
+            pieces.extend(parser.finish());
+            let (mut content, mut calls) = (String::new(), Vec::new());
+            for piece in pieces {
+                match piece {
+                    Piece::Content(c) => content.push_str(&c),
+                    Piece::Call(call) => calls.push(call_json(&call)),
+                }
+            }
+            v["message"]["content"] = json!(content);
+            if !calls.is_empty() {
+                v["message"]["tool_calls"] = Value::Array(calls);
+            }
+        }
         finished(&mut v, out.finish, &out.usage);
         return Ok(json_response(StatusCode::OK, &v));
     }
+    let mut parser = tools.then(ToolParser::default);
     Ok(stream::streaming(rx, Format::Ndjson, move |event| match event {
+        Event::Token { text, .. } if parser.is_some() => tool_objects(route, &model, parser.as_mut().map(|p| p.push(&text)).unwrap_or_default()),
+        Event::Done { text, finish, usage } if parser.is_some() => {
+            let mut pieces = Vec::new();
+            if let Some(p) = parser.as_mut() {
+                pieces = p.push(&text);
+                pieces.extend(p.finish());
+            }
+            let mut out = tool_objects(route, &model, pieces);
+            let mut v = route.object(&model, "");
+            finished(&mut v, finish, &usage);
+            out.extend(Format::Ndjson.record(&v));
+            out
+        }
         Event::Token { text, .. } if text.is_empty() => Vec::new(),
         Event::Token { text, .. } => Format::Ndjson.record(&route.object(&model, &text)),
         Event::Done { text, finish, usage } => {
@@ -228,7 +285,7 @@ async fn generate_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiErro
         messages.push(ChatMessage::new("user", &text));
         app.chat_prompt(&messages, "prompt")?
     };
-    generation(app, Route::Generate, prompt, s, r.stream.unwrap_or(true)).await
+    generation(app, Route::Generate, prompt, s, r.stream.unwrap_or(true), false).await
 }
 
 pub async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Response {
@@ -248,10 +305,12 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
         if m.images.is_some_and(|i| !i.is_empty()) {
             return Err(ApiError::bad_param(&format!("messages[{i}].images"), "none (this model reads text only)", "images"));
         }
-        messages.push(ChatMessage { role: m.role, content: m.content, ..ChatMessage::default() });
+        let tool_calls = tools::message_calls(m.tool_calls, &format!("messages[{i}].tool_calls"))?;
+        messages.push(ChatMessage { role: m.role, content: m.content, tool_calls, tool_call_id: None, name: m.tool_name });
     }
-    let prompt = app.chat_prompt(&messages, "messages")?;
-    generation(app, Route::Chat, prompt, s, r.stream.unwrap_or(true)).await
+    let (offered, tools_json) = tools::parse_tools(r.tools, "tools")?;
+    let prompt = app.chat_prompt_with_tools(&messages, tools_json.as_ref(), "messages")?;
+    generation(app, Route::Chat, prompt, s, r.stream.unwrap_or(true), !offered.is_empty()).await
 }
 
 fn details(app: &App) -> Value {

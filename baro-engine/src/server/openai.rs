@@ -17,6 +17,8 @@ use serde_json::{json, Value};
 
 use crate::sampling::SamplerConfig;
 use crate::server::body::{self, Prompt};
+use crate::server::constrain::Spec;
+use crate::server::tools::{self, Call, Choice, Piece, ToolParser};
 use crate::server::error::{json_response, ApiError, ErrorKind, Flavor};
 use crate::server::job::{Event, TokenOut, Usage};
 use crate::server::params::{self, Request};
@@ -35,6 +37,9 @@ struct StreamOptions {
 struct MessageIn {
     role: String,
     content: Option<Value>,
+    tool_calls: Option<Value>,
+    tool_call_id: Option<String>,
+    name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -62,6 +67,8 @@ struct ChatRequest {
     return_tokens_as_token_ids: bool,
     response_format: Option<Value>,
     grammar: Option<String>,
+    tools: Option<Value>,
+    tool_choice: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -133,6 +140,41 @@ impl Sampling {
     }
 }
 
+/// An OpenAI tool call: `call_<response id>_<index>`, the arguments as a JSON string.
+fn call_json(id: &str, index: usize, call: &Call) -> Value {
+    json!({ "id": format!("call_{}_{index}", id.trim_start_matches("chatcmpl-")), "type": "function", "function": { "name": call.name, "arguments": call.arguments.to_string() } })
+}
+
+/// The content and the OpenAI tool calls of `pieces`, calls numbered from `first`.
+fn split_pieces(id: &str, pieces: Vec<Piece>, first: usize) -> (String, Vec<Value>) {
+    let (mut content, mut calls) = (String::new(), Vec::new());
+    for piece in pieces {
+        match piece {
+            Piece::Content(c) => content.push_str(&c),
+            Piece::Call(call) => calls.push(call_json(id, first + calls.len(), &call)),
+        }
+    }
+    (content, calls)
+}
+
+/// The streamed deltas of `pieces`: content as content, each call as one `tool_calls` delta
+/// with its index, id, name and whole arguments.
+fn deltas(id: &str, pieces: Vec<Piece>, first: usize) -> Vec<Value> {
+    let mut index = first;
+    pieces
+        .into_iter()
+        .map(|piece| match piece {
+            Piece::Content(c) => json!({ "content": c }),
+            Piece::Call(call) => {
+                let mut v = call_json(id, index, &call);
+                v["index"] = json!(index);
+                index += 1;
+                json!({ "tool_calls": [v] })
+            }
+        })
+        .collect()
+}
+
 /// Whether the constraint came from `grammar` (for the field an error names).
 fn r_has_grammar(spec: &Option<crate::server::constrain::Spec>) -> bool {
     matches!(spec, Some(crate::server::constrain::Spec::Lark(_)))
@@ -181,8 +223,11 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
     let mut messages = Vec::with_capacity(r.messages.len());
     for (i, m) in r.messages.into_iter().enumerate() {
         let content = body::content(m.content, &format!("messages[{i}].content"))?;
-        messages.push(ChatMessage { role: m.role, content, ..ChatMessage::default() });
+        let tool_calls = tools::message_calls(m.tool_calls, &format!("messages[{i}].tool_calls"))?;
+        messages.push(ChatMessage { role: m.role, content, tool_calls, tool_call_id: m.tool_call_id, name: m.name });
     }
+    let (offered, tools_json) = tools::parse_tools(r.tools, "tools")?;
+    let choice = tools::parse_choice(r.tool_choice, &offered)?;
     let limits = app.limits();
     let max_tokens = params::max_tokens(r.max_completion_tokens.or(r.max_tokens), "max_tokens", limits.max_tokens, &limits)?;
     let sampling = Sampling {
@@ -202,23 +247,48 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
     if top > 0 && logprobs.is_none() {
         return Err(ApiError::bad_param("top_logprobs", "logprobs: true alongside it", "logprobs false or missing"));
     }
-    let spec = params::openai_spec(r.response_format, r.grammar)?;
-    let prompt = app.chat_prompt(&messages, "messages")?;
+    let mut spec = params::openai_spec(r.response_format, r.grammar)?;
+    let mut field = if r_has_grammar(&spec) { "grammar" } else { "response_format" };
+    if let Some(grammar) = tools::constraint_grammar(&choice, &offered, app.token_id(tools::OPEN), app.token_id(tools::CLOSE)) {
+        if spec.is_some() {
+            return Err(ApiError::bad_param("tool_choice", format!("\"auto\" or \"none\" alongside `{field}`"), "a required tool call"));
+        }
+        (spec, field) = (Some(Spec::Lark(grammar)), "tools");
+    }
+    let using_tools = choice != Choice::None;
+    let prompt = app.chat_prompt_with_tools(&messages, tools_json.as_ref().filter(|_| using_tools), "messages")?;
     app.check_prompt(&prompt, "messages")?;
-    let constraint = app.constraint(spec.as_ref(), if r_has_grammar(&spec) { "grammar" } else { "response_format" })?;
+    let constraint = app.constraint(spec.as_ref(), field)?;
     let id = params::request_id("chatcmpl");
-    let rx = app.start(Request { id: id.clone(), route: "/v1/chat/completions", prompt, sampler, max_tokens, stops, logprobs, constraint, show_specials: false })?;
+    let rx = app.start(Request { id: id.clone(), route: "/v1/chat/completions", prompt, sampler, max_tokens, stops, logprobs, constraint, show_specials: using_tools })?;
     let (created, model, as_ids) = (unix_now(), app.name.clone(), r.return_tokens_as_token_ids);
     if !r.stream {
         let out = stream::collect(rx).await?;
         let lp = logprobs.map(|_| json!({ "content": out.tokens.iter().map(|t| chat_logprob(app, t, as_ids)).collect::<Vec<_>>() }));
+        let mut message = json!({ "role": "assistant", "content": out.text });
+        let mut finish = json!(out.finish.reason());
+        if using_tools {
+            let mut parser = ToolParser::default();
+            let mut pieces = parser.push(&out.text);
+            pieces.extend(parser.finish());
+            let (content, calls) = split_pieces(&id, pieces, 0);
+            if !calls.is_empty() {
+                message["content"] = if content.is_empty() { Value::Null } else { json!(content) };
+                message["tool_calls"] = Value::Array(calls);
+                finish = json!("tool_calls");
+            } else {
+                message["content"] = json!(content);
+            }
+        }
         let body = json!({
             "id": id, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{ "index": 0, "message": { "role": "assistant", "content": out.text }, "logprobs": lp, "finish_reason": out.finish.reason() }],
+            "choices": [{ "index": 0, "message": message, "logprobs": lp, "finish_reason": finish }],
             "usage": usage_json(&out.usage),
         });
         return Ok(json_response(StatusCode::OK, &body));
     }
+    let mut parser = using_tools.then(ToolParser::default);
+    let call_id = id.clone();
     let include_usage = r.stream_options.is_some_and(|o| o.include_usage);
     let app = Arc::clone(app);
     let mut first = true;
@@ -233,16 +303,32 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
         }
         match event {
             Event::Token { token, text } => {
-                if !text.is_empty() || logprobs.is_some() {
+                if let Some(p) = parser.as_mut() {
+                    let calls_before = p.calls;
+                    for delta in deltas(&call_id, p.push(&text), calls_before) {
+                        out.extend(Format::Sse.record(&chunk(delta, Value::Null, Value::Null)));
+                    }
+                } else if !text.is_empty() || logprobs.is_some() {
                     let lp = logprobs.map_or(Value::Null, |_| json!({ "content": [chat_logprob(&app, &token, as_ids)] }));
                     out.extend(Format::Sse.record(&chunk(json!({ "content": text }), lp, Value::Null)));
                 }
             }
             Event::Done { text, finish, usage } => {
-                if !text.is_empty() {
+                let mut reason = json!(finish.reason());
+                if let Some(p) = parser.as_mut() {
+                    let calls_before = p.calls;
+                    let mut pieces = p.push(&text);
+                    pieces.extend(p.finish());
+                    for delta in deltas(&call_id, pieces, calls_before) {
+                        out.extend(Format::Sse.record(&chunk(delta, Value::Null, Value::Null)));
+                    }
+                    if p.calls > 0 {
+                        reason = json!("tool_calls");
+                    }
+                } else if !text.is_empty() {
                     out.extend(Format::Sse.record(&chunk(json!({ "content": text }), Value::Null, Value::Null)));
                 }
-                out.extend(Format::Sse.record(&chunk(json!({}), Value::Null, json!(finish.reason()))));
+                out.extend(Format::Sse.record(&chunk(json!({}), Value::Null, reason)));
                 if include_usage {
                     let mut u = chunk(json!({}), Value::Null, Value::Null);
                     u["choices"] = json!([]);

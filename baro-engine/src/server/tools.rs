@@ -109,13 +109,42 @@ pub fn constraint_grammar(choice: &Choice, tools: &[Tool], open: Option<u32>, cl
                 "properties": { "name": { "const": t.name }, "arguments": t.parameters },
                 "required": ["name", "arguments"],
                 "additionalProperties": false,
-                "x-guidance": { "whitespace_flexible": false, "item_separator": ", ", "key_separator": ": " },
             })
         })
         .collect();
-    let schema = if calls.len() == 1 { calls[0].clone() } else { json!({ "anyOf": calls }) };
+    let mut schema = if calls.len() == 1 { calls[0].clone() } else { json!({ "anyOf": calls }) };
+    // No free whitespace: the call is written as the template shows it.
+    schema["x-guidance"] = json!({ "whitespace_flexible": false, "item_separator": ", ", "key_separator": ": " });
     let marker = |id: Option<u32>, text: &str| id.map_or_else(|| format!("{text:?}"), |id| format!("<[{id}]>"));
     Some(format!("start: {} \"\\n\" call \"\\n\" {}\ncall: %json {}\n", marker(open, OPEN), marker(close, CLOSE), schema))
+}
+
+/// An incoming message's `tool_calls` (OpenAI's, `arguments` a JSON string; Ollama's, an
+/// object) in the form templates read: `{"type": "function", "function": {"name",
+/// "arguments": {...}}}`, plus the `id` when given.
+pub fn message_calls(calls: Option<Value>, field: &str) -> Result<Vec<Value>, ApiError> {
+    let list = match calls {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(list)) => list,
+        Some(other) => return Err(ApiError::bad_param(field, "a list of tool calls", kind_of(&other))),
+    };
+    let mut out = Vec::with_capacity(list.len());
+    for (i, c) in list.into_iter().enumerate() {
+        let at = format!("{field}[{i}].function");
+        let f = c.get("function").ok_or_else(|| ApiError::bad_param(&at, "{\"name\", \"arguments\"}", "none"))?;
+        let name = f.get("name").and_then(Value::as_str).ok_or_else(|| ApiError::bad_param(&format!("{at}.name"), "a function name", "none"))?;
+        let arguments = match f.get("arguments") {
+            None | Some(Value::Null) => json!({}),
+            Some(Value::String(s)) => serde_json::from_str(s).map_err(|e| ApiError::bad_param(&format!("{at}.arguments"), "a JSON object (as a string)", format!("{s:?} ({e})")))?,
+            Some(a) => a.clone(),
+        };
+        let mut call = json!({ "type": "function", "function": { "name": name, "arguments": arguments } });
+        if let Some(id) = c.get("id") {
+            call["id"] = id.clone();
+        }
+        out.push(call);
+    }
+    Ok(out)
 }
 
 /// A parsed call.

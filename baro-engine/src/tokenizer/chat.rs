@@ -4,9 +4,10 @@
 //! `minijinja-contrib` and Hugging Face's settings: `trim_blocks`, `lstrip_blocks`,
 //! `raise_exception`), either the built-in Qwen3.5 one or a template string from the model's
 //! metadata (GGUF `tokenizer.chat_template`, `chat_template` in tokenizer_config.json). The
-//! template variables are `messages` (role, content), `add_generation_prompt`,
+//! template variables are `messages` (role, content, and when present `tool_calls`,
+//! `tool_call_id`, `name`), `tools` (only with `render_with_tools`), `add_generation_prompt`,
 //! `enable_thinking` (left undefined when not set, as Hugging Face does), `bos_token`,
-//! `eos_token`. A template error (syntax, or `raise_exception` from the template) is a
+//! `eos_token`; `tojson` writes JSON as Hugging Face's does (Python's separators). A template error (syntax, or `raise_exception` from the template) is a
 //! `TokenizerError::Template`; rendering never panics.
 
 use std::collections::BTreeMap;
@@ -18,7 +19,10 @@ use crate::tokenizer::TokenizerError;
 
 /// The Qwen3.5 chat format: `<|im_start|>role\ncontent<|im_end|>\n` per message; earlier
 /// assistant turns lose their `<think>…</think>` part; the generation prompt is
-/// `<|im_start|>assistant\n`, followed by an empty think block when thinking is off.
+/// `<|im_start|>assistant\n`, followed by an empty think block when thinking is off. With
+/// `tools`, a system turn lists them (`# Tools`, one JSON line each inside `<tools>`) and says
+/// how to call them; an assistant's `tool_calls` are `<tool_call>` blocks with a JSON body, and
+/// consecutive `tool` messages go back as `<tool_response>` blocks in one user turn.
 pub const QWEN35_TEMPLATE: &str = r##"{%- if tools %}
     {{- '<|im_start|>system\n' }}
     {%- if messages[0].role == 'system' %}
@@ -119,6 +123,7 @@ impl ChatTemplate {
         env.set_lstrip_blocks(true);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
+        env.add_filter("tojson", tojson);
         env.add_template_owned(NAME, source.to_string()).map_err(template_error)?;
         Ok(ChatTemplate { env })
     }
@@ -144,6 +149,44 @@ impl ChatTemplate {
         ctx.insert("eos_token", Value::from(options.eos_token.as_str()));
         let template = self.env.get_template(NAME).map_err(template_error)?;
         template.render(ctx).map_err(template_error)
+    }
+}
+
+/// Hugging Face's `tojson` (Python's `json.dumps`, `ensure_ascii=False`): `", "` between
+/// items and `": "` after keys, as the model saw tool schemas and call arguments in training;
+/// `indent` gives the indented form. minijinja's own filter writes compact JSON.
+fn tojson(value: &Value, indent: Option<usize>) -> Result<Value, Error> {
+    let json = serde_json::to_value(value).map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
+    let mut out = Vec::new();
+    let result = match indent {
+        Some(n) => {
+            let pad = vec![b' '; n];
+            let mut ser = serde_json::Serializer::with_formatter(&mut out, serde_json::ser::PrettyFormatter::with_indent(&pad));
+            serde::Serialize::serialize(&json, &mut ser)
+        }
+        None => {
+            let mut ser = serde_json::Serializer::with_formatter(&mut out, PythonFormatter);
+            serde::Serialize::serialize(&json, &mut ser)
+        }
+    };
+    result.map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
+    Ok(Value::from_safe_string(String::from_utf8_lossy(&out).into_owned()))
+}
+
+/// `json.dumps`'s default separators.
+struct PythonFormatter;
+
+impl serde_json::ser::Formatter for PythonFormatter {
+    fn begin_array_value<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
+        if first { Ok(()) } else { writer.write_all(b", ") }
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
+        if first { Ok(()) } else { writer.write_all(b", ") }
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        writer.write_all(b": ")
     }
 }
 
