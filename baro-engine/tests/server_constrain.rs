@@ -125,6 +125,16 @@ async fn constrained_outputs_match_their_schema_or_grammar_on_both_apis() {
     assert_eq!(status, 200, "{v}");
     let t = v["response"].as_str().expect("response");
     assert!(t == "answer: yes." || t == "answer: no.", "{t:?}");
+    // GBNF, as llama.cpp's server takes it: names with dashes, classes, repetition, comments.
+    let gbnf = "# a yes/no answer and a number\nroot ::= \"answer: \" yes-no \" \" num \".\"\nyes-no ::= (\"yes\" | \"no\")\nnum ::= [1-9] [0-9]{0,2}\n";
+    for seed in [8, 9] {
+        let (status, v) = post_json(addr, "/v1/completions", &json!({ "prompt": "well?", "grammar": gbnf, "max_tokens": 16, "seed": seed })).await;
+        assert_eq!(status, 200, "{v}");
+        let t = v["choices"][0]["text"].as_str().expect("text");
+        let rest = t.strip_prefix("answer: yes ").or_else(|| t.strip_prefix("answer: no ")).unwrap_or_else(|| panic!("{t:?}"));
+        let num = rest.strip_suffix('.').unwrap_or_else(|| panic!("{t:?}"));
+        assert!(num.parse::<u32>().is_ok_and(|n| (1..1000).contains(&n)) && !num.starts_with('0'), "{t:?}");
+    }
 
     // Bad constraints: 400 naming the field, nothing queued.
     let admitted = metric(addr, "baro_requests_admitted_total").await;
@@ -132,7 +142,7 @@ async fn constrained_outputs_match_their_schema_or_grammar_on_both_apis() {
         ("/v1/chat/completions", json!({ "messages": msgs, "response_format": { "type": "xml" } }), "response_format.type: expected \"text\", \"json_object\" or \"json_schema\", found \"xml\""),
         ("/v1/chat/completions", json!({ "messages": msgs, "response_format": { "type": "json_schema", "json_schema": { "name": "x" } } }), "response_format.json_schema.schema: expected a JSON schema"),
         ("/v1/chat/completions", json!({ "messages": msgs, "response_format": { "type": "json_schema", "json_schema": { "schema": { "type": "nope" } } } }), "response_format: expected a valid schema or grammar, found an error"),
-        ("/v1/completions", json!({ "prompt": "x", "grammar": "root ::= \"a\"" }), "grammar: expected a Lark grammar"),
+        ("/v1/completions", json!({ "prompt": "x", "grammar": "root ::= \"a" }), "grammar: expected a GBNF or Lark grammar, found GBNF it cannot read: at character 9: expected a closing `\"`, found the end"),
         ("/v1/completions", json!({ "prompt": "x", "grammar": "start: undefined_rule" }), "grammar: expected a valid schema or grammar, found an error"),
         ("/api/generate", json!({ "prompt": "x", "format": "yaml" }), "format: expected \"json\" or a JSON schema, found \"yaml\""),
         ("/api/generate", json!({ "prompt": "x", "format": "json", "grammar": lark }), "grammar: expected one constraint: `format` or `grammar`, found both"),

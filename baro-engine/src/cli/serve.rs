@@ -51,6 +51,12 @@ pub struct ServeArgs {
     /// Finished sequences' states kept for prompts that extend them; 0 is off
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub prefix_cache: usize,
+    /// Tokens per block of the block prefix cache: the state at every such boundary of a prompt is saved, so a later prompt sharing a whole-block prefix (a system prompt) starts there; 0 is off
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub prefix_block: usize,
+    /// States the block prefix cache keeps (each a whole sequence state: KV cache and recurrent state); 0 is off
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub prefix_blocks: usize,
     /// The largest request body in bytes; larger ones get 413
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY)]
     pub max_body: usize,
@@ -94,7 +100,13 @@ pub fn run(args: &ServeArgs) -> Result<(), String> {
     let config = ServerConfig {
         max_queue: args.max_queue,
         limits: Limits { max_tokens: args.max_tokens, ctx: args.ctx },
-        scheduler: SchedulerConfig { max_batch: args.max_batch, prefill_chunk: args.prefill_chunk, prefix_cache: args.prefix_cache },
+        scheduler: SchedulerConfig {
+            max_batch: args.max_batch,
+            prefill_chunk: args.prefill_chunk,
+            prefix_cache: args.prefix_cache,
+            prefix_block: args.prefix_block,
+            prefix_blocks: args.prefix_blocks,
+        },
         max_body: args.max_body,
         api_key: args.api_key.clone(),
         request_log: !args.quiet,

@@ -20,6 +20,7 @@ use llguidance::{Matcher, ParserFactory};
 use serde_json::{json, Value};
 
 use crate::server::error::{ApiError, ErrorKind};
+use crate::server::gbnf;
 use crate::tokenizer::{Specials, TokenId, Tokenizer};
 
 /// What a request asks its output to match.
@@ -29,7 +30,8 @@ pub enum Spec {
     JsonObject,
     /// A JSON schema (OpenAI's `json_schema`, Ollama's `format` object).
     JsonSchema(Value),
-    /// A Lark grammar (llguidance's dialect; `%json {...}` and `/regex/` terminals included).
+    /// A Lark grammar (llguidance's dialect; `%json {...}` and `/regex/` terminals included),
+    /// or GBNF (llama.cpp's), rewritten into Lark (`gbnf`).
     Lark(String),
 }
 
@@ -91,12 +93,11 @@ impl Grammars {
                 }
                 TopLevelGrammar::from_json_schema(with_options(schema.clone()))
             }
-            Spec::Lark(text) => {
-                if text.contains("::=") {
-                    return Err(ApiError::bad_param(field, "a Lark grammar (`rule: ...`, llguidance's dialect)", "GBNF (`::=`); write `root ::= x` as `start: x`"));
-                }
-                TopLevelGrammar::from_lark(text.clone())
+            Spec::Lark(text) if gbnf::is_gbnf(text) => {
+                let lark = gbnf::to_lark(text).map_err(|e| ApiError::bad_param(field, "a GBNF or Lark grammar", format!("GBNF it cannot read: {e}")))?;
+                TopLevelGrammar::from_lark(lark)
             }
+            Spec::Lark(text) => TopLevelGrammar::from_lark(text.clone()),
         };
         let parser = self.factory.create_parser(grammar).map_err(|e| ApiError::new(ErrorKind::BadRequest, format!("{field}: expected a valid schema or grammar, found an error: {e}")))?;
         let matcher = Matcher::new(Ok(parser));

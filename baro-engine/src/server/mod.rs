@@ -14,6 +14,7 @@ pub mod batch;
 pub mod body;
 pub mod constrain;
 pub mod error;
+pub mod gbnf;
 pub mod job;
 pub mod logprob;
 pub mod metrics;
@@ -75,7 +76,7 @@ impl Default for ServerConfig {
         ServerConfig {
             max_queue: 64,
             limits: Limits { max_tokens: 512, ctx: 4096 },
-            scheduler: SchedulerConfig { max_batch: 16, prefill_chunk: 64, prefix_cache: 4 },
+            scheduler: SchedulerConfig { max_batch: 16, prefill_chunk: 64, prefix_cache: 4, prefix_block: 64, prefix_blocks: 16 },
             max_body: DEFAULT_MAX_BODY,
             api_key: None,
             request_log: false,
@@ -107,6 +108,20 @@ pub struct App {
     limits_ctx: AtomicUsize,
     /// Set once, when the model has loaded; until then requests get 503 "loading".
     ready: OnceLock<Ready>,
+    /// The scheduler thread, joined when the app goes (see `Drop`).
+    scheduler: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for App {
+    /// Closes the job queue and waits for the scheduler thread to drop the engine, so no
+    /// engine teardown runs on after its server is gone (racing the process's exit and the
+    /// code generator's global destructors).
+    fn drop(&mut self) {
+        drop(self.ready.take());
+        if let Some(handle) = self.scheduler.get_mut().ok().and_then(Option::take) {
+            let _ = handle.join();
+        }
+    }
 }
 
 /// A server: its routes, answering 503 "loading" until `load` has run, then feeding the
@@ -124,7 +139,7 @@ impl Server {
     /// A server for the model called `name` (`size_bytes` as stored, 0 when unknown) that is
     /// not loaded yet: bind and serve it at once, then `load` the model.
     pub fn new(name: String, size_bytes: u64, config: ServerConfig) -> Server {
-        let app = App { name, family: "qwen35moe".to_string(), size_bytes, metrics: Arc::new(Metrics::default()), started: unix_now(), limits_ctx: AtomicUsize::new(config.limits.ctx), ready: OnceLock::new(), config };
+        let app = App { name, family: "qwen35moe".to_string(), size_bytes, metrics: Arc::new(Metrics::default()), started: unix_now(), limits_ctx: AtomicUsize::new(config.limits.ctx), ready: OnceLock::new(), scheduler: std::sync::Mutex::new(None), config };
         Server { app: Arc::new(app) }
     }
 
@@ -178,7 +193,10 @@ impl App {
         if app.is_ready() {
             return Err(std::io::Error::other("the model is already loaded: expected one load, found a second (a bug in baro)"));
         }
-        std::thread::Builder::new().name("baro-scheduler".into()).spawn(move || scheduler::run(engine, &t, rx, scheduler, m, log))?;
+        let handle = std::thread::Builder::new().name("baro-scheduler".into()).spawn(move || scheduler::run(engine, &t, rx, scheduler, m, log))?;
+        if let Ok(mut slot) = self.scheduler.lock() {
+            *slot = Some(handle);
+        }
         // Only one caller loads (the CLI, a test); a lost race would leave the extra scheduler
         // without jobs, and it exits.
         let _ = app.ready.set(Ready { tokenizer, template, template_source, grammars, jobs: tx });

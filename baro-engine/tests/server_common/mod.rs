@@ -47,7 +47,7 @@ pub fn config(max_queue: usize) -> ServerConfig {
     ServerConfig {
         max_queue,
         limits: Limits { max_tokens: 32, ctx: 256 },
-        scheduler: SchedulerConfig { max_batch: 16, prefill_chunk: 16, prefix_cache: 4 },
+        scheduler: SchedulerConfig { max_batch: 16, prefill_chunk: 16, prefix_cache: 4, prefix_block: 0, prefix_blocks: 0 },
         ..ServerConfig::default()
     }
 }
