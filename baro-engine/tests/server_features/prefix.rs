@@ -3,12 +3,11 @@
 //! boundary, the hit rate shows in `/metrics`, and every output (token ids and
 //! log-probabilities, bit for bit) equals that of a server with no prefix cache at all.
 
-mod server_common;
 
 use std::net::SocketAddr;
 
 use serde_json::{json, Value};
-use server_common::{metric, post_json, start};
+use crate::server_common::{metric, post_json, start};
 
 /// One token: id and logprob bits.
 fn tokens(v: &Value) -> Vec<(String, u64)> {
@@ -46,7 +45,7 @@ async fn run(addr: SocketAddr) -> Vec<Vec<(String, u64)>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shared_system_prompt_is_served_from_saved_block_states_with_the_bytes_of_a_cold_run() {
-    let mut cold = server_common::config(8);
+    let mut cold = crate::server_common::config(8);
     cold.scheduler.prefix_cache = 0;
     let mut cached = cold.clone();
     (cached.scheduler.prefix_block, cached.scheduler.prefix_blocks) = (16, 8);

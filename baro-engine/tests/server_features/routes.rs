@@ -5,13 +5,12 @@
 //! messages for fields of several shapes; a server that answers 503 "loading" until its model
 //! is loaded; and `--api-key`, checked on both APIs with 401 in each shape.
 
-mod server_common;
 
 use std::sync::Arc;
 
 use baro_engine::server::{Server, ServerConfig};
 use serde_json::{json, Value};
-use server_common::{get, json_of, post, post_json, send_with, start};
+use crate::server_common::{get, json_of, post, post_json, send_with, start};
 
 fn openai_error(v: &Value) -> (&str, &str) {
     let e = &v["error"];
@@ -25,7 +24,7 @@ fn ollama_error(v: &Value) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routes_clients_call_answer_in_each_apis_shape() {
-    let mut config = server_common::config(8);
+    let mut config = crate::server_common::config(8);
     config.max_body = 4096;
     let server = start(config).await;
     let addr = server.addr;
@@ -123,7 +122,7 @@ async fn routes_clients_call_answer_in_each_apis_shape() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ollama_num_predict_minus_one_runs_until_a_stop_or_the_context_is_full() {
-    let mut config = server_common::config(4);
+    let mut config = crate::server_common::config(4);
     config.limits.ctx = 40;
     let server = start(config).await;
     let addr = server.addr;
@@ -145,7 +144,7 @@ async fn ollama_num_predict_minus_one_runs_until_a_stop_or_the_context_is_full()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_answers_loading_until_its_model_is_in_and_checks_the_api_key_on_both_apis() {
-    let config = ServerConfig { api_key: Some("sekrit".into()), ..server_common::config(8) };
+    let config = ServerConfig { api_key: Some("sekrit".into()), ..crate::server_common::config(8) };
     let server = Server::new("tiny".into(), 0, config);
     let app = Arc::clone(server.app());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
@@ -167,7 +166,7 @@ async fn a_server_answers_loading_until_its_model_is_in_and_checks_the_api_key_o
     let (status, v) = json_of(send_with(addr, "GET", "/api/ps", None, &key).await).await;
     assert_eq!((status, v["models"].as_array().map(Vec::len)), (200, Some(0)), "{v}");
 
-    let model = tokio::task::spawn_blocking(|| server_common::model(256)).await.expect("building the model");
+    let model = tokio::task::spawn_blocking(|| crate::server_common::model(256)).await.expect("building the model");
     app.load(model).expect("load");
     let (status, v) = json_of(get(addr, "/health").await).await;
     assert_eq!((status, v["status"].as_str()), (200, Some("ok")), "{v}");

@@ -6,12 +6,11 @@
 //! constrained requests mixed into a concurrent batch with unconstrained ones get the bytes
 //! (token ids, log-probabilities) of the same requests sent one at a time.
 
-mod server_common;
 
 use std::net::SocketAddr;
 
 use serde_json::{json, Value};
-use server_common::{metric, post, post_json, start};
+use crate::server_common::{metric, post, post_json, start};
 
 /// The schema the tests ask for: every value bounded, so a random model completes it.
 fn schema() -> Value {
@@ -84,7 +83,7 @@ fn message(v: &Value) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn constrained_outputs_match_their_schema_or_grammar_on_both_apis() {
-    let mut config = server_common::config(16);
+    let mut config = crate::server_common::config(16);
     config.limits.max_tokens = 128;
     let addr = start(config).await.addr;
     let msgs = json!([{ "role": "user", "content": "describe the sky as JSON" }]);
@@ -192,7 +191,7 @@ async fn completion(addr: SocketAddr, body: &Value) -> Vec<Token> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn constrained_requests_in_a_concurrent_batch_get_the_bytes_they_get_alone() {
-    let mut config = server_common::config(16);
+    let mut config = crate::server_common::config(16);
     config.scheduler.prefix_cache = 0;
     let addr = start(config).await.addr;
     let reqs = batch_requests();

@@ -6,12 +6,11 @@
 //! carrying the call and a `tool` message back is accepted; Ollama's `tools` parse the same
 //! blocks (forced here with a grammar, since random weights never call a tool on their own).
 
-mod server_common;
 
 use baro_engine::server::tools::{Call, Piece, ToolParser};
 use baro_engine::tokenizer::{ChatMessage, ChatOptions, ChatTemplate, Tokenizer};
 use serde_json::{json, Value};
-use server_common::{post, post_json, start};
+use crate::server_common::{post, post_json, start};
 
 #[test]
 fn content_and_calls_split_at_any_chunking() {
@@ -77,7 +76,7 @@ fn check_weather(args: &Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn required_and_named_tool_choices_return_calls_matching_the_schema_on_both_apis() {
-    let mut config = server_common::config(8);
+    let mut config = crate::server_common::config(8);
     config.limits.max_tokens = 96;
     config.limits.ctx = 768;
     let addr = start(config).await.addr;
