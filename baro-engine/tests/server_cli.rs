@@ -1,6 +1,7 @@
 //! `baro-engine serve` as a user runs it: the built binary on the embedded default model,
-//! port 0 on loopback; it prints the address it bound, answers `/health`, a chat completion
-//! and an Ollama generate, and is then killed. A bad flag is refused before any slow step.
+//! port 0 on loopback; it prints the address it bound before loading the model, then a ready
+//! line; answers `/health`, a chat completion and an Ollama generate, writes one log line per
+//! request to stderr, and is then killed. A bad flag is refused before any slow step.
 
 mod server_common;
 
@@ -15,7 +16,7 @@ async fn serve_binds_prints_its_address_and_answers_both_apis() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_baro-engine"))
         .args(["serve", "--host", "127.0.0.1", "--port", "0", "--target", "host", "--max-tokens", "8"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("start baro-engine serve");
     let stdout = child.stdout.take().expect("stdout");
@@ -23,7 +24,7 @@ async fn serve_binds_prints_its_address_and_answers_both_apis() {
         let mut seen = Vec::new();
         for line in BufReader::new(stdout).lines() {
             let line = line.expect("a line");
-            let done = line.starts_with("listening on ");
+            let done = line.starts_with("ready on ");
             seen.push(line);
             if done {
                 break;
@@ -33,7 +34,9 @@ async fn serve_binds_prints_its_address_and_answers_both_apis() {
     })
     .await
     .expect("reading stdout");
-    let addr = lines.last().and_then(|l| l.strip_prefix("listening on http://")).unwrap_or_else(|| panic!("no address in {lines:?}"));
+    // The port is bound before the model loads: the address comes first.
+    assert!(lines.first().is_some_and(|l| l.starts_with("listening on http://")), "{lines:?}");
+    let addr = lines.last().and_then(|l| l.strip_prefix("ready on http://")).unwrap_or_else(|| panic!("no address in {lines:?}"));
     let addr: std::net::SocketAddr = addr.parse().expect("an address");
     assert!(addr.ip().is_loopback());
     assert!(lines.iter().any(|l| l.starts_with("model: built-in qwen35moe")), "{lines:?}");
@@ -47,6 +50,15 @@ async fn serve_binds_prints_its_address_and_answers_both_apis() {
     assert_eq!(status, 400, "the server's --max-tokens 8 should refuse 9: {v}");
     child.kill().expect("kill the server");
     let _ = child.wait();
+    // One line per finished request, on stderr.
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr).expect("read stderr");
+    let logged: Vec<&str> = stderr.lines().filter(|l| l.starts_with("request ")).collect();
+    assert_eq!(logged.len(), 1, "{stderr}");
+    let line = logged[0];
+    for part in ["id=chatcmpl-", " route=/v1/chat/completions ", " generated_tokens=3 ", " ttft_ms=", " tok_s=", " finish=length"] {
+        assert!(line.contains(part), "{part:?} not in {line:?}");
+    }
 }
 
 #[test]

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use baro_dsl::ir::Kernel;
 use baro_engine::model::{GgufFile, HfCheckpoint, ModelConfig};
 use baro_engine::server::params::{self, Limits};
+use baro_engine::server::{body, tools};
 use baro_engine::tokenizer::{ChatMessage, ChatOptions, ChatTemplate, Specials, Tokenizer};
 
 /// Tensors up to this many elements are dequantized (larger ones only have their view taken):
@@ -153,16 +154,21 @@ pub fn server_request(data: &[u8]) {
     struct Typed {
         model: Option<String>,
         messages: Option<Vec<serde_json::Value>>,
-        prompt: Option<baro_engine::server::body::OneOrMany>,
-        stop: Option<baro_engine::server::body::OneOrMany>,
+        prompt: Option<serde_json::Value>,
+        stop: Option<serde_json::Value>,
+        response_format: Option<serde_json::Value>,
+        format: Option<serde_json::Value>,
+        tools: Option<serde_json::Value>,
+        tool_choice: Option<serde_json::Value>,
         max_tokens: Option<i64>,
         temperature: Option<f32>,
         top_p: Option<f32>,
         top_k: Option<i64>,
         n: Option<i64>,
-        seed: Option<u64>,
+        seed: Option<serde_json::Number>,
         stream: Option<bool>,
     }
+    let _ = tools::parse_call(&String::from_utf8_lossy(data));
     let route = "/fuzz";
     let Ok(value) = baro_engine::server::body::parse::<serde_json::Value>(data, route) else { return };
     let limits = Limits { max_tokens: 512, ctx: 4096 };
@@ -173,14 +179,20 @@ pub fn server_request(data: &[u8]) {
     let penalty = value.get("presence_penalty").and_then(serde_json::Value::as_f64).map(|p| p as f32);
     let _ = params::unsupported_penalty(penalty, "presence_penalty");
     if let Ok(typed) = baro_engine::server::body::parse::<Typed>(data, route) {
-        if let Some(stop) = typed.stop {
-            let _ = params::stops(stop.into_vec(), "stop");
+        if let Ok(stop) = body::strings(typed.stop, "stop") {
+            let _ = params::stops(stop, "stop");
+        }
+        let _ = body::prompt(typed.prompt, "prompt");
+        let _ = params::openai_spec(typed.response_format, None);
+        let _ = params::ollama_spec(typed.format, None);
+        if let Ok((tools, _)) = tools::parse_tools(typed.tools, "tools") {
+            let _ = tools::parse_choice(typed.tool_choice, &tools);
         }
         let config = baro_engine::sampling::SamplerConfig {
             temperature: typed.temperature.unwrap_or(1.0),
             top_p: typed.top_p.unwrap_or(1.0),
             top_k: typed.top_k.map_or(0, |k| k.unsigned_abs() as usize),
-            seed: typed.seed.unwrap_or(0),
+            seed: body::seed(typed.seed.as_ref(), "seed").ok().flatten().unwrap_or(0),
             ..Default::default()
         };
         let _ = params::sampler(config, &|f| f);

@@ -1,14 +1,15 @@
 //! `baro-engine serve`: loads the model (the embedded default or `--model PATH`) as `run` does,
 //! starts the server's scheduler on it and serves the OpenAI- and Ollama-compatible HTTP API
-//! on `--host`:`--port` (127.0.0.1:8080 by default; port 0 picks a free one). Prints one
-//! `listening on http://ADDR` line once the socket is bound, then serves until killed. Checks
-//! every flag before any slow step.
+//! on `--host`:`--port` (127.0.0.1:8080 by default; port 0 picks a free one). Binds the port
+//! first and prints `listening on http://ADDR` (requests get 503 "loading" meanwhile), then
+//! loads the model and prints `ready on http://ADDR`, then serves until killed. Checks every
+//! flag before any slow step; warns when listening beyond loopback without `--api-key`.
 
 use std::path::PathBuf;
 
 use baro_dsl::runtime::DeviceKind;
 use baro_engine::engine::{Engine, EngineOptions};
-use baro_engine::server::{Limits, SchedulerConfig, Server, ServerConfig, ServerModel};
+use baro_engine::server::{Limits, SchedulerConfig, Server, ServerConfig, ServerModel, DEFAULT_MAX_BODY};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 
 use crate::cli::load;
@@ -50,6 +51,21 @@ pub struct ServeArgs {
     /// Finished sequences' states kept for prompts that extend them; 0 is off
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub prefix_cache: usize,
+    /// Tokens per block of the block prefix cache: the state at every such boundary of a prompt is saved, so a later prompt sharing a whole-block prefix (a system prompt) starts there; 0 is off
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub prefix_block: usize,
+    /// States the block prefix cache keeps (each a whole sequence state: KV cache and recurrent state); 0 is off
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub prefix_blocks: usize,
+    /// The largest request body in bytes; larger ones get 413
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY)]
+    pub max_body: usize,
+    /// A bearer token both APIs require (`Authorization: Bearer KEY`); `/`, `/health` and `/metrics` stay open
+    #[arg(long, value_name = "KEY")]
+    pub api_key: Option<String>,
+    /// Write no per-request line to stderr
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// The `--help` text of the subcommand.
@@ -61,10 +77,13 @@ pub const LONG_ABOUT: &str = "Serve a qwen35moe model over HTTP: OpenAI-compatib
     disconnects frees its sequence; beyond --max-queue requests the server answers 503.";
 
 fn check(args: &ServeArgs) -> Result<(), String> {
-    for (flag, v) in [("--max-queue", args.max_queue), ("--max-batch", args.max_batch), ("--max-tokens", args.max_tokens), ("--ctx", args.ctx), ("--prefill-chunk", args.prefill_chunk)] {
+    for (flag, v) in [("--max-queue", args.max_queue), ("--max-batch", args.max_batch), ("--max-tokens", args.max_tokens), ("--ctx", args.ctx), ("--prefill-chunk", args.prefill_chunk), ("--max-body", args.max_body)] {
         if v == 0 {
             return Err(format!("{flag}: expected at least 1, found 0"));
         }
+    }
+    if args.api_key.as_deref() == Some("") {
+        return Err("--api-key: expected a non-empty key, found an empty one".into());
     }
     Ok(())
 }
@@ -72,6 +91,40 @@ fn check(args: &ServeArgs) -> Result<(), String> {
 pub fn run(args: &ServeArgs) -> Result<(), String> {
     check(args)?;
     let device = target::open(args.target)?;
+    let name = match (&args.name, &args.model) {
+        (Some(n), _) => n.clone(),
+        (None, Some(path)) => path.file_stem().map_or("model".into(), |s| s.to_string_lossy().into_owned()),
+        (None, None) => "baro-builtin".into(),
+    };
+    let size_bytes = args.model.as_ref().and_then(|p| std::fs::metadata(p).ok()).filter(|m| m.is_file()).map_or(0, |m| m.len());
+    let config = ServerConfig {
+        max_queue: args.max_queue,
+        limits: Limits { max_tokens: args.max_tokens, ctx: args.ctx },
+        scheduler: SchedulerConfig {
+            max_batch: args.max_batch,
+            prefill_chunk: args.prefill_chunk,
+            prefix_cache: args.prefix_cache,
+            prefix_block: args.prefix_block,
+            prefix_blocks: args.prefix_blocks,
+        },
+        max_body: args.max_body,
+        api_key: args.api_key.clone(),
+        request_log: !args.quiet,
+    };
+    let server = Server::new(name.clone(), size_bytes, config);
+    let app = std::sync::Arc::clone(server.app());
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    // The port is bound first, so a busy port is reported at once and clients get 503
+    // "loading" (and `/health` 503) until the model is ready.
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind((args.host.as_str(), args.port)))
+        .map_err(|e| format!("--host {} --port {}: expected an address to listen on, found an error: {e}", args.host, args.port))?;
+    let addr = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
+    if !addr.ip().is_loopback() && args.api_key.is_none() {
+        eprintln!("warning: listening on {addr}, beyond loopback, without --api-key: anyone who can reach this port can use the model");
+    }
+    println!("listening on http://{addr}");
+    let serving = runtime.spawn(server.serve(listener));
     let (loaded, _) = match &args.model {
         None => spin("building the built-in model", load::default),
         Some(path) => spin("loading the model", || load::open(path)),
@@ -83,31 +136,13 @@ pub fn run(args: &ServeArgs) -> Result<(), String> {
     let Some(tokenizer) = loaded.tokenizer else {
         return Err("serve: expected a model with a tokenizer (the API speaks text), found none".into());
     };
-    let name = match (&args.name, &args.model) {
-        (Some(n), _) => n.clone(),
-        (None, Some(path)) => path.file_stem().map_or("model".into(), |s| s.to_string_lossy().into_owned()),
-        (None, None) => "baro-builtin".into(),
-    };
-    let size_bytes = args.model.as_ref().and_then(|p| std::fs::metadata(p).ok()).filter(|m| m.is_file()).map_or(0, |m| m.len());
     let (engine, _) = spin("compiling kernels and uploading weights", || Engine::new(device, &loaded.source, EngineOptions { max_ctx: args.ctx, ..EngineOptions::default() }));
     let engine = engine.map_err(|e| e.to_string())?;
     let target = format!("{} - {}", engine.device().kind(), engine.device().name());
-    let config = ServerConfig {
-        max_queue: args.max_queue,
-        limits: Limits { max_tokens: args.max_tokens, ctx: args.ctx },
-        scheduler: SchedulerConfig { max_batch: args.max_batch, prefill_chunk: args.prefill_chunk, prefix_cache: args.prefix_cache },
-    };
     let model = ServerModel { engine, tokenizer, template: loaded.template, name: name.clone(), size_bytes };
-    let server = Server::start(model, config).map_err(|e| format!("cannot start the scheduler thread: {e}"))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
-            .await
-            .map_err(|e| format!("--host {} --port {}: expected an address to listen on, found an error: {e}", args.host, args.port))?;
-        let addr = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
-        println!("model: {} (served as {name:?})", loaded.description);
-        println!("target: {target}");
-        println!("listening on http://{addr}");
-        server.serve(listener).await.map_err(|e| format!("serving: {e}"))
-    })
+    app.load(model).map_err(|e| format!("cannot start the scheduler thread: {e}"))?;
+    println!("model: {} (served as {name:?})", loaded.description);
+    println!("target: {target}");
+    println!("ready on http://{addr}");
+    runtime.block_on(serving).map_err(|e| format!("serving: {e}"))?.map_err(|e| format!("serving: {e}"))
 }

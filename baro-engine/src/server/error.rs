@@ -1,7 +1,8 @@
 //! The errors a request can get back, and how each API spells them: OpenAI's
 //! `{"error": {"message", "type", "param", "code"}}` or Ollama's `{"error": "message"}`.
 //! Every message says what was expected and what was found, in lowercase; the kind says whose
-//! fault it is (the client's request, a full queue, or the server). Never panics.
+//! fault it is (the client's request or credentials, a full queue, a model still loading, or
+//! the server). Never panics.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -9,12 +10,21 @@ use axum::response::{IntoResponse, Response};
 /// Whose fault an error is, and so its status code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
-    /// 400: the body is not JSON, or a parameter is out of range.
+    /// 400: the body is not JSON, a field has the wrong type or is missing, or a parameter is
+    /// out of range (OpenAI answers 400 for all of these, never 422).
     BadRequest,
-    /// 422: the body is JSON but a field has the wrong type or is missing.
-    Unprocessable,
+    /// 401: `--api-key` is set and the request's bearer token is missing or wrong.
+    Unauthorized,
     /// 404: no such model or route.
     NotFound,
+    /// 405: the route exists but not with this method.
+    MethodNotAllowed,
+    /// 413: the body is larger than `--max-body`.
+    PayloadTooLarge,
+    /// 501: the route exists but the server cannot serve it (embeddings).
+    NotImplemented,
+    /// 503 while the model is still loading; the client may retry.
+    Loading,
     /// 503: the bounded queue is full; the client may retry later.
     QueueFull,
     /// 500: the engine failed (a device error, or a bug in baro).
@@ -25,8 +35,12 @@ impl ErrorKind {
     pub fn status(self) -> StatusCode {
         match self {
             ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
-            ErrorKind::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorKind::Unauthorized => StatusCode::UNAUTHORIZED,
             ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorKind::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorKind::NotImplemented => StatusCode::NOT_IMPLEMENTED,
+            ErrorKind::Loading => StatusCode::SERVICE_UNAVAILABLE,
             ErrorKind::QueueFull => StatusCode::SERVICE_UNAVAILABLE,
             ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -35,8 +49,11 @@ impl ErrorKind {
     /// OpenAI's `error.type`.
     fn openai_type(self) -> &'static str {
         match self {
-            ErrorKind::BadRequest | ErrorKind::Unprocessable => "invalid_request_error",
+            ErrorKind::BadRequest | ErrorKind::MethodNotAllowed | ErrorKind::PayloadTooLarge => "invalid_request_error",
+            ErrorKind::Unauthorized => "authentication_error",
             ErrorKind::NotFound => "not_found_error",
+            ErrorKind::NotImplemented => "not_implemented_error",
+            ErrorKind::Loading => "server_loading",
             ErrorKind::QueueFull => "server_overloaded",
             ErrorKind::Internal => "server_error",
         }
@@ -105,7 +122,7 @@ impl std::fmt::Display for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = json_response(self.kind.status(), &self.body());
-        if self.kind == ErrorKind::QueueFull {
+        if matches!(self.kind, ErrorKind::QueueFull | ErrorKind::Loading) {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response

@@ -10,11 +10,16 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::sampling::SamplerConfig;
+use crate::server::constrain::Constraint;
 use crate::server::metrics::Metrics;
 use crate::tokenizer::TokenId;
 
 /// One generation request, checked against the server's limits.
 pub struct Job {
+    /// The response id the client sees (`chatcmpl-…`), for the request log.
+    pub id: String,
+    /// The route it came by, for the request log.
+    pub route: &'static str,
     /// Not empty, at most the context.
     pub prompt: Vec<TokenId>,
     pub sampler: SamplerConfig,
@@ -23,6 +28,10 @@ pub struct Job {
     pub stops: Vec<String>,
     /// `Some(n)`: report the chosen token's log-probability and the `n` most likely tokens'.
     pub logprobs: Option<usize>,
+    /// The grammar the output must match (`constrain`), compiled by the route.
+    pub constraint: Option<Constraint>,
+    /// Whether special tokens' text is shown (tool calls: `<tool_call>` is a special token).
+    pub show_specials: bool,
     /// Closed when the client goes away: the scheduler then drops the sequence.
     pub events: UnboundedSender<Event>,
     pub ticket: Ticket,

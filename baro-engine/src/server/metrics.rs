@@ -38,6 +38,10 @@ pub struct Metrics {
     pub prompt_tokens_batched: AtomicU64,
     pub cache_lookups: AtomicU64,
     pub cache_hits: AtomicU64,
+    /// Hits served by the block cache (a state saved at a block boundary).
+    pub block_hits: AtomicU64,
+    /// States saved at block boundaries.
+    pub block_saves: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -62,6 +66,8 @@ impl Default for Metrics {
             prompt_tokens_batched: AtomicU64::new(0),
             cache_lookups: AtomicU64::new(0),
             cache_hits: AtomicU64::new(0),
+            block_hits: AtomicU64::new(0),
+            block_saves: AtomicU64::new(0),
         }
     }
 }
@@ -110,6 +116,8 @@ impl Metrics {
         line("baro_generated_tokens_per_second", "gauge", "tokens sampled per busy second", format!("{:.3}", rate(generated as f64, busy)));
         line("baro_prefix_cache_lookups_total", "counter", "admissions that looked up the prefix cache", lookups.to_string());
         line("baro_prefix_cache_hits_total", "counter", "admissions that reused a cached state", hits.to_string());
+        line("baro_prefix_cache_block_hits_total", "counter", "hits served by a state saved at a block boundary", get(&self.block_hits).to_string());
+        line("baro_prefix_cache_block_saves_total", "counter", "states saved at block boundaries", get(&self.block_saves).to_string());
         line("baro_prefix_cache_hit_rate", "gauge", "hits over lookups (0 before any lookup)", format!("{:.6}", rate(hits as f64, lookups as f64)));
         line("baro_uptime_seconds", "counter", "seconds since the server started", format!("{:.3}", self.started.elapsed().as_secs_f64()));
         out

@@ -1,9 +1,11 @@
 //! The Ollama-compatible routes: `POST /api/generate`, `POST /api/chat` (streaming NDJSON by
 //! default, one object with `done: true` last; `"stream": false` for one object), `GET
-//! /api/tags` and `GET /api/version`. Sampling comes from `options` with Ollama's defaults
-//! (temperature 0.8, top_k 40, top_p 0.9, repeat_penalty 1.1; `num_predict` -1 means up to
-//! the server's limit). A request without a prompt or messages only "loads" the model, as
-//! Ollama's does. Durations are nanoseconds; `created_at` is RFC 3339 in UTC.
+//! /api/tags`, `POST /api/show`, `GET /api/ps` and `GET /api/version` (`/api/embed` answers
+//! 501: no embeddings). Sampling comes from `options` with Ollama's defaults (temperature 0.8,
+//! top_k 40, top_p 0.9, repeat_penalty 1.1; no `num_predict`: the server's --max-tokens;
+//! `num_predict` -1 or -2: until a stop or the context is full; a negative `seed`: random). A
+//! request without a prompt or messages only "loads" the model, as Ollama's does. Durations
+//! are nanoseconds; `created_at` is RFC 3339 in UTC.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -17,6 +19,8 @@ use serde_json::{json, Value};
 
 use crate::sampling::SamplerConfig;
 use crate::server::body;
+use crate::server::constrain::Spec;
+use crate::server::tools::{self, Call, Piece, ToolParser};
 use crate::server::error::{json_response, ApiError, Flavor};
 use crate::server::job::{Event, Finish, Usage};
 use crate::server::params::{self, Request};
@@ -32,9 +36,9 @@ struct Options {
     top_p: Option<f32>,
     min_p: Option<f32>,
     repeat_penalty: Option<f32>,
-    seed: Option<u64>,
+    seed: Option<serde_json::Number>,
     num_predict: Option<i64>,
-    stop: Option<Vec<String>>,
+    stop: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -47,6 +51,7 @@ struct GenerateRequest {
     stream: Option<bool>,
     options: Option<Options>,
     format: Option<Value>,
+    grammar: Option<String>,
     images: Option<Vec<Value>>,
 }
 
@@ -56,6 +61,8 @@ struct MessageIn {
     #[serde(default)]
     content: String,
     images: Option<Vec<Value>>,
+    tool_calls: Option<Value>,
+    tool_name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -66,6 +73,8 @@ struct ChatRequest {
     stream: Option<bool>,
     options: Option<Options>,
     format: Option<Value>,
+    grammar: Option<String>,
+    tools: Option<Value>,
 }
 
 /// What both routes take from `options`.
@@ -73,16 +82,20 @@ struct Settings {
     sampler: SamplerConfig,
     max_tokens: usize,
     stops: Vec<String>,
+    spec: Option<Spec>,
 }
 
-fn settings(app: &App, options: Option<Options>, format: Option<&Value>) -> Result<Settings, ApiError> {
-    if format.is_some_and(|f| !f.is_null() && f != "") {
-        return Err(ApiError::bad_param("format", "none (structured output is not served)", "a format"));
-    }
+fn settings(app: &App, options: Option<Options>, format: Option<Value>, grammar: Option<String>) -> Result<Settings, ApiError> {
+    let spec = params::ollama_spec(format, grammar)?;
     let o = options.unwrap_or_default();
-    let limits = app.config.limits;
+    let limits = app.limits();
+    // Ollama's -1 (generate until a stop or the context ends) and -2 (fill the context) are
+    // the same here, where the context never shifts: the sequence ends at a stop or when its
+    // context is full (`done_reason` "length"). They are bounded by the context, not by
+    // --max-tokens, which bounds counts given and the default.
     let max_tokens = match o.num_predict {
-        Some(n) if n < 0 => limits.max_tokens,
+        Some(-1 | -2) => limits.ctx,
+        Some(n) if n < 0 => return Err(ApiError::bad_param("options.num_predict", "-1 (until a stop or the context ends), -2 (fill the context) or a count of at least 1", n)),
         n => params::max_tokens(n, "options.num_predict", limits.max_tokens, &limits)?,
     };
     let config = SamplerConfig {
@@ -91,7 +104,7 @@ fn settings(app: &App, options: Option<Options>, format: Option<&Value>) -> Resu
         top_p: o.top_p.unwrap_or(0.9),
         min_p: o.min_p.unwrap_or(0.0),
         repetition_penalty: o.repeat_penalty.unwrap_or(1.1),
-        seed: o.seed.unwrap_or_else(rand::random),
+        seed: body::seed(o.seed.as_ref(), "options.seed")?.unwrap_or_else(rand::random),
     };
     let sampler = params::sampler(config, &|field| match field {
         "temperature" => "options.temperature",
@@ -100,8 +113,8 @@ fn settings(app: &App, options: Option<Options>, format: Option<&Value>) -> Resu
         "repetition_penalty" => "options.repeat_penalty",
         other => other,
     })?;
-    let stops = params::stops(o.stop.unwrap_or_default(), "options.stop")?;
-    Ok(Settings { sampler, max_tokens, stops })
+    let stops = params::stops(body::strings(o.stop, "options.stop")?, "options.stop")?;
+    Ok(Settings { sampler, max_tokens, stops, spec })
 }
 
 /// RFC 3339 UTC with microseconds, from the system clock.
@@ -154,21 +167,77 @@ impl Route {
     }
 }
 
-async fn generation(app: &Arc<App>, route: Route, prompt: Vec<u32>, s: Settings, stream: bool) -> Result<Response, ApiError> {
-    let field = match route {
-        Route::Generate => "prompt",
-        Route::Chat => "messages",
+/// An Ollama tool call: the arguments as an object.
+fn call_json(call: &Call) -> Value {
+    json!({ "function": { "name": call.name, "arguments": call.arguments } })
+}
+
+/// The objects of `pieces` while streaming: content as content, each call in `tool_calls`.
+fn tool_objects(route: Route, model: &str, pieces: Vec<Piece>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for piece in pieces {
+        let v = match piece {
+            Piece::Content(c) => route.object(model, &c),
+            Piece::Call(call) => {
+                let mut v = route.object(model, "");
+                v["message"]["tool_calls"] = json!([call_json(&call)]);
+                v
+            }
+        };
+        out.extend(Format::Ndjson.record(&v));
+    }
+    out
+}
+
+/// `tools`: parse `<tool_call>` blocks out of the output (the chat route with tools).
+async fn generation(app: &Arc<App>, route: Route, prompt: Vec<u32>, s: Settings, stream: bool, tools: bool) -> Result<Response, ApiError> {
+    let (field, path) = match route {
+        Route::Generate => ("prompt", "/api/generate"),
+        Route::Chat => ("messages", "/api/chat"),
     };
     app.check_prompt(&prompt, field)?;
-    let rx = app.start(Request { prompt, sampler: s.sampler, max_tokens: s.max_tokens, stops: s.stops, logprobs: None })?;
+    let constraint_field = if matches!(s.spec, Some(Spec::Lark(_))) { "grammar" } else { "format" };
+    let constraint = app.constraint(s.spec.as_ref(), constraint_field)?;
+    let id = params::request_id("ollama");
+    let rx = app.start(Request { id, route: path, prompt, sampler: s.sampler, max_tokens: s.max_tokens, stops: s.stops, logprobs: None, constraint, show_specials: tools })?;
     let model = app.name.clone();
     if !stream {
         let out = stream::collect(rx).await?;
         let mut v = route.object(&model, &out.text);
+        if tools {
+            let mut parser = ToolParser::default();
+            let mut pieces = parser.push(&out.text);
+            pieces.extend(parser.finish());
+            let (mut content, mut calls) = (String::new(), Vec::new());
+            for piece in pieces {
+                match piece {
+                    Piece::Content(c) => content.push_str(&c),
+                    Piece::Call(call) => calls.push(call_json(&call)),
+                }
+            }
+            v["message"]["content"] = json!(content);
+            if !calls.is_empty() {
+                v["message"]["tool_calls"] = Value::Array(calls);
+            }
+        }
         finished(&mut v, out.finish, &out.usage);
         return Ok(json_response(StatusCode::OK, &v));
     }
+    let mut parser = tools.then(ToolParser::default);
     Ok(stream::streaming(rx, Format::Ndjson, move |event| match event {
+        Event::Token { text, .. } if parser.is_some() => tool_objects(route, &model, parser.as_mut().map(|p| p.push(&text)).unwrap_or_default()),
+        Event::Done { text, finish, usage } if parser.is_some() => {
+            let mut pieces = Vec::new();
+            if let Some(p) = parser.as_mut() {
+                pieces = p.push(&text);
+                pieces.extend(p.finish());
+            }
+            let mut out = tool_objects(route, &model, pieces);
+            let mut v = route.object(&model, "");
+            finished(&mut v, finish, &usage);
+            out.extend(Format::Ndjson.record(&v));
+            out
+        }
         Event::Token { text, .. } if text.is_empty() => Vec::new(),
         Event::Token { text, .. } => Format::Ndjson.record(&route.object(&model, &text)),
         Event::Done { text, finish, usage } => {
@@ -201,7 +270,7 @@ async fn generate_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiErro
     if r.images.is_some_and(|i| !i.is_empty()) {
         return Err(ApiError::bad_param("images", "none (this model reads text only)", "images"));
     }
-    let s = settings(app, r.options, r.format.as_ref())?;
+    let s = settings(app, r.options, r.format, r.grammar)?;
     let text = r.prompt.unwrap_or_default();
     if text.is_empty() {
         return Ok(loaded(app, Route::Generate));
@@ -216,7 +285,7 @@ async fn generate_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiErro
         messages.push(ChatMessage::new("user", &text));
         app.chat_prompt(&messages, "prompt")?
     };
-    generation(app, Route::Generate, prompt, s, r.stream.unwrap_or(true)).await
+    generation(app, Route::Generate, prompt, s, r.stream.unwrap_or(true), false).await
 }
 
 pub async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Response {
@@ -227,7 +296,7 @@ pub async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Response {
 async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
     let r: ChatRequest = body::parse(body, "/api/chat")?;
     app.check_model(r.model.as_deref())?;
-    let s = settings(app, r.options, r.format.as_ref())?;
+    let s = settings(app, r.options, r.format, r.grammar)?;
     if r.messages.is_empty() {
         return Ok(loaded(app, Route::Chat));
     }
@@ -236,18 +305,75 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
         if m.images.is_some_and(|i| !i.is_empty()) {
             return Err(ApiError::bad_param(&format!("messages[{i}].images"), "none (this model reads text only)", "images"));
         }
-        messages.push(ChatMessage { role: m.role, content: m.content });
+        let tool_calls = tools::message_calls(m.tool_calls, &format!("messages[{i}].tool_calls"))?;
+        messages.push(ChatMessage { role: m.role, content: m.content, tool_calls, tool_call_id: None, name: m.tool_name });
     }
-    let prompt = app.chat_prompt(&messages, "messages")?;
-    generation(app, Route::Chat, prompt, s, r.stream.unwrap_or(true)).await
+    let (offered, tools_json) = tools::parse_tools(r.tools, "tools")?;
+    let prompt = app.chat_prompt_with_tools(&messages, tools_json.as_ref(), "messages")?;
+    generation(app, Route::Chat, prompt, s, r.stream.unwrap_or(true), !offered.is_empty()).await
+}
+
+fn details(app: &App) -> Value {
+    json!({ "parent_model": "", "format": "gguf", "family": app.family, "families": [app.family], "parameter_size": "", "quantization_level": "" })
 }
 
 pub async fn tags(State(app): State<Arc<App>>) -> Response {
     let body = json!({ "models": [{
-        "name": app.name, "model": app.name, "modified_at": created_at(), "size": app.size_bytes, "digest": "",
-        "details": { "format": "gguf", "family": app.family, "families": [app.family], "parameter_size": "", "quantization_level": "" },
+        "name": app.name, "model": app.name, "modified_at": created_at(), "size": app.size_bytes, "digest": "", "details": details(&app),
     }] });
     json_response(StatusCode::OK, &body)
+}
+
+#[derive(Deserialize)]
+struct ShowRequest {
+    model: Option<String>,
+    /// The older spelling of `model`.
+    name: Option<String>,
+}
+
+/// `POST /api/show`: the served model's details, template and default parameters.
+pub async fn show(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    let result = show_inner(&app, &body);
+    respond(&app, Flavor::Ollama, result)
+}
+
+fn show_inner(app: &App, body: &[u8]) -> Result<Response, ApiError> {
+    let r: ShowRequest = body::parse(body, "/api/show")?;
+    let model = r.model.or(r.name).unwrap_or_default();
+    if model.is_empty() {
+        return Err(ApiError::bad_param("model", "the name of a model", "none"));
+    }
+    app.check_model(Some(&model))?;
+    let ready = app.ready()?;
+    let parameters = format!("temperature 0.8\ntop_k 40\ntop_p 0.9\nrepeat_penalty 1.1\nnum_ctx {}", app.ctx());
+    let body = json!({
+        "modelfile": format!("FROM {}\n", app.name),
+        "parameters": parameters,
+        "template": ready.template_source,
+        "details": details(app),
+        "model_info": { "general.architecture": app.family, format!("{}.context_length", app.family): app.ctx() },
+        "capabilities": ["completion"],
+        "modified_at": created_at(),
+    });
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+/// `GET /api/ps`: the loaded model (none while loading); it never unloads.
+pub async fn ps(State(app): State<Arc<App>>) -> Response {
+    let models = if app.is_ready() {
+        json!([{
+            "name": app.name, "model": app.name, "size": app.size_bytes, "digest": "", "details": details(&app),
+            "expires_at": "2999-01-01T00:00:00Z", "size_vram": 0, "context_length": app.ctx(),
+        }])
+    } else {
+        json!([])
+    };
+    json_response(StatusCode::OK, &json!({ "models": models }))
+}
+
+/// `POST /api/embed` and `/api/embeddings`: 501 in Ollama's shape (see `openai::embeddings`).
+pub async fn embed(State(app): State<Arc<App>>) -> Response {
+    respond(&app, Flavor::Ollama, Err(crate::server::openai::not_embedding_model()))
 }
 
 pub async fn version() -> Response {

@@ -3,16 +3,20 @@
 //! takes a place in the bounded queue (503 when full) and hands the job to the scheduler.
 //! A check never clamps a bad value silently: it is a 400 saying what was expected and found.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::sampling::{SampleError, SamplerConfig};
+use crate::server::constrain::{Constraint, Spec};
 use crate::server::error::{ApiError, ErrorKind};
 use crate::server::job::{Event, Job, Ticket};
 use crate::server::metrics;
 use crate::server::App;
+use crate::server::body::kind_of;
 use crate::tokenizer::TokenId;
+use serde_json::Value;
 
 /// Per-request limits.
 #[derive(Clone, Copy, Debug)]
@@ -90,13 +94,63 @@ pub fn one_choice(n: Option<i64>) -> Result<(), ApiError> {
     }
 }
 
+/// OpenAI's `response_format` (`text`, `json_object`, or `json_schema` with its `schema`; the
+/// schema is always enforced, `strict` or not) and the `grammar` extension (Lark), at most one.
+pub fn openai_spec(response_format: Option<Value>, grammar: Option<String>) -> Result<Option<Spec>, ApiError> {
+    let format = match response_format {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.get("type").and_then(Value::as_str) {
+            Some("text") => None,
+            Some("json_object") => Some(Spec::JsonObject),
+            Some("json_schema") => match v.get("json_schema").and_then(|j| j.get("schema")) {
+                Some(schema) => Some(Spec::JsonSchema(schema.clone())),
+                None => return Err(ApiError::bad_param("response_format.json_schema.schema", "a JSON schema", "none")),
+            },
+            Some(other) => return Err(ApiError::bad_param("response_format.type", "\"text\", \"json_object\" or \"json_schema\"", format!("{other:?}"))),
+            None => return Err(ApiError::bad_param("response_format", "an object with a `type`", kind_of(&v))),
+        },
+    };
+    one_spec(format, grammar, "response_format")
+}
+
+/// Ollama's `format` (`"json"` or a JSON schema) and the `grammar` extension (Lark), at most one.
+pub fn ollama_spec(format: Option<Value>, grammar: Option<String>) -> Result<Option<Spec>, ApiError> {
+    let format = match format {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) if s == "json" => Some(Spec::JsonObject),
+        Some(schema @ Value::Object(_)) => Some(Spec::JsonSchema(schema)),
+        Some(other) => return Err(ApiError::bad_param("format", "\"json\" or a JSON schema", format!("{other}"))),
+    };
+    one_spec(format, grammar, "format")
+}
+
+fn one_spec(format: Option<Spec>, grammar: Option<String>, format_field: &str) -> Result<Option<Spec>, ApiError> {
+    match (format, grammar.filter(|g| !g.is_empty())) {
+        (Some(_), Some(_)) => Err(ApiError::bad_param("grammar", format!("one constraint: `{format_field}` or `grammar`"), "both")),
+        (f, g) => Ok(f.or(g.map(Spec::Lark))),
+    }
+}
+
+/// A request id: the prefix, the start time and a counter.
+pub fn request_id(prefix: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("{prefix}-{:x}{:04x}", crate::server::unix_now(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
 /// What a route asks the scheduler for.
 pub struct Request {
+    /// The response id (`request_id`).
+    pub id: String,
+    pub route: &'static str,
     pub prompt: Vec<TokenId>,
     pub sampler: SamplerConfig,
     pub max_tokens: usize,
     pub stops: Vec<String>,
     pub logprobs: Option<usize>,
+    pub constraint: Option<Constraint>,
+    /// Whether special tokens' text is shown (the route parses tool calls from it).
+    pub show_specials: bool,
 }
 
 impl App {
@@ -110,16 +164,26 @@ impl App {
         }
     }
 
+    /// Compiles the constraint a request asked for, if any (a bad one is a 400 naming `field`).
+    pub fn constraint(&self, spec: Option<&Spec>, field: &str) -> Result<Option<Constraint>, ApiError> {
+        spec.map(|s| self.ready()?.grammars.compile(s, field)).transpose()
+    }
+
+    /// A single token's id, if `text` is one in the vocabulary.
+    pub fn token_id(&self, text: &str) -> Option<TokenId> {
+        self.ready.get().and_then(|r| r.tokenizer.token_to_id(text))
+    }
+
     /// Checks `prompt` against the context and the vocabulary.
     pub fn check_prompt(&self, prompt: &[TokenId], field: &str) -> Result<(), ApiError> {
-        let ctx = self.config.limits.ctx;
+        let ctx = self.ctx();
         if prompt.is_empty() {
             return Err(ApiError::bad_param(field, "at least one token", "an empty prompt"));
         }
         if prompt.len() > ctx {
             return Err(ApiError::bad_param(field, format!("at most {ctx} tokens (the server's context)"), format!("{} tokens", prompt.len())));
         }
-        let n_ids = self.tokenizer.n_ids();
+        let n_ids = self.ready()?.tokenizer.n_ids();
         if let Some(&id) = prompt.iter().find(|&&id| id as usize >= n_ids) {
             return Err(ApiError::bad_param(field, format!("token ids below {n_ids} (the vocabulary)"), id));
         }
@@ -134,8 +198,8 @@ impl App {
         })?;
         metrics::add(&self.metrics.admitted, 1);
         let (events, rx) = unbounded_channel();
-        let Request { prompt, sampler, max_tokens, stops, logprobs } = request;
-        self.submit(Job { prompt, sampler, max_tokens, stops, logprobs, events, ticket, received: Instant::now() })?;
+        let Request { id, route, prompt, sampler, max_tokens, stops, logprobs, constraint, show_specials } = request;
+        self.submit(Job { id, route, prompt, sampler, max_tokens, stops, logprobs, constraint, show_specials, events, ticket, received: Instant::now() })?;
         Ok(rx)
     }
 }

@@ -20,7 +20,7 @@ use crate::sampling::Sampler;
 use crate::server::batch;
 use crate::server::job::{Event, Job};
 use crate::server::metrics::{self, Metrics};
-use crate::server::prefix_cache::PrefixCache;
+use crate::server::prefix_cache::{BlockCache, PrefixCache};
 use crate::server::sequence::{Phase, Sequence};
 use crate::tokenizer::Tokenizer;
 
@@ -33,13 +33,19 @@ pub struct SchedulerConfig {
     pub prefill_chunk: usize,
     /// Finished sequences' states kept for prefix reuse; 0 is off.
     pub prefix_cache: usize,
+    /// Tokens per block of the block prefix cache (states saved at every boundary); 0 is off.
+    pub prefix_block: usize,
+    /// States the block prefix cache keeps; 0 is off.
+    pub prefix_blocks: usize,
 }
 
 /// Runs until `jobs` is closed and no work remains.
-pub fn run(mut engine: Engine, tokenizer: &Tokenizer, jobs: Receiver<Job>, config: SchedulerConfig, metrics: Arc<Metrics>) {
+/// `log`: each request writes one line to stderr when it ends (`Sequence::log_line`).
+pub fn run(mut engine: Engine, tokenizer: &Tokenizer, jobs: Receiver<Job>, config: SchedulerConfig, metrics: Arc<Metrics>, log: bool) {
     let mut waiting: VecDeque<Job> = VecDeque::new();
     let mut active: Vec<Sequence<'_>> = Vec::new();
     let mut cache = PrefixCache::new(config.prefix_cache);
+    let mut blocks = BlockCache::new(config.prefix_block, config.prefix_blocks);
     let mut open = true;
     loop {
         if active.is_empty() && waiting.is_empty() {
@@ -73,19 +79,19 @@ pub fn run(mut engine: Engine, tokenizer: &Tokenizer, jobs: Receiver<Job>, confi
         retire(&mut active, &mut cache, &metrics);
         while active.len() < config.max_batch.max(1) {
             let Some(job) = waiting.pop_front() else { break };
-            if let Some(s) = admit(&engine, tokenizer, job, &mut cache, &metrics) {
+            if let Some(s) = admit(&engine, tokenizer, job, &mut cache, &mut blocks, &metrics, log) {
                 active.push(s);
             }
         }
         metrics.active.store(active.len(), std::sync::atomic::Ordering::Relaxed);
-        tick(&mut engine, &mut active, config.prefill_chunk.max(1), &metrics);
+        tick(&mut engine, &mut active, config.prefill_chunk.max(1), &mut blocks, &metrics);
         retire(&mut active, &mut cache, &metrics);
         metrics.add_busy(start.elapsed());
     }
 }
 
 /// A sequence for `job`, with a cached state when one holds a prefix of its prompt.
-fn admit<'t>(engine: &Engine, tokenizer: &'t Tokenizer, job: Job, cache: &mut PrefixCache, metrics: &Arc<Metrics>) -> Option<Sequence<'t>> {
+fn admit<'t>(engine: &Engine, tokenizer: &'t Tokenizer, job: Job, cache: &mut PrefixCache, blocks: &mut BlockCache, metrics: &Arc<Metrics>, log: bool) -> Option<Sequence<'t>> {
     let fail = |job: Job, message: String| {
         let _ = job.events.send(Event::Failed(message));
         metrics::add(&metrics.failed, 1);
@@ -96,28 +102,39 @@ fn admit<'t>(engine: &Engine, tokenizer: &'t Tokenizer, job: Job, cache: &mut Pr
         Ok(s) => s,
         Err(e) => return fail(job, format!("sampler: {e} (a bug in baro: the route checks it)")),
     };
-    let cached = if cache.is_enabled() {
+    // The longer of the two caches' prefixes; a block hit is a copy (the entry stays).
+    let whole = if cache.is_enabled() { cache.peek(&job.prompt) } else { 0 };
+    let block = blocks.lookup(&job.prompt).map(|(state, n)| (state.snapshot(engine.device(), engine.config()), n));
+    if cache.is_enabled() || blocks.is_enabled() {
         metrics::add(&metrics.cache_lookups, 1);
-        cache.take(&job.prompt)
-    } else {
-        None
+    }
+    let cached = match block {
+        Some((Ok(state), n)) if n > whole => {
+            metrics::add(&metrics.block_hits, 1);
+            Some((state, n))
+        }
+        Some((Err(e), _)) => return fail(job, format!("cannot copy a cached prefix state: {e}")),
+        _ if whole > 0 => cache.take(&job.prompt),
+        _ => None,
     };
-    let state = match cached {
+    let (state, cached_tokens) = match cached {
         Some((state, n)) => {
             metrics::add(&metrics.cache_hits, 1);
             metrics::add(&metrics.cached_tokens, n as u64);
-            state
+            (state, n)
         }
         None => match engine.new_state() {
-            Ok(s) => s,
+            Ok(s) => (s, 0),
             Err(e) => return fail(job, format!("cannot allocate a sequence state: {e}")),
         },
     };
-    Some(Sequence::new(job, sampler, state, tokenizer, Arc::clone(metrics)))
+    let mut s = Sequence::new(job, sampler, state, tokenizer, Arc::clone(metrics));
+    s.log = log.then_some(cached_tokens);
+    Some(s)
 }
 
 /// One decode step for every decoding sequence, then one prefill chunk.
-fn tick(engine: &mut Engine, active: &mut [Sequence<'_>], prefill_chunk: usize, metrics: &Metrics) {
+fn tick(engine: &mut Engine, active: &mut [Sequence<'_>], prefill_chunk: usize, blocks: &mut BlockCache, metrics: &Metrics) {
     let decoding: Vec<usize> = (0..active.len()).filter(|&i| matches!(active[i].phase(), Phase::Decode(_))).collect();
     let mut rows: Vec<_> = active.iter_mut().filter_map(Sequence::decode_row).collect();
     metrics.batch_peak.fetch_max(rows.len(), std::sync::atomic::Ordering::Relaxed);
@@ -128,17 +145,28 @@ fn tick(engine: &mut Engine, active: &mut [Sequence<'_>], prefill_chunk: usize, 
     }
     let mut budget = prefill_chunk;
     for s in active.iter_mut().filter(|s| s.phase() == Phase::Prefill) {
+        // A sequence's share, cut at the block cache's boundaries so the state there can be
+        // saved (how a prompt is cut never changes its bytes).
+        while budget > 0 && s.phase() == Phase::Prefill {
+            let unfed = s.unfed_prompt();
+            let n = unfed.len().min(budget).min(blocks.to_boundary(s.state.pos));
+            let chunk = unfed[..n].to_vec();
+            let last = n == unfed.len();
+            budget -= n;
+            let result = batch::prefill(engine, &mut s.state, &chunk, metrics);
+            metrics::add(&metrics.prompt_tokens, n as u64);
+            let ok = result.is_ok();
+            s.on_logits(result.map(|l| last.then_some(l)));
+            if ok && blocks.wants(s.fed()) {
+                if let Ok(copy) = s.state.snapshot(engine.device(), engine.config()) {
+                    blocks.put(s.fed().to_vec(), copy);
+                    metrics::add(&metrics.block_saves, 1);
+                }
+            }
+        }
         if budget == 0 {
             break;
         }
-        let unfed = s.unfed_prompt();
-        let n = unfed.len().min(budget);
-        let chunk = unfed[..n].to_vec();
-        let last = n == unfed.len();
-        budget -= n;
-        let result = batch::prefill(engine, &mut s.state, &chunk, metrics);
-        metrics::add(&metrics.prompt_tokens, n as u64);
-        s.on_logits(result.map(|l| last.then_some(l)));
     }
 }
 

@@ -11,6 +11,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::engine::{EngineError, State};
 use crate::sampling::{Sampler, Step, StopChecker};
+use crate::server::constrain::Constraint;
 use crate::server::job::{Event, Finish, Job, Ticket, TokenOut, Usage};
 use crate::server::logprob;
 use crate::server::metrics::{self, Metrics};
@@ -41,6 +42,7 @@ pub struct Sequence<'t> {
     n_ids: usize,
     max_tokens: usize,
     logprobs: Option<usize>,
+    constraint: Option<Constraint>,
     generated: usize,
     events: UnboundedSender<Event>,
     received: Instant,
@@ -50,6 +52,11 @@ pub struct Sequence<'t> {
     /// Given back the moment the sequence is over, before the client hears of it.
     ticket: Option<Ticket>,
     metrics: Arc<Metrics>,
+    /// The response id and route, for the log line.
+    id: String,
+    route: &'static str,
+    /// `Some(cached prompt tokens)`: write one line to stderr when the sequence ends.
+    pub log: Option<usize>,
 }
 
 impl<'t> Sequence<'t> {
@@ -65,10 +72,11 @@ impl<'t> Sequence<'t> {
             phase: Phase::Prefill,
             sampler,
             stop,
-            decoder: tokenizer.stream(Specials::Without),
+            decoder: tokenizer.stream(if job.show_specials { Specials::With } else { Specials::Without }),
             n_ids: tokenizer.n_ids(),
             max_tokens: job.max_tokens,
             logprobs: job.logprobs,
+            constraint: job.constraint,
             generated: 0,
             events: job.events,
             received: job.received,
@@ -76,6 +84,9 @@ impl<'t> Sequence<'t> {
             completed: false,
             ticket: Some(job.ticket),
             metrics,
+            id: job.id,
+            route: job.route,
+            log: None,
         }
     }
 
@@ -92,6 +103,31 @@ impl<'t> Sequence<'t> {
     pub fn cancel(&mut self) {
         self.ticket = None;
         self.phase = Phase::Over;
+        self.log_line("cancelled");
+    }
+
+    /// The request's log line: id, route, prompt tokens (and how many came from the prefix
+    /// cache), generated tokens, time to first token, decode tokens/s, and how it ended.
+    pub fn log_line(&self, finish: &str) {
+        let Some(cached) = self.log else { return };
+        eprintln!("{}", self.log_text(finish, cached));
+    }
+
+    fn log_text(&self, finish: &str, cached: usize) -> String {
+        let now = Instant::now();
+        let ttft = self.first_sample.map_or("-".to_string(), |t| format!("{:.1}", t.saturating_duration_since(self.received).as_secs_f64() * 1e3));
+        let rate = match self.first_sample {
+            Some(t) if self.generated > 1 && now > t => format!("{:.2}", (self.generated - 1) as f64 / now.saturating_duration_since(t).as_secs_f64()),
+            _ => "-".to_string(),
+        };
+        format!(
+            "request id={} route={} prompt_tokens={} cached_tokens={cached} generated_tokens={} ttft_ms={ttft} tok_s={rate} finish={finish} total_ms={:.1}",
+            self.id,
+            self.route,
+            self.prompt_len,
+            self.generated,
+            now.saturating_duration_since(self.received).as_secs_f64() * 1e3
+        )
     }
 
     /// The state, for the prefix cache (the sequence is over).
@@ -133,7 +169,17 @@ impl<'t> Sequence<'t> {
         if let Some(padding) = logits.get_mut(self.n_ids..) {
             padding.fill(f32::NEG_INFINITY);
         }
-        let id = match self.sampler.sample(&logits, &self.history) {
+        // The grammar masks a copy: the logprobs reported stay the model's.
+        let mut masked = None;
+        if let Some(c) = self.constraint.as_mut() {
+            let mut m = logits.clone();
+            if let Err(e) = c.mask(&mut m) {
+                self.fail(e);
+                return;
+            }
+            masked = Some(m);
+        }
+        let id = match self.sampler.sample(masked.as_ref().unwrap_or(&logits), &self.history) {
             Ok(id) => id,
             Err(e) => {
                 self.fail(format!("sampling: {e}"));
@@ -148,6 +194,12 @@ impl<'t> Sequence<'t> {
             }
             None => (None, Vec::new()),
         };
+        if let Some(c) = self.constraint.as_mut() {
+            if let Err(e) = c.consume(id) {
+                self.fail(e);
+                return;
+            }
+        }
         self.history.push(id);
         self.generated += 1;
         metrics::add(&self.metrics.generated_tokens, 1);
@@ -162,7 +214,9 @@ impl<'t> Sequence<'t> {
         match self.stop.push(id, &piece) {
             Step::Text(text) => {
                 let _ = self.events.send(Event::Token { token, text });
-                if self.generated == self.max_tokens {
+                if self.constraint.as_ref().is_some_and(Constraint::is_finished) {
+                    self.finish(Finish::Stop);
+                } else if self.generated == self.max_tokens {
                     self.finish(Finish::Length);
                 } else {
                     self.phase = Phase::Decode(id);
@@ -195,6 +249,7 @@ impl<'t> Sequence<'t> {
         self.phase = Phase::Over;
         self.completed = true;
         metrics::add(&self.metrics.completed, 1);
+        self.log_line(finish.reason());
         let _ = self.events.send(Event::Done { text, finish, usage });
     }
 
@@ -202,6 +257,7 @@ impl<'t> Sequence<'t> {
         self.ticket = None;
         metrics::add(&self.metrics.failed, 1);
         self.phase = Phase::Over;
+        self.log_line("failed");
         let _ = self.events.send(Event::Failed(message));
     }
 }

@@ -47,7 +47,8 @@ pub fn config(max_queue: usize) -> ServerConfig {
     ServerConfig {
         max_queue,
         limits: Limits { max_tokens: 32, ctx: 256 },
-        scheduler: SchedulerConfig { max_batch: 16, prefill_chunk: 16, prefix_cache: 4 },
+        scheduler: SchedulerConfig { max_batch: 16, prefill_chunk: 16, prefix_cache: 4, prefix_block: 0, prefix_blocks: 0 },
+        ..ServerConfig::default()
     }
 }
 
@@ -95,18 +96,21 @@ pub struct Response {
 }
 
 async fn send(addr: SocketAddr, method: &str, path: &str, body: Option<&str>) -> Response {
+    send_with(addr, method, path, body, &[]).await
+}
+
+/// Sends a request with extra `headers`.
+pub async fn send_with(addr: SocketAddr, method: &str, path: &str, body: Option<&str>, headers: &[(&str, &str)]) -> Response {
     let stream = TcpStream::connect(addr).await.expect("connect to the test server");
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("http handshake");
     let conn = tokio::spawn(async move {
         let _ = conn.await;
     });
-    let req = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", addr.to_string())
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.unwrap_or("").to_string())))
-        .expect("request");
+    let mut req = hyper::Request::builder().method(method).uri(path).header("host", addr.to_string()).header("content-type", "application/json");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Full::new(Bytes::from(body.unwrap_or("").to_string()))).expect("request");
     let resp = sender.send_request(req).await.expect("response head");
     let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     Response { status: resp.status().as_u16(), content_type, body: resp.into_body(), conn, buf: Vec::new() }
@@ -179,6 +183,13 @@ impl Response {
 
 pub async fn post(addr: SocketAddr, path: &str, body: &str) -> Response {
     send(addr, "POST", path, Some(body)).await
+}
+
+/// The status and parsed JSON body of a response.
+pub async fn json_of(r: Response) -> (u16, serde_json::Value) {
+    let status = r.status;
+    let text = r.text().await;
+    (status, serde_json::from_str(&text).unwrap_or_else(|e| panic!("expected JSON, found {text:?}: {e}")))
 }
 
 pub async fn get(addr: SocketAddr, path: &str) -> Response {

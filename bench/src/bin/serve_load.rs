@@ -194,7 +194,8 @@ fn main_inner(cli: Cli) -> Result<(), String> {
     let config = ServerConfig {
         max_queue: most.max(1),
         limits: Limits { max_tokens: cli.max_tokens.max(memory_tokens).max(1), ctx: cli.ctx },
-        scheduler: SchedulerConfig { max_batch: most.max(1), prefill_chunk: 64, prefix_cache: 0 },
+        scheduler: SchedulerConfig { max_batch: most.max(1), prefill_chunk: 64, prefix_cache: 0, prefix_block: 0, prefix_blocks: 0 },
+        ..ServerConfig::default()
     };
     // A second context on the same device reads the driver's free-memory figure, which covers
     // every context, the server's included.
