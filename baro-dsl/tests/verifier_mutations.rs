@@ -1,7 +1,7 @@
 //! Mutation testing of the sibling check (issue item 10): every arithmetic-changing rewrite
 //! of a rows kernel is rejected, every arithmetic-preserving rewrite is accepted.
 
-use baro_dsl::testkernels::pairs;
+use baro_dsl::testkernels::verifier_pairs;
 use baro_dsl::verify::mutate::{concurrency_and_shape_mutants, preserving_rewrites, reorderings};
 use baro_dsl::verify::{check_sibling, check_wellformed, ErrorKind};
 
@@ -10,7 +10,7 @@ fn every_reordering_rejected_every_preserving_rewrite_accepted() {
     let (mut rejected, mut reorders) = (0, 0);
     let (mut accepted, mut rewrites) = (0, 0);
     let mut kinds = std::collections::BTreeMap::<String, usize>::new();
-    for (rows, m1) in pairs() {
+    for (rows, m1) in verifier_pairs() {
         for (what, mutant) in reorderings(&rows) {
             reorders += 1;
             match check_sibling(&mutant, &m1) {
@@ -49,7 +49,7 @@ fn every_reordering_rejected_every_preserving_rewrite_accepted() {
 fn concurrency_and_shape_mutants_are_rejected() {
     let mut table = std::collections::BTreeMap::<String, (usize, usize)>::new();
     let mut survivors = Vec::new();
-    for (rows, m1) in pairs() {
+    for (rows, m1) in verifier_pairs() {
         for (what, mutant) in concurrency_and_shape_mutants(&rows) {
             let class = what.split(':').next().unwrap_or("?").to_string();
             if class == "memory" {

@@ -1,12 +1,12 @@
 //! The verifier on the example sibling pairs and the negative controls of issue item 9.
 
-use baro_dsl::testkernels::{negative_controls, pairs};
+use baro_dsl::testkernels::{negative_controls, verifier_pairs};
 use baro_dsl::verify::{check_sibling, compare_rows_arithmetic, verify_kernel, SiblingError};
 
 #[test]
 fn every_kernel_verifies() {
     let mut kernels = Vec::new();
-    for (rows, m1) in pairs() {
+    for (rows, m1) in verifier_pairs() {
         kernels.push(rows);
         kernels.push(m1);
     }
@@ -24,7 +24,7 @@ fn every_kernel_verifies() {
 
 #[test]
 fn every_pair_is_a_sibling() {
-    for (rows, m1) in pairs() {
+    for (rows, m1) in verifier_pairs() {
         let t = std::time::Instant::now();
         match check_sibling(&rows, &m1) {
             Ok(p) => {
