@@ -12,6 +12,7 @@ use baro::reference::{bits, Rng};
 use baro_dsl::runtime::{Buffer, Device, DeviceArg as A};
 use baro_dsl::verify::verify_kernel;
 use baro_dsl::Kernel;
+use baro_engine::engine::weight_arg;
 use baro_engine::kernels::{matvec, quant};
 use baro_engine::model::{dequant, TensorType};
 use half::{bf16, f16};
@@ -21,20 +22,12 @@ fn run(d: &Device, k: &Kernel, args: &mut [A<'_>]) {
     d.run(&c, args).unwrap_or_else(|e| panic!("{}: {e}", k.name));
 }
 
-/// The weight argument as `k` reads it: u32 words of the bytes where its `w` is `&[u32]`.
-fn warg<'a>(k: &Kernel, w: &'a Buffer) -> A<'a> {
-    match &k.params[1].kind {
-        baro_dsl::ir::ParamKind::Buffer { elem: baro_dsl::ScalarType::U32, .. } => A::words(w),
-        _ => A::buf(w),
-    }
-}
-
 /// Runs a matvec kernel with the shared argument order.
 #[allow(clippy::too_many_arguments)]
 fn matvec_run(d: &Device, k: &Kernel, x: &[f32], w: &Buffer, ids: &[u32], kk: usize, n: usize, x_stride: usize) -> Vec<f32> {
     let (xb, ib) = (d.upload(x).unwrap(), d.upload(ids).unwrap());
     let mut y = d.alloc(baro_dsl::ScalarType::F32, ids.len() * n).unwrap();
-    run(d, k, &mut [A::buf(&xb), warg(k, w), A::buf(&ib), A::buf_mut(&mut y), A::from(kk), A::from(n), A::from(x_stride), A::from(ids.len())]);
+    run(d, k, &mut [A::buf(&xb), weight_arg(k, w), A::buf(&ib), A::buf_mut(&mut y), A::from(kk), A::from(n), A::from(x_stride), A::from(ids.len())]);
     d.read(&y).unwrap()
 }
 
@@ -178,7 +171,7 @@ fn matvec_rows_equal_m1_per_row() {
             let ids: Vec<u32> = (0..rows).map(|_| rng.below(experts as u64) as u32).collect();
             let (xb, ib) = (d.upload(&x).unwrap(), d.upload(&ids).unwrap());
             let mut y = d.alloc(baro_dsl::ScalarType::F32, rows * n).unwrap();
-            run(&d, rows_k, &mut [A::buf(&xb), warg(rows_k, w), A::buf(&ib), A::buf_mut(&mut y), A::from(*k), A::from(n), A::from(0usize), A::from(1usize), A::from(rows)]);
+            run(&d, rows_k, &mut [A::buf(&xb), weight_arg(rows_k, w), A::buf(&ib), A::buf_mut(&mut y), A::from(*k), A::from(n), A::from(0usize), A::from(1usize), A::from(rows)]);
             let got = d.read(&y).unwrap();
             let want: Vec<f32> = (0..rows).flat_map(|r| matvec_run(&d, m1, &x[r * k..][..*k], w, &ids[r..r + 1], *k, n, 0)).collect();
             assert_eq!(bits(&got), bits(&want), "{} vs {} rows={rows} k={k}", rows_k.name, m1.name);
@@ -218,7 +211,7 @@ fn staged_x_matvecs_equal_the_plain_ones() {
                 let mut got = Vec::new();
                 for kern in [plain_rows, xs_rows] {
                     let mut y = d.alloc(baro_dsl::ScalarType::F32, rows * n).unwrap();
-                    run(&d, kern, &mut [A::buf(&xb), warg(kern, &wbuf), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(n), A::from(0usize), A::from(1usize), A::from(rows)]);
+                    run(&d, kern, &mut [A::buf(&xb), weight_arg(kern, &wbuf), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(n), A::from(0usize), A::from(1usize), A::from(rows)]);
                     got.push(d.read(&y).unwrap());
                 }
                 assert_eq!(bits(&got[1]), bits(&got[0]), "{} rows={rows} k={k}", xs_rows.name);
@@ -231,7 +224,7 @@ fn staged_x_matvecs_equal_the_plain_ones() {
         let (xb, ib) = (d.upload(&rng.vec_f32(k)).unwrap(), d.upload(&[0u32]).unwrap());
         let mut y = d.alloc(baro_dsl::ScalarType::F32, 1).unwrap();
         let c = d.compile(xs).unwrap();
-        let e = d.run(&c, &mut [A::buf(&xb), warg(xs, &wbuf), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(1usize), A::from(0usize), A::from(1usize)]).expect_err("k past XS_MAX_K ran");
+        let e = d.run(&c, &mut [A::buf(&xb), weight_arg(xs, &wbuf), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(1usize), A::from(0usize), A::from(1usize)]).expect_err("k past XS_MAX_K ran");
         // Which index is reported is the first failing iteration's: 4224 in source order, any
         // past it in the host's shuffled order (`BARO_HOST_ORDER`), the winning thread's on a GPU.
         let msg = e.to_string();

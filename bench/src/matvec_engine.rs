@@ -99,7 +99,7 @@ fn weight_bytes(case: &MatvecCase, n_mats: usize, seed: u64) -> Vec<u8> {
 
 /// Queues one launch of `k` as decode launches it: (x, w, ids, y, k, n, x_stride, n_slots).
 fn launch(dev: &Device, k: &DeviceKernel, case: &MatvecCase, x: &Buffer, w: &Buffer, ids: &Buffer, y: &mut Buffer) -> Result<(), String> {
-    let mut args = [A::buf(x), baro_engine::engine::weight_arg(k, w), A::buf(ids), A::buf_mut(y), A::from(case.cols), A::from(case.rows), A::from(case.x_stride), A::from(case.n_slots)];
+    let mut args = [A::buf(x), baro_engine::engine::weight_arg(k.kernel(), w), A::buf(ids), A::buf_mut(y), A::from(case.cols), A::from(case.rows), A::from(case.x_stride), A::from(case.n_slots)];
     dev.launch(dev.default_stream(), k, &mut args).map_err(err)
 }
 

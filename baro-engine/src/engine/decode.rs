@@ -193,8 +193,8 @@ impl Kernels {
 /// A matrix's raw bytes as the matvec `kernel` reads them: little-endian u32 words where its
 /// weight parameter (the second) is `&[u32]` and the matrix holds bytes (the `_xs` quantized
 /// matvecs), else the buffer itself.
-pub fn weight_arg<'a>(kernel: &DeviceKernel, w: &'a Buffer) -> A<'a> {
-    let words = matches!(kernel.kernel().params.get(1).map(|p| &p.kind), Some(baro_dsl::ir::ParamKind::Buffer { elem: baro_dsl::ScalarType::U32, .. }));
+pub fn weight_arg<'a>(kernel: &baro_dsl::Kernel, w: &'a Buffer) -> A<'a> {
+    let words = matches!(kernel.params.get(1).map(|p| &p.kind), Some(baro_dsl::ir::ParamKind::Buffer { elem: baro_dsl::ScalarType::U32, .. }));
     if words && w.elem() == baro_dsl::ScalarType::U8 {
         A::words(w)
     } else {
@@ -235,7 +235,7 @@ impl Launcher<'_> {
     /// y[slot] = w[ids[slot]] · x[slot · x_stride ..] for `n_slots` slots.
     fn matvec(&self, w: &Matrix, x: &Buffer, ids: &Buffer, y: &mut Buffer, x_stride: usize, n_slots: usize) -> Result<(), DeviceError> {
         let kernel = self.k.matvec_for(w.ty, w.cols);
-        self.launch(kernel, &mut [A::buf(x), weight_arg(kernel, &w.buf), A::buf(ids), A::buf_mut(y), A::from(w.cols), A::from(w.rows), A::from(x_stride), A::from(n_slots)])
+        self.launch(kernel, &mut [A::buf(x), weight_arg(kernel.kernel(), &w.buf), A::buf(ids), A::buf_mut(y), A::from(w.cols), A::from(w.rows), A::from(x_stride), A::from(n_slots)])
     }
 
     fn rmsnorm(&self, x: &Buffer, w: &Buffer, y: &mut Buffer, n: usize, eps: f32) -> Result<(), DeviceError> {

@@ -276,7 +276,7 @@ impl Rows<'_> {
     pub(super) fn matvec(&self, w: &Matrix, x: &Buffer, ids: &Buffer, y: &mut Buffer, rows: usize) -> Result<(), DeviceError> {
         let staged = if w.cols <= crate::kernels::quant::XS_MAX_K { self.k.matvec_xs.get(&w.ty) } else { None };
         let kernel = staged.unwrap_or(&self.k.matvec[&w.ty]);
-        self.launch(kernel, &mut [A::buf(x), super::decode::weight_arg(kernel, &w.buf), A::buf(ids), A::buf_mut(y), A::from(w.cols), A::from(w.rows), A::from(0usize), A::from(1usize), A::from(rows)])
+        self.launch(kernel, &mut [A::buf(x), super::decode::weight_arg(kernel.kernel(), &w.buf), A::buf(ids), A::buf_mut(y), A::from(w.cols), A::from(w.rows), A::from(0usize), A::from(1usize), A::from(rows)])
     }
 
     pub(super) fn rmsnorm(&self, x: &Buffer, w: &Buffer, y: &mut Buffer, n: usize, eps: f32, rows: usize) -> Result<(), DeviceError> {
@@ -551,7 +551,7 @@ impl Engine {
         self.device.launch(
             self.device.default_stream(),
             mv,
-            &mut [A::buf(&s.xn), super::decode::weight_arg(mv, &head.buf), A::buf(&s.plain_ids), A::buf_mut(&mut s.logits), A::from(head.cols), A::from(head.rows), A::from(0usize), A::from(1usize)],
+            &mut [A::buf(&s.xn), super::decode::weight_arg(mv.kernel(), &head.buf), A::buf(&s.plain_ids), A::buf_mut(&mut s.logits), A::from(head.cols), A::from(head.rows), A::from(0usize), A::from(1usize)],
         )?;
         self.device.default_stream().synchronize()?;
         Ok(self.device.read::<f32>(&s.logits)?)

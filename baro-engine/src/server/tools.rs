@@ -196,15 +196,20 @@ impl ToolParser {
                 let Some(at) = self.buf.find(CLOSE) else { return out };
                 let body: String = self.buf.drain(..at + CLOSE.len()).take(at).collect();
                 self.in_call = false;
-                match parse_call(&body) {
-                    Some(call) => {
-                        self.calls += 1;
-                        out.push(Piece::Call(call));
-                    }
-                    // Not a call after all: shown as the text it was.
-                    None => push_content(&mut out, format!("{OPEN}{body}{CLOSE}")),
-                }
+                // Not a call after all: shown as the text it was.
+                self.push_call(&mut out, &body, format!("{OPEN}{body}{CLOSE}"));
             }
+        }
+    }
+
+    /// `body` parsed as a call and counted, or `text` as content where it is not one.
+    fn push_call(&mut self, out: &mut Vec<Piece>, body: &str, text: String) {
+        match parse_call(body) {
+            Some(call) => {
+                self.calls += 1;
+                out.push(Piece::Call(call));
+            }
+            None => push_content(out, text),
         }
     }
 
@@ -215,13 +220,7 @@ impl ToolParser {
         let mut out = Vec::new();
         if self.in_call {
             self.in_call = false;
-            match parse_call(&rest) {
-                Some(call) => {
-                    self.calls += 1;
-                    out.push(Piece::Call(call));
-                }
-                None => push_content(&mut out, format!("{OPEN}{rest}")),
-            }
+            self.push_call(&mut out, &rest, format!("{OPEN}{rest}"));
         } else {
             push_content(&mut out, rest);
         }
