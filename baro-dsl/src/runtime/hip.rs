@@ -363,14 +363,12 @@ fn prepare(kernel: &Kernel, args: &[DeviceArg<'_>], block_dim: u32) -> Result<Pr
     let mut words = Vec::with_capacity(2 * args.len() + 1);
     let mut lens = vec![0u64; args.len()];
     for (i, a) in args.iter().enumerate() {
-        let b = match a {
-            DeviceArg::Scalar(c) => {
+        let Some((b, len)) = a.buffer()? else {
+            if let DeviceArg::Scalar(c) = a {
                 words.push(c.ty.canonical_bits(c.bits));
-                continue;
             }
-            _ => a.buffer()?.ok_or_else(|| DeviceError::Mismatch { what: "launch argument", expected: format!("a buffer at #{i}"), found: "a scalar".into() })?,
+            continue;
         };
-        let (b, len) = b;
         let Mem::Hip(m) = &b.mem else {
             return Err(DeviceError::Mismatch { what: "launch argument", expected: format!("a hip buffer at #{i}"), found: format!("a {} buffer", b.device_kind()) });
         };
