@@ -45,6 +45,10 @@ fn main() -> ExitCode {
         baro_engine::kernels::quant::matvec_q5_k(),
         baro_engine::kernels::quant::matvec_q5_k_rows(),
         baro_engine::kernels::gdn::gdn_scan_rows(),
+        baro_engine::kernels::quant::matvec_q4_k_xs(),
+        baro_engine::kernels::quant::matvec_q6_k_xs(),
+        baro_engine::kernels::quant::matvec_q8_0_xs(),
+        baro_engine::kernels::gdn::gdn_step(),
     ];
     let mut failed = false;
     for k in &kernels {

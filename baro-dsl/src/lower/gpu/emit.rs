@@ -71,6 +71,7 @@ pub fn emit_gpu(k: &Kernel, target: &Target, options: &CompileOptions) -> Result
     let m = super::lower_gpu(&cx, k, target, options, &tm)?;
     let block_dim = super::block_dim(k, target)?;
     m.run_passes("default<O2>", &tm, PassBuilderOptions::create()).map_err(|e| EmitError::Llvm(format!("optimizing: {}", e.to_string())))?;
+    super::checks::expand(&m, &tm).map_err(|e| EmitError::Llvm(format!("expanding the bounds checks of `{}`: {}", k.name, e.0)))?;
     let llvm_ir = m.print_to_string().to_string();
     let asm_bytes = emit(&m, &tm, FileType::Assembly)?;
     let asm = String::from_utf8(asm_bytes).map_err(|_| EmitError::Llvm("assembly is not utf-8".into()))?;

@@ -102,12 +102,7 @@ pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch:
     zero.set_constant(true);
     zero.set_initializer(&zero_t.const_zero());
     zero.set_alignment(16);
-    let zeroed = |t: inkwell::types::IntType<'ctx>, name: &str| -> R<PointerValue<'ctx>> {
-        let p = allocas.build_alloca(t, name)?;
-        allocas.build_store(p, t.const_zero())?;
-        Ok(p)
-    };
-    let (fail_code, fail_index) = (zeroed(cx.i32_type(), "fail_code")?, zeroed(i64t, "fail_index")?);
+    let checks = super::checks::CheckFns::declare(m);
 
     let mut gpu = Gpu {
         ir,
@@ -123,8 +118,7 @@ pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch:
         shared,
         err,
         xchg: None,
-        fail_code,
-        fail_index,
+        checks,
         zero_global: zero.as_pointer_value(),
         tid,
         group,

@@ -16,6 +16,7 @@
 //! skips the loop. The wave width always comes from `Target::wave_width`. This module never emits
 //! fast-math flags, fma or `llvm.fmuladd`.
 
+mod checks;
 mod emit;
 mod entry;
 mod hints;
@@ -113,8 +114,8 @@ pub(super) struct Gpu<'a, 'ctx> {
     /// `[block_dim x i32]` in workgroup memory for cross-wave exchanges (made on first use).
     xchg: Option<PointerValue<'ctx>>,
     /// This thread's first failure: packed kind/id/signed (i32, 0: none) and index (i64).
-    fail_code: PointerValue<'ctx>,
-    fail_index: PointerValue<'ctx>,
+    /// The bounds-check calls (`checks.rs`), expanded after optimization.
+    checks: checks::CheckFns<'ctx>,
     /// A zeroed global a failing buffer load reads instead of the buffer.
     zero_global: PointerValue<'ctx>,
     /// This thread's index in the workgroup (i64).

@@ -203,30 +203,35 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         self.record_if(yes, kind, id, index, signed)
     }
 
-    /// `record` when `bad` holds, without a branch: two selects on the thread's state.
+    /// `record` when `bad` holds, without a branch (`checks.rs` expands the call after
+    /// optimization into two selects on the thread's state).
     pub(super) fn record_if(&mut self, bad: IntValue<'ctx>, kind: u64, id: u64, index: IntValue<'ctx>, signed: bool) -> R<()> {
+        let code = self.fail_code(kind, id, signed)?;
+        self.ir.b.build_call(self.checks.record, &[bad.into(), code.into(), index.into()], "")?;
+        Ok(())
+    }
+
+    /// The packed failure code `kind | signed << 7 | id << 8`.
+    fn fail_code(&self, kind: u64, id: u64, signed: bool) -> R<IntValue<'ctx>> {
         if kind == 0 || kind > FAIL_KIND_MASK || id > (u32::MAX as u64 >> FAIL_ID_SHIFT) {
             return fail(format!("failure kind {kind} id {id}: expected a kind in 1..=127 and an id below 2^24"));
         }
-        let code = kind | ((signed as u64) << FAIL_SIGNED_BIT) | (id << FAIL_ID_SHIFT);
-        let (i32t, i64t) = (self.ir.cx.i32_type(), self.ir.cx.i64_type());
-        let old = self.ir.b.build_load(i32t, self.fail_code, "")?.into_int_value();
-        let first = self.ir.and(bad, self.ir.icmp(P::EQ, old, self.ir.i32(0))?)?;
-        let new = self.ir.sel(first, self.ir.i32(code as u32), old)?;
-        self.ir.b.build_store(self.fail_code, new)?;
-        let old_index = self.ir.b.build_load(i64t, self.fail_index, "")?.into_int_value();
-        let new_index = self.ir.sel(first, index, old_index)?;
-        self.ir.b.build_store(self.fail_index, new_index)?;
-        Ok(())
+        Ok(self.ir.i32((kind | ((signed as u64) << FAIL_SIGNED_BIT) | (id << FAIL_ID_SHIFT)) as u32))
     }
 
     /// At kernel end: a thread that recorded a failure tries to publish it (compare-and-swap
     /// on `kind` from 0; the first thread to get there wins, the others' failures are dropped).
     pub(super) fn flush_failure(&mut self) -> R<()> {
         let i64t = self.ir.cx.i64_type();
-        let code = self.ir.b.build_load(self.ir.cx.i32_type(), self.fail_code, "")?.into_int_value();
+        let call = |g: &Self, f| -> R<IntValue<'ctx>> {
+            match g.ir.b.build_call(f, &[], "")?.try_as_basic_value().basic() {
+                Some(v) => Ok(v.into_int_value()),
+                None => fail("a failure-state read returned no value"),
+            }
+        };
+        let code = call(self, self.checks.fail_code)?;
         let code = self.ir.zext(code, i64t)?;
-        let index = self.ir.b.build_load(i64t, self.fail_index, "")?.into_int_value();
+        let index = call(self, self.checks.fail_index)?;
         let failed = self.ir.icmp(P::NE, code, self.ir.i64(0))?;
         let err = self.err;
         self.branch(
@@ -404,9 +409,8 @@ impl<'a, 'ctx> ExprLeaves<'a, 'ctx> for Gpu<'a, 'ctx> {
             let p = unsafe { self.ir.b.build_in_bounds_gep(t, base, &[idx], "")? };
             return Ok(self.ir.b.build_load(t, p, "")?);
         }
-        let ok = self.ir.icmp(P::ULT, idx, len)?;
-        let bad = self.ir.b.build_not(ok, "")?;
-        self.record_if(bad, kind, id, idx, signed)?;
+        let code = self.fail_code(kind, id, signed)?;
+        let ok = super::checks::call_in_range(&self.ir.b, &self.checks, idx, len, code)?;
         let zero = t.const_zero();
         let p = match buf {
             Buf::Param(_) => {
