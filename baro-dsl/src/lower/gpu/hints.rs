@@ -15,11 +15,13 @@ use crate::lower::R;
 
 
 impl<'a, 'ctx> Gpu<'a, 'ctx> {
-    /// Attaches `llvm.loop.unroll.count` (`CompileOptions::lane_unroll`, default 8) to a loop's latch branch inside a `Lanes` region on
-    /// NVPTX (other loops, and AMDGPU, where 8 copies spilled scalar registers in `q8_dot` on
-    /// gfx942, keep LLVM's own choice).
-    pub(super) fn loop_hint(&mut self, latch: InstructionValue<'ctx>) -> R<()> {
-        if self.region.is_none() || self.arch != super::Arch::Nvptx {
+    /// Attaches `llvm.loop.unroll.count` (`CompileOptions::lane_unroll`, default 8) to a loop's
+    /// latch branch on NVPTX, inside a `Lanes` region or for an `innermost` loop with affine
+    /// accesses (a sequential reduction over a column, say, whose loads would otherwise wait one
+    /// by one). Other loops, and AMDGPU, where 8 copies spilled scalar registers in `q8_dot` on
+    /// gfx942, keep LLVM's own choice.
+    pub(super) fn loop_hint(&mut self, latch: InstructionValue<'ctx>, innermost: bool) -> R<()> {
+        if (self.region.is_none() && !innermost) || self.arch != super::Arch::Nvptx {
             return Ok(());
         }
         let name = "llvm.loop.unroll.count";

@@ -321,7 +321,10 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         // end - start as an unsigned distance (exact when start < end), minus one.
         let span = self.ir.sub(self.ir.sub(end, start)?, it.const_int(1, false))?;
         let trips = self.ir.add(self.ir.b.build_int_unsigned_div(span, step, "")?, it.const_int(1, false))?;
-        let Some(plan) = plan.filter(|_| self.loop_versioning) else { return self.trips(it, start, step, go, trips, body) };
+        // An innermost loop with affine accesses (the ones `plan` exists for) is unrolled too:
+        // its loads issue ahead of the sequential float chain, which stays as written.
+        let hint = plan.is_some();
+        let Some(plan) = plan.filter(|_| self.loop_versioning) else { return self.trips(it, start, step, go, trips, hint, body) };
         // The last iteration's value (meaningful when `go`; its checks are pure either way).
         let last = self.ir.add(start, self.ir.b.build_int_mul(self.ir.sub(trips, it.const_int(1, false))?, step, "")?)?;
         let safe = self.in_range_throughout(plan, start, last)?;
@@ -332,21 +335,23 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         self.ir.b.build_conditional_branch(fast, unchecked, checked)?;
         self.ir.b.position_at_end(unchecked);
         let added: Vec<_> = plan.unchecked().filter(|p| self.unchecked.insert(*p)).collect();
-        let r = self.trips(it, start, step, go, trips, body);
+        let r = self.trips(it, start, step, go, trips, hint, body);
         for p in added {
             self.unchecked.remove(&p);
         }
         r?;
         self.ir.b.build_unconditional_branch(done)?;
         self.ir.b.position_at_end(checked);
-        self.trips(it, start, step, go, trips, body)?;
+        self.trips(it, start, step, go, trips, hint, body)?;
         self.ir.b.build_unconditional_branch(done)?;
         self.ir.b.position_at_end(done);
         Ok(())
     }
 
-    /// `trips` iterations of `body` from `start` by `step`, entered when `go`.
-    fn trips(&mut self, it: inkwell::types::IntType<'ctx>, start: IntValue<'ctx>, step: IntValue<'ctx>, go: IntValue<'ctx>, trips: IntValue<'ctx>, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
+    /// `trips` iterations of `body` from `start` by `step`, entered when `go`; `innermost`
+    /// asks for the unroll hint outside lane regions too.
+    #[allow(clippy::too_many_arguments)]
+    fn trips(&mut self, it: inkwell::types::IntType<'ctx>, start: IntValue<'ctx>, step: IntValue<'ctx>, go: IntValue<'ctx>, trips: IntValue<'ctx>, innermost: bool, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
         let cx = self.ir.cx;
         let (ctr, j) = (self.alloca_zeroed(it.into(), "i")?, self.alloca_zeroed(it.into(), "trip")?);
         self.ir.b.build_store(ctr, start)?;
@@ -363,7 +368,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         self.ir.b.build_store(ctr, self.ir.add(i, step)?)?;
         let more = self.ir.icmp(P::ULT, next_n, trips)?;
         let latch = self.ir.b.build_conditional_branch(more, bb, exit)?;
-        self.loop_hint(latch)?;
+        self.loop_hint(latch, innermost)?;
         self.ir.b.position_at_end(exit);
         Ok(())
     }
