@@ -1,5 +1,6 @@
-//! Matrix-vector products with f32, f16 and bf16 weights: one output row per workgroup, the
-//! row's dot as `lanes(32).butterfly()` (lane l sums elements l, l+32, … sequentially, then
+//! Matrix-vector products with f32, f16 and bf16 weights: at m = 1 eight output rows per
+//! workgroup of 256 threads (one 32-lane team per row; the rows siblings one row per
+//! workgroup), each row's dot as `lanes(32).butterfly()` (lane l sums elements l, l+32, … sequentially, then
 //! an xor butterfly), each weight widened to f32 exactly before the multiply.
 //!
 //! Every matvec here and in `quant.rs` is expert-capable: grid axis 1 runs over `n_slots`
@@ -12,13 +13,16 @@ use baro::kernel;
 use baro::reference::sum_lanes_butterfly;
 use half::{bf16, f16};
 
-#[kernel(grid = [n, n_slots])]
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256)]
 pub fn matvec_f32(x: &[f32], w: &[f32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
-    let o = group_id(0);
+    let ob = group_id(0) * 8;
     let s = group_id(1);
     let xb = s * x_stride;
-    let wb = ((ids[s] as usize) * n + o) * k;
-    y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i]);
+    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+        let o = ob + t;
+        let wb = ((ids[s] as usize) * n + o) * k;
+        y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i]);
+    }
 }
 
 /// `matvec_f32` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
@@ -37,13 +41,16 @@ pub fn matvec_f32_rows(x: &[f32], w: &[f32], ids: &[u32], y: &mut [f32], k: usiz
     }
 }
 
-#[kernel(grid = [n, n_slots])]
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256)]
 pub fn matvec_f16(x: &[f32], w: &[f16], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
-    let o = group_id(0);
+    let ob = group_id(0) * 8;
     let s = group_id(1);
     let xb = s * x_stride;
-    let wb = ((ids[s] as usize) * n + o) * k;
-    y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i].to_f32());
+    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+        let o = ob + t;
+        let wb = ((ids[s] as usize) * n + o) * k;
+        y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i].to_f32());
+    }
 }
 
 /// `matvec_f16` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
@@ -62,13 +69,16 @@ pub fn matvec_f16_rows(x: &[f32], w: &[f16], ids: &[u32], y: &mut [f32], k: usiz
     }
 }
 
-#[kernel(grid = [n, n_slots])]
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256)]
 pub fn matvec_bf16(x: &[f32], w: &[bf16], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
-    let o = group_id(0);
+    let ob = group_id(0) * 8;
     let s = group_id(1);
     let xb = s * x_stride;
-    let wb = ((ids[s] as usize) * n + o) * k;
-    y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i].to_f32());
+    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+        let o = ob + t;
+        let wb = ((ids[s] as usize) * n + o) * k;
+        y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i].to_f32());
+    }
 }
 
 /// `matvec_bf16` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
