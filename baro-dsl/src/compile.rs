@@ -21,13 +21,14 @@ pub const CODEGEN_VERSION: &str = "llvm-19.1";
 /// The GPU lowering's own source, digested into every cache key: a changed lowering (say, a
 /// new loop versioning) must never be served a kernel a previous build cached under the same
 /// IR text and crate version.
-const LOWERING_SOURCES: [&str; 14] = [
+const LOWERING_SOURCES: [&str; 15] = [
     include_str!("lower/mod.rs"),
     include_str!("lower/expr.rs"),
     include_str!("lower/ops.rs"),
     include_str!("lower/convert.rs"),
     include_str!("lower/ir.rs"),
     include_str!("lower/gpu/mod.rs"),
+    include_str!("lower/gpu/checks.rs"),
     include_str!("lower/gpu/emit.rs"),
     include_str!("lower/gpu/entry.rs"),
     include_str!("lower/gpu/hints.rs"),
