@@ -5,4 +5,4 @@
 pub mod reference;
 
 pub use baro_dsl as dsl;
-pub use baro_macros::kernel;
+pub use baro_macros::{kernel, kernel_helper};

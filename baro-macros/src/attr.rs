@@ -24,7 +24,7 @@ pub struct KernelAttr {
     pub verify: Vec<(Ident, Vec<LitInt>)>,
 }
 
-const KEYS: &str = "grid, block, rows_of, rows, row_stride, row_step, carry or verify";
+const KEYS: &str = "grid, block, rows_of, rows, row_stride, row_step, carry, verify or uses";
 
 /// Parses the attribute arguments, recording every problem in `diag`.
 pub fn parse(tokens: TokenStream, diag: &mut Diag) -> KernelAttr {
@@ -101,6 +101,14 @@ pub fn parse(tokens: TokenStream, diag: &mut Diag) -> KernelAttr {
                     })?;
                     attr.verify.extend(items);
                 }
+                "uses" => {
+                    // Taken apart before parsing (`uses`, below); a kernel reaching here with
+                    // it still named its helpers and was dispatched already.
+                    input.parse::<Token![=]>()?;
+                    let content;
+                    bracketed!(content in input);
+                    Punctuated::<Ident, Token![,]>::parse_terminated(&content)?;
+                }
                 _ => {
                     diag.spanned(&key, format!("unknown attribute key `{name}`: expected {KEYS}"));
                     // Skip this key's value and go on with the next key.
@@ -142,4 +150,21 @@ pub fn parse(tokens: TokenStream, diag: &mut Diag) -> KernelAttr {
         }
     }
     attr
+}
+
+/// The helper names of a `uses = [a, b]` key, if the attribute has one (empty otherwise, or
+/// when it does not parse: the full parse reports that).
+pub fn uses(tokens: &TokenStream) -> Vec<Ident> {
+    let tokens: Vec<TokenTree> = tokens.clone().into_iter().collect();
+    for (i, t) in tokens.iter().enumerate() {
+        let TokenTree::Ident(id) = t else { continue };
+        if id != "uses" || !matches!(tokens.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == '=') {
+            continue;
+        }
+        if let Some(TokenTree::Group(g)) = tokens.get(i + 2) {
+            let parsed = Punctuated::<Ident, Token![,]>::parse_terminated.parse2(g.stream());
+            return parsed.map(|p| p.into_iter().collect()).unwrap_or_default();
+        }
+    }
+    Vec::new()
 }

@@ -21,6 +21,10 @@ pub fn front_end(attr: TokenStream, item: &ItemFn, diag: &mut Diag) -> Front {
 }
 
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let uses = crate::attr::uses(&attr);
+    if !uses.is_empty() {
+        return crate::helpers::dispatch(&uses, &attr, &item);
+    }
     let func: ItemFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(e) => {

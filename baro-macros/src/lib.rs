@@ -10,6 +10,7 @@ mod attr;
 mod diag;
 mod emit;
 mod expand;
+mod helpers;
 mod lower;
 mod sibling;
 mod signature;
@@ -36,7 +37,8 @@ use proc_macro::TokenStream;
 /// Attribute keys: `grid = [e0, e1?, e2?]` (workgroups per axis, over scalar parameters;
 /// required), `rows_of = path` (the m=1 kernel), `rows = param` (the row count),
 /// `row_stride(buf = expr, ..)` (elements between rows of a per-row buffer; other buffers
-/// are shared by all rows), `verify(param = [v, ..], ..)` (shapes the verifier tries).
+/// are shared by all rows), `verify(param = [v, ..], ..)` (shapes the verifier tries),
+/// `uses = [helper, ..]` (the `#[kernel_helper]` functions the body calls).
 ///
 /// Parameters: `&[T]`, `&mut [T]` or `T` with T one of f32, f16, bf16, i8, u8, i32, u32,
 /// i64, u64, usize, bool.
@@ -70,4 +72,22 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn __check_sibling(input: TokenStream) -> TokenStream {
     sibling::check(input.into()).into()
+}
+
+/// A function kernels may call: `#[kernel_helper] fn f16_bits(h: u32) -> f32 { let .. ; value }`,
+/// used by `#[kernel(uses = [f16_bits], ..)]`. Each call is inlined as a value block (the
+/// parameters bound by `let`, a buffer parameter replaced by the buffer named), so the kernel
+/// is verified and lowered as if written out. Its body is `let` statements and a value (no
+/// reductions, no stores); it remains an ordinary Rust function for host code. Define it
+/// before the kernels that use it (its tokens travel in a `macro_rules!`).
+#[proc_macro_attribute]
+pub fn kernel_helper(attr: TokenStream, item: TokenStream) -> TokenStream {
+    helpers::definition(attr.into(), item.into()).into()
+}
+
+/// The last step of `uses = [..]`: a kernel with its helpers' functions; not for direct use.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __kernel_with_helpers(input: TokenStream) -> TokenStream {
+    helpers::with_helpers(input.into()).into()
 }

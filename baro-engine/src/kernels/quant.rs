@@ -13,17 +13,38 @@
 //! arithmetic, compared to the dequantized dot within a tolerance. The scale and quant bit
 //! unpacking is `model::dequant`'s, element for element.
 //!
-//! The kernel language has no `let` inside an expression, so each unit's body repeats its
-//! byte loads (the f16 decode of `mod.rs` is inlined where a scale is read).
+//! The f16 scale decode is written once (`f16_bits`, `f16_at_bytes`, `f16_at_words`,
+//! `#[kernel_helper]`s) and inlined by the macro where a scale is read.
 
-use baro::kernel;
+use baro::{kernel, kernel_helper};
 use baro::reference::{sum_lanes_butterfly, sum_sequential};
 use half::f16;
 
 use crate::model::dequant::{scale_min_k4, Q4_K_BLOCK_BYTES, Q5_K_BLOCK_BYTES, Q6_K_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK_K};
 
+/// The f16 whose bits are the low 16 of `h`, widened to f32 exactly (normal, subnormal,
+/// infinity and NaN), by integer operations and one exact multiply.
+#[kernel_helper]
+pub fn f16_bits(h: u32) -> f32 {
+    f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }))
+}
+
+/// The little-endian f16 at byte `byte` of a byte buffer.
+#[kernel_helper]
+pub fn f16_at_bytes(w: &[u8], byte: usize) -> f32 {
+    let h = (w[byte] as u32) | ((w[byte + 1] as u32) << 8);
+    f16_bits(h)
+}
+
+/// The little-endian f16 at byte `byte` (even) of the same bytes seen as u32 words.
+#[kernel_helper]
+pub fn f16_at_words(w: &[u32], byte: usize) -> f32 {
+    let h = (w[byte / 4] >> ((byte % 4 * 8) as u32)) & 65535;
+    f16_bits(h)
+}
+
 /// Q8_0 (k a multiple of 32): rows of k/32 blocks `{ f16 d; i8 q[32] }`.
-#[kernel(grid = [n, n_slots])]
+#[kernel(grid = [n, n_slots], uses = [f16_at_bytes, f16_bits])]
 pub fn matvec_q8_0(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let o = group_id(0);
     let s = group_id(1);
@@ -31,13 +52,13 @@ pub fn matvec_q8_0(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n:
     let nb = k / 32;
     let row = ((ids[s] as usize) * n + o) * nb;
     y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
-        f32::from_bits((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * sum!(j in 0..32, order = seq, ((w[(row + b) * 34 + 2 + j] as i8) as f32) * x[xb + b * 32 + j]));
+        f16_at_bytes(w, (row + b) * 34) * sum!(j in 0..32, order = seq, ((w[(row + b) * 34 + 2 + j] as i8) as f32) * x[xb + b * 32 + j]));
 }
 
 /// `matvec_q8_0` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
 /// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
 /// reused from cache by the others (pairs sorted by expert share their expert's rows).
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q8_0, rows = rows, row_stride(x = k, ids = 1, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
+#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q8_0, rows = rows, row_stride(x = k, ids = 1, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 9]), uses = [f16_at_bytes, f16_bits])]
 pub fn matvec_q8_0_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
     let o = group_id(0);
     for t in 0..8 {
@@ -47,29 +68,29 @@ pub fn matvec_q8_0_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usiz
             let nb = k / 32;
             let row = ((ids[s] as usize) * n + o) * nb;
             y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
-                f32::from_bits((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(row + b) * 34] as u32) | ((w[(row + b) * 34 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * sum!(j in 0..32, order = seq, ((w[(row + b) * 34 + 2 + j] as i8) as f32) * x[xb + b * 32 + j]));
+                f16_at_bytes(w, (row + b) * 34) * sum!(j in 0..32, order = seq, ((w[(row + b) * 34 + 2 + j] as i8) as f32) * x[xb + b * 32 + j]));
         }
     }
 }
 
 /// Q4_K (k a multiple of 256): super-blocks `{ f16 d; f16 dmin; u8 scales[12]; u8 qs[128] }`.
-#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]))]
+#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_bytes, f16_bits])]
 pub fn matvec_q4_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let o = group_id(0);
     let s = group_id(1);
     let xb = s * x_stride;
     let sb = ((ids[s] as usize) * n + o) * (k / 256);
     y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-        (f32::from_bits((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 144 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
+        (f16_at_bytes(w, (sb + u / 8) * 144) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 144 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
             * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 144 + 16 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) as f32) * x[xb + u * 32 + i])
-        - (f32::from_bits((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 144 + 4 + u % 8] >> 6) << 4) }) as f32))
+        - (f16_at_bytes(w, (sb + u / 8) * 144 + 2) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 144 + 4 + u % 8] >> 6) << 4) }) as f32))
             * sum!(i in 0..32, order = seq, x[xb + u * 32 + i]));
 }
 
 /// `matvec_q4_k` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
 /// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
 /// reused from cache by the others (pairs sorted by expert share their expert's rows).
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q4_k, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
+#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q4_k, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]), uses = [f16_at_bytes, f16_bits])]
 pub fn matvec_q4_k_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
     let o = group_id(0);
     for t in 0..8 {
@@ -78,32 +99,32 @@ pub fn matvec_q4_k_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usiz
             let xb = s * k;
             let sb = ((ids[s] as usize) * n + o) * (k / 256);
             y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-                (f32::from_bits((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144] as u32) | ((w[(sb + u / 8) * 144 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 144 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
+                (f16_at_bytes(w, (sb + u / 8) * 144) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 144 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
                     * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 144 + 16 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) as f32) * x[xb + u * 32 + i])
-                - (f32::from_bits((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 144 + 2] as u32) | ((w[(sb + u / 8) * 144 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 144 + 4 + u % 8] >> 6) << 4) }) as f32))
+                - (f16_at_bytes(w, (sb + u / 8) * 144 + 2) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 144 + 4 + u % 8] >> 6) << 4) }) as f32))
                     * sum!(i in 0..32, order = seq, x[xb + u * 32 + i]));
         }
     }
 }
 
 /// Q5_K (k a multiple of 256): `{ f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128] }`.
-#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]))]
+#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_bytes, f16_bits])]
 pub fn matvec_q5_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let o = group_id(0);
     let s = group_id(1);
     let xb = s * x_stride;
     let sb = ((ids[s] as usize) * n + o) * (k / 256);
     y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-        (f32::from_bits((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 176 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
+        (f16_at_bytes(w, (sb + u / 8) * 176) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 176 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
             * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 176 + 48 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) | (((w[(sb + u / 8) * 176 + 16 + i] >> ((u % 8) as u8)) & 1) << 4)) as f32) * x[xb + u * 32 + i])
-        - (f32::from_bits((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 176 + 4 + u % 8] >> 6) << 4) }) as f32))
+        - (f16_at_bytes(w, (sb + u / 8) * 176 + 2) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 176 + 4 + u % 8] >> 6) << 4) }) as f32))
             * sum!(i in 0..32, order = seq, x[xb + u * 32 + i]));
 }
 
 /// `matvec_q5_k` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
 /// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
 /// reused from cache by the others (pairs sorted by expert share their expert's rows).
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q5_k, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
+#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q5_k, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]), uses = [f16_at_bytes, f16_bits])]
 pub fn matvec_q5_k_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
     let o = group_id(0);
     for t in 0..8 {
@@ -112,9 +133,9 @@ pub fn matvec_q5_k_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usiz
             let xb = s * k;
             let sb = ((ids[s] as usize) * n + o) * (k / 256);
             y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-                (f32::from_bits((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176] as u32) | ((w[(sb + u / 8) * 176 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 176 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
+                (f16_at_bytes(w, (sb + u / 8) * 176) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 176 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
                     * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 176 + 48 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) | (((w[(sb + u / 8) * 176 + 16 + i] >> ((u % 8) as u8)) & 1) << 4)) as f32) * x[xb + u * 32 + i])
-                - (f32::from_bits((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 8) * 176 + 2] as u32) | ((w[(sb + u / 8) * 176 + 2 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 176 + 4 + u % 8] >> 6) << 4) }) as f32))
+                - (f16_at_bytes(w, (sb + u / 8) * 176 + 2) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 176 + 4 + u % 8] >> 6) << 4) }) as f32))
                     * sum!(i in 0..32, order = seq, x[xb + u * 32 + i]));
         }
     }
@@ -122,14 +143,14 @@ pub fn matvec_q5_k_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usiz
 
 /// Q6_K (k a multiple of 256): `{ u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }`; unit u is
 /// sub-block u % 16 of super-block u / 16; its element t is element e = (u % 16)·16 + t.
-#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]))]
+#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_bytes, f16_bits])]
 pub fn matvec_q6_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let o = group_id(0);
     let s = group_id(1);
     let xb = s * x_stride;
     let sb = ((ids[s] as usize) * n + o) * (k / 256);
     y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
-        (f32::from_bits((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((w[(sb + u / 16) * 210 + 192 + u % 16] as i8) as f32))
+        (f16_at_bytes(w, (sb + u / 16) * 210 + 208) * ((w[(sb + u / 16) * 210 + 192 + u % 16] as i8) as f32))
             * sum!(t in 0..16, order = seq,
                 (((((w[(sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + t + 32 * (u % 8 / 2 % 2)] >> ((u % 8 / 4 * 4) as u8)) & 15)
                     | (((w[(sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16 + t] >> ((u % 8 / 2 * 2) as u8)) & 3) << 4)) as i32 - 32) as f32)
@@ -139,7 +160,7 @@ pub fn matvec_q6_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n:
 /// `matvec_q6_k` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
 /// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
 /// reused from cache by the others (pairs sorted by expert share their expert's rows).
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q6_k, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
+#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q6_k, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]), uses = [f16_at_bytes, f16_bits])]
 pub fn matvec_q6_k_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
     let o = group_id(0);
     for t in 0..8 {
@@ -148,7 +169,7 @@ pub fn matvec_q6_k_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usiz
             let xb = s * k;
             let sb = ((ids[s] as usize) * n + o) * (k / 256);
             y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
-                (f32::from_bits((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x8000) << 16 | (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0 { (((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7fff) << 13) + (if (((w[(sb + u / 16) * 210 + 208] as u32) | ((w[(sb + u / 16) * 210 + 208 + 1] as u32) << 8)) & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) * ((w[(sb + u / 16) * 210 + 192 + u % 16] as i8) as f32))
+                (f16_at_bytes(w, (sb + u / 16) * 210 + 208) * ((w[(sb + u / 16) * 210 + 192 + u % 16] as i8) as f32))
                     * sum!(t in 0..16, order = seq,
                         (((((w[(sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + t + 32 * (u % 8 / 2 % 2)] >> ((u % 8 / 4 * 4) as u8)) & 15)
                             | (((w[(sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16 + t] >> ((u % 8 / 2 * 2) as u8)) & 3) << 4)) as i32 - 32) as f32)
@@ -246,7 +267,7 @@ pub const XS_KERNELS: [(crate::model::TensorType, &str, &str); 4] = [
 /// `matvec_q8_0` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
 /// little-endian u32 words, 8 outputs per workgroup of 256 threads, one team of 32 lanes per
 /// output sharing the staged x: the same bits as `matvec_q8_0`.
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256)]
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_at_words, f16_bits])]
 pub fn matvec_q8_0_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
@@ -260,14 +281,14 @@ pub fn matvec_q8_0_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
         let nb = k / 32;
         let row = ((ids[s] as usize) * n + o) * nb;
         y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
-            { let h = (w[(row + b) * 34 / 4] >> (((row + b) * 34 % 4 * 8) as u32)) & 65535; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) }
+            f16_at_words(w, (row + b) * 34)
             * sum!(j in 0..32, order = seq, (((if (row + b) % 2 == 0 { w[(row + b) * 34 / 4 + (j + 2) / 4] >> (((j + 2) % 4 * 8) as u32) } else { w[(row + b) * 34 / 4 + 1 + j / 4] >> ((j % 4 * 8) as u32) }) as i8) as f32) * xs[b * 33 + j]));
     }
 }
 
 /// `matvec_q8_0_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K) and the
 /// weights read as u32 words.
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q8_0_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
+#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q8_0_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 9]), uses = [f16_at_words, f16_bits])]
 pub fn matvec_q8_0_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
     let o = group_id(0);
     let xs = shared::<f32, 4224>();
@@ -283,7 +304,7 @@ pub fn matvec_q8_0_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: 
             let nb = k / 32;
             let row = ((ids[s] as usize) * n + o) * nb;
             y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
-                { let h = (w[(row + b) * 34 / 4] >> (((row + b) * 34 % 4 * 8) as u32)) & 65535; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) }
+                f16_at_words(w, (row + b) * 34)
                 * sum!(j in 0..32, order = seq, (((if (row + b) % 2 == 0 { w[(row + b) * 34 / 4 + (j + 2) / 4] >> (((j + 2) % 4 * 8) as u32) } else { w[(row + b) * 34 / 4 + 1 + j / 4] >> ((j % 4 * 8) as u32) }) as i8) as f32) * xs[b * 33 + j]));
         }
     }
@@ -292,7 +313,7 @@ pub fn matvec_q8_0_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: 
 /// `matvec_q4_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
 /// little-endian u32 words, 8 outputs per workgroup of 256 threads, one team of 32 lanes per
 /// output sharing the staged x: the same bits as `matvec_q4_k`.
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 9], x_stride = [0, 3], n_slots = [1, 2]))]
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 9], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits])]
 pub fn matvec_q4_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
@@ -305,16 +326,16 @@ pub fn matvec_q4_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
         let o = ob + t;
         let sb = ((ids[s] as usize) * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-            ({ let h = w[(sb + u / 8) * 36] & 65535; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 36 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
+            (f16_bits(w[(sb + u / 8) * 36] & 65535) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 36 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
                 * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 36 + 4 + (u % 8 / 2) * 8 + i / 4] >> ((i % 4 * 8 + u % 2 * 4) as u32)) & 15) as f32) * xs[u * 33 + i])
-            - ({ let h = w[(sb + u / 8) * 36] >> 16; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
+            - (f16_bits(w[(sb + u / 8) * 36] >> 16) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
                 * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
     }
 }
 
 /// `matvec_q4_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K) and the
 /// weights read as u32 words.
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q4_k_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
+#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q4_k_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]), uses = [f16_bits])]
 pub fn matvec_q4_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
     let o = group_id(0);
     let xs = shared::<f32, 4224>();
@@ -329,9 +350,9 @@ pub fn matvec_q4_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: 
             }
             let sb = ((ids[s] as usize) * n + o) * (k / 256);
             y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-                ({ let h = w[(sb + u / 8) * 36] & 65535; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 36 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
+                (f16_bits(w[(sb + u / 8) * 36] & 65535) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 36 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
                     * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 36 + 4 + (u % 8 / 2) * 8 + i / 4] >> ((i % 4 * 8 + u % 2 * 4) as u32)) & 15) as f32) * xs[u * 33 + i])
-                - ({ let h = w[(sb + u / 8) * 36] >> 16; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
+                - (f16_bits(w[(sb + u / 8) * 36] >> 16) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
                     * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
         }
     }
@@ -340,7 +361,7 @@ pub fn matvec_q4_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: 
 /// `matvec_q5_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
 /// little-endian u32 words, 8 outputs per workgroup of 256 threads, one team of 32 lanes per
 /// output sharing the staged x: the same bits as `matvec_q5_k`.
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 9], x_stride = [0, 3], n_slots = [1, 2]))]
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 9], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits])]
 pub fn matvec_q5_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
@@ -353,16 +374,16 @@ pub fn matvec_q5_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
         let o = ob + t;
         let sb = ((ids[s] as usize) * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-            ({ let h = w[(sb + u / 8) * 44] & 65535; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 44 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
+            (f16_bits(w[(sb + u / 8) * 44] & 65535) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 44 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
                 * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 44 + 12 + (u % 8 / 2) * 8 + i / 4] >> ((i % 4 * 8 + u % 2 * 4) as u32)) & 15) | (((w[(sb + u / 8) * 44 + 4 + i / 4] >> ((i % 4 * 8 + u % 8) as u32)) & 1) << 4)) as f32) * xs[u * 33 + i])
-            - ({ let h = w[(sb + u / 8) * 44] >> 16; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
+            - (f16_bits(w[(sb + u / 8) * 44] >> 16) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
                 * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
     }
 }
 
 /// `matvec_q5_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K) and the
 /// weights read as u32 words.
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q5_k_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
+#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q5_k_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]), uses = [f16_bits])]
 pub fn matvec_q5_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
     let o = group_id(0);
     let xs = shared::<f32, 4224>();
@@ -377,9 +398,9 @@ pub fn matvec_q5_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: 
             }
             let sb = ((ids[s] as usize) * n + o) * (k / 256);
             y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-                ({ let h = w[(sb + u / 8) * 44] & 65535; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 44 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
+                (f16_bits(w[(sb + u / 8) * 44] & 65535) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 44 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
                     * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 44 + 12 + (u % 8 / 2) * 8 + i / 4] >> ((i % 4 * 8 + u % 2 * 4) as u32)) & 15) | (((w[(sb + u / 8) * 44 + 4 + i / 4] >> ((i % 4 * 8 + u % 8) as u32)) & 1) << 4)) as f32) * xs[u * 33 + i])
-                - ({ let h = w[(sb + u / 8) * 44] >> 16; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
+                - (f16_bits(w[(sb + u / 8) * 44] >> 16) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
                     * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
         }
     }
@@ -388,7 +409,7 @@ pub fn matvec_q5_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: 
 /// `matvec_q6_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
 /// little-endian u32 words, 8 outputs per workgroup of 256 threads, one team of 32 lanes per
 /// output sharing the staged x: the same bits as `matvec_q6_k`.
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 9], x_stride = [0, 3], n_slots = [1, 2]))]
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 9], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_words, f16_bits])]
 pub fn matvec_q6_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
@@ -401,14 +422,14 @@ pub fn matvec_q6_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
         let o = ob + t;
         let sb = ((ids[s] as usize) * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
-            ({ let h = (w[((sb + u / 16) * 210 + 208) / 4] >> ((((sb + u / 16) * 210 + 208) % 4 * 8) as u32)) & 65535; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((w[((sb + u / 16) * 210 + 192 + u % 16) / 4] >> ((((sb + u / 16) * 210 + 192 + u % 16) % 4 * 8) as u32)) as i8) as f32)
+            (f16_at_words(w, ((sb + u / 16) * 210 + 208)) * ((w[((sb + u / 16) * 210 + 192 + u % 16) / 4] >> ((((sb + u / 16) * 210 + 192 + u % 16) % 4 * 8) as u32)) as i8) as f32)
                 * sum!(t in 0..16, order = seq, (((((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 4 * 4) as u32) } else { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 4 * 4) as u32) }) & 15) | (((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 2 * 2) as u32) } else { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 2 * 2) as u32) }) & 3) << 4)) as i32 - 32) as f32) * xs[u * 16 + t + u / 2]));
     }
 }
 
 /// `matvec_q6_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K) and the
 /// weights read as u32 words.
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q6_k_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
+#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q6_k_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]), uses = [f16_at_words, f16_bits])]
 pub fn matvec_q6_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
     let o = group_id(0);
     let xs = shared::<f32, 4224>();
@@ -423,7 +444,7 @@ pub fn matvec_q6_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: 
             }
             let sb = ((ids[s] as usize) * n + o) * (k / 256);
             y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
-                ({ let h = (w[((sb + u / 16) * 210 + 208) / 4] >> ((((sb + u / 16) * 210 + 208) % 4 * 8) as u32)) & 65535; f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) })) } * ((w[((sb + u / 16) * 210 + 192 + u % 16) / 4] >> ((((sb + u / 16) * 210 + 192 + u % 16) % 4 * 8) as u32)) as i8) as f32)
+                (f16_at_words(w, ((sb + u / 16) * 210 + 208)) * ((w[((sb + u / 16) * 210 + 192 + u % 16) / 4] >> ((((sb + u / 16) * 210 + 192 + u % 16) % 4 * 8) as u32)) as i8) as f32)
                     * sum!(t in 0..16, order = seq, (((((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 4 * 4) as u32) } else { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 4 * 4) as u32) }) & 15) | (((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 2 * 2) as u32) } else { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 2 * 2) as u32) }) & 3) << 4)) as i32 - 32) as f32) * xs[u * 16 + t + u / 2]));
         }
     }
