@@ -75,8 +75,17 @@ pub(crate) fn library() -> Result<&'static Hip, DeviceError> {
 /// The opened library if its version is one baro supports (`MIN_VERSION`), or why not.
 pub(crate) fn runtime() -> Result<&'static Hip, DeviceError> {
     let hip = library()?;
-    check_version(hip.version).map_err(|e| DeviceError::NoDriver { message: format!("{} ({}): {e}", LIB_NAME, hip.path.display()) })?;
+    check_version(hip.version).map_err(|e| DeviceError::NoDriver { message: format!("{LIB_NAME} ({}): {e}", where_found(&hip.path)) })?;
     Ok(hip)
+}
+
+/// `/opt/rocm/lib/libamdhip64.so`, or for the bare soname, that the loader found it.
+fn where_found(path: &std::path::Path) -> String {
+    if path.components().count() > 1 {
+        path.display().to_string()
+    } else {
+        "on the dynamic loader's path".into()
+    }
 }
 
 /// `Ok` for HIP 6.0 or newer, else what was expected and found.
@@ -132,7 +141,7 @@ fn resolve(lib: libloading::Library, path: PathBuf) -> Result<Hip, String> {
     macro_rules! get {
         ($name:literal) => {{
             // SAFETY: the symbol's type is the C signature of that HIP function (`ffi::sig`).
-            let f = unsafe { lib.get(concat!($name, "\0").as_bytes()) }.map_err(|e| format!("{} ({}): expected the function {}, found none: {e}", LIB_NAME, path.display(), $name))?;
+            let f = unsafe { lib.get(concat!($name, "\0").as_bytes()) }.map_err(|e| format!("{LIB_NAME} ({}): expected the function {}, found none: {e}", where_found(&path), $name))?;
             *f
         }};
     }
@@ -141,7 +150,7 @@ fn resolve(lib: libloading::Library, path: PathBuf) -> Result<Hip, String> {
     // SAFETY: `version` is a valid out-pointer for the duration of the call.
     let code = unsafe { hipRuntimeGetVersion(&mut version) };
     if code != ffi::SUCCESS {
-        return Err(format!("{} ({}): hipRuntimeGetVersion failed with error {code}", LIB_NAME, path.display()));
+        return Err(format!("{LIB_NAME} ({}): hipRuntimeGetVersion failed with error {code}", where_found(&path)));
     }
     // Older runtimes lack the R0600 entry point: they are refused by `runtime()` by version,
     // so a missing symbol there must not hide the version from the error.
@@ -244,7 +253,7 @@ mod tests {
     fn the_installed_runtime_is_opened_or_reported() {
         match library() {
             Ok(hip) => {
-                println!("{} at {}: HIP {}", LIB_NAME, hip.path.display(), version_text(hip.version));
+                println!("{LIB_NAME} ({}): HIP {}", where_found(&hip.path), version_text(hip.version));
                 match runtime() {
                     Ok(_) => assert!(hip.version >= MIN_VERSION),
                     Err(e) => {
