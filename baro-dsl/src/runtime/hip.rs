@@ -1,7 +1,8 @@
 //! The HIP runtime (feature `hip`): AMD GPUs through `libamdhip64`, opened at run time
-//! (`library.rs`: ROCm 6 or newer), behind the `Device` interface. Device discovery, modules loaded from a `GpuArtifact`'s code object
-//! (`hipModuleLoadData`), device memory, streams, events, and launches checked exactly like
-//! the host's (same argument checks, same out-of-bounds messages through the `ErrorRecord`).
+//! (`library.rs`: ROCm 6 or newer), behind the `Device` interface. Device discovery, modules
+//! loaded from a `GpuArtifact`'s code object (`hipModuleLoadData`), device memory, streams,
+//! events, and launches checked exactly like the host's (same argument checks, same
+//! out-of-bounds messages through the `ErrorRecord`).
 //!
 //! Every HIP status other than success becomes `DeviceError::Driver` naming the call and the
 //! code ("hipModuleLoadData failed: error 101 (hipErrorInvalidDevice)"); nothing here panics

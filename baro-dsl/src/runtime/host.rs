@@ -141,13 +141,16 @@ fn compile_uncached(k: &Kernel, order: HostOrder, disk: &CompileCache) -> Result
     let (linked, ir_text, origin) = match (host_jit::link(&object, lower::ENTRY_NAME), String::from_utf8(ll.to_vec())) {
         (Ok(linked), Ok(ir)) => (linked, ir, hit),
         // A cached entry that passed its checksum but does not link (or is not text) is
-        // compiled afresh; a fresh object that does not link is a bug in baro.
+        // compiled afresh and replaced; a fresh object that does not link is a bug in baro.
         (first, _) => {
             if hit == CacheHit::Compiled {
                 return Err(llvm(first.err().unwrap_or_else(|| "the emitted LLVM IR is not utf-8".into())));
             }
             let e = emit(&expanded, order).map_err(|e| e.into_compile_error(k))?;
-            (host_jit::link(&e.object, lower::ENTRY_NAME).map_err(llvm)?, e.llvm_ir, CacheHit::Compiled)
+            let linked = host_jit::link(&e.object, lower::ENTRY_NAME).map_err(llvm)?;
+            disk.replace(key("host.o"), "host.o", e.object);
+            disk.replace(key("host.ll"), "host.ll", e.llvm_ir.as_bytes().to_vec());
+            (linked, e.llvm_ir, CacheHit::Compiled)
         }
     };
     // SAFETY: the entry has exactly the `EntryFn` signature (see `lower::host`) and lives as

@@ -162,6 +162,7 @@ mod tests {
         let mut entry = junk.clone();
         entry.extend_from_slice(&Sha256::digest(&junk));
         std::fs::write(&path, &entry).unwrap();
-        assert_eq!(matvec(dir.path()), (want, CacheHit::Compiled));
+        assert_eq!(matvec(dir.path()), (want.clone(), CacheHit::Compiled));
+        assert_eq!(matvec(dir.path()), (want, CacheHit::Disk), "the bad entry was replaced");
     }
 }
