@@ -138,7 +138,7 @@ fn compile_uncached(k: &Kernel, order: HostOrder, disk: &CompileCache) -> Result
     };
     let (object, hit) = disk.get_or_compile(key("host.o"), "host.o", || run(|e| e.object.clone()))?;
     let (ll, _) = disk.get_or_compile(key("host.ll"), "host.ll", || run(|e| e.llvm_ir.as_bytes().to_vec()))?;
-    let (linked, ir_text, origin) = match (host_jit::link(&object, lower::ENTRY_NAME), String::from_utf8(ll.to_vec())) {
+    let (linked, ir_text, origin) = match (link(&object), String::from_utf8(ll.to_vec())) {
         (Ok(linked), Ok(ir)) => (linked, ir, hit),
         // A cached entry that passed its checksum but does not link (or is not text) is
         // compiled afresh and replaced; a fresh object that does not link is a bug in baro.
@@ -147,7 +147,7 @@ fn compile_uncached(k: &Kernel, order: HostOrder, disk: &CompileCache) -> Result
                 return Err(llvm(first.err().unwrap_or_else(|| "the emitted LLVM IR is not utf-8".into())));
             }
             let e = emit(&expanded, order).map_err(|e| e.into_compile_error(k))?;
-            let linked = host_jit::link(&e.object, lower::ENTRY_NAME).map_err(llvm)?;
+            let linked = link(&e.object).map_err(llvm)?;
             disk.replace(key("host.o"), "host.o", e.object);
             disk.replace(key("host.ll"), "host.ll", e.llvm_ir.as_bytes().to_vec());
             (linked, e.llvm_ir, CacheHit::Compiled)
@@ -157,6 +157,12 @@ fn compile_uncached(k: &Kernel, order: HostOrder, disk: &CompileCache) -> Result
     // long as `linked`, which the kernel owns.
     let entry: EntryFn = unsafe { std::mem::transmute::<usize, EntryFn>(linked.entry as usize) };
     Ok(HostKernel { kernel: expanded.clone(), _object: linked, entry, ir_text, shared_bytes: lower::shared_layout(&expanded).1, origin })
+}
+
+/// Links an object under `COMPILE_LOCK` (JIT set-up, like compiling, is serialised).
+fn link(object: &[u8]) -> Result<LinkedObject, String> {
+    let _guard = COMPILE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    host_jit::link(object, lower::ENTRY_NAME)
 }
 
 enum EmitError {
