@@ -17,7 +17,6 @@
 # executions.
 set -euo pipefail
 cd "$(dirname "$0")"
-export HIP_PATH="${HIP_PATH:-/usr}"
 secs="${1:-600}"
 shift || true
 targets=("$@")

@@ -88,6 +88,19 @@ impl CompileCache {
         Ok((bytes, CacheHit::Compiled))
     }
 
+    /// Replaces the entry for `key` in memory and on disk: for an entry that passed its
+    /// checksum but that the loader could not use. A disk failure is counted, never an error.
+    pub fn replace(&self, key: CacheKey, ext: &str, bytes: Vec<u8>) -> Arc<[u8]> {
+        let bytes: Arc<[u8]> = bytes.into();
+        if let Some(p) = self.dir.as_ref().map(|d| d.join(format!("{}.{ext}", key.hex()))) {
+            if write_atomic(&p, &bytes).is_err() {
+                self.disk_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.mem.insert(key, bytes.clone());
+        bytes
+    }
+
     /// Disk writes that failed (the artifact was still returned).
     pub fn disk_errors(&self) -> u64 {
         self.disk_errors.load(Ordering::Relaxed)

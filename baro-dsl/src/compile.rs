@@ -42,17 +42,41 @@ const LOWERING_SOURCES: [&str; 15] = [
 /// `CODEGEN_VERSION` and a digest of the GPU lowering's source: the code generator's identity
 /// in every cache key.
 pub fn codegen_version() -> &'static str {
-    static V: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        use sha2::{Digest, Sha256};
-        let mut h = Sha256::new();
-        for s in LOWERING_SOURCES {
-            h.update((s.len() as u64).to_le_bytes());
-            h.update(s.as_bytes());
-        }
-        let d = h.finalize();
-        format!("{CODEGEN_VERSION}+lower-{}", d.iter().take(8).map(|b| format!("{b:02x}")).collect::<String>())
-    });
+    static V: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| format!("{CODEGEN_VERSION}+lower-{}", digest(&LOWERING_SOURCES)));
     &V
+}
+
+/// The host lowering's own source (shared expression lowering, the host lowering, the O2
+/// pipeline and the object emission), digested into the host kernels' disk cache keys.
+const HOST_LOWERING_SOURCES: [&str; 11] = [
+    include_str!("lower/mod.rs"),
+    include_str!("lower/expr.rs"),
+    include_str!("lower/ops.rs"),
+    include_str!("lower/convert.rs"),
+    include_str!("lower/ir.rs"),
+    include_str!("lower/host/mod.rs"),
+    include_str!("lower/host/expr.rs"),
+    include_str!("lower/host/region.rs"),
+    include_str!("lower/host/stmt.rs"),
+    include_str!("runtime/host.rs"),
+    include_str!("runtime/host_jit.rs"),
+];
+
+/// `CODEGEN_VERSION` and a digest of the host lowering's source: the host code generator's
+/// identity in every host cache key (the target triple is added by the host runtime).
+pub fn host_codegen_version() -> &'static str {
+    static V: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| format!("{CODEGEN_VERSION}+host-{}", digest(&HOST_LOWERING_SOURCES)));
+    &V
+}
+
+fn digest(sources: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for s in sources {
+        h.update((s.len() as u64).to_le_bytes());
+        h.update(s.as_bytes());
+    }
+    h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 /// A kernel compiled for a GPU, ready for a runtime to load.
@@ -207,5 +231,27 @@ mod tests {
         }
         assert_eq!(on_disk.len(), LOWERING_SOURCES.len());
         assert!(codegen_version().starts_with("llvm-19.1+lower-") && codegen_version().len() == "llvm-19.1+lower-".len() + 16);
+    }
+
+    #[test]
+    fn the_host_cache_key_digests_every_host_lowering_source_file() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut on_disk = Vec::new();
+        for dir in ["lower", "lower/host"] {
+            for e in std::fs::read_dir(root.join(dir)).unwrap() {
+                let p = e.unwrap().path();
+                if p.extension().is_some_and(|x| x == "rs") {
+                    on_disk.push(std::fs::read_to_string(&p).unwrap());
+                }
+            }
+        }
+        for f in ["runtime/host.rs", "runtime/host_jit.rs"] {
+            on_disk.push(std::fs::read_to_string(root.join(f)).unwrap());
+        }
+        for s in &on_disk {
+            assert!(HOST_LOWERING_SOURCES.contains(&s.as_str()), "a host lowering source file is missing from HOST_LOWERING_SOURCES:\n{}", &s[..s.len().min(200)]);
+        }
+        assert_eq!(on_disk.len(), HOST_LOWERING_SOURCES.len());
+        assert!(host_codegen_version().starts_with("llvm-19.1+host-"));
     }
 }

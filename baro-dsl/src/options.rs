@@ -41,8 +41,8 @@ impl HostOrder {
 pub struct CompileOptions {
     /// `BARO_DUMP=dir`: write every stage (`.ir .ll .s .hsaco .ptx`) of every kernel there.
     pub dump_dir: Option<PathBuf>,
-    /// `BARO_CACHE_DIR=dir` (default `$XDG_CACHE_HOME/baro` or `~/.cache/baro`);
-    /// `BARO_CACHE=off` disables the disk cache.
+    /// `BARO_CACHE_DIR=dir` (default `$XDG_CACHE_HOME/baro` or `~/.cache/baro`): compiled
+    /// kernels of every target (host objects, PTX, code objects); `BARO_CACHE=off` disables it.
     pub cache_dir: Option<PathBuf>,
     /// `BARO_AMDGPU_COV=4|5` (default 5).
     pub amdgpu_code_object: CodeObjectVersion,

@@ -59,3 +59,12 @@ fn prompt_id_outside_the_vocabulary() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/tiny");
     fails(&["--model", dir, "--prompt-ids", "1,5000"], &["token 5000: expected an id below the model's vocabulary size 1000"]);
 }
+
+/// The built-in model's vocabulary is known before it is built: a bad id is reported at once.
+#[test]
+fn prompt_id_outside_the_builtin_vocabulary_fails_before_building() {
+    let started = std::time::Instant::now();
+    fails(&["--prompt-ids", "1,999999"], &["token 999999: expected an id below the model's vocabulary size 248320"]);
+    fails(&["--prefill-chunk", "0"], &["--prefill-chunk: expected at least 1 token per chunk, found 0"]);
+    assert!(started.elapsed().as_secs() < 20, "the flags were checked only after a slow step ({:?})", started.elapsed());
+}

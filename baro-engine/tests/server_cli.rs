@@ -68,3 +68,22 @@ fn a_zero_limit_is_refused_with_what_was_expected() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("error: --max-queue: expected at least 1, found 0"), "{stderr}");
 }
+
+/// `serve` and `run` share flag names (`--max-context`, `--prefill-chunk`, `--vram-budget`,
+/// `--expert-slots`); the old `serve` names stay accepted.
+#[test]
+fn serve_takes_the_run_flag_names_and_the_old_ones() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["--max-context", "0"], "error: --max-context: expected at least 1, found 0"),
+        (&["--ctx", "0"], "error: --max-context: expected at least 1, found 0"),
+        (&["--prefill-chunk", "0"], "error: --prefill-chunk: expected at least 1, found 0"),
+        (&["--expert-slots", "0"], "error: --expert-slots: expected at least the model's top-k, found 0"),
+        (&["--vram-budget", "lots"], "--vram-budget"),
+    ];
+    for (flags, want) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_baro-engine")).args(["serve", "--port", "0"]).args(flags).output().expect("run");
+        assert_ne!(out.status.code(), Some(0), "{flags:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(want), "{flags:?}: expected {want:?} in\n{stderr}");
+    }
+}

@@ -2,7 +2,7 @@
 //! trips on multilingual text, special tokens with and without parsing, streaming decode, file
 //! loading (plain and gzipped) and its errors.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
 
 use baro_engine::tokenizer::{Specials, Tokenizer, TokenizerError};
@@ -151,12 +151,6 @@ fn streaming_decode_holds_split_characters() {
     assert!(stream.push(248077).is_err());
 }
 
-fn temp_path(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("baro-tokenizer-json-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
 /// A four-letter byte-level BPE tokenizer.json, to test loading without the large file.
 const SMALL_JSON: &str = r#"{"version":"1.0","truncation":null,"padding":null,
  "added_tokens":[{"id":6,"content":"<|end|>","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true}],
@@ -169,14 +163,15 @@ const SMALL_JSON: &str = r#"{"version":"1.0","truncation":null,"padding":null,
 
 #[test]
 fn loads_plain_and_gzipped_files() {
-    let plain = temp_path("tokenizer.json");
+    let dir = tempfile::tempdir().unwrap(); // removed when the test ends
+    let plain = dir.path().join("tokenizer.json");
     std::fs::write(&plain, SMALL_JSON).unwrap();
     let tok = Tokenizer::from_file(&plain).unwrap();
     assert_eq!(tok.encode("ab ab<|end|>c", Specials::With).unwrap(), [3, 4, 6, 5]);
     assert_eq!(tok.n_ids(), 7);
     assert!(tok.special_ids().eos.is_empty());
 
-    let gz = temp_path("tokenizer.json.gz");
+    let gz = dir.path().join("tokenizer.json.gz");
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut enc, SMALL_JSON.as_bytes()).unwrap();
     std::fs::write(&gz, enc.finish().unwrap()).unwrap();
@@ -201,17 +196,18 @@ fn the_shipped_asset_is_the_reference_file() {
 
 #[test]
 fn file_errors_are_clear() {
-    let missing = temp_path("missing.json");
+    let dir = tempfile::tempdir().unwrap(); // removed when the test ends
+    let missing = dir.path().join("missing.json");
     let err = Tokenizer::from_file(&missing).unwrap_err();
     assert!(matches!(err, TokenizerError::Io { .. }), "{err}");
     assert!(err.to_string().starts_with("cannot read "), "{err}");
 
-    let not_gz = temp_path("not.json.gz");
+    let not_gz = dir.path().join("not.json.gz");
     std::fs::write(&not_gz, SMALL_JSON).unwrap();
     let err = Tokenizer::from_file(&not_gz).unwrap_err();
     assert!(matches!(err, TokenizerError::Gzip { .. }), "{err}");
 
-    let bad = temp_path("bad.json");
+    let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "{\"model\": 3}").unwrap();
     let err = Tokenizer::from_file(&bad).unwrap_err();
     assert!(matches!(err, TokenizerError::Json { .. }), "{err}");
@@ -230,13 +226,14 @@ const DECODER_SYNTAX_ERROR: &str = r#"{"decoder":{"type":"ByteLevel",}}"#;
 
 #[test]
 fn a_file_that_makes_tokenizers_panic_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap(); // removed when the test ends
     // The control: the input does reach the panic in the crate itself. If a newer tokenizers
     // returns an error instead, the engine's answer below must stay the same; only this
     // control goes.
     let raw = std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(DECODER_SYNTAX_ERROR.as_bytes()));
     assert!(raw.is_err(), "tokenizers no longer panics on {DECODER_SYNTAX_ERROR}: drop this control");
 
-    let path = temp_path("decoder_syntax_error.json");
+    let path = dir.path().join("decoder_syntax_error.json");
     std::fs::write(&path, DECODER_SYNTAX_ERROR).unwrap();
     let err = Tokenizer::from_file(&path).unwrap_err();
     assert!(matches!(err, TokenizerError::Json { .. }), "{err:?}");

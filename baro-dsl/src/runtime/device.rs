@@ -119,6 +119,7 @@ impl<'a> DeviceArg<'a> {
     }
     /// The buffer behind a buffer argument and the element count the kernel sees (None for a
     /// scalar); a words view of a buffer that does not hold `u8` is an error.
+    #[cfg_attr(not(any(feature = "cuda", feature = "hip")), allow(dead_code))]
     pub(crate) fn buffer(&self) -> Result<Option<(&Buffer, usize)>, DeviceError> {
         Ok(match self {
             DeviceArg::Buf(b) => Some((b, b.len())),

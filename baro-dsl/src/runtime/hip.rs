@@ -1,7 +1,8 @@
-//! The HIP runtime (feature `hip`): AMD GPUs through `libamdhip64`, behind the `Device`
-//! interface. Device discovery, modules loaded from a `GpuArtifact`'s code object
-//! (`hipModuleLoadData`), device memory, streams, events, and launches checked exactly like
-//! the host's (same argument checks, same out-of-bounds messages through the `ErrorRecord`).
+//! The HIP runtime (feature `hip`): AMD GPUs through `libamdhip64`, opened at run time
+//! (`library.rs`: ROCm 6 or newer), behind the `Device` interface. Device discovery, modules
+//! loaded from a `GpuArtifact`'s code object (`hipModuleLoadData`), device memory, streams,
+//! events, and launches checked exactly like the host's (same argument checks, same
+//! out-of-bounds messages through the `ErrorRecord`).
 //!
 //! Every HIP status other than success becomes `DeviceError::Driver` naming the call and the
 //! code ("hipModuleLoadData failed: error 101 (hipErrorInvalidDevice)"); nothing here panics
@@ -12,6 +13,7 @@
 
 mod code_object;
 mod ffi;
+mod library;
 mod queue;
 
 use std::collections::HashMap;
@@ -30,7 +32,15 @@ use crate::ir::Kernel;
 use crate::options::CompileOptions;
 use crate::target::Target;
 
+pub use library::{check_version, version_text, MIN_VERSION};
 pub(crate) use queue::{HipEvent, HipQueue};
+
+/// The opened library, for HIP calls. Only `device_count` and `HipDevice::new` are entered
+/// without a HIP object in hand, and both check the version first (`library::runtime`);
+/// every other call is made on behalf of an object they produced.
+fn api() -> Result<&'static library::Hip, DeviceError> {
+    library::library()
+}
 
 /// Largest workgroup (threads per block) AMD GPUs accept.
 const MAX_BLOCK_DIM: u32 = 1024;
@@ -55,21 +65,28 @@ fn check(call: &'static str, code: ffi::Code) -> Result<(), DeviceError> {
 /// `hipInit(0)`, once per process; its status is remembered.
 fn init() -> Result<(), DeviceError> {
     static INIT: OnceLock<ffi::Code> = OnceLock::new();
+    let hip = api()?;
     // SAFETY: hipInit takes flags by value (0 is the only defined value).
-    let code = *INIT.get_or_init(|| unsafe { ffi::hipInit(0) });
+    let code = *INIT.get_or_init(|| unsafe { (hip.hipInit)(0) });
     check("hipInit", code)
 }
 
 fn set_device(ordinal: i32) -> Result<(), DeviceError> {
     // SAFETY: a plain integer; HIP validates it.
-    check("hipSetDevice", unsafe { ffi::hipSetDevice(ordinal) })
+    check("hipSetDevice", unsafe { (api()?.hipSetDevice)(ordinal) })
 }
 
-/// How many AMD GPUs HIP sees: 0 (not an error) when there are none.
+/// How many AMD GPUs HIP sees: 0 (not an error) when there are none. Without a HIP runtime
+/// of ROCm 6 or newer: `DeviceError::NoDriver` saying what was found.
 pub fn device_count() -> Result<usize, DeviceError> {
+    count_devices(library::runtime()?)
+}
+
+/// `hipGetDeviceCount` through `hip`, whatever its version.
+fn count_devices(hip: &library::Hip) -> Result<usize, DeviceError> {
     let mut count: i32 = 0;
     // SAFETY: `count` is a valid out-pointer for the duration of the call.
-    let code = unsafe { ffi::hipGetDeviceCount(&mut count) };
+    let code = unsafe { (hip.hipGetDeviceCount)(&mut count) };
     match code {
         ffi::SUCCESS => Ok(usize::try_from(count).unwrap_or(0)),
         ffi::ERROR_NO_DEVICE => Ok(0),
@@ -77,12 +94,10 @@ pub fn device_count() -> Result<usize, DeviceError> {
     }
 }
 
-/// The HIP runtime's version number (`hipRuntimeGetVersion`: 50222153 for 5.2.3); needs no GPU.
+/// The HIP runtime's version number (`hipRuntimeGetVersion`: 50222153 for 5.2.3), whether or
+/// not baro can use it (`check_version`); needs no GPU.
 pub fn runtime_version() -> Result<i32, DeviceError> {
-    let mut v = 0;
-    // SAFETY: `v` is a valid out-pointer for the duration of the call.
-    check("hipRuntimeGetVersion", unsafe { ffi::hipRuntimeGetVersion(&mut v) })?;
-    Ok(v)
+    Ok(api()?.version)
 }
 
 /// One AMD GPU. Every operation first makes it the calling thread's current HIP device.
@@ -131,8 +146,10 @@ unsafe impl Sync for HipMem {}
 
 impl Drop for HipMem {
     fn drop(&mut self) {
-        // SAFETY: allocated by `hipMalloc`, freed exactly once; a failure leaves nothing to do.
-        unsafe { ffi::hipFree(self.ptr) };
+        if let Ok(hip) = api() {
+            // SAFETY: allocated by `hipMalloc`, freed exactly once; a failure leaves nothing to do.
+            unsafe { (hip.hipFree)(self.ptr) };
+        }
     }
 }
 
@@ -143,18 +160,19 @@ impl HipMem {
         // SAFETY: `ptr` is a valid out-pointer.
         // Whole 4-byte words, so that a `DeviceArg::Words` view never reads past the allocation.
         let bytes = bytes.max(1).next_multiple_of(4);
-        check("hipMalloc", unsafe { ffi::hipMalloc(&mut ptr, bytes) })?;
+        check("hipMalloc", unsafe { (api()?.hipMalloc)(&mut ptr, bytes) })?;
         let mem = HipMem { ptr, device };
         // SAFETY: `ptr` holds `bytes` bytes; the null stream is synchronised before use.
-        check("hipMemsetAsync", unsafe { ffi::hipMemsetAsync(ptr, 0, bytes, null_mut()) })?;
-        check("hipStreamSynchronize", unsafe { ffi::hipStreamSynchronize(null_mut()) })?;
+        check("hipMemsetAsync", unsafe { (api()?.hipMemsetAsync)(ptr, 0, bytes, null_mut()) })?;
+        check("hipStreamSynchronize", unsafe { (api()?.hipStreamSynchronize)(null_mut()) })?;
         Ok(mem)
     }
 }
 
 impl HipDevice {
     pub(crate) fn new(ordinal: usize) -> Result<HipDevice, DeviceError> {
-        let count = device_count()?;
+        let hip = library::runtime()?;
+        let count = count_devices(hip)?;
         let raw = i32::try_from(ordinal).ok().filter(|_| ordinal < count).ok_or(DeviceError::NoDevice { kind: DeviceKind::Hip, ordinal, count })?;
         init()?;
         set_device(raw)?;
@@ -178,7 +196,7 @@ impl HipDevice {
             arch_name,
             target,
             wave_width,
-            runtime: runtime_version()?,
+            runtime: hip.version,
             options,
             cache,
             kernels: Mutex::new(HashMap::new()),
@@ -190,8 +208,7 @@ impl HipDevice {
     }
 
     pub(crate) fn driver_version(&self) -> String {
-        let v = self.runtime;
-        format!("HIP runtime {}.{}.{}", v / 10_000_000, (v / 100_000) % 100, v % 100_000)
+        format!("HIP runtime {}", version_text(self.runtime))
     }
 
     pub(crate) fn target(&self) -> Target {
@@ -229,7 +246,7 @@ impl HipDevice {
         let mut function: ffi::Function = null_mut();
         // SAFETY: `module` is a live module handle, `entry` a NUL-terminated string that
         // outlives the call, `function` a valid out-pointer.
-        check("hipModuleGetFunction", unsafe { ffi::hipModuleGetFunction(&mut function, module.0, entry.as_ptr()) })?;
+        check("hipModuleGetFunction", unsafe { (api()?.hipModuleGetFunction)(&mut function, module.0, entry.as_ptr()) })?;
         Ok(HipKernel { artifact, function, _module: module })
     }
 
@@ -246,7 +263,7 @@ impl HipDevice {
         self.own(m)?;
         // SAFETY: `m` holds at least `bytes.len()` bytes (its buffer's byte length); HIP only
         // reads `bytes`.
-        check("hipMemcpyHtoD", unsafe { ffi::hipMemcpyHtoD(m.ptr, bytes.as_ptr().cast_mut().cast(), bytes.len()) })
+        check("hipMemcpyHtoD", unsafe { (api()?.hipMemcpyHtoD)(m.ptr, bytes.as_ptr().cast_mut().cast(), bytes.len()) })
     }
 
     /// The first `len` bytes of `m`. Waits for work on the null stream (blocking streams too).
@@ -257,7 +274,7 @@ impl HipDevice {
         }
         self.own(m)?;
         // SAFETY: `m` holds at least `len` bytes; `out` is `len` writable bytes.
-        check("hipMemcpyDtoH", unsafe { ffi::hipMemcpyDtoH(out.as_mut_ptr().cast(), m.ptr, len) })?;
+        check("hipMemcpyDtoH", unsafe { (api()?.hipMemcpyDtoH)(out.as_mut_ptr().cast(), m.ptr, len) })?;
         Ok(out)
     }
 
@@ -284,7 +301,7 @@ impl HipDevice {
         set_device(self.ordinal)?;
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: two valid out-pointers for the duration of the call.
-        check("hipMemGetInfo", unsafe { ffi::hipMemGetInfo(&mut free, &mut total) })?;
+        check("hipMemGetInfo", unsafe { (api()?.hipMemGetInfo)(&mut free, &mut total) })?;
         Ok(super::device::MemoryInfo { free: free as u64, total: total as u64 })
     }
 
@@ -386,18 +403,13 @@ fn prepare(kernel: &Kernel, args: &[DeviceArg<'_>], block_dim: u32) -> Result<Pr
     Ok(Prepared { words, lens, grid })
 }
 
-fn properties(ordinal: i32) -> Result<ffi::DeviceProp, DeviceError> {
-    // A newer runtime's struct may be larger than the 5.x layout we read: give it room.
-    #[repr(C)]
-    struct Padded {
-        props: ffi::DeviceProp,
-        _room: [u8; 4096],
-    }
-    // SAFETY: plain C data (integers, arrays, raw pointers): all-zero is a valid value.
-    let mut p: Box<Padded> = Box::new(unsafe { std::mem::zeroed() });
-    // SAFETY: `p.props` is a writable `hipDeviceProp_t` followed by 4 KiB of room.
-    check("hipGetDeviceProperties", unsafe { ffi::hipGetDeviceProperties(&mut p.props, ordinal) })?;
-    Ok(p.props)
+fn properties(ordinal: i32) -> Result<Box<ffi::DeviceProp>, DeviceError> {
+    // SAFETY: plain C data (integers and arrays): all-zero is a valid value.
+    let mut p: Box<ffi::DeviceProp> = Box::new(unsafe { std::mem::zeroed() });
+    // SAFETY: `p` is a writable `hipDeviceProp_tR0600` (its tail is larger than the headers'),
+    // the struct `hipGetDevicePropertiesR0600` fills.
+    check("hipGetDevicePropertiesR0600", unsafe { (api()?.hipGetDeviceProperties)(&mut *p, ordinal) })?;
+    Ok(p)
 }
 
 /// A fixed C char array up to its first NUL (all of it if none), lossily as UTF-8.
@@ -411,8 +423,10 @@ struct ModuleHandle(ffi::Module);
 
 impl Drop for ModuleHandle {
     fn drop(&mut self) {
-        // SAFETY: loaded by `load_module`, unloaded exactly once; a failure leaves nothing to do.
-        unsafe { ffi::hipModuleUnload(self.0) };
+        if let Ok(hip) = api() {
+            // SAFETY: loaded by `load_module`, unloaded exactly once; a failure leaves nothing to do.
+            unsafe { (hip.hipModuleUnload)(self.0) };
+        }
     }
 }
 
@@ -432,10 +446,11 @@ fn load_module(image: &[u8]) -> Result<ModuleHandle, LoadError> {
         *w = u64::from_ne_bytes(b);
     }
     let mut module: ffi::Module = null_mut();
+    let hip = api().map_err(LoadError::Hip)?;
     // SAFETY: `words` holds a checked ELF image whose every header, segment and section lies
     // inside it (the runtime reads nothing past them) and outlives the call; `module` is a
     // valid out-pointer.
-    let code = unsafe { ffi::hipModuleLoadData(&mut module, words.as_ptr().cast::<c_void>()) };
+    let code = unsafe { (hip.hipModuleLoadData)(&mut module, words.as_ptr().cast::<c_void>()) };
     check("hipModuleLoadData", code).map_err(LoadError::Hip)?;
     Ok(ModuleHandle(module))
 }

@@ -1,5 +1,6 @@
 //! The host runtime: compiles kernels with LLVM into in-process machine code (cached per
-//! kernel) and launches them on the calling thread.
+//! kernel in memory, and as object files in the disk cache: `host_jit.rs`) and launches them
+//! on the calling thread.
 //!
 //! A launch never corrupts user data: writable buffers are copied, the kernel runs on the
 //! copies, and the copies are written back only if the whole launch succeeded. An
@@ -8,20 +9,19 @@
 //! user slice.
 
 use std::collections::HashMap;
-use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 
 use inkwell::context::Context;
-use inkwell::execution_engine::ExecutionEngine;
 use inkwell::module::Module;
 use inkwell::passes::PassBuilderOptions;
-use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetMachine};
-use inkwell::OptimizationLevel;
+use inkwell::targets::{InitializationConfig, Target, TargetMachine};
 
 use super::args::Arg;
 use super::check::check_args;
 use super::error::describe_record;
 use super::grid::grid_size;
+use super::host_jit::{self, LinkedObject};
+use crate::cache::{CacheHit, CacheKey, CompileCache};
 use crate::ir::{Access, Kernel, ParamKind};
 use crate::lower::{self, ErrorRecord};
 use crate::options::{CompileOptions, HostOrder};
@@ -49,64 +49,52 @@ pub use super::error::LaunchError;
 
 type EntryFn = unsafe extern "C" fn(*const *mut u8, *const u64, *const u64, *const u64, *mut u8, *mut ErrorRecord);
 
-/// One kernel's LLVM context, module and execution engine, kept alive as long as its code
-/// may run. The context is leaked into a `'static` borrow at creation and reclaimed in `Drop`
-/// after everything borrowing it is gone.
-struct Jit {
-    ctx: *mut Context,
-    module: ManuallyDrop<Module<'static>>,
-    engine: ManuallyDrop<ExecutionEngine<'static>>,
-    entry: EntryFn,
-}
-
-impl Drop for Jit {
-    fn drop(&mut self) {
-        // SAFETY: dropped exactly once, in dependency order (the module is owned by the
-        // engine; both borrow the context), and `ctx` came from `Box::into_raw`.
-        unsafe {
-            ManuallyDrop::drop(&mut self.module);
-            ManuallyDrop::drop(&mut self.engine);
-            drop(Box::from_raw(self.ctx));
-        }
-    }
-}
-
-// SAFETY: after construction the LLVM objects are never touched again except by `Drop`
-// (which runs once, on whichever thread drops the last `Arc<HostKernel>`); what threads
-// share is only `entry`, a pointer to reentrant machine code whose state lives entirely in
-// its arguments. The engine's internal `Rc` clones are all owned by this struct.
-unsafe impl Send for Jit {}
-unsafe impl Sync for Jit {}
-
 /// A compiled kernel, ready to launch.
 pub struct HostKernel {
     kernel: Kernel,
-    jit: Jit,
+    /// Keeps the machine code `entry` points into mapped.
+    _object: LinkedObject,
+    entry: EntryFn,
     ir_text: String,
     shared_bytes: u64,
+    /// Whether the machine code came from the disk cache (`Disk`) or was compiled.
+    origin: CacheHit,
 }
 
-/// Compiles kernels for the host and caches them by kernel (IR equality). `Send + Sync`.
+/// Compiles kernels for the host and caches them by kernel (IR equality) in memory, and as
+/// object files on disk when the runtime has a cache folder. `Send + Sync`.
 pub struct HostRuntime {
     cache: Mutex<HashMap<Kernel, Arc<HostKernel>>>,
     /// The order `par` iterations and workgroups run in (every kernel of this runtime).
     order: HostOrder,
+    /// Object files and LLVM IR by cache key (`CompileCache`: checksummed, atomic writes).
+    disk: CompileCache,
 }
 
 /// LLVM's JIT set-up is not documented as thread-safe; compiles are serialised.
 static COMPILE_LOCK: Mutex<()> = Mutex::new(());
 
 impl HostRuntime {
-    /// A runtime in the order `BARO_HOST_ORDER` asks for (`CompileOptions::from_env`).
+    /// A runtime in the order `BARO_HOST_ORDER` asks for, caching machine code in
+    /// `BARO_CACHE_DIR` unless `BARO_CACHE=off` (`CompileOptions::from_env`).
     pub fn new() -> Result<HostRuntime, RuntimeError> {
-        let order = CompileOptions::from_env().map_err(|e| RuntimeError(e.to_string()))?.host_order;
-        Self::with_order(order)
+        let options = CompileOptions::from_env().map_err(|e| RuntimeError(e.to_string()))?;
+        let mut rt = Self::with_order(options.host_order)?;
+        rt.disk = CompileCache::new(options.cache_dir);
+        Ok(rt)
     }
 
-    /// A runtime that runs `par` iterations and workgroups in `order`.
+    /// A runtime that runs `par` iterations and workgroups in `order`, with no disk cache.
     pub fn with_order(order: HostOrder) -> Result<HostRuntime, RuntimeError> {
         Target::initialize_native(&InitializationConfig::default()).map_err(RuntimeError)?;
-        Ok(HostRuntime { cache: Mutex::new(HashMap::new()), order })
+        Ok(HostRuntime { cache: Mutex::new(HashMap::new()), order, disk: CompileCache::new(None) })
+    }
+
+    /// A runtime in `order` that keeps machine code in `dir` (`None`: memory only).
+    pub fn with_cache(order: HostOrder, dir: Option<std::path::PathBuf>) -> Result<HostRuntime, RuntimeError> {
+        let mut rt = Self::with_order(order)?;
+        rt.disk = CompileCache::new(dir);
+        Ok(rt)
     }
 
     pub fn order(&self) -> HostOrder {
@@ -118,57 +106,97 @@ impl HostRuntime {
         if let Some(hit) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(k) {
             return Ok(hit.clone());
         }
-        let compiled = Arc::new(compile_uncached(k, self.order)?);
+        let compiled = Arc::new(compile_uncached(k, self.order, &self.disk)?);
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         Ok(cache.entry(k.clone()).or_insert(compiled).clone())
     }
 }
 
-fn compile_uncached(k: &Kernel, order: HostOrder) -> Result<HostKernel, CompileError> {
+/// A kernel lowered, optimised and emitted: the object and its LLVM IR text.
+struct Emitted {
+    object: Vec<u8>,
+    llvm_ir: String,
+}
+
+fn compile_uncached(k: &Kernel, order: HostOrder, disk: &CompileCache) -> Result<HostKernel, CompileError> {
     crate::verify::check_wellformed(k)
         .map_err(|errs| CompileError::Verify { kernel: k.name.clone(), errors: errs.iter().map(|e| e.to_string()).collect() })?;
     let expanded = crate::mathlib::expand_calls(&crate::lanes::expand(k)?);
     let llvm = |message: String| CompileError::Llvm { kernel: k.name.clone(), message };
+    // Everything the machine code depends on: the expanded IR, the order (the only option
+    // the host lowering reads), the host lowering's source and the target machine.
+    let ir_text = expanded.to_string();
+    let options = CompileOptions { host_order: order, ..CompileOptions::default() };
+    let codegen = format!("{}+{}", crate::compile::host_codegen_version(), host_jit::target_identity());
+    let key = |stage: &str| CacheKey::new(&ir_text, &crate::target::Target::Host, &options, stage, &codegen);
+    let mut fresh: Option<Emitted> = None;
+    let mut run = |pick: fn(&Emitted) -> Vec<u8>| -> Result<Vec<u8>, CompileError> {
+        if fresh.is_none() {
+            fresh = Some(emit(&expanded, order).map_err(|e| e.into_compile_error(k))?);
+        }
+        Ok(fresh.as_ref().map(pick).unwrap_or_default())
+    };
+    let (object, hit) = disk.get_or_compile(key("host.o"), "host.o", || run(|e| e.object.clone()))?;
+    let (ll, _) = disk.get_or_compile(key("host.ll"), "host.ll", || run(|e| e.llvm_ir.as_bytes().to_vec()))?;
+    let (linked, ir_text, origin) = match (link(&object), String::from_utf8(ll.to_vec())) {
+        (Ok(linked), Ok(ir)) => (linked, ir, hit),
+        // A cached entry that passed its checksum but does not link (or is not text) is
+        // compiled afresh and replaced; a fresh object that does not link is a bug in baro.
+        (first, _) => {
+            if hit == CacheHit::Compiled {
+                return Err(llvm(first.err().unwrap_or_else(|| "the emitted LLVM IR is not utf-8".into())));
+            }
+            let e = emit(&expanded, order).map_err(|e| e.into_compile_error(k))?;
+            let linked = link(&e.object).map_err(llvm)?;
+            disk.replace(key("host.o"), "host.o", e.object);
+            disk.replace(key("host.ll"), "host.ll", e.llvm_ir.as_bytes().to_vec());
+            (linked, e.llvm_ir, CacheHit::Compiled)
+        }
+    };
+    // SAFETY: the entry has exactly the `EntryFn` signature (see `lower::host`) and lives as
+    // long as `linked`, which the kernel owns.
+    let entry: EntryFn = unsafe { std::mem::transmute::<usize, EntryFn>(linked.entry as usize) };
+    Ok(HostKernel { kernel: expanded.clone(), _object: linked, entry, ir_text, shared_bytes: lower::shared_layout(&expanded).1, origin })
+}
+
+/// Links an object under `COMPILE_LOCK` (JIT set-up, like compiling, is serialised).
+fn link(object: &[u8]) -> Result<LinkedObject, String> {
     let _guard = COMPILE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let ctx: *mut Context = Box::into_raw(Box::new(Context::create()));
-    // SAFETY: `ctx` stays allocated until `Jit::drop` (or the error path below), after every
-    // value borrowing it is dropped.
-    let cx: &'static Context = unsafe { &*ctx };
-    let built = (|| {
-        let module = lower::lower_host(cx, &expanded, order)?;
-        optimize(&module).map_err(llvm)?;
-        let ir_text = module.print_to_string().to_string();
-        let engine = module.create_jit_execution_engine(OptimizationLevel::Default).map_err(|e| llvm(e.to_string()))?;
-        // SAFETY: the entry has exactly the `EntryFn` signature (see `lower::host`).
-        let entry = unsafe { engine.get_function::<EntryFn>(lower::ENTRY_NAME).map_err(|e| llvm(e.to_string()))?.as_raw() };
-        Ok((module, engine, entry, ir_text))
-    })();
-    match built {
-        Ok((module, engine, entry, ir_text)) => Ok(HostKernel {
-            kernel: expanded.clone(),
-            jit: Jit { ctx, module: ManuallyDrop::new(module), engine: ManuallyDrop::new(engine), entry },
-            ir_text,
-            shared_bytes: lower::shared_layout(&expanded).1,
-        }),
-        Err(e) => {
-            // SAFETY: nothing borrowing the context survived the closure.
-            drop(unsafe { Box::from_raw(ctx) });
-            Err(e)
+    host_jit::link(object, lower::ENTRY_NAME)
+}
+
+enum EmitError {
+    Lower(lower::LowerError),
+    Llvm(String),
+}
+
+impl EmitError {
+    fn into_compile_error(self, k: &Kernel) -> CompileError {
+        match self {
+            EmitError::Lower(e) => CompileError::Lower(e),
+            EmitError::Llvm(message) => CompileError::Llvm { kernel: k.name.clone(), message },
         }
     }
 }
 
+/// Lowers, optimises and emits `expanded` in a context of its own (dropped on return).
+fn emit(expanded: &Kernel, order: HostOrder) -> Result<Emitted, EmitError> {
+    let _guard = COMPILE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let cx = Context::create();
+    let module = lower::lower_host(&cx, expanded, order).map_err(EmitError::Lower)?;
+    let tm = host_jit::target_machine().map_err(EmitError::Llvm)?;
+    optimize(&module, &tm).map_err(EmitError::Llvm)?;
+    let llvm_ir = module.print_to_string().to_string();
+    let object = host_jit::emit_object(&module, &tm).map_err(EmitError::Llvm)?;
+    Ok(Emitted { object, llvm_ir })
+}
+
 /// The standard O2 pipeline: it only applies transformations that are exact under IEEE
 /// semantics without fast-math flags (no reassociation, no contraction).
-fn optimize(module: &Module<'_>) -> Result<(), String> {
-    let triple = TargetMachine::get_default_triple();
-    let target = Target::from_triple(&triple).map_err(|e| e.to_string())?;
-    let tm = target
-        .create_target_machine(&triple, "generic", "", OptimizationLevel::Default, RelocMode::Default, CodeModel::JITDefault)
-        .ok_or("no target machine for the host triple")?;
-    module.set_triple(&triple);
+fn optimize(module: &Module<'_>, tm: &TargetMachine) -> Result<(), String> {
+    module.set_triple(&TargetMachine::get_default_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
-    module.run_passes("default<O2>", &tm, PassBuilderOptions::create()).map_err(|e| e.to_string())
+    module.run_passes("default<O2>", tm, PassBuilderOptions::create()).map_err(|e| e.to_string())
 }
 
 /// What a parameter slot holds during a launch.
@@ -187,6 +215,12 @@ impl HostKernel {
     /// The kernel as compiled (after reduction and math expansion).
     pub fn kernel(&self) -> &Kernel {
         &self.kernel
+    }
+
+    /// Whether the machine code was loaded from the disk cache (`CacheHit::Disk`) or
+    /// compiled (`CacheHit::Compiled`).
+    pub fn origin(&self) -> CacheHit {
+        self.origin
     }
 
     /// Runs every workgroup of the grid. On error no argument is modified.
@@ -235,7 +269,7 @@ impl HostKernel {
         // buffers are never stored to: lowering rejects stores to them; writable ones point
         // to our private copies), the kernel checks every index against `lens`, `scratch`
         // holds `shared_layout`'s bytes, and `err` outlives the call.
-        unsafe { (self.jit.entry)(ptrs.as_ptr(), lens.as_ptr(), scalars.as_ptr(), grid.as_ptr(), scratch.as_mut_ptr().cast(), &mut err) };
+        unsafe { (self.entry)(ptrs.as_ptr(), lens.as_ptr(), scalars.as_ptr(), grid.as_ptr(), scratch.as_mut_ptr().cast(), &mut err) };
         if err.kind != 0 {
             return Err(self.describe(err, &lens));
         }

@@ -14,6 +14,7 @@ pub mod grid;
 #[cfg(feature = "hip")]
 pub mod hip;
 pub mod host;
+mod host_jit;
 mod host_device;
 mod stream;
 

@@ -54,6 +54,15 @@ pub fn default() -> Result<Loaded, String> {
     })
 }
 
+/// `--model PATH` names something that exists: checked before any slow step.
+pub fn check_path(path: &Path) -> Result<(), String> {
+    if path.exists() {
+        Ok(())
+    } else {
+        Err(format!("--model {}: expected a GGUF file or a Hugging Face folder, found nothing at that path", path.display()))
+    }
+}
+
 /// The model at `path` and its tokenizer.
 pub fn open(path: &Path) -> Result<Loaded, String> {
     let shown = path.display();

@@ -64,15 +64,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "TARGET", value_parser = PossibleValuesParser::new(target::NAMES).try_map(|s| s.parse::<DeviceKind>()))]
     pub target: Option<DeviceKind>,
     /// Positions the KV cache holds (capped by the model's context length)
-    #[arg(long, value_name = "N", default_value_t = 4096)]
+    #[arg(long, value_name = "N", default_value_t = 4096, alias = "ctx")]
     pub max_context: usize,
     /// How the prompt is fed: `batched` (chunks through the rows kernels, bit-identical to
     /// replay) or `replay` (one decode step per token)
     #[arg(long, value_name = "MODE", default_value = "batched", value_parser = ["batched", "replay"])]
     pub prefill: String,
     /// Prompt tokens per batched chunk
-    #[arg(long, value_name = "N", default_value_t = PrefillMode::DEFAULT_CHUNK)]
-    pub chunk: usize,
+    #[arg(long, value_name = "N", default_value_t = PrefillMode::DEFAULT_CHUNK, alias = "chunk")]
+    pub prefill_chunk: usize,
     /// Device memory to plan against, e.g. 24G (K, M, G, T: powers of 1024); routed experts are staged from pinned host memory when the model does not fit [default: the device's free memory]
     #[arg(long, value_name = "SIZE", value_parser = parse_budget)]
     pub vram_budget: Option<u64>,
@@ -81,7 +81,7 @@ pub struct RunArgs {
     pub expert_slots: usize,
 }
 
-fn parse_budget(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_budget(text: &str) -> Result<u64, String> {
     staging::parse_bytes(text)
 }
 
@@ -90,8 +90,8 @@ impl RunArgs {
     pub fn prefill_mode(&self) -> Result<PrefillMode, String> {
         match self.prefill.as_str() {
             "replay" => Ok(PrefillMode::Replay),
-            _ if self.chunk == 0 => Err("--chunk: expected at least 1 token per chunk, found 0".into()),
-            _ => Ok(PrefillMode::Batched { chunk: self.chunk }),
+            _ if self.prefill_chunk == 0 => Err("--prefill-chunk: expected at least 1 token per chunk, found 0".into()),
+            _ => Ok(PrefillMode::Batched { chunk: self.prefill_chunk }),
         }
     }
 }
@@ -132,6 +132,18 @@ fn check_flags(args: &RunArgs) -> Result<SamplerConfig, String> {
     }
     if args.expert_slots == 0 {
         return Err("--expert-slots: expected at least the model's top-k, found 0".into());
+    }
+    if let Some(path) = &args.model {
+        load::check_path(path)?;
+    } else {
+        // The built-in model's shape is known before it is built: check what depends on it.
+        let cfg = crate::cli::default_model::config();
+        if let Some(&id) = args.prompt_ids.iter().flatten().find(|&&id| id as usize >= cfg.vocab_size) {
+            return Err(format!("prompt: token {id}: expected an id below the model's vocabulary size {}", cfg.vocab_size));
+        }
+        if args.expert_slots < cfg.n_experts_used {
+            return Err(format!("--expert-slots: expected at least the model's top-k ({}), found {}", cfg.n_experts_used, args.expert_slots));
+        }
     }
     sampler_config(args)
 }
@@ -195,7 +207,10 @@ fn ended(e: &Ended) -> String {
 fn print_report(out: &mut dyn Write, r: &Report) -> std::io::Result<()> {
     let (p, g) = (r.prompt_time.as_secs_f64(), r.gen_time.as_secs_f64());
     let path = match r.prefill.mode {
-        PrefillMode::Batched { chunk } => format!("batched prefill, {} rows through the rows kernels in {} chunks of up to {chunk}", r.prefill.rows_batched, r.prefill.chunks),
+        PrefillMode::Batched { chunk } => {
+            let chunks = if r.prefill.chunks == 1 { "1 chunk".to_string() } else { format!("{} chunks", r.prefill.chunks) };
+            format!("batched prefill, {} rows through the rows kernels in {chunks} of up to {chunk}", r.prefill.rows_batched)
+        }
         PrefillMode::Replay => "replay prefill, one decode step per token".to_string(),
     };
     writeln!(out, "prompt: {} tokens in {:.3} s, {} ({path})", r.prompt_tokens, p, rate(r.prompt_tokens, p))?;
@@ -261,7 +276,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     writeln!(out, "model: {}", loaded.description).map_err(io)?;
     writeln!(out, "memory: {}", engine.memory_plan()).map_err(io)?;
     let what = if loaded.is_default { "built in memory" } else { "loaded" };
-    writeln!(out, "startup: model {what} in {:.2} s, kernels compiled and weights uploaded in {:.2} s", load_time.as_secs_f64(), engine_time.as_secs_f64())
+    writeln!(out, "startup: model {what} in {:.2} s, kernels compiled (or loaded from the disk cache) and weights uploaded in {:.2} s", load_time.as_secs_f64(), engine_time.as_secs_f64())
         .map_err(io)?;
     writeln!(
         out,

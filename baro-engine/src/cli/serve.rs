@@ -43,11 +43,17 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 512)]
     pub max_tokens: usize,
     /// Positions each sequence holds, prompt and output (capped by the model's context length)
-    #[arg(long, value_name = "N", default_value_t = 4096)]
-    pub ctx: usize,
-    /// The most prompt tokens fed between two decode steps
-    #[arg(long, value_name = "N", default_value_t = 64)]
+    #[arg(long, value_name = "N", default_value_t = 4096, alias = "ctx")]
+    pub max_context: usize,
+    /// The most prompt tokens fed between two decode steps (each sequence's share one batched chunk)
+    #[arg(long, value_name = "N", default_value_t = 64, alias = "chunk")]
     pub prefill_chunk: usize,
+    /// Device memory to plan against, e.g. 24G (K, M, G, T: powers of 1024); routed experts are staged from pinned host memory when the model does not fit [default: the device's free memory]
+    #[arg(long, value_name = "SIZE", value_parser = crate::cli::run::parse_budget)]
+    pub vram_budget: Option<u64>,
+    /// Decode expert slots per layer on the device when experts are staged (at least the model's top-k)
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub expert_slots: usize,
     /// Finished sequences' states kept for prompts that extend them; 0 is off
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub prefix_cache: usize,
@@ -77,13 +83,19 @@ pub const LONG_ABOUT: &str = "Serve a qwen35moe model over HTTP: OpenAI-compatib
     disconnects frees its sequence; beyond --max-queue requests the server answers 503.";
 
 fn check(args: &ServeArgs) -> Result<(), String> {
-    for (flag, v) in [("--max-queue", args.max_queue), ("--max-batch", args.max_batch), ("--max-tokens", args.max_tokens), ("--ctx", args.ctx), ("--prefill-chunk", args.prefill_chunk), ("--max-body", args.max_body)] {
+    for (flag, v) in [("--max-queue", args.max_queue), ("--max-batch", args.max_batch), ("--max-tokens", args.max_tokens), ("--max-context", args.max_context), ("--prefill-chunk", args.prefill_chunk), ("--max-body", args.max_body)] {
         if v == 0 {
             return Err(format!("{flag}: expected at least 1, found 0"));
         }
     }
+    if args.expert_slots == 0 {
+        return Err("--expert-slots: expected at least the model's top-k, found 0".into());
+    }
     if args.api_key.as_deref() == Some("") {
         return Err("--api-key: expected a non-empty key, found an empty one".into());
+    }
+    if let Some(path) = &args.model {
+        load::check_path(path)?;
     }
     Ok(())
 }
@@ -99,7 +111,7 @@ pub fn run(args: &ServeArgs) -> Result<(), String> {
     let size_bytes = args.model.as_ref().and_then(|p| std::fs::metadata(p).ok()).filter(|m| m.is_file()).map_or(0, |m| m.len());
     let config = ServerConfig {
         max_queue: args.max_queue,
-        limits: Limits { max_tokens: args.max_tokens, ctx: args.ctx },
+        limits: Limits { max_tokens: args.max_tokens, ctx: args.max_context },
         scheduler: SchedulerConfig {
             max_batch: args.max_batch,
             prefill_chunk: args.prefill_chunk,
@@ -136,7 +148,11 @@ pub fn run(args: &ServeArgs) -> Result<(), String> {
     let Some(tokenizer) = loaded.tokenizer else {
         return Err("serve: expected a model with a tokenizer (the API speaks text), found none".into());
     };
-    let (engine, _) = spin("compiling kernels and uploading weights", || Engine::new(device, &loaded.source, EngineOptions { max_ctx: args.ctx, ..EngineOptions::default() }));
+    if args.expert_slots < loaded.config.n_experts_used {
+        return Err(format!("--expert-slots: expected at least the model's top-k ({}), found {}", loaded.config.n_experts_used, args.expert_slots));
+    }
+    let options = EngineOptions { max_ctx: args.max_context, vram_budget: args.vram_budget, expert_slots: args.expert_slots };
+    let (engine, _) = spin("compiling kernels and uploading weights", || Engine::new(device, &loaded.source, options));
     let engine = engine.map_err(|e| e.to_string())?;
     let target = format!("{} - {}", engine.device().kind(), engine.device().name());
     let model = ServerModel { engine, tokenizer, template: loaded.template, name: name.clone(), size_bytes };

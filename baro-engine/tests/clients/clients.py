@@ -1,7 +1,7 @@
 """Drives a running `baro-engine serve` with the real `openai` and `ollama` Python clients.
 
 Usage: clients.py BASE_URL API_KEY. The server must serve the built-in random-weight model
-(or any model) with --api-key API_KEY, --max-tokens >= 96 and --ctx >= 1024. Checks
+(or any model) with --api-key API_KEY, --max-tokens >= 96 and --max-context >= 1024. Checks
 streaming, usage, structured output (validated with `jsonschema`), tool calls, embeddings'
 501 and the error cases; prints one line per check and exits non-zero if any failed.
 """

@@ -16,7 +16,7 @@ if [ ! -x "$venv/bin/python" ]; then
     || { echo "SKIPPED: cannot make the client venv at $venv (no PyPI?)"; rm -rf "$venv"; exit 0; }
 fi
 log="$(mktemp)"
-"$bin" serve --target host --port 0 --api-key client-test --max-tokens 96 --ctx 1024 --quiet >"$log" 2>&1 &
+"$bin" serve --target host --port 0 --api-key client-test --max-tokens 96 --max-context 1024 --quiet >"$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null' EXIT
 for _ in $(seq 1 120); do grep -q '^ready on ' "$log" && break; sleep 1; done

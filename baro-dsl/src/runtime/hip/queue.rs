@@ -10,7 +10,7 @@ use std::mem::size_of;
 use std::ptr::null_mut;
 use std::sync::{Arc, Mutex};
 
-use super::{check, ffi, HipKernel, HipMem};
+use super::{api, check, ffi, HipKernel, HipMem};
 use crate::lower::ErrorRecord;
 use crate::runtime::device::DeviceError;
 use crate::runtime::error::describe_record;
@@ -46,9 +46,11 @@ unsafe impl Sync for HipQueue {}
 impl Drop for HipQueue {
     fn drop(&mut self) {
         if self.owned {
-            // SAFETY: created by `hipStreamCreate`, destroyed exactly once; HIP finishes its
-            // pending work first. The record ring is freed afterwards by its own drop.
-            unsafe { ffi::hipStreamDestroy(self.raw) };
+            if let Ok(hip) = api() {
+                // SAFETY: created by `hipStreamCreate`, destroyed exactly once; HIP finishes its
+                // pending work first. The record ring is freed afterwards by its own drop.
+                unsafe { (hip.hipStreamDestroy)(self.raw) };
+            }
         }
     }
 }
@@ -59,7 +61,7 @@ impl HipQueue {
         let slots = HipMem::zeroed(device, RECORD_SLOTS * RECORD_BYTES)?;
         let mut raw: ffi::Stream = null_mut();
         // SAFETY: `raw` is a valid out-pointer.
-        check("hipStreamCreate", unsafe { ffi::hipStreamCreate(&mut raw) })?;
+        check("hipStreamCreate", unsafe { (api()?.hipStreamCreate)(&mut raw) })?;
         Ok(HipQueue { raw, owned: true, device, records: Mutex::new(Records { slots, pending: Vec::new() }) })
     }
 
@@ -89,7 +91,7 @@ impl HipQueue {
         // bounds-checks every access against it); the record slot is zeroed, in the ring, and
         // read only after the stream finishes; block_dim was checked at load.
         let code = unsafe {
-            ffi::hipModuleLaunchKernel(k.function, grid[0], grid[1], grid[2], k.artifact.block_dim, 1, 1, 0, self.raw, params.as_mut_ptr(), null_mut())
+            (api()?.hipModuleLaunchKernel)(k.function, grid[0], grid[1], grid[2], k.artifact.block_dim, 1, 1, 0, self.raw, params.as_mut_ptr(), null_mut())
         };
         check("hipModuleLaunchKernel", code)?;
         records.pending.push(Pending { kernel: k.clone(), lens });
@@ -100,7 +102,7 @@ impl HipQueue {
     pub(crate) fn copy(&self, src: ffi::DevicePtr, dst: ffi::DevicePtr, len: usize) -> Result<(), DeviceError> {
         // SAFETY: both are live allocations of at least `len` bytes (the caller's buffers);
         // they are distinct allocations because one is borrowed mutably.
-        check("hipMemcpyDtoDAsync", unsafe { ffi::hipMemcpyDtoDAsync(dst, src, len, self.raw) })
+        check("hipMemcpyDtoDAsync", unsafe { (api()?.hipMemcpyDtoDAsync)(dst, src, len, self.raw) })
     }
 
     /// Queues a copy of `src` into `dst + dst_off` and waits for the stream: `src` is
@@ -109,7 +111,7 @@ impl HipQueue {
         // SAFETY: `dst` points into a live allocation with at least `src.len()` bytes left
         // (the caller's checked range); `src` is borrowed for the whole call, which does not
         // return before the stream has finished the copy.
-        check("hipMemcpyHtoDAsync", unsafe { ffi::hipMemcpyHtoDAsync(dst, src.as_ptr().cast_mut().cast(), src.len(), self.raw) })?;
+        check("hipMemcpyHtoDAsync", unsafe { (api()?.hipMemcpyHtoDAsync)(dst, src.as_ptr().cast_mut().cast(), src.len(), self.raw) })?;
         self.sync_stream()
     }
 
@@ -120,7 +122,7 @@ impl HipQueue {
         }
         super::set_device(self.device)?;
         // SAFETY: live stream and event handles of one device; flags 0 is the only defined value.
-        check("hipStreamWaitEvent", unsafe { ffi::hipStreamWaitEvent(self.raw, e.raw, 0) })
+        check("hipStreamWaitEvent", unsafe { (api()?.hipStreamWaitEvent)(self.raw, e.raw, 0) })
     }
 
     /// Waits for all queued work, then reports the first failed bounds check (in launch
@@ -132,7 +134,7 @@ impl HipQueue {
 
     fn sync_stream(&self) -> Result<(), DeviceError> {
         // SAFETY: a live stream handle (or the null stream).
-        check("hipStreamSynchronize", unsafe { ffi::hipStreamSynchronize(self.raw) })
+        check("hipStreamSynchronize", unsafe { (api()?.hipStreamSynchronize)(self.raw) })
     }
 
     fn check_records(&self, records: &mut Records) -> Result<(), DeviceError> {
@@ -145,10 +147,10 @@ impl HipQueue {
         let bytes = n * RECORD_BYTES;
         // SAFETY: the ring holds `RECORD_SLOTS * RECORD_BYTES >= bytes` bytes; `words` is
         // `bytes` writable bytes; the stream is idle, so no kernel writes the ring meanwhile.
-        check("hipMemcpyDtoHAsync (error records)", unsafe { ffi::hipMemcpyDtoHAsync(words.as_mut_ptr().cast(), records.slots.ptr, bytes, self.raw) })?;
+        check("hipMemcpyDtoHAsync (error records)", unsafe { (api()?.hipMemcpyDtoHAsync)(words.as_mut_ptr().cast(), records.slots.ptr, bytes, self.raw) })?;
         self.sync_stream()?;
         // SAFETY: as above; zeroes the slots just read.
-        check("hipMemsetAsync (error records)", unsafe { ffi::hipMemsetAsync(records.slots.ptr, 0, bytes, self.raw) })?;
+        check("hipMemsetAsync (error records)", unsafe { (api()?.hipMemsetAsync)(records.slots.ptr, 0, bytes, self.raw) })?;
         self.sync_stream()?;
         let pending = std::mem::take(&mut records.pending);
         for (p, w) in pending.iter().zip(words.chunks_exact(4)) {
@@ -166,7 +168,7 @@ impl HipQueue {
         }
         super::set_device(self.device)?;
         // SAFETY: live event and stream handles of one device.
-        check("hipEventRecord", unsafe { ffi::hipEventRecord(e.raw, self.raw) })
+        check("hipEventRecord", unsafe { (api()?.hipEventRecord)(e.raw, self.raw) })
     }
 }
 
@@ -182,8 +184,10 @@ unsafe impl Sync for HipEvent {}
 
 impl Drop for HipEvent {
     fn drop(&mut self) {
-        // SAFETY: created by `hipEventCreate`, destroyed exactly once.
-        unsafe { ffi::hipEventDestroy(self.raw) };
+        if let Ok(hip) = api() {
+            // SAFETY: created by `hipEventCreate`, destroyed exactly once.
+            unsafe { (hip.hipEventDestroy)(self.raw) };
+        }
     }
 }
 
@@ -192,17 +196,17 @@ impl HipEvent {
     pub(crate) fn new(device: i32) -> Result<HipEvent, DeviceError> {
         let mut raw: ffi::Event = null_mut();
         // SAFETY: `raw` is a valid out-pointer.
-        check("hipEventCreate", unsafe { ffi::hipEventCreate(&mut raw) })?;
+        check("hipEventCreate", unsafe { (api()?.hipEventCreate)(&mut raw) })?;
         Ok(HipEvent { raw, device })
     }
 
     /// Milliseconds from this event to `end`; waits for `end` to complete.
     pub(crate) fn elapsed_ms(&self, end: &HipEvent) -> Result<f32, DeviceError> {
         // SAFETY: a live event handle.
-        check("hipEventSynchronize", unsafe { ffi::hipEventSynchronize(end.raw) })?;
+        check("hipEventSynchronize", unsafe { (api()?.hipEventSynchronize)(end.raw) })?;
         let mut ms = 0f32;
         // SAFETY: live event handles; `ms` is a valid out-pointer.
-        check("hipEventElapsedTime", unsafe { ffi::hipEventElapsedTime(&mut ms, self.raw, end.raw) })?;
+        check("hipEventElapsedTime", unsafe { (api()?.hipEventElapsedTime)(&mut ms, self.raw, end.raw) })?;
         Ok(ms)
     }
 }
