@@ -175,9 +175,9 @@ pub fn hf_to_gguf_name(cfg: &ModelConfig, hf: &str) -> Option<String> {
 /// true value lies within 2⁻²⁹ f32 ulp of a midpoint between two f32s; an exhaustive scan of
 /// every f32 in [−104, 89] (everything else rounds to 0 or ∞) found 1,086 inputs within 10⁻⁶
 /// ulp of one and the f64 result on the right side for each (`tests/model_exp_rounding.rs`
-/// checks them, a dense sample, the fixtures' values, and with `--ignored` every input of the
-/// range: the 39,991 whose f64 result lies within 2 f64 ulps of a boundary, or rounds to 0 or
-/// ∞, against a double-double reference, all correct).
+/// checks them, a dense sample, the fixtures' values, and every input of the range: the 39,991
+/// whose f64 result lies within 2 f64 ulps of a boundary, or rounds to 0 or ∞, against a
+/// double-double reference, all correct).
 ///
 /// The converter computes in the checkpoint's type after widening bf16 to f32; an F16
 /// checkpoint's `A_log` and norm weights it would convert in f16 (`−exp`, `1 + w` rounded to
