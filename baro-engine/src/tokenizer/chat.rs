@@ -8,13 +8,15 @@
 //! `tool_call_id`, `name`), `tools` (only with `render_with_tools`), `add_generation_prompt`,
 //! `enable_thinking` (left undefined when not set, as Hugging Face does), `bos_token`,
 //! `eos_token`; `tojson` writes JSON as Hugging Face's does (Python's separators). A template error (syntax, or `raise_exception` from the template) is a
-//! `TokenizerError::Template`; rendering never panics.
+//! `TokenizerError::Template`; rendering never panics, and a template cannot build a value that
+//! holds itself (`chat_guard.rs`: the stack overflow that would follow is a template error).
 
 use std::collections::BTreeMap;
 
 use minijinja::{Environment, Error, ErrorKind, Value};
 use serde::Serialize;
 
+use crate::tokenizer::chat_guard;
 use crate::tokenizer::TokenizerError;
 
 /// The Qwen3.5 chat format: `<|im_start|>role\ncontent<|im_end|>\n` per message; earlier
@@ -124,7 +126,9 @@ impl ChatTemplate {
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
         env.add_filter("tojson", tojson);
-        env.add_template_owned(NAME, source.to_string()).map_err(template_error)?;
+        env.add_function("namespace", chat_guard::namespace);
+        env.add_function(chat_guard::CHECK_FN, chat_guard::namespaces_ok);
+        env.add_template_owned(NAME, chat_guard::instrument(source)).map_err(template_error)?;
         Ok(ChatTemplate { env })
     }
 
@@ -148,7 +152,10 @@ impl ChatTemplate {
         ctx.insert("bos_token", Value::from(options.bos_token.as_str()));
         ctx.insert("eos_token", Value::from(options.eos_token.as_str()));
         let template = self.env.get_template(NAME).map_err(template_error)?;
-        template.render(ctx).map_err(template_error)
+        chat_guard::reset();
+        let rendered = template.render(ctx).map_err(template_error);
+        chat_guard::reset();
+        rendered
     }
 }
 
