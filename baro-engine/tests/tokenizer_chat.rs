@@ -123,3 +123,15 @@ fn namespace_assignments_render_as_before() {
         assert_eq!(render(source).unwrap_or_else(|e| panic!("{source}: {e}")), want, "{source}");
     }
 }
+
+#[test]
+fn a_panic_inside_minijinja_is_a_template_error() {
+    // Found by fuzzing (fuzz/regressions/chat_template/empty_string_reverse_slice_panic.txt):
+    // minijinja 2.24 indexes past the end reversing an empty string.
+    let source = "{{ ''[::-1] }}";
+    match render(source) {
+        Err(TokenizerError::Template { message }) => assert!(message.contains("panicked"), "{message}"),
+        other => panic!("{source}: expected a template error, found {other:?}"),
+    }
+    assert_eq!(render("{{ 'ab'[::-1] }}").unwrap(), "ba");
+}

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use minijinja::{Environment, Error, ErrorKind, Value};
 use serde::Serialize;
 
-use crate::tokenizer::chat_guard;
+use crate::tokenizer::{chat_guard, guard};
 use crate::tokenizer::TokenizerError;
 
 /// The Qwen3.5 chat format: `<|im_start|>role\ncontent<|im_end|>\n` per message; earlier
@@ -128,7 +128,8 @@ impl ChatTemplate {
         env.add_filter("tojson", tojson);
         env.add_function("namespace", chat_guard::namespace);
         env.add_function(chat_guard::CHECK_FN, chat_guard::namespaces_ok);
-        env.add_template_owned(NAME, chat_guard::instrument(source)).map_err(template_error)?;
+        let instrumented = chat_guard::instrument(source);
+        guard::guarded(|| env.add_template_owned(NAME, instrumented)).map_err(panicked)?.map_err(template_error)?;
         Ok(ChatTemplate { env })
     }
 
@@ -153,7 +154,7 @@ impl ChatTemplate {
         ctx.insert("eos_token", Value::from(options.eos_token.as_str()));
         let template = self.env.get_template(NAME).map_err(template_error)?;
         chat_guard::reset();
-        let rendered = template.render(ctx).map_err(template_error);
+        let rendered = guard::guarded(|| template.render(ctx)).map_err(panicked).and_then(|r| r.map_err(template_error));
         chat_guard::reset();
         rendered
     }
@@ -199,6 +200,12 @@ impl serde_json::ser::Formatter for PythonFormatter {
 
 fn raise_exception(message: String) -> Result<Value, Error> {
     Err(Error::new(ErrorKind::InvalidOperation, message))
+}
+
+/// minijinja panics on some templates (2.24: `''[::-1]`, a backwards slice of an empty string,
+/// indexes past the end): a template error too.
+fn panicked(message: String) -> TokenizerError {
+    TokenizerError::Template { message: format!("the template engine panicked: {message}") }
 }
 
 fn template_error(e: Error) -> TokenizerError {
