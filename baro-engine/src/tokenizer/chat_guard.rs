@@ -96,7 +96,10 @@ pub(crate) fn instrument(source: &str) -> String {
     // a `set` whose target has a dot, after its `=`, 4 in any other block.
     let mut state = 0u8;
     let mut dotted = false;
-    for item in tokenize(source, false, SyntaxConfig::default(), ws) {
+    // A unit struct unless minijinja's `custom_syntax` feature is on (feature unification).
+    #[allow(clippy::default_constructed_unit_structs)]
+    let syntax = SyntaxConfig::default();
+    for item in tokenize(source, false, syntax, ws) {
         let Ok((token, span)) = item else { return source.to_string() };
         state = match (state, token) {
             (_, Token::BlockStart) => 1,
