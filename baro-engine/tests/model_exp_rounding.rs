@@ -3,7 +3,10 @@
 //! dense sample of every f32 in [−104, 89] (below it exp rounds to 0, above it to ∞), on every
 //! input of that range whose exp lies within 10⁻⁶ ulp of a rounding boundary (the committed
 //! list `data/exp_f32_near_midpoint.txt`, from the exhaustive scan), on the fixtures' `A_log`
-//! values, and with `--ignored` on every f32 of the range (2.2·10⁹ inputs, minutes).
+//! values, and on every f32 of the range (2.2·10⁹ inputs: each f64 `exp` result that lies
+//! within 2 f64 ulps of an f32 rounding boundary, 39,991 of them, goes through the reference;
+//! any other is more than the platform `exp`'s 1-ulp error away from a boundary, so rounding it
+//! once to f32 is correct rounding; 16 s on 2 cores in a debug build).
 //! baro's own `mathlib::exp`, which the kernels keep, is shown not to be correctly rounded on
 //! the fixture values: the reason the conversion does not use it.
 
@@ -109,11 +112,26 @@ fn neg_exp_outside_the_range_and_specials() {
     assert_eq!(neg_exp(-0.0), -1.0);
 }
 
+/// Whether the f64 `exp(x)` lies within 2 f64 ulps of a point where its rounding to f32 changes
+/// (a midpoint between two f32s), or rounds to 0 or ∞: only there can a result with at most
+/// 1 f64 ulp of error (glibc's `exp` errs by less) round to the wrong f32.
+fn near_rounding_boundary(x: f32) -> bool {
+    let y = f64::from(x).exp();
+    let r = y as f32;
+    if !r.is_finite() || r == 0.0 {
+        return true;
+    }
+    let rf = f64::from(r);
+    let other = if y > rf { f32::from_bits(r.to_bits() + 1) } else { f32::from_bits(r.to_bits() - 1) };
+    let mid = (rf + f64::from(other)) / 2.0;
+    let ulp = f64::from_bits(y.to_bits() + 1) - y;
+    (y - mid).abs() <= 2.0 * ulp
+}
+
 #[test]
-#[ignore = "exhaustive: 2.2e9 inputs through the double-double reference (minutes); run with --ignored"]
 fn neg_exp_is_correctly_rounded_on_every_f32() {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-    let bad: Vec<_> = std::thread::scope(|s| {
+    let (bad, near): (Vec<_>, usize) = std::thread::scope(|s| {
         let jobs: Vec<_> = ranges()
             .into_iter()
             .flat_map(|r| {
@@ -121,10 +139,19 @@ fn neg_exp_is_correctly_rounded_on_every_f32() {
                 let step = (hi - lo) / threads + 1;
                 (0..threads).map(move |t| (lo + t * step, (lo + (t + 1) * step).min(hi + 1)))
             })
-            .map(|(a, b)| s.spawn(move || wrong(a..b)))
+            .map(|(a, b)| {
+                s.spawn(move || {
+                    let near: Vec<u32> = (a..b).filter(|&i| near_rounding_boundary(f32::from_bits(i))).collect();
+                    (wrong(near.iter().copied()), near.len())
+                })
+            })
             .collect();
-        jobs.into_iter().flat_map(|j| j.join().unwrap()).collect()
+        jobs.into_iter().map(|j| j.join().unwrap()).fold((Vec::new(), 0), |(mut bad, n), (b, m)| {
+            bad.extend(b);
+            (bad, n + m)
+        })
     });
     let n = ranges().iter().map(|r| (r.end() - r.start() + 1) as usize).sum();
+    println!("{near} of {n} inputs within 2 f64 ulps of an f32 rounding boundary (or at 0 or ∞), checked against the reference");
     report("every f32 of [-104, 89]", n, &bad);
 }

@@ -107,12 +107,25 @@ fn each_corrupted_field_gives_its_error() {
     check(&|c| put_u64(c, t("c").offset_at, 0), &|e| matches!(e, GgufError::Overlap { .. }), "offset overlapping");
     check(&|c| put_u64(c, t("a").dims_at + 8, u64::MAX), &|e| matches!(e, GgufError::DimsOverflow { .. }), "dims overflow");
     check(&|c| put_u64(c, t("a").dims_at + 8, 1 << 33), &|e| matches!(e, GgufError::OutOfBounds { .. }), "dims too big");
+    // Zero elements, but the other dimension is beyond i64: refused, so no product of the
+    // shape taken in another order overflows (found by fuzzing: [2^40, 2^40, 0]).
+    check(&|c| { put_u64(c, t("a").dims_at, 0); put_u64(c, t("a").dims_at + 8, u64::MAX) }, &|e| matches!(e, GgufError::DimsOverflow { .. }), "zero dim, huge dim");
     check(&|c| put_u64(c, t("b").dims_at, 48), &|e| matches!(e, GgufError::PartialBlock { ne0: 48, .. }), "partial block");
     check(&|c| put_u32(c, t("a").n_dims_at, 5), &|e| matches!(e, GgufError::BadRank { found: 5, .. }), "rank 5");
     check(&|c| put_u32(c, t("a").n_dims_at, 0), &|e| matches!(e, GgufError::BadRank { found: 0, .. }), "rank 0");
     check(&|c| { let at = value_type_at(&b, "t.u8") - 4; c[at..at + 4].copy_from_slice(b"t.i8") }, &|e| matches!(e, GgufError::DuplicateKey { .. }), "duplicate key");
     check(&|c| { let at = t("b").n_dims_at - 1; c[at] = b'a' }, &|e| matches!(e, GgufError::DuplicateTensor { .. }), "duplicate tensor");
     check(&|c| { let at = value_type_at(&b, "t.strings") + 24; c[at] = 0xFF }, &|e| matches!(e, GgufError::BadUtf8 { .. }), "utf-8");
+}
+
+#[test]
+fn zero_element_shapes_whose_other_dimensions_overflow_have_no_size() {
+    let big = 1usize << 40;
+    for shape in [[big, big, 0], [0, big, big], [big, 0, big]] {
+        assert_eq!(TensorType::F32.bytes_for(&shape), None, "{shape:?}");
+    }
+    assert_eq!(TensorType::F32.bytes_for(&[big, 0]), Some(0));
+    assert_eq!(TensorType::Q8_0.bytes_for(&[3, 0]), Some(0));
 }
 
 #[test]

@@ -82,3 +82,56 @@ fn template_errors_are_reported() {
     let err = ChatTemplate::from_source("{{ messages.nope() }}").unwrap().render(&[], &ChatOptions::default()).unwrap_err();
     assert!(matches!(err, TokenizerError::Template { .. }), "{err}");
 }
+
+/// Renders `source` with one user message and no generation prompt.
+fn render(source: &str) -> Result<String, TokenizerError> {
+    ChatTemplate::from_source(source)?.render(&[ChatMessage::new("user", "hi")], &ChatOptions::default())
+}
+
+#[test]
+fn a_namespace_that_holds_itself_is_a_template_error_not_a_stack_overflow() {
+    // Found by fuzzing (fuzz/regressions/chat_template/): each of these overflowed the stack.
+    for use_it in ["{{ ns }}", "{{ ns|tojson }}", "{{ '' ~ ns }}", "{{ ns.a|string }}", "{{ [ns]|join }}"] {
+        for store in ["{% set ns.a = ns %}", "{% set ns.a = [ns] %}", "{% set m = {'x': ns} %}{% set ns.a = m %}", "{% set ns.a = namespace(b=ns) %}"] {
+            let source = format!("{{% set ns = namespace() %}}{store}{use_it}");
+            match render(&source) {
+                Err(TokenizerError::Template { message: m }) => assert!(m.contains("holds itself"), "{source}: {m}"),
+                other => panic!("{source}: expected a template error, found {other:?}"),
+            }
+        }
+    }
+    // Two namespaces holding each other, and a chain built in a loop, deeper than the limit.
+    let pair = "{% set a = namespace() %}{% set b = namespace(x=a) %}{% set a.x = b %}{{ a }}";
+    assert!(matches!(render(pair), Err(TokenizerError::Template { .. })), "{pair}");
+    let chain = "{% set ns = namespace(v=0) %}{% for i in range(1000) %}{% set ns.v = [ns.v] %}{% endfor %}{{ ns.v }}";
+    assert!(matches!(render(chain), Err(TokenizerError::Template { .. })), "{chain}");
+}
+
+#[test]
+fn namespace_assignments_render_as_before() {
+    // The check inserted after each `{% set x.y = ... %}` keeps its whitespace control.
+    let cases = [
+        ("{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}{{ ns.n }}", "1"),
+        ("a\n{% set ns = namespace() %}\n{% set ns.x = 'v' %}\nb{{ ns.x }}", "a\nbv"),
+        ("a  \n  {%- set ns = namespace() -%}  \n  {%- set ns.x = 1 -%}  \n  b", "ab"),
+        ("a\n{% set ns = namespace() %}{% set ns.x = 1 +%}\nb", "a\n\nb"),
+        ("{% set ns = namespace() %}{% set ns.x %}in{{ 1 }}{% endset %}{{ ns.x }}|{% raw %}{% set ns.y = 1 %}{% endraw %}", "in1|{% set ns.y = 1 %}"),
+        ("{% set ns = namespace(a=1) %}{% set ns.a, x = 2, 3 %}{{ ns.a }}{{ x }} {{ '%}' }}{% set ns.s = '%}' %}{{ ns.s }}", "23 %}%}"),
+        ("{% set ns = namespace(m=none) %}{% for m in messages %}{% set ns.m = m %}{% endfor %}{{ ns.m.role }}:{{ ns.m.content }}", "user:hi"),
+    ];
+    for (source, want) in cases {
+        assert_eq!(render(source).unwrap_or_else(|e| panic!("{source}: {e}")), want, "{source}");
+    }
+}
+
+#[test]
+fn a_panic_inside_minijinja_is_a_template_error() {
+    // Found by fuzzing (fuzz/regressions/chat_template/empty_string_reverse_slice_panic.txt):
+    // minijinja 2.24 indexes past the end reversing an empty string.
+    let source = "{{ ''[::-1] }}";
+    match render(source) {
+        Err(TokenizerError::Template { message }) => assert!(message.contains("panicked"), "{message}"),
+        other => panic!("{source}: expected a template error, found {other:?}"),
+    }
+    assert_eq!(render("{{ 'ab'[::-1] }}").unwrap(), "ba");
+}

@@ -371,7 +371,11 @@ impl<'a> Reader<'a> {
             name: TensorType::ggml_name(type_id),
         })?;
         let overflow = || GgufError::DimsOverflow { tensor: name.clone(), dims: ne.clone() };
-        let n_elements = ne.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)).filter(|&n| n <= i64::MAX as u64).ok_or_else(overflow)?;
+        // The product of the nonzero dimensions must fit too: a zero-element tensor whose other
+        // dimensions overflow would make a product taken in another order (the shape's, outer
+        // first) overflow where this one stops at the zero.
+        let nonzero = ne.iter().filter(|&&d| d != 0).try_fold(1u64, |acc, &d| acc.checked_mul(d)).filter(|&n| n <= i64::MAX as u64).ok_or_else(overflow)?;
+        let n_elements = if ne.contains(&0) { 0 } else { nonzero };
         let shape: Vec<usize> = ne.iter().rev().map(|&d| usize::try_from(d)).collect::<Result<_, _>>().map_err(|_| overflow())?;
         if ne[0] % ty.block_len() as u64 != 0 {
             return Err(GgufError::PartialBlock { tensor: name, ne0: ne[0], ty, block: ty.block_len() });

@@ -82,7 +82,10 @@ impl TensorType {
         if inner % self.block_len() != 0 {
             return None;
         }
-        let n = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))?;
+        // The nonzero dimensions' product must fit: then so does every partial product, in any
+        // order (a zero-element shape like [0, 2^40, 2^40] is refused, not sized 0).
+        let nonzero = shape.iter().filter(|&&d| d != 0).try_fold(1usize, |acc, &d| acc.checked_mul(d))?;
+        let n = if shape.contains(&0) { 0 } else { nonzero };
         (n / self.block_len()).checked_mul(self.block_bytes())
     }
 

@@ -8,13 +8,15 @@
 //! `tool_call_id`, `name`), `tools` (only with `render_with_tools`), `add_generation_prompt`,
 //! `enable_thinking` (left undefined when not set, as Hugging Face does), `bos_token`,
 //! `eos_token`; `tojson` writes JSON as Hugging Face's does (Python's separators). A template error (syntax, or `raise_exception` from the template) is a
-//! `TokenizerError::Template`; rendering never panics.
+//! `TokenizerError::Template`; rendering never panics, and a template cannot build a value that
+//! holds itself (`chat_guard.rs`: the stack overflow that would follow is a template error).
 
 use std::collections::BTreeMap;
 
 use minijinja::{Environment, Error, ErrorKind, Value};
 use serde::Serialize;
 
+use crate::tokenizer::{chat_guard, guard};
 use crate::tokenizer::TokenizerError;
 
 /// The Qwen3.5 chat format: `<|im_start|>role\ncontent<|im_end|>\n` per message; earlier
@@ -124,7 +126,10 @@ impl ChatTemplate {
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
         env.add_filter("tojson", tojson);
-        env.add_template_owned(NAME, source.to_string()).map_err(template_error)?;
+        env.add_function("namespace", chat_guard::namespace);
+        env.add_function(chat_guard::CHECK_FN, chat_guard::namespaces_ok);
+        let instrumented = chat_guard::instrument(source);
+        guard::guarded(|| env.add_template_owned(NAME, instrumented)).map_err(panicked)?.map_err(template_error)?;
         Ok(ChatTemplate { env })
     }
 
@@ -148,7 +153,10 @@ impl ChatTemplate {
         ctx.insert("bos_token", Value::from(options.bos_token.as_str()));
         ctx.insert("eos_token", Value::from(options.eos_token.as_str()));
         let template = self.env.get_template(NAME).map_err(template_error)?;
-        template.render(ctx).map_err(template_error)
+        chat_guard::reset();
+        let rendered = guard::guarded(|| template.render(ctx)).map_err(panicked).and_then(|r| r.map_err(template_error));
+        chat_guard::reset();
+        rendered
     }
 }
 
@@ -192,6 +200,12 @@ impl serde_json::ser::Formatter for PythonFormatter {
 
 fn raise_exception(message: String) -> Result<Value, Error> {
     Err(Error::new(ErrorKind::InvalidOperation, message))
+}
+
+/// minijinja panics on some templates (2.24: `''[::-1]`, a backwards slice of an empty string,
+/// indexes past the end): a template error too.
+fn panicked(message: String) -> TokenizerError {
+    TokenizerError::Template { message: format!("the template engine panicked: {message}") }
 }
 
 fn template_error(e: Error) -> TokenizerError {

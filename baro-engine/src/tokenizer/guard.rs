@@ -1,4 +1,5 @@
-//! Calls into the `tokenizers` crate that cannot take the engine down. That crate panics on
+//! Calls into the `tokenizers` crate (and `minijinja`, for chat templates, see `chat.rs`) that
+//! cannot take the engine down. The first crate panics on
 //! some malformed files (0.23: a JSON syntax error inside `"decoder"` reaches an
 //! `.expect("Helper")` in `decoders/mod.rs`) and on some well-formed ones at use (a `Strip`
 //! decoder whose cuts cross slices a token backwards); `guarded` runs such a call under

@@ -9,6 +9,7 @@
 //! panic inside that crate (it has some, see `guard.rs`) into such an error.
 
 pub mod chat;
+mod chat_guard;
 pub mod gguf;
 mod guard;
 pub mod stream;
