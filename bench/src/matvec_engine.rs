@@ -286,3 +286,34 @@ pub fn run_cases(dev: &Device, host: &Device, filler: &mut Filler, setup: &Engin
     }
     Ok((rows, checked))
 }
+
+/// The bounds error `matvec_q8_0_xs` reports on `d` for k = 64, n = 2 (four Q8_0 blocks,
+/// 136 bytes = 34 words) given 33 weight words: block 3 (bytes 102..136, words 25..=33) is the
+/// only one reaching word 33, read by one lane inside the inner loop whose versioning checks
+/// the expert id's load and the word indices `base + (j + 2) / 4`, so the checked copy must
+/// run and report the read (the conformance binary compares the message with the host's).
+pub fn short_weight_words_error(d: &Device) -> Result<String, String> {
+    let kernel = baro_engine::kernels::all().into_iter().find(|k| k.name == "matvec_q8_0_xs").ok_or("the engine has no `matvec_q8_0_xs`")?;
+    let (k, n) = (64usize, 2usize);
+    let c = d.compile(&kernel).map_err(|e| e.to_string())?;
+    let words: Vec<u32> = (0..33u32).map(|i| 0x0102_3c00 ^ i).collect();
+    let w = d.upload(&words).map_err(|e| e.to_string())?;
+    let x = d.upload(&vec![0.25f32; k]).map_err(|e| e.to_string())?;
+    let ids = d.upload(&[0u32]).map_err(|e| e.to_string())?;
+    let mut y = d.alloc(ScalarType::F32, n).map_err(|e| e.to_string())?;
+    let s = d.default_stream();
+    let args = &mut [A::Buf(&x), A::Buf(&w), A::Buf(&ids), A::BufMut(&mut y), k.into(), n.into(), 0usize.into(), 1usize.into()];
+    match d.launch(s, &c, args).and_then(|()| s.synchronize()) {
+        Err(e) => Ok(e.to_string()),
+        Ok(()) => Err("the read past the end of the weight words was not reported".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_weight_word_past_the_end_is_reported_on_the_host() {
+        let d = baro_dsl::runtime::Device::host().unwrap();
+        assert_eq!(super::short_weight_words_error(&d).unwrap(), "kernel `matvec_q8_0_xs` read `w[33]` but `w` has 33 elements");
+    }
+}

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use baro_bench::conformance::{error_parity, run_all, table, totals, Outcome};
+use baro_bench::matvec_engine::short_weight_words_error;
 use baro_bench::report::{json_str, write_pair, Meta};
 use baro_dsl::runtime::{Device, DeviceKind};
 use clap::Parser;
@@ -57,9 +58,16 @@ fn run(cli: Cli) -> Result<bool, String> {
             eprintln!("FAIL {} [{}]: {} differing bytes{}", o.kernel, o.shape, o.bytes_differing, o.error.as_deref().map(|e| format!(", {e}")).unwrap_or_default());
         }
     });
-    let errors = error_parity(&reference, &device, 1100);
+    let errors = error_parity(&reference, &device, 1100).and_then(|mut m| {
+        let (host, dev) = (short_weight_words_error(&reference)?, short_weight_words_error(&device)?);
+        if host != dev {
+            return Err(format!("a weight word past the end in `matvec_q8_0_xs`: reference says `{host}`, device says `{dev}`"));
+        }
+        m.push(dev);
+        Ok(m)
+    });
     match &errors {
-        Ok(m) => println!("error parity: the device reports the host's bounds errors (a write right away and after 1100 queued launches; a read in a versioned loop): {} | {}", m[1], m[2]),
+        Ok(m) => println!("error parity: the device reports the host's bounds errors (a write right away and after 1100 queued launches; a read in a versioned loop; a weight word past the end inside an engine matvec's versioned loop): {} | {} | {}", m[1], m[2], m[3]),
         Err(e) => eprintln!("FAIL error parity: {e}"),
     }
     let kernels = {

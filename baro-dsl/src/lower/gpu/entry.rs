@@ -125,6 +125,8 @@ pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch:
         region: None,
         team: None,
         unchecked: Default::default(),
+        hoisted: Default::default(),
+        silent: None,
         lane_unroll: options.lane_unroll,
         loop_versioning: options.loop_versioning,
     };

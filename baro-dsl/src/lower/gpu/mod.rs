@@ -129,6 +129,12 @@ pub(super) struct Gpu<'a, 'ctx> {
     /// Index expressions (by node) whose accesses the current loop copy runs unchecked: its
     /// versioning proved them in range for every iteration (`version`).
     unchecked: HashSet<*const crate::ir::Expr>,
+    /// Values the current unchecked copy uses for the loads of its indices' invariant parts
+    /// (by index node): the ones its versioning checked (`version`).
+    hoisted: version::Hoisted<'ctx>,
+    /// While versioning evaluates indices at the loop's ends: the in-range bits of the loads
+    /// met, which record no failure there (`version`).
+    silent: Option<Vec<IntValue<'ctx>>>,
     /// `CompileOptions::lane_unroll` and `loop_versioning`.
     lane_unroll: u32,
     loop_versioning: bool,

@@ -59,7 +59,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
             Stmt::For { var, start, end, step, body } => {
                 let ty = self.var_ty(*var)?;
                 let (s, e, st) = (self.expr(start)?, self.expr(end)?, self.expr(step)?);
-                let plan = Plan::new(*var, ty, body);
+                let plan = Plan::new(*var, ty, body, &|b| read_only(self.k, b));
                 self.for_loop(ty, s.v.into_int_value(), e.v.into_int_value(), st.v.into_int_value(), plan.as_ref(), &mut |g, i| {
                     g.store_var(*var, i.into())?;
                     g.block(body)
@@ -71,7 +71,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
                 }
                 let ty = self.var_ty(*var)?;
                 let e = self.expr(end)?.v.into_int_value();
-                let plan = Plan::new(*var, ty, body);
+                let plan = Plan::new(*var, ty, body, &|b| read_only(self.k, b));
                 match *team {
                     None => self.strided_loop(ty, e, plan.as_ref(), &mut |g, i| {
                         g.store_var(*var, i.into())?;
@@ -327,7 +327,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         let Some(plan) = plan.filter(|_| self.loop_versioning) else { return self.trips(it, start, step, go, trips, hint, body) };
         // The last iteration's value (meaningful when `go`; its checks are pure either way).
         let last = self.ir.add(start, self.ir.b.build_int_mul(self.ir.sub(trips, it.const_int(1, false))?, step, "")?)?;
-        let safe = self.in_range_throughout(plan, start, last)?;
+        let (safe, hoisted) = self.in_range_throughout(plan, start, last)?;
         let fast = self.ir.and(go, safe)?;
         // `branch` by hand: both copies call the one `body`.
         let cx = self.ir.cx;
@@ -335,7 +335,9 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         self.ir.b.build_conditional_branch(fast, unchecked, checked)?;
         self.ir.b.position_at_end(unchecked);
         let added: Vec<_> = plan.unchecked().filter(|p| self.unchecked.insert(*p)).collect();
+        let outer = std::mem::replace(&mut self.hoisted, hoisted);
         let r = self.trips(it, start, step, go, trips, hint, body);
+        self.hoisted = outer;
         for p in added {
             self.unchecked.remove(&p);
         }
@@ -408,14 +410,27 @@ impl<'a, 'ctx> ExprLeaves<'a, 'ctx> for Gpu<'a, 'ctx> {
     /// Where loop versioning proved `index` in range, a plain load.
     fn load_elem(&mut self, buf: Buf, index: &'a Expr, idx: IntValue<'ctx>, signed: bool) -> R<BasicValueEnum<'ctx>> {
         let Some(elem) = self.k.buf_elem(buf) else { return fail(format!("{buf:?} is not a buffer")) };
+        let key = index as *const Expr;
+        if let Some(&v) = self.hoisted.get(&key) {
+            return Ok(v);
+        }
         let (base, len, kind, id) = self.access(buf, false)?;
         let t = mem_ty(self.ir.cx, elem);
-        if self.unchecked.contains(&(index as *const Expr)) {
+        if self.unchecked.contains(&key) {
             let p = unsafe { self.ir.b.build_in_bounds_gep(t, base, &[idx], "")? };
             return Ok(self.ir.b.build_load(t, p, "")?);
         }
-        let code = self.fail_code(kind, id, signed)?;
-        let ok = super::checks::call_in_range(&self.ir.b, &self.checks, idx, len, code)?;
+        let ok = match self.silent.is_some() {
+            // Versioning's preheader: the check without a record (`version`).
+            true => self.ir.icmp(P::ULT, idx, len)?,
+            false => {
+                let code = self.fail_code(kind, id, signed)?;
+                super::checks::call_in_range(&self.ir.b, &self.checks, idx, len, code)?
+            }
+        };
+        if let Some(s) = self.silent.as_mut() {
+            s.push(ok);
+        }
         let zero = t.const_zero();
         let p = match buf {
             Buf::Param(_) => {
@@ -431,15 +446,28 @@ impl<'a, 'ctx> ExprLeaves<'a, 'ctx> for Gpu<'a, 'ctx> {
             }
         };
         let v = self.ir.b.build_load(t, p, "")?;
-        match buf {
+        let v = match buf {
             // `baro_zero` is a zeroed constant: a redirected load already reads +0 / 0.
-            Buf::Param(_) => Ok(v),
-            Buf::Shared(_) => Ok(self.ir.b.build_select(ok, v, zero, "")?),
+            Buf::Param(_) => v,
+            Buf::Shared(_) => self.ir.b.build_select(ok, v, zero, "")?,
+        };
+        if self.silent.is_some() {
+            self.hoisted.insert(key, v);
         }
+        Ok(v)
     }
+
 
     fn shuffle_xor(&mut self, _node: &'a Expr, value: &'a Expr, mask: u32) -> R<Val<'ctx>> {
         let v = self.expr(value)?;
         self.exchange(v, mask)
+    }
+}
+
+/// True for a `&[T]` parameter: no thread of the kernel writes it.
+fn read_only(k: &Kernel, buf: Buf) -> bool {
+    match buf {
+        Buf::Param(p) => matches!(k.params.get(p.index()).map(|p| &p.kind), Some(ParamKind::Buffer { access: Access::Read, .. })),
+        Buf::Shared(_) => false,
     }
 }

@@ -15,6 +15,19 @@
 //! with `i` and span less than 2^64, so the wrapped values are all within `[v(first), v(last)]`
 //! exactly when `v(first) <= v(last)` (a wrap between the two ends makes `v(last) < v(first)`).
 //! So: `c·last` fits, `v(first) <= v(last)`, and `v(last) < len` (unsigned, as every check).
+//!
+//! Two widenings, both for the quantized matvecs' weight words:
+//! - **Monotone pieces.** An index may also add terms `A / d` with `A` affine (`a' + c'·i`) and
+//!   `d` a constant (`w[base + (t + 2) / 4]`). Each piece is non-decreasing where `A` does not
+//!   wrap (`c'·last` fits and `A(first) <= A(last)`, as above), and its span is at most `A`'s;
+//!   with `A(last) − A(first) <= 2^60` per piece (at most 7 pieces) and `c·last <= 2^60` for the
+//!   direct term, the whole index is a non-decreasing true value of span below 2^64, so the
+//!   same two-end test holds for it.
+//! - **Loads in the invariant part** of read-only buffers (`&[T]` parameters, which no thread of
+//!   the kernel writes), such as the expert id in `w[(ids[s]·n + o)·nb + …]`. The preheader
+//!   evaluates them without recording a failure (an out-of-range one only sends the thread to
+//!   the checked loop, which records it in program order), and the unchecked copy uses exactly
+//!   the values the preheader checked, so its accesses are in range by construction.
 
 use std::collections::HashSet;
 
@@ -32,17 +45,28 @@ pub(super) struct Plan<'a> {
     accesses: Vec<Affine<'a>>,
 }
 
-/// `buf[index]` with `index ≡ a + coef·var (mod 2^64)`.
+/// `buf[index]` with `index ≡ a + coef·var + Σ A_k / d_k (mod 2^64)`, each piece `A_k` affine
+/// in `var` with its own coefficient (no pieces: the plain affine index).
 struct Affine<'a> {
     buf: Buf,
     index: &'a Expr,
     coef: u64,
+    pieces: Vec<(&'a Expr, u64)>,
 }
+
+/// The most pieces an index may have: their spans (each at most 2^60) and the direct term's
+/// then add up to less than 2^64.
+const MAX_PIECES: usize = 7;
+/// The span a piece or the direct term may have when an index has pieces.
+pub(super) const PIECE_SPAN: u64 = 1 << 60;
+
+/// Which buffers the kernel only reads (their loads may sit in an invariant index part).
+pub(super) type ReadOnly<'r> = &'r dyn Fn(Buf) -> bool;
 
 impl<'a> Plan<'a> {
     /// The plan for `for var in … { body }` over a loop variable of type `ty`, or `None` when
     /// the loop is not versioned (no affine access, not innermost, or a barrier or shuffle in it).
-    pub(super) fn new(var: Var, ty: ScalarType, body: &'a [Stmt]) -> Option<Plan<'a>> {
+    pub(super) fn new(var: Var, ty: ScalarType, body: &'a [Stmt], read_only: ReadOnly<'_>) -> Option<Plan<'a>> {
         if ty != ScalarType::U64 {
             return None;
         }
@@ -50,9 +74,10 @@ impl<'a> Plan<'a> {
         if !simple_body(body, &mut varying) {
             return None;
         }
+        let cx = Cx { var, varying: &varying, read_only };
         let mut accesses = Vec::new();
         for s in body {
-            collect_stmt(s, var, &varying, &mut accesses);
+            collect_stmt(s, &cx, &mut accesses);
         }
         if accesses.is_empty() {
             return None;
@@ -69,6 +94,18 @@ impl<'a> Plan<'a> {
     fn coefs(&self) -> Vec<u64> {
         self.accesses.iter().map(|a| a.coef).collect()
     }
+
+    #[cfg(test)]
+    fn piece_coefs(&self) -> Vec<Vec<u64>> {
+        self.accesses.iter().map(|a| a.pieces.iter().map(|p| p.1).collect()).collect()
+    }
+}
+
+/// What the index analysis of one loop needs to know.
+struct Cx<'v, 'r> {
+    var: Var,
+    varying: &'v HashSet<Var>,
+    read_only: ReadOnly<'r>,
 }
 
 /// True when `body` has no loop, lane region, barrier or shuffle; adds every variable it
@@ -97,66 +134,94 @@ fn let_vars(e: &Expr, out: &mut HashSet<Var>) {
     e.for_each_child(|c| let_vars(c, out));
 }
 
-fn collect_stmt<'a>(s: &'a Stmt, var: Var, varying: &HashSet<Var>, out: &mut Vec<Affine<'a>>) {
+fn collect_stmt<'a>(s: &'a Stmt, cx: &Cx, out: &mut Vec<Affine<'a>>) {
     match s {
-        Stmt::Let { value, .. } | Stmt::Assign { value, .. } => collect_expr(value, var, varying, out),
+        Stmt::Let { value, .. } | Stmt::Assign { value, .. } => collect_expr(value, cx, out),
         Stmt::Store { buf, index, value } => {
-            collect_expr(index, var, varying, out);
-            collect_expr(value, var, varying, out);
-            if let Some(coef) = affine(index, var, varying) {
-                out.push(Affine { buf: *buf, index, coef });
-            }
+            collect_expr(index, cx, out);
+            collect_expr(value, cx, out);
+            push_access(*buf, index, cx, out);
         }
         Stmt::If { cond, then_body, else_body } => {
-            collect_expr(cond, var, varying, out);
+            collect_expr(cond, cx, out);
             for s in then_body.iter().chain(else_body) {
-                collect_stmt(s, var, varying, out);
+                collect_stmt(s, cx, out);
             }
         }
         Stmt::For { .. } | Stmt::ParFor { .. } | Stmt::Lanes { .. } | Stmt::Barrier => {}
     }
 }
 
-fn collect_expr<'a>(e: &'a Expr, var: Var, varying: &HashSet<Var>, out: &mut Vec<Affine<'a>>) {
-    if let Expr::Load { buf, index } = e {
-        if let Some(coef) = affine(index, var, varying) {
-            out.push(Affine { buf: *buf, index, coef });
+/// Plans `buf[index]` when its index is affine or monotone (see the module comment).
+fn push_access<'a>(buf: Buf, index: &'a Expr, cx: &Cx, out: &mut Vec<Affine<'a>>) {
+    let mut pieces = Vec::new();
+    if let Some(coef) = monotone(index, cx, &mut pieces) {
+        if pieces.len() <= MAX_PIECES {
+            out.push(Affine { buf, index, coef, pieces });
         }
+    }
+}
+
+fn collect_expr<'a>(e: &'a Expr, cx: &Cx, out: &mut Vec<Affine<'a>>) {
+    if let Expr::Load { buf, index } = e {
+        push_access(*buf, index, cx, out);
     }
     // `for_each_child` takes a closure over `&Expr` of the child's own lifetime; walk by hand
     // so the collected references live as long as the kernel.
     match e {
         Expr::Const(_) | Expr::Var(_) | Expr::Param(_) | Expr::GroupId(_) => {}
-        Expr::Load { index, .. } => collect_expr(index, var, varying, out),
-        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Call { arg, .. } => collect_expr(arg, var, varying, out),
+        Expr::Load { index, .. } => collect_expr(index, cx, out),
+        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Call { arg, .. } => collect_expr(arg, cx, out),
         Expr::Binary { lhs, rhs, .. } => {
-            collect_expr(lhs, var, varying, out);
-            collect_expr(rhs, var, varying, out);
+            collect_expr(lhs, cx, out);
+            collect_expr(rhs, cx, out);
         }
         Expr::Select { cond, then, els } => {
-            collect_expr(cond, var, varying, out);
-            collect_expr(then, var, varying, out);
-            collect_expr(els, var, varying, out);
+            collect_expr(cond, cx, out);
+            collect_expr(then, cx, out);
+            collect_expr(els, cx, out);
         }
         Expr::Let { value, body, .. } => {
-            collect_expr(value, var, varying, out);
-            collect_expr(body, var, varying, out);
+            collect_expr(value, cx, out);
+            collect_expr(body, cx, out);
         }
         Expr::Reduce(_) | Expr::ShuffleXor { .. } => {}
     }
 }
 
 /// `Some(c)` when `e ≡ a + c·var (mod 2^64)` for every value of `var`, with `a` invariant in
-/// the loop (no load, no variable of `varying` but `var` itself as the linear term) and `c` an
-/// exact (non-wrapping) constant.
-fn affine(e: &Expr, var: Var, varying: &HashSet<Var>) -> Option<u64> {
+/// the loop (no variable of `varying` but `var` itself as the linear term; loads only of
+/// read-only buffers) and `c` an exact (non-wrapping) constant.
+fn affine(e: &Expr, cx: &Cx) -> Option<u64> {
     match e {
-        Expr::Var(v) if *v == var => Some(1),
-        _ if invariant(e, varying) => Some(0),
-        Expr::Binary { op: BinOp::Add, lhs, rhs } => affine(lhs, var, varying)?.checked_add(affine(rhs, var, varying)?),
-        Expr::Binary { op: BinOp::Sub, lhs, rhs } if invariant(rhs, varying) => affine(lhs, var, varying),
+        Expr::Var(v) if *v == cx.var => Some(1),
+        _ if invariant(e, cx) => Some(0),
+        Expr::Binary { op: BinOp::Add, lhs, rhs } => affine(lhs, cx)?.checked_add(affine(rhs, cx)?),
+        Expr::Binary { op: BinOp::Sub, lhs, rhs } if invariant(rhs, cx) => affine(lhs, cx),
         Expr::Binary { op: BinOp::Mul, lhs, rhs } => match (&**lhs, &**rhs) {
-            (Expr::Const(k), x) | (x, Expr::Const(k)) if k.ty == ScalarType::U64 => affine(x, var, varying)?.checked_mul(k.bits),
+            (Expr::Const(k), x) | (x, Expr::Const(k)) if k.ty == ScalarType::U64 => affine(x, cx)?.checked_mul(k.bits),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `Some(c)` when `e ≡ a + c·var + Σ A_k / d_k (mod 2^64)`: an affine index, or sums (and
+/// invariant differences) of affine terms and pieces `A / d` (`A` affine with a non-zero
+/// coefficient, `d` a positive u64 constant), each piece pushed to `pieces` with its `A`.
+fn monotone<'a>(e: &'a Expr, cx: &Cx, pieces: &mut Vec<(&'a Expr, u64)>) -> Option<u64> {
+    if let Some(c) = affine(e, cx) {
+        return Some(c);
+    }
+    match e {
+        Expr::Binary { op: BinOp::Add, lhs, rhs } => monotone(lhs, cx, pieces)?.checked_add(monotone(rhs, cx, pieces)?),
+        Expr::Binary { op: BinOp::Sub, lhs, rhs } if invariant(rhs, cx) => monotone(lhs, cx, pieces),
+        Expr::Binary { op: BinOp::Div, lhs, rhs } => match &**rhs {
+            Expr::Const(d) if d.ty == ScalarType::U64 && d.bits > 0 => {
+                let c = affine(lhs, cx)?;
+                pieces.push((&**lhs, c));
+                Some(0)
+            }
             _ => None,
         },
         _ => None,
@@ -164,42 +229,80 @@ fn affine(e: &Expr, var: Var, varying: &HashSet<Var>) -> Option<u64> {
 }
 
 /// A value the loop cannot change and the preheader can compute without side effects: no
-/// load (its own check could fail where the loop would not have run it), no shuffle, and no
-/// variable the body defines or assigns (nor the loop variable).
-fn invariant(e: &Expr, varying: &HashSet<Var>) -> bool {
+/// shuffle, no variable the body defines or assigns (nor the loop variable), and loads only of
+/// buffers the kernel never writes (the preheader reads them without recording a failure).
+fn invariant(e: &Expr, cx: &Cx) -> bool {
     !e.any(&|x| match x {
-        Expr::Var(v) => varying.contains(v),
-        Expr::Load { .. } | Expr::ShuffleXor { .. } | Expr::Reduce(_) | Expr::Call { .. } => true,
+        Expr::Var(v) => cx.varying.contains(v),
+        Expr::Load { buf, .. } => !(cx.read_only)(*buf),
+        Expr::ShuffleXor { .. } | Expr::Reduce(_) | Expr::Call { .. } => true,
         _ => false,
     })
 }
 
 impl<'a, 'ctx> Gpu<'a, 'ctx> {
     /// True (i1) when every access of `plan` is in range for the loop variable at `first` and
-    /// at `last` (and so, by the module's argument, at every iteration between).
-    pub(super) fn in_range_throughout(&mut self, plan: &Plan<'a>, first: IntValue<'ctx>, last: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+    /// at `last` (and so, by the module's argument, at every iteration between), with the
+    /// values of the loads the indices' invariant parts read (by index node): the unchecked
+    /// copy must use exactly these. Those loads record no failure here (`silent`): one out of
+    /// range only makes the result false.
+    pub(super) fn in_range_throughout(&mut self, plan: &Plan<'a>, first: IntValue<'ctx>, last: IntValue<'ctx>) -> R<(IntValue<'ctx>, Hoisted<'ctx>)> {
+        let outer = std::mem::take(&mut self.hoisted);
+        let was = self.silent.replace(Vec::new());
+        let r = self.ends_in_range(plan, first, last);
+        let loads_ok = std::mem::replace(&mut self.silent, was).unwrap_or_default();
+        let loads = std::mem::replace(&mut self.hoisted, outer);
+        let mut ok = r?;
+        for l in loads_ok {
+            ok = self.ir.and(ok, l)?;
+        }
+        Ok((ok, loads))
+    }
+
+    fn ends_in_range(&mut self, plan: &Plan<'a>, first: IntValue<'ctx>, last: IntValue<'ctx>) -> R<IntValue<'ctx>> {
         let mut ok = self.ir.cx.bool_type().const_int(1, false);
+        // `e` with the loop variable at `i`.
+        let at = |g: &mut Self, e: &'a Expr, i: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+            let old = g.lets.insert(plan.var, i.into());
+            let r = g.index(e);
+            match old {
+                Some(o) => g.lets.insert(plan.var, o),
+                None => g.lets.remove(&plan.var),
+            };
+            Ok(r?.0)
+        };
+        // `c·last` fits (`limit` = u64::MAX) or stays within `limit`.
+        let coef_fits = |g: &mut Self, c: u64, limit: u64| -> R<Option<IntValue<'ctx>>> {
+            if c == 0 || (c == 1 && limit == u64::MAX) {
+                return Ok(None);
+            }
+            Ok(Some(g.ir.icmp(P::ULE, last, g.ir.i64(limit / c))?))
+        };
         for a in &plan.accesses {
             let (_, len, _, _) = self.access(a.buf, false)?;
-            let at = |g: &mut Self, i: IntValue<'ctx>| -> R<IntValue<'ctx>> {
-                let old = g.lets.insert(plan.var, i.into());
-                let r = g.index(a.index);
-                match old {
-                    Some(o) => g.lets.insert(plan.var, o),
-                    None => g.lets.remove(&plan.var),
-                };
-                Ok(r?.0)
-            };
-            let (lo, hi) = (at(self, first)?, at(self, last)?);
+            let (lo, hi) = (at(self, a.index, first)?, at(self, a.index, last)?);
             let mut fits = self.ir.and(self.ir.icmp(P::ULE, lo, hi)?, self.ir.icmp(P::ULT, hi, len)?)?;
-            if a.coef > 1 {
-                fits = self.ir.and(fits, self.ir.icmp(P::ULE, last, self.ir.i64(u64::MAX / a.coef))?)?;
+            let limit = if a.pieces.is_empty() { u64::MAX } else { PIECE_SPAN };
+            if let Some(c) = coef_fits(self, a.coef, limit)? {
+                fits = self.ir.and(fits, c)?;
+            }
+            for &(piece, c) in &a.pieces {
+                let (plo, phi) = (at(self, piece, first)?, at(self, piece, last)?);
+                let span = self.ir.sub(phi, plo)?;
+                fits = self.ir.and(fits, self.ir.icmp(P::ULE, plo, phi)?)?;
+                fits = self.ir.and(fits, self.ir.icmp(P::ULE, span, self.ir.i64(PIECE_SPAN))?)?;
+                if let Some(c) = coef_fits(self, c, u64::MAX)? {
+                    fits = self.ir.and(fits, c)?;
+                }
             }
             ok = self.ir.and(ok, fits)?;
         }
         Ok(ok)
     }
 }
+
+/// Values of loads in invariant index parts, by their index node (`in_range_throughout`).
+pub(super) type Hoisted<'ctx> = std::collections::HashMap<*const Expr, inkwell::values::BasicValueEnum<'ctx>>;
 
 #[cfg(test)]
 mod tests {
@@ -225,7 +328,7 @@ mod tests {
     fn affine_indices_are_versioned_with_their_coefficient() {
         // i = v0; v1 is defined outside the loop.
         let body = vec![acc(load(add(mul(v(1), Expr::index(144)), v(0)))), acc(load(add(v(1), mul(v(0), Expr::index(32)))))];
-        let plan = Plan::new(Var(0), ScalarType::U64, &body).expect("two affine loads");
+        let plan = Plan::new(Var(0), ScalarType::U64, &body, &|_| false).expect("two affine loads");
         assert_eq!(plan.coefs(), vec![1, 32]);
     }
 
@@ -233,7 +336,7 @@ mod tests {
     fn non_affine_or_varying_indices_are_not() {
         let cases = [
             mul(add(v(1), v(0)), v(1)),                                 // i times a variable
-            Expr::bin(BinOp::Div, v(0), Expr::index(8)),                 // i / 8
+            Expr::bin(BinOp::Div, v(0), Expr::index(8)),                 // i / 8: a monotone piece
             add(load(v(1)), v(0)),                                      // a load in the invariant part
             add(v(9), v(0)),                                            // a variable the body assigns
             Expr::bin(BinOp::Sub, v(1), v(0)),                           // a negative coefficient
@@ -241,8 +344,9 @@ mod tests {
         ];
         for (n, index) in cases.into_iter().enumerate() {
             let body = vec![acc(load(index))];
-            let coefs = Plan::new(Var(0), ScalarType::U64, &body).map(|p| p.coefs());
+            let coefs = Plan::new(Var(0), ScalarType::U64, &body, &|_| false).map(|p| p.coefs());
             let expected = match n {
+                1 => Some(vec![0]),        // the piece i / 8, no direct term
                 2 => Some(vec![0]),        // only the inner load `x[v1]`, not `x[x[v1] + i]`
                 5 => Some(vec![u64::MAX]), // kept: its trip bound is checked at run time
                 _ => None,
@@ -250,7 +354,7 @@ mod tests {
             assert_eq!(coefs, expected, "case {n}");
         }
         let overflow = vec![acc(load(mul(mul(v(0), Expr::index(u64::MAX)), Expr::index(2))))];
-        assert!(Plan::new(Var(0), ScalarType::U64, &overflow).is_none(), "a coefficient that wraps");
+        assert!(Plan::new(Var(0), ScalarType::U64, &overflow, &|_| false).is_none(), "a coefficient that wraps");
     }
 
     #[test]
@@ -260,16 +364,56 @@ mod tests {
         let shuffle = acc(Expr::ShuffleXor { value: Box::new(Expr::f32(1.0)), mask: 1 });
         for (n, extra) in [inner, Stmt::Barrier, shuffle].into_iter().enumerate() {
             let body = vec![affine_load(), extra];
-            assert!(Plan::new(Var(0), ScalarType::U64, &body).is_none(), "case {n} was versioned");
+            assert!(Plan::new(Var(0), ScalarType::U64, &body, &|_| false).is_none(), "case {n} was versioned");
         }
-        assert!(Plan::new(Var(0), ScalarType::U32, &[affine_load()]).is_none());
-        assert!(Plan::new(Var(0), ScalarType::U64, &[affine_load()]).is_some());
+        assert!(Plan::new(Var(0), ScalarType::U32, &[affine_load()], &|_| false).is_none());
+        assert!(Plan::new(Var(0), ScalarType::U64, &[affine_load()], &|_| false).is_some());
     }
 
     #[test]
     fn a_let_bound_variable_is_never_taken_for_an_invariant() {
         // `let t = i * 2 in x[t + 1]`: t stands for a value of the loop variable.
         let e = Expr::let_in(Var(3), mul(v(0), Expr::index(2)), load(add(v(3), Expr::index(1))));
-        assert!(Plan::new(Var(0), ScalarType::U64, &[acc(e)]).is_none());
+        assert!(Plan::new(Var(0), ScalarType::U64, &[acc(e)], &|_| false).is_none());
+    }
+
+    fn div(a: Expr, b: Expr) -> Expr {
+        Expr::bin(BinOp::Div, a, b)
+    }
+
+    #[test]
+    fn word_indices_divided_by_a_constant_are_monotone_pieces() {
+        // w[v1 + (v0 + 2) / 4] and w[v1 · 36 + v0 / 4 + v0]: the quantized matvecs' word reads.
+        let body = vec![
+            acc(load(add(v(1), div(add(v(0), Expr::index(2)), Expr::index(4))))),
+            acc(load(add(add(mul(v(1), Expr::index(36)), div(v(0), Expr::index(4))), v(0)))),
+        ];
+        let plan = Plan::new(Var(0), ScalarType::U64, &body, &|_| false).expect("monotone word reads");
+        assert_eq!(plan.coefs(), vec![0, 1]);
+        assert_eq!(plan.piece_coefs(), vec![vec![1], vec![1]]);
+        // Not monotone: a remainder, a division by a variable or by zero, a piece times a constant.
+        for index in [
+            Expr::bin(BinOp::Rem, v(0), Expr::index(4)),
+            div(v(0), v(1)),
+            div(v(0), Expr::index(0)),
+            mul(div(v(0), Expr::index(4)), Expr::index(2)),
+        ] {
+            assert!(Plan::new(Var(0), ScalarType::U64, &[acc(load(index))], &|_| false).is_none());
+        }
+        // At most MAX_PIECES pieces in one index.
+        let many = (0..=MAX_PIECES).fold(v(1), |e, _| add(e, div(v(0), Expr::index(4))));
+        assert!(Plan::new(Var(0), ScalarType::U64, &[acc(load(many))], &|_| false).is_none());
+    }
+
+    #[test]
+    fn loads_of_read_only_buffers_may_sit_in_the_invariant_part() {
+        // w[ids[v1] · 8 + v0]: versioned with the expert id's load when `ids` is read-only.
+        let ids = |i: Expr| Expr::load(Buf::Param(crate::ir::ParamId(1)), i);
+        let body = vec![acc(load(add(mul(ids(v(1)), Expr::index(8)), v(0))))];
+        let read_only = |b: Buf| b == Buf::Param(crate::ir::ParamId(1));
+        let plan = Plan::new(Var(0), ScalarType::U64, &body, &read_only).expect("read-only id");
+        assert_eq!(plan.coefs(), vec![1, 0], "the weight read and the id read");
+        let plan = Plan::new(Var(0), ScalarType::U64, &body, &|_| false).expect("the id read alone");
+        assert_eq!(plan.coefs(), vec![0], "a written buffer's load is not invariant");
     }
 }
