@@ -147,3 +147,72 @@ fn moe_kernels_verify() {
         println!("{}: {} shapes, {} regions, {:?}", k.name, proof.shapes, proof.regions_checked, t.elapsed());
     }
 }
+
+/// The device greedy pick (`kernels::pick`, two launches) against `sampling::greedy` on the
+/// host: the same id, including ties within and across chunks, ±0, all -inf, and the same
+/// first NaN / first +inf the host reports as errors.
+#[test]
+fn greedy_pick_on_the_device_is_the_hosts() {
+    use baro_engine::kernels::pick;
+    use baro_engine::sampling::{greedy, SampleError};
+    let d = dev();
+    let (k1, k2) = (pick::greedy_chunks(), pick::greedy_pick());
+    let device_pick = |logits: &[f32]| -> Result<u32, SampleError> {
+        let n = logits.len();
+        let c = pick::pick_chunks(n);
+        let lb = d.upload(logits).unwrap();
+        let mut best = zeros(&d, c);
+        let (mut at, mut nan, mut inf) = (d.alloc(ScalarType::U32, c).unwrap(), d.alloc(ScalarType::U32, c).unwrap(), d.alloc(ScalarType::U32, c).unwrap());
+        let mut out = d.alloc(ScalarType::U32, 4).unwrap();
+        run(&d, &k1, &mut [A::buf(&lb), A::buf_mut(&mut best), A::buf_mut(&mut at), A::buf_mut(&mut nan), A::buf_mut(&mut inf), A::from(n)]);
+        run(&d, &k2, &mut [A::buf(&best), A::buf(&at), A::buf(&nan), A::buf(&inf), A::buf_mut(&mut out), A::from(c), A::from(n)]);
+        let p: Vec<u32> = d.read(&out).unwrap();
+        if (p[1] as usize) < n {
+            return Err(SampleError::NaN { index: p[1] as usize });
+        }
+        if (p[2] as usize) < n {
+            return Err(SampleError::PositiveInfinity { index: p[2] as usize });
+        }
+        if p[3] != 0 {
+            return Err(SampleError::AllMasked { n });
+        }
+        Ok(p[0])
+    };
+    let mut rng = Rng::new(77);
+    let mut cases: Vec<Vec<f32>> = Vec::new();
+    for n in [1usize, 31, 1024, 1025, 9000, 20_000] {
+        cases.push(rng.vec_f32(n));
+        // Coarse values: many ties, inside one chunk and across chunks.
+        cases.push(rng.vec_f32(n).iter().map(|v| (v * 3.0).round()).collect());
+    }
+    let mut zeros_mixed = vec![f32::NEG_INFINITY; 5000];
+    zeros_mixed[3000] = -0.0;
+    zeros_mixed[4500] = 0.0;
+    zeros_mixed[1200] = -0.0;
+    cases.push(zeros_mixed);
+    cases.push(vec![f32::NEG_INFINITY; 3000]);
+    let mut late_max = vec![1.0f32; 8193];
+    late_max[8192] = 2.0;
+    cases.push(late_max);
+    let mut nan = rng.vec_f32(5000);
+    nan[4000] = f32::NAN;
+    nan[2100] = f32::NAN;
+    nan[100] = f32::INFINITY;
+    cases.push(nan);
+    let mut inf = rng.vec_f32(5000);
+    inf[3333] = f32::INFINITY;
+    inf[4444] = f32::INFINITY;
+    cases.push(inf);
+    let mut all_nan = vec![f32::NAN; 2000];
+    all_nan[0] = f32::NAN;
+    cases.push(all_nan);
+    for (i, logits) in cases.iter().enumerate() {
+        let want = greedy(logits).map_err(|e| e.to_string());
+        let got = device_pick(logits).map_err(|e| e.to_string());
+        assert_eq!(got, want, "case {i} (n = {})", logits.len());
+    }
+    // The ties were real: the coarse cases hold repeated maxima.
+    let coarse = &cases[11];
+    let m = coarse.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+    assert!(coarse.iter().filter(|&&v| v == m).count() > 1);
+}

@@ -4,8 +4,9 @@
 //! are a deterministic function of the pack and the first token) and sets the achieved tokens
 //! per second against the pack's bandwidth floor (`floor.rs`).
 //!
-//! Timing is synchronised wall clock per token: `Engine::step` queues the step and waits for
-//! the logits, and the greedy pick runs on the host after it, so one token's latency is
+//! Timing is synchronised wall clock per token: `Engine::step_greedy` queues the step and the
+//! greedy pick on the device and waits for the picked id (or, with `host_pick`, `Engine::step`
+//! waits for the logits and the pick runs on the host after it), so one token's latency is
 //! everything between two fed tokens. Returns numbers; printing the result table and writing
 //! files is the binary's job. Never changes the pack.
 
@@ -45,6 +46,8 @@ pub struct DecodeOptions {
     /// Bytes per pinned upload, and timed uploads (median).
     pub pinned_bytes: usize,
     pub pinned_iters: usize,
+    /// Read the logits back and pick on the host (`sampling::greedy`) instead of on the device.
+    pub host_pick: bool,
 }
 
 /// Everything `run` measured.
@@ -67,7 +70,8 @@ pub struct DecodeReport {
     pub upload_bytes: u64,
     pub context_s: f64,
     pub warmup_s: f64,
-    /// Per timed token: step (queue + wait + logits read back) and greedy pick, seconds.
+    /// Per timed token: step (queue + wait + read back: the picked id, or the logits with
+    /// `host_pick`) and the greedy pick on the host (0 when picked on the device), seconds.
     pub step_s: Vec<f64>,
     pub pick_s: Vec<f64>,
     /// The timed tokens' inputs followed by the last pick: `tokens + 1` ids.
@@ -219,8 +223,13 @@ pub fn run(o: &DecodeOptions) -> Result<DecodeReport, String> {
     );
 
     let mut token = o.first_token;
+    let host_pick = o.host_pick;
     let step = |engine: &mut Engine, token: TokenId| -> Result<(TokenId, f64, f64), String> {
         let t0 = Instant::now();
+        if !host_pick {
+            let next = engine.step_greedy(token).map_err(|e| e.to_string())?;
+            return Ok((next, t0.elapsed().as_secs_f64(), 0.0));
+        }
         let logits = engine.step(token).map_err(|e| e.to_string())?;
         let t1 = Instant::now();
         let next = sampling::greedy(&logits).map_err(|e| e.to_string())?;

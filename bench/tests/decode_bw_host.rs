@@ -102,16 +102,18 @@ fn decode_bw_runs_on_the_host_with_deterministic_ids() {
         filler_bytes: 1 << 20,
         pinned_bytes: 1 << 20,
         pinned_iters: 2,
+        host_pick: false,
     };
     let first = run(&opts);
-    let second = run(&opts);
+    let second = run(&DecodeOptions { host_pick: true, ..opts.clone() });
     std::fs::remove_file(&path).ok();
     let (a, b) = (first.expect("first run"), second.expect("second run"));
     assert_eq!(a.step_s.len(), 5);
     assert_eq!(a.timed_ids.len(), 6);
     assert_eq!(a.first_timed_pos, 5);
     assert!(a.timed_ids.iter().all(|&t| (t as usize) < cfg.vocab_size));
-    assert_eq!(a.timed_ids, b.timed_ids, "greedy ids differ between two runs");
+    assert_eq!(a.timed_ids, b.timed_ids, "greedy ids differ between the device pick and the host pick");
+    assert!(a.pick_s.iter().all(|&p| p == 0.0) && b.pick_s.iter().all(|&p| p > 0.0));
     assert_eq!(a.floor.per_token, expected_bytes(&cfg));
     assert_eq!(a.upload_bytes, a.floor.stored_total - 256, "every tensor but the extra one is uploaded");
     let lat = a.latency();

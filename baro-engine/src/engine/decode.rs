@@ -101,6 +101,8 @@ pub(crate) struct Kernels {
     gdn_conv_step: DeviceKernel,
     gdn_step: DeviceKernel,
     gated_rmsnorm: DeviceKernel,
+    greedy_chunks: DeviceKernel,
+    greedy_pick: DeviceKernel,
     pub(crate) rows: RowsKernels,
 }
 
@@ -164,6 +166,8 @@ impl Kernels {
             gdn_conv_step: take("gdn_conv_step")?,
             gdn_step: take("gdn_step")?,
             gated_rmsnorm: take("gated_rmsnorm")?,
+            greedy_chunks: take("greedy_chunks")?,
+            greedy_pick: take("greedy_pick")?,
             rows: RowsKernels::take(&all)?,
         })
     }
@@ -339,6 +343,48 @@ impl Engine {
 
     /// Feeds `token` at the next position and returns the logits for the position after it.
     pub fn step(&mut self, token: TokenId) -> Result<Vec<f32>, EngineError> {
+        self.queue_step(token)?;
+        self.device.default_stream().synchronize()?;
+        let logits = self.device.read::<f32>(&self.state.s.logits)?;
+        self.state.pos += 1;
+        Ok(logits)
+    }
+
+    /// `step` followed by the greedy pick, on the device: the same token (and the same error
+    /// for NaN, +inf or all -inf logits) as `sampling::greedy` on `step`'s logits, reading four
+    /// integers back instead of the vocabulary's logits.
+    pub fn step_greedy(&mut self, token: TokenId) -> Result<TokenId, EngineError> {
+        self.queue_step(token)?;
+        let run = Launcher { device: &self.device, k: &self.kernels };
+        let s = &mut self.state.s;
+        let n = self.weights.config.vocab_size;
+        let chunks = crate::kernels::pick::pick_chunks(n);
+        run.launch(
+            &self.kernels.greedy_chunks,
+            &mut [A::buf(&s.logits), A::buf_mut(&mut s.pick_best), A::buf_mut(&mut s.pick_at), A::buf_mut(&mut s.pick_nan_at), A::buf_mut(&mut s.pick_inf_at), A::from(n)],
+        )?;
+        run.launch(
+            &self.kernels.greedy_pick,
+            &mut [A::buf(&s.pick_best), A::buf(&s.pick_at), A::buf(&s.pick_nan_at), A::buf(&s.pick_inf_at), A::buf_mut(&mut s.pick), A::from(chunks), A::from(n)],
+        )?;
+        self.device.default_stream().synchronize()?;
+        let pick = self.device.read::<u32>(&s.pick)?;
+        self.state.pos += 1;
+        let (best, nan, inf) = (pick[0] as usize, pick[1] as usize, pick[2] as usize);
+        if nan < n {
+            return Err(crate::sampling::SampleError::NaN { index: nan }.into());
+        }
+        if inf < n {
+            return Err(crate::sampling::SampleError::PositiveInfinity { index: inf }.into());
+        }
+        if pick[3] != 0 {
+            return Err(crate::sampling::SampleError::AllMasked { n }.into());
+        }
+        Ok(best as TokenId)
+    }
+
+    /// Queues `token`'s step, up to the logits in `state.s.logits` (no wait, no position update).
+    fn queue_step(&mut self, token: TokenId) -> Result<(), EngineError> {
         self.check_step(&self.state, token)?;
         let cfg = &self.weights.config;
         let pos = self.state.pos;
@@ -375,11 +421,7 @@ impl Engine {
             run.add(&s.h, &s.mix, &mut s.x, h)?;
         }
         run.rmsnorm(&s.x, &w.output_norm, &mut s.xn, h, eps)?;
-        run.matvec(w.lm_head(), &s.xn, &s.plain_ids, &mut s.logits, 0, 1)?;
-        self.device.default_stream().synchronize()?;
-        let logits = self.device.read::<f32>(&s.logits)?;
-        self.state.pos += 1;
-        Ok(logits)
+        Ok(run.matvec(w.lm_head(), &s.xn, &s.plain_ids, &mut s.logits, 0, 1)?)
     }
 
     /// What `step` would refuse for `token` fed to `state` (a token past the vocabulary, a
@@ -404,14 +446,14 @@ impl Engine {
     /// `generate` with the prompt fed by `mode`.
     pub fn generate_with(&mut self, prompt: &[TokenId], n: usize, mode: PrefillMode) -> Result<Vec<TokenId>, EngineError> {
         self.reset()?;
-        let mut logits = self.prefill(prompt, mode, Logits::Last)?.logits;
+        let logits = self.prefill(prompt, mode, Logits::Last)?.logits;
         let mut out = Vec::with_capacity(n);
-        for i in 0..n {
-            let t = sampling::greedy(&logits)?;
+        if n > 0 {
+            out.push(sampling::greedy(&logits)?);
+        }
+        while out.len() < n {
+            let t = self.step_greedy(out[out.len() - 1])?;
             out.push(t);
-            if i + 1 < n {
-                logits = self.step(t)?;
-            }
         }
         Ok(out)
     }

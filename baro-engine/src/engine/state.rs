@@ -61,6 +61,12 @@ pub struct Scratch {
     pub sh_out: Buffer,        // (hidden)
     pub sh_logit: Buffer,      // (1)
     pub logits: Buffer,        // (vocab)
+    // the greedy pick on the device (`kernels::pick`): per chunk, then the answer (3 u32)
+    pub pick_best: Buffer,   // (chunk)
+    pub pick_at: Buffer,     // (chunk) u32
+    pub pick_nan_at: Buffer, // (chunk) u32
+    pub pick_inf_at: Buffer, // (chunk) u32
+    pub pick: Buffer,        // (4) u32
 }
 
 /// The decode state of one sequence.
@@ -131,6 +137,11 @@ impl State {
             sh_out: f(h)?,
             sh_logit: f(1)?,
             logits: f(cfg.vocab_size)?,
+            pick_best: f(crate::kernels::pick::pick_chunks(cfg.vocab_size))?,
+            pick_at: device.alloc(ScalarType::U32, crate::kernels::pick::pick_chunks(cfg.vocab_size))?,
+            pick_nan_at: device.alloc(ScalarType::U32, crate::kernels::pick::pick_chunks(cfg.vocab_size))?,
+            pick_inf_at: device.alloc(ScalarType::U32, crate::kernels::pick::pick_chunks(cfg.vocab_size))?,
+            pick: device.alloc(ScalarType::U32, 4)?,
         };
         // An empty table (rope_dim 0) still needs a buffer to pass.
         let (cos, sin) = if cos.is_empty() { (vec![0.0], vec![0.0]) } else { (cos, sin) };

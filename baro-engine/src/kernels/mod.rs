@@ -18,6 +18,7 @@ pub mod gdn;
 pub mod matvec;
 pub mod moe;
 pub mod norm;
+pub mod pick;
 pub mod quant;
 pub mod rope;
 
@@ -105,6 +106,8 @@ pub fn decode() -> Vec<baro::dsl::Kernel> {
         gdn::gdn_conv_step(),
         gdn::gdn_step(),
         gdn::gated_rmsnorm(),
+        pick::greedy_chunks(),
+        pick::greedy_pick(),
     ]
 }
 
