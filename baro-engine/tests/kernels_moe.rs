@@ -27,9 +27,9 @@ fn zeros(d: &Device, n: usize) -> Buffer {
 fn router(d: &Device, logits: &[f32], top_k: usize) -> (Vec<f32>, Vec<u32>, Vec<f32>) {
     let n = logits.len();
     let lb = d.upload(logits).unwrap();
-    let (mut probs, mut work, mut w) = (zeros(d, n), zeros(d, n), zeros(d, top_k));
+    let (mut probs, mut w) = (zeros(d, n), zeros(d, top_k));
     let mut ids = d.alloc(ScalarType::U32, top_k).unwrap();
-    run(d, &moe::router_topk(), &mut [A::buf(&lb), A::buf_mut(&mut probs), A::buf_mut(&mut work), A::buf_mut(&mut ids), A::buf_mut(&mut w), A::from(n), A::from(top_k)]);
+    run(d, &moe::router_topk(), &mut [A::buf(&lb), A::buf_mut(&mut probs), A::buf_mut(&mut ids), A::buf_mut(&mut w), A::from(n), A::from(top_k)]);
     (d.read(&probs).unwrap(), d.read(&ids).unwrap(), d.read(&w).unwrap())
 }
 

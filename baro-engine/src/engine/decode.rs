@@ -573,7 +573,6 @@ fn moe(run: &Launcher<'_>, cfg: &ModelConfig, w: &MoeWeights, slots: Option<(&mu
         &mut [
             A::buf(&s.router_logits),
             A::buf_mut(&mut s.router_probs),
-            A::buf_mut(&mut s.router_work),
             A::buf_mut(&mut s.expert_ids),
             A::buf_mut(&mut s.expert_weights),
             A::from(cfg.n_experts),

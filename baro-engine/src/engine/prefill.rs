@@ -178,7 +178,6 @@ pub(crate) struct PrefillScratch {
     pub(super) attn: Buffer,       // (row, head, head_dim)
     pub(super) router_logits: Buffer, // (row, expert)
     pub(super) router_probs: Buffer,  // (row, expert)
-    pub(super) router_work: Buffer,   // (row, expert)
     pub(super) expert_ids: Buffer,    // (row, top_k) u32
     pub(super) expert_weights: Buffer, // (row, top_k)
     pub(super) counts: Buffer,        // (expert) u32
@@ -236,7 +235,6 @@ impl PrefillScratch {
             attn: f(cfg.n_heads * cfg.head_dim)?,
             router_logits: f(cfg.n_experts)?,
             router_probs: f(cfg.n_experts)?,
-            router_work: f(cfg.n_experts)?,
             expert_ids: u(k)?,
             expert_weights: f(k)?,
             counts: device.alloc(ScalarType::U32, cfg.n_experts.max(1))?,
@@ -666,7 +664,7 @@ pub(super) fn moe(run: &Rows<'_>, cfg: &ModelConfig, w: &MoeWeights, experts: &E
     run.matvec(&w.router, &p.xn, ids, &mut p.router_logits, t)?;
     run.launch(
         &run.k.router_topk,
-        &mut [A::buf(&p.router_logits), A::buf_mut(&mut p.router_probs), A::buf_mut(&mut p.router_work), A::buf_mut(&mut p.expert_ids), A::buf_mut(&mut p.expert_weights), A::from(ne), A::from(k), A::from(t)],
+        &mut [A::buf(&p.router_logits), A::buf_mut(&mut p.router_probs), A::buf_mut(&mut p.expert_ids), A::buf_mut(&mut p.expert_weights), A::from(ne), A::from(k), A::from(t)],
     )?;
     run.launch(&run.k.moe_count, &mut [A::buf(&p.expert_ids), A::buf_mut(&mut p.counts), A::from(pairs), A::from(ne)])?;
     run.launch(

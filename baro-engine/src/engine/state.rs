@@ -48,7 +48,6 @@ pub struct Scratch {
     // MoE
     pub router_logits: Buffer, // (expert)
     pub router_probs: Buffer,  // (expert)
-    pub router_work: Buffer,   // (expert)
     pub expert_ids: Buffer,    // (top_k) u32
     pub expert_weights: Buffer, // (top_k)
     pub gate: Buffer,          // (top_k, expert_ffn)
@@ -124,7 +123,6 @@ impl State {
             attn: f(cfg.n_heads * cfg.head_dim)?,
             router_logits: f(cfg.n_experts)?,
             router_probs: f(cfg.n_experts)?,
-            router_work: f(cfg.n_experts)?,
             expert_ids: device.alloc(ScalarType::U32, k)?,
             expert_weights: f(k)?,
             gate: f(k * fi)?,

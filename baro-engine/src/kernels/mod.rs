@@ -70,7 +70,14 @@ pub fn decode_matvec(ty: crate::model::TensorType, cols: usize) -> baro::dsl::Ke
 pub fn all() -> Vec<baro::dsl::Kernel> {
     let mut all = decode();
     all.extend(rows());
+    all.extend(sampling());
     all
+}
+
+/// Kernels after the forward pass: the greedy pick on the device (`pick`). Not part of a
+/// step's arithmetic, so they have no rows siblings.
+pub fn sampling() -> Vec<baro::dsl::Kernel> {
+    vec![pick::greedy_chunks(), pick::greedy_pick()]
 }
 
 /// The m = 1 kernels of the decode path.
@@ -106,8 +113,6 @@ pub fn decode() -> Vec<baro::dsl::Kernel> {
         gdn::gdn_conv_step(),
         gdn::gdn_step(),
         gdn::gated_rmsnorm(),
-        pick::greedy_chunks(),
-        pick::greedy_pick(),
     ]
 }
 

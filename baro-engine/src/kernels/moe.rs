@@ -5,6 +5,9 @@
 
 use baro::dsl::mathlib;
 use baro::kernel;
+
+/// The most experts `router_topk` takes: the size of its workgroup-memory scratch.
+pub const ROUTER_MAX_EXPERTS: usize = 1024;
 use baro::reference::{max_lanes_butterfly, sum_lanes_butterfly, sum_sequential};
 
 /// One workgroup. probs = softmax(logits) (max and sum `lanes(32).butterfly()`, p = e / s);
@@ -12,9 +15,11 @@ use baro::reference::{max_lanes_butterfly, sum_lanes_butterfly, sum_sequential};
 /// the **lower expert id** (an integer `min` over the ids holding the max: exact); then
 /// weights[j] = p_j / seq(p_0 + … + p_{k−1}) in pick order. NaN logits give unspecified ids
 /// (never out of range: an id with no match is `n_experts`, which the expert matvec's bounds
-/// check rejects). `work` is scratch of n_experts.
+/// check rejects). The picks' scratch (the probabilities not yet taken) lives in workgroup
+/// memory, so `n_experts ≤ ROUTER_MAX_EXPERTS` (`ModelConfig::validate` checks it).
 #[kernel(grid = [1], block = 256, verify(n_experts = [1, 31, 33, 70], top_k = [1, 2]))]
-pub fn router_topk(logits: &[f32], probs: &mut [f32], work: &mut [f32], ids: &mut [u32], weights: &mut [f32], n_experts: usize, top_k: usize) {
+pub fn router_topk(logits: &[f32], probs: &mut [f32], ids: &mut [u32], weights: &mut [f32], n_experts: usize, top_k: usize) {
+    let work = shared::<f32, 1024>();
     let m = max!(e in 0..n_experts, order = lanes(32).butterfly(), logits[e]);
     let s = sum!(e in 0..n_experts, order = lanes(32).butterfly(), exp(logits[e] - m));
     for e in par(0..n_experts) {
@@ -40,11 +45,12 @@ pub fn router_topk(logits: &[f32], probs: &mut [f32], work: &mut [f32], ids: &mu
 }
 
 /// `router_topk` over rows: row r routes logits[r · n_experts ..] into ids and weights
-/// [r · top_k ..]; one workgroup per row.
+/// [r · top_k ..]; one workgroup per row, its scratch in that workgroup's memory.
 #[kernel(grid = [rows], block = 256, rows_of = router_topk, rows = rows,
-         row_stride(logits = n_experts, probs = n_experts, work = n_experts, ids = top_k, weights = top_k),
+         row_stride(logits = n_experts, probs = n_experts, ids = top_k, weights = top_k),
          verify(n_experts = [1, 33, 70], top_k = [1, 2], rows = [1, 3]))]
-pub fn router_topk_rows(logits: &[f32], probs: &mut [f32], work: &mut [f32], ids: &mut [u32], weights: &mut [f32], n_experts: usize, top_k: usize, rows: usize) {
+pub fn router_topk_rows(logits: &[f32], probs: &mut [f32], ids: &mut [u32], weights: &mut [f32], n_experts: usize, top_k: usize, rows: usize) {
+    let work = shared::<f32, 1024>();
     let r = group_id(0);
     let lb = r * n_experts;
     let kb = r * top_k;
@@ -52,15 +58,15 @@ pub fn router_topk_rows(logits: &[f32], probs: &mut [f32], work: &mut [f32], ids
     let s = sum!(e in 0..n_experts, order = lanes(32).butterfly(), exp(logits[lb + e] - m));
     for e in par(0..n_experts) {
         probs[lb + e] = exp(logits[lb + e] - m) / s;
-        work[lb + e] = exp(logits[lb + e] - m) / s;
+        work[e] = exp(logits[lb + e] - m) / s;
     }
     for j in 0..top_k {
-        let best = max!(e in 0..n_experts, order = lanes(32).butterfly(), work[lb + e]);
-        let id = min!(e in 0..n_experts, order = lanes(32).butterfly(), if work[lb + e] == best { e } else { n_experts });
+        let best = max!(e in 0..n_experts, order = lanes(32).butterfly(), work[e]);
+        let id = min!(e in 0..n_experts, order = lanes(32).butterfly(), if work[e] == best { e } else { n_experts });
         ids[kb + j] = id as u32;
         weights[kb + j] = best;
         for e in par(0..n_experts) {
-            work[lb + e] = if e == id { f32::NEG_INFINITY } else { work[lb + e] };
+            work[e] = if e == id { f32::NEG_INFINITY } else { work[e] };
         }
     }
     let total = sum!(j in 0..top_k, order = seq, weights[kb + j]);

@@ -299,6 +299,9 @@ impl ModelConfig {
         if self.rope_dim > self.head_dim || self.rope_dim % 2 != 0 {
             return Err(invalid("rope_dim", format!("even and at most head_dim = {}", self.head_dim), self.rope_dim));
         }
+        if self.n_experts > crate::kernels::moe::ROUTER_MAX_EXPERTS {
+            return Err(invalid("n_experts", format!("at most {} (the router kernel's workgroup scratch)", crate::kernels::moe::ROUTER_MAX_EXPERTS), self.n_experts));
+        }
         if self.n_experts_used > self.n_experts {
             return Err(invalid("n_experts_used", format!("at most n_experts = {}", self.n_experts), self.n_experts_used));
         }
