@@ -130,6 +130,11 @@ impl Cx<'_> {
                 let t = self.expr(*then, out)?;
                 Expr::select(c, t, self.expr(*els, out)?)
             }
+            Expr::Fma { a, b, c } => {
+                let a = self.expr(*a, out)?;
+                let b = self.expr(*b, out)?;
+                Expr::fma(a, b, self.expr(*c, out)?)
+            }
             Expr::Cast { to, arg } => Expr::cast(to, self.expr(*arg, out)?),
             Expr::Bitcast { to, arg } => Expr::bitcast(to, self.expr(*arg, out)?),
             Expr::Call { func, arg } => Expr::call(func, self.expr(*arg, out)?),

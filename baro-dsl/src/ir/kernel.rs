@@ -360,6 +360,9 @@ pub enum Expr {
     /// Reinterprets the bits; the two types have the same width.
     Bitcast { to: ScalarType, arg: Box<Expr> },
     Call { func: MathFn, arg: Box<Expr> },
+    /// `a · b + c` rounded once (IEEE 754 fusedMultiplyAdd), all three f32. An operation of
+    /// its own: it is never `a * b + c` (two roundings), and no pass forms one from the other.
+    Fma { a: Box<Expr>, b: Box<Expr>, c: Box<Expr> },
     /// `let var = value in body`, for sharing inside one expression.
     Let { var: Var, value: Box<Expr>, body: Box<Expr> },
     Reduce(Box<Reduce>),
@@ -399,6 +402,9 @@ impl Expr {
     pub fn call(func: MathFn, arg: Expr) -> Expr {
         Expr::Call { func, arg: Box::new(arg) }
     }
+    pub fn fma(a: Expr, b: Expr, c: Expr) -> Expr {
+        Expr::Fma { a: Box::new(a), b: Box::new(b), c: Box::new(c) }
+    }
     pub fn let_in(var: Var, value: Expr, body: Expr) -> Expr {
         Expr::Let { var, value: Box::new(value), body: Box::new(body) }
     }
@@ -420,6 +426,11 @@ impl Expr {
                 f(cond);
                 f(then);
                 f(els)
+            }
+            Expr::Fma { a, b, c } => {
+                f(a);
+                f(b);
+                f(c)
             }
             Expr::Let { value, body, .. } => {
                 f(value);

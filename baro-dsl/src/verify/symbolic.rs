@@ -445,6 +445,11 @@ impl Exec<'_, '_> {
                 let n = self.node(x);
                 Value::S(self.dag.op(Op::Call(*func), ScalarType::F32, &[n]), ScalarType::F32)
             }
+            Expr::Fma { a, b, c } => {
+                let (x, y, z) = (self.eval(a)?, self.eval(b)?, self.eval(c)?);
+                let args = [self.node(x), self.node(y), self.node(z)];
+                Value::S(self.dag.op(Op::Fma, ScalarType::F32, &args), ScalarType::F32)
+            }
             Expr::Let { var, value, body } => {
                 let x = self.eval(value)?;
                 self.set(*var, x)?;

@@ -63,7 +63,7 @@ struct Wf<'k> {
 /// True if `value` is `max(v, x)`/`min(v, x)` (either operand order) of `v` itself.
 /// Max and min are exact in any order for non-NaN values, so such a running extremum needs
 /// no declared schedule.
-/// Whether `target` occurs in `e` under float arithmetic (`+ - * /`, a call): through
+/// Whether `target` occurs in `e` under float arithmetic (`+ - * /`, a call, `fma`): through
 /// `max`/`min`, a select's arms or a cast alone it is only kept or compared, not accumulated.
 fn in_arithmetic(e: &Expr, target: &Expr, under: bool) -> bool {
     if e == target {
@@ -71,7 +71,7 @@ fn in_arithmetic(e: &Expr, target: &Expr, under: bool) -> bool {
     }
     let arith = match e {
         Expr::Binary { op, .. } => matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div),
-        Expr::Call { .. } => true,
+        Expr::Call { .. } | Expr::Fma { .. } => true,
         _ => false,
     };
     children(e).into_iter().any(|c| in_arithmetic(c, target, under || arith))

@@ -27,7 +27,7 @@
 //!           | "barrier"
 //! expr      = CONST | vref | pref | "group_id" "(" INT ")" | "load" "(" buf "," expr ")"
 //!           | UNOP "(" expr ")" | BINOP "(" expr "," expr ")" | MATHFN "(" expr ")"
-//!           | "select" "(" expr "," expr "," expr ")"
+//!           | "select" "(" expr "," expr "," expr ")" | "fma" "(" expr "," expr "," expr ")"
 //!           | ( "cast" | "bitcast" ) "<" TYPE ">" "(" expr ")"
 //!           | "let" "(" vref "=" expr "," expr ")" | reduce
 //!           | "shuffle_xor" "(" expr "," INT ")"
