@@ -1,6 +1,7 @@
 //! IR builders for the verifier's example kernels: m=1 / rows sibling pairs (f32 and bf16
-//! matvec, RMSNorm and its zero-centred variant, softmax, a Q8_0-style blocked dot) and the
-//! negative controls (rows kernels that reorder arithmetic and must be rejected).
+//! matvec, RMSNorm and its zero-centred variant, softmax, a Q8_0-style blocked dot, a matvec
+//! ending in an explicit fma) and the negative controls (rows kernels that reorder arithmetic,
+//! or fuse or split a multiply-add, and must be rejected).
 //!
 //! Test support only (`#[doc(hidden)]`): nothing in baro's pipeline may depend on it.
 
@@ -327,13 +328,67 @@ pub fn expression_lets() -> Kernel {
     k
 }
 
+/// `y[o] = fma(dot, g[o], b[o])` with `dot` the matvec of row o (`lanes(32)` butterfly), or
+/// `dot·g[o] + b[o]` when not `fused` (two roundings); with `rows_of`, the rows sibling.
+fn matvec_affine(name: &str, fused: bool, rows_of: Option<&str>) -> Kernel {
+    let mut b = Kb::new(name);
+    let w = b.buf("w", F32, false); // (m, k)
+    let x = b.buf("x", F32, false); // (rows, k)
+    let g = b.buf("g", F32, false); // (m)
+    let bias = b.buf("b", F32, false); // (m)
+    let y = b.buf("y", F32, true); // (rows, m)
+    let k = b.scalar("k", IDX);
+    let m = b.scalar("m", IDX);
+    let o = b.var("o", IDX);
+    let xrow = b.var("xrow", IDX);
+    let dot = b.reduce(ReduceOp::Add, butterfly32(), pe(k), |_, i| mul(ld(x, add(ve(xrow), i.clone())), ld(w, add(mul(ve(o), pe(k)), i))));
+    let value = if fused { Expr::fma(dot, ld(g, ve(o)), ld(bias, ve(o))) } else { add(mul(dot, ld(g, ve(o))), ld(bias, ve(o))) };
+    match rows_of {
+        Some(of) => {
+            let rows = b.scalar("rows", IDX);
+            let r = b.var("r", IDX);
+            b.sibling(of, rows, vec![(x, pe(k)), (y, pe(m))]);
+            let row = vec![let_(xrow, mul(ve(r), pe(k))), store(y, add(mul(ve(r), pe(m)), ve(o)), value)];
+            b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), for_(r, pe(rows), row)])
+        }
+        None => b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), let_(xrow, Expr::index(0)), store(y, ve(o), value)]),
+    }
+}
+
+/// `y[o] = fma(x·w[o], g[o], b[o])`: an explicit fma after a declared lane sum.
+pub fn matvec_fma() -> Kernel {
+    matvec_affine("matvec_fma", true, None)
+}
+pub fn matvec_fma_rows() -> Kernel {
+    matvec_affine("matvec_fma_rows", true, Some("matvec_fma"))
+}
+
+/// `for i in par(0..n) { y[i] = fma(a[i], b[i], c[i]); z[i] = a[i]·b[i] + c[i] }`: the same
+/// operands fused (one rounding) and not (two), side by side in one kernel.
+pub fn fma_and_mul_add() -> Kernel {
+    let mut b = Kb::new("fma_and_mul_add");
+    let a = b.buf("a", F32, false); // (n)
+    let bb = b.buf("b", F32, false); // (n)
+    let c = b.buf("c", F32, false); // (n)
+    let y = b.buf("y", F32, true); // (n)
+    let z = b.buf("z", F32, true); // (n)
+    let n = b.scalar("n", IDX);
+    let i = b.var("i", IDX);
+    let (ai, bi, ci) = (ld(a, ve(i)), ld(bb, ve(i)), ld(c, ve(i)));
+    let body = vec![store(y, ve(i), Expr::fma(ai.clone(), bi.clone(), ci.clone())), store(z, ve(i), add(mul(ai, bi), ci))];
+    b.done(vec![Expr::index(1)], vec![Stmt::ParFor { var: i, end: pe(n), team: None, body }])
+}
+
 /// Every valid (rows, m=1) pair.
 /// `pairs()` plus pairs that only the verifier needs (a tiled rows matvec of the same m = 1
-/// kernel, a sequential matvec with no lanes): the GPU codegen tests compile `pairs()`, whose
+/// kernel, a sequential matvec with no lanes, a matvec ending in an fma and one ending in a
+/// multiply then an add): the GPU codegen tests compile `pairs()`, whose
 /// kernels each have distinct names and one lane exchange.
 pub fn verifier_pairs() -> Vec<(Kernel, Kernel)> {
     let mut v = pairs();
     v.push((matvec_tiled_rows(), matvec()));
+    v.push((matvec_fma_rows(), matvec_fma()));
+    v.push((matvec_affine("matvec_affine_rows", false, Some("matvec_affine")), matvec_affine("matvec_affine", false, None)));
     v.push((matvec_rows("matvec_seq_rows", "matvec_seq", Schedule::Sequential, F32_FORM), matvec_m1("matvec_seq", Schedule::Sequential, F32_FORM)));
     v
 }
@@ -361,5 +416,7 @@ pub fn negative_controls() -> Vec<(&'static str, Kernel, Kernel)> {
             matvec_seq_combine(),
         ),
         ("swapped", matvec_rows("matvec_rows_swapped", "matvec", butterfly32(), MatvecForm { weight: F32, swapped: true }), matvec()),
+        ("fused", matvec_affine("matvec_affine_rows_fused", true, Some("matvec_affine")), matvec_affine("matvec_affine", false, None)),
+        ("unfused", matvec_affine("matvec_fma_rows_unfused", false, Some("matvec_fma")), matvec_fma()),
     ]
 }

@@ -206,3 +206,21 @@ fn expression_lets_compile_for_sm90() {
     assert!(a.asm.contains(".visible .entry expression_lets("), "{}", a.asm);
     assert!(a.asm.contains("mul.rn.f32") && !a.asm.contains("fma."), "{}", a.asm);
 }
+
+/// An explicit `fma` is one `fma.rn.f32` (one rounding, no flush); `a * b + c` beside it stays
+/// `mul.rn.f32` then `add.rn.f32`.
+#[test]
+fn an_explicit_fma_is_fma_rn_and_nothing_else_fuses() {
+    let cache = CompileCache::new(None);
+    // One copy of each loop body: versioning (checked and unchecked copies) and unrolling off.
+    let o = CompileOptions { loop_versioning: false, lane_unroll: 1, ..Default::default() };
+    for k in [baro_dsl::testkernels::fma_and_mul_add(), baro_dsl::testkernels::matvec_fma()] {
+        let a = compile_gpu(&k, &sm90(), &o, &cache).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.asm.matches("fma.rn.f32").count(), 1, "{}: one fma.rn.f32\n{}", k.name, a.asm);
+        assert_eq!(a.asm.matches("fma.").count(), 1, "{}: no other fma\n{}", k.name, a.asm);
+        assert!(a.asm.contains("mul.rn.f32") && a.asm.contains("add.rn.f32"), "{}: the unfused multiply and add\n{}", k.name, a.asm);
+        assert!(!a.asm.contains(".ftz") && !a.asm.contains(".approx"), "{}\n{}", k.name, a.asm);
+        assert!(a.llvm_ir.contains("@llvm.fma.f32("), "{}", a.llvm_ir);
+        assert!(!a.llvm_ir.contains("fmuladd") && !a.llvm_ir.contains(" fast ") && !a.llvm_ir.contains(" contract "), "{}: fast-math in the IR", k.name);
+    }
+}

@@ -9,7 +9,7 @@
 //! the verification pipeline calls this module.
 
 use super::ordinals::reduces;
-use crate::ir::{BinOp, Buf, Const, Expr, Kernel, Reduce, Stmt, Var};
+use crate::ir::{BinOp, Buf, Const, Expr, Kernel, Reduce, ScalarType, Stmt, Var};
 use crate::schedule::{Combine, Schedule};
 use std::collections::HashSet;
 
@@ -155,6 +155,17 @@ pub fn reorderings(k: &Kernel) -> Vec<(String, Kernel)> {
             }
             _ => Vec::new(),
         },
+        _ => Vec::new(),
+    }));
+    out.extend(expr_mutants(k, &|k, e| match e {
+        // fma is f32 only: an f16/bf16 multiply-add has no fused form to mutate into.
+        Expr::Binary { op: BinOp::Add, lhs, rhs } if k.type_of(e) == Ok(ScalarType::F32) => match &**lhs {
+            Expr::Binary { op: BinOp::Mul, lhs: a, rhs: b } => {
+                vec![("contract a float multiply-add into an fma".to_string(), Expr::fma((**a).clone(), (**b).clone(), (**rhs).clone()))]
+            }
+            _ => Vec::new(),
+        },
+        Expr::Fma { a, b, c } => vec![("split an fma into a multiply and an add".to_string(), Expr::bin(BinOp::Add, Expr::bin(BinOp::Mul, (**a).clone(), (**b).clone()), (**c).clone()))],
         _ => Vec::new(),
     }));
     out.extend(expr_mutants(k, &|_, e| match e {
