@@ -86,6 +86,18 @@ struct MatvecForm {
     weight: ScalarType,
     /// `w·x` instead of `x·w` (a negative control).
     swapped: bool,
+    /// An `fma_sum`: each partial takes the product in by fma.
+    fused: bool,
+}
+
+impl MatvecForm {
+    fn op(self) -> ReduceOp {
+        if self.fused {
+            ReduceOp::FmaSum
+        } else {
+            ReduceOp::Add
+        }
+    }
 }
 
 fn product(form: MatvecForm, x: Expr, w: Expr) -> Expr {
@@ -106,7 +118,7 @@ fn matvec_m1(name: &str, schedule: Schedule, form: MatvecForm) -> Kernel {
     let k = b.scalar("k", IDX);
     let m = b.scalar("m", IDX);
     let o = b.var("o", IDX);
-    let dot = b.reduce(ReduceOp::Add, schedule, pe(k), |_, i| product(form, ld(x, i.clone()), ld(w, add(mul(ve(o), pe(k)), i))));
+    let dot = b.reduce(form.op(), schedule, pe(k), |_, i| product(form, ld(x, i.clone()), ld(w, add(mul(ve(o), pe(k)), i))));
     b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), store(y, ve(o), dot)])
 }
 
@@ -124,7 +136,7 @@ fn matvec_rows(name: &str, of: &str, schedule: Schedule, form: MatvecForm) -> Ke
     let r = b.var("r", IDX);
     let xrow = b.var("xrow", IDX);
     let yi = b.var("yi", IDX);
-    let dot = b.reduce(ReduceOp::Add, schedule, pe(k), |_, i| product(form, ld(x, add(ve(xrow), i.clone())), ld(w, add(ve(wrow), i))));
+    let dot = b.reduce(form.op(), schedule, pe(k), |_, i| product(form, ld(x, add(ve(xrow), i.clone())), ld(w, add(ve(wrow), i))));
     b.sibling(of, rows, vec![(x, pe(k)), (y, pe(m))]);
     let row = vec![let_(xrow, mul(ve(r), pe(k))), let_(yi, add(mul(ve(r), pe(m)), ve(o))), store(y, ve(yi), dot)];
     b.done(
@@ -160,8 +172,22 @@ pub fn matvec_tiled_rows() -> Kernel {
     )
 }
 
-const F32_FORM: MatvecForm = MatvecForm { weight: F32, swapped: false };
-const BF16_FORM: MatvecForm = MatvecForm { weight: ScalarType::BF16, swapped: false };
+const F32_FORM: MatvecForm = MatvecForm { weight: F32, swapped: false, fused: false };
+const BF16_FORM: MatvecForm = MatvecForm { weight: ScalarType::BF16, swapped: false, fused: false };
+const FUSED_FORM: MatvecForm = MatvecForm { weight: F32, swapped: false, fused: true };
+
+/// A matvec whose lanes accumulate by fma (`acc = fma(x_i, w_i, acc)`), partials combined
+/// by the butterfly's additions.
+pub fn matvec_fused() -> Kernel {
+    matvec_m1("matvec_fused", butterfly32(), FUSED_FORM)
+}
+pub fn matvec_fused_rows() -> Kernel {
+    matvec_rows("matvec_fused_rows", "matvec_fused", butterfly32(), FUSED_FORM)
+}
+/// Blocks of 4 fused per block, the block sums combined by a `lanes(8)` butterfly.
+fn fused_blocked() -> Schedule {
+    Schedule::Blocked { block: 4, across: Box::new(Schedule::lanes(8, Combine::Butterfly)) }
+}
 
 pub fn matvec() -> Kernel {
     matvec_m1("matvec", butterfly32(), F32_FORM)
@@ -388,6 +414,8 @@ pub fn verifier_pairs() -> Vec<(Kernel, Kernel)> {
     let mut v = pairs();
     v.push((matvec_tiled_rows(), matvec()));
     v.push((matvec_fma_rows(), matvec_fma()));
+    v.push((matvec_fused_rows(), matvec_fused()));
+    v.push((matvec_rows("matvec_fused_blocked_rows", "matvec_fused_blocked", fused_blocked(), FUSED_FORM), matvec_m1("matvec_fused_blocked", fused_blocked(), FUSED_FORM)));
     v.push((matvec_affine("matvec_affine_rows", false, Some("matvec_affine")), matvec_affine("matvec_affine", false, None)));
     v.push((matvec_rows("matvec_seq_rows", "matvec_seq", Schedule::Sequential, F32_FORM), matvec_m1("matvec_seq", Schedule::Sequential, F32_FORM)));
     v
@@ -415,7 +443,8 @@ pub fn negative_controls() -> Vec<(&'static str, Kernel, Kernel)> {
             matvec_rows("matvec_rows_pairwise", "matvec_seq_combine", Schedule::lanes(32, Combine::Pairwise), F32_FORM),
             matvec_seq_combine(),
         ),
-        ("swapped", matvec_rows("matvec_rows_swapped", "matvec", butterfly32(), MatvecForm { weight: F32, swapped: true }), matvec()),
+        ("swapped", matvec_rows("matvec_rows_swapped", "matvec", butterfly32(), MatvecForm { weight: F32, swapped: true, fused: false }), matvec()),
+        ("fused_order", matvec_rows("matvec_rows_fused", "matvec", butterfly32(), FUSED_FORM), matvec()),
         ("fused", matvec_affine("matvec_affine_rows_fused", true, Some("matvec_affine")), matvec_affine("matvec_affine", false, None)),
         ("unfused", matvec_affine("matvec_fma_rows_unfused", false, Some("matvec_fma")), matvec_fma()),
     ]

@@ -164,3 +164,27 @@ fn an_explicit_fma_is_one_v_fma_on_gfx1100() {
         assert!(!a.llvm_ir.contains("fmuladd") && !a.llvm_ir.contains(" fast ") && !a.llvm_ir.contains(" contract "), "{}: fast-math in the IR", k.name);
     }
 }
+
+/// The `fma_sum` kernels of the verifier's pairs on gfx1100 (a lane butterfly; blocks of 4
+/// fused then a butterfly over block sums; m=1 and rows): each accumulation is a
+/// `v_fma_f32`/`v_fmac_f32` with no separate float multiply; partials are combined by adds.
+#[test]
+fn fused_sums_accumulate_by_v_fma_on_gfx1100() {
+    let objdump = tool("llvm-objdump-19", "llvm-19");
+    let dir = tempfile::tempdir().unwrap();
+    let cache = CompileCache::new(None);
+    let mut compiled = 0;
+    for (rows, m1) in baro_dsl::testkernels::verifier_pairs() {
+        for k in [rows, m1].into_iter().filter(|k| k.name.contains("fused")) {
+            let a = compile_gpu(&k, &"gfx1100".parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+            let disasm = run_tool(&objdump, &["-d", "--mcpu=gfx1100"], &write_tmp(dir.path(), &a));
+            let fmas = stray_fmas(&disasm);
+            let f32_fma = |f: &String| f.starts_with("v_fma_f32") || f.starts_with("v_fmac_f32") || f.contains("v_dual_fmac_f32");
+            assert!(!fmas.is_empty() && fmas.iter().all(f32_fma), "{}: {fmas:?}\n{disasm}", k.name);
+            assert!(!disasm.contains("_mul_f32"), "{}: the products are fused, never rounded alone\n{disasm}", k.name);
+            assert!(disasm.contains("_add_f32"), "{}: the partials' additions\n{disasm}", k.name);
+            compiled += 1;
+        }
+    }
+    assert_eq!(compiled, 4, "matvec_fused(_rows) and matvec_fused_blocked(_rows)");
+}

@@ -90,7 +90,7 @@ fn expr() -> BoxedStrategy<Expr> {
 }
 
 fn reduce(e: BoxedStrategy<Expr>) -> impl Strategy<Value = Reduce> {
-    (select(vec![ReduceOp::Add, ReduceOp::Max, ReduceOp::Min]), scalar_type(), schedule(), id(), e.clone(), e)
+    (select(vec![ReduceOp::Add, ReduceOp::Max, ReduceOp::Min, ReduceOp::FmaSum]), scalar_type(), schedule(), id(), e.clone(), e)
         .prop_map(|(op, ty, schedule, v, len, body)| Reduce { op, ty, schedule, var: Var(v), len, body })
 }
 

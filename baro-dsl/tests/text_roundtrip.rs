@@ -172,6 +172,8 @@ fn every_variant() -> Kernel {
         body.push(Stmt::Assign { var: acc, value: Expr::call(func, Expr::Var(acc)) });
     }
     body.push(Stmt::Assign { var: acc, value: Expr::fma(Expr::Var(acc), Expr::f32(-0.0), Expr::Var(p)) });
+    let products = Expr::bin(BinOp::Mul, ld(Buf::Param(x), Expr::Var(j)), Expr::Var(acc));
+    body.push(Stmt::Assign { var: acc, value: Expr::Reduce(Box::new(Reduce { op: ReduceOp::FmaSum, ..reduce(Schedule::lanes(32, Combine::Butterfly), products) })) });
     for c in consts {
         body.push(Stmt::Store { buf: Buf::Param(y), index: Expr::index(0), value: Expr::c(c) });
     }

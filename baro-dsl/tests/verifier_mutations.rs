@@ -38,7 +38,12 @@ fn every_reordering_rejected_every_preserving_rewrite_accepted() {
     println!("preserving rewrites accepted {accepted}/{rewrites} ({kinds:?})");
     assert!(reorders >= 40, "too few reorderings: {reorders}");
     // An fma is never `a·b + c`: fusing a multiply-add and splitting an fma are both rejected.
-    for kind in ["contract a float multiply-add into an fma", "split an fma into a multiply and an add"] {
+    for kind in [
+        "contract a float multiply-add into an fma",
+        "split an fma into a multiply and an add",
+        "fuse a sum of products into an fma_sum",
+        "unfuse an fma_sum into a sum of products",
+    ] {
         assert!(reorder_kinds.contains(kind), "no `{kind}` mutant was generated: {reorder_kinds:?}");
     }
     assert_eq!(rejected, reorders);

@@ -56,6 +56,7 @@ fn negative_controls_are_rejected() {
                 assert_eq!(m.location.reduce, Some(0));
                 assert!(m.first_difference.ends_with("m=1 has `x[0]·w[0]`, rows has `w[0]·x[0]`"), "{}", m.first_difference);
             }
+            ("fused_order", SiblingError::Schedule { reduce: 0, detail, .. }) => assert_eq!(detail, "`fma_sum` here, `sum` in `matvec`"),
             ("fused" | "unfused", SiblingError::Arithmetic(m)) => {
                 assert_eq!(m.buffer, "y");
                 assert_eq!((m.row, m.index, m.m1_index), (0, 0, 0));

@@ -304,6 +304,12 @@ pub enum ReduceOp {
     /// Exact in any order for non-NaN values; NaN propagates, and `max(-0, +0)` is `+0`.
     Max,
     Min,
+    /// An f32 sum of products accumulated with one rounding each: the body is a product
+    /// `a * b` (possibly under expression `let`s), and wherever the schedule's tree adds
+    /// element i to a partial, the partial becomes `fma(a_i, b_i, partial)` (a lane's
+    /// `acc = fma(x_i, w_i, acc)` from +0.0). Partials are combined by additions, as the
+    /// schedule says.
+    FmaSum,
 }
 
 impl ReduceOp {
@@ -312,6 +318,7 @@ impl ReduceOp {
             ReduceOp::Add => "sum",
             ReduceOp::Max => "max",
             ReduceOp::Min => "min",
+            ReduceOp::FmaSum => "fma_sum",
         }
     }
     pub fn from_name(s: &str) -> Option<ReduceOp> {
@@ -319,12 +326,15 @@ impl ReduceOp {
             "sum" => Some(ReduceOp::Add),
             "max" => Some(ReduceOp::Max),
             "min" => Some(ReduceOp::Min),
+            "fma_sum" => Some(ReduceOp::FmaSum),
             _ => None,
         }
     }
+    /// The operation that combines two partials (for `FmaSum`, an addition; its elements are
+    /// accumulated by fma instead).
     pub fn bin_op(self) -> BinOp {
         match self {
-            ReduceOp::Add => BinOp::Add,
+            ReduceOp::Add | ReduceOp::FmaSum => BinOp::Add,
             ReduceOp::Max => BinOp::Max,
             ReduceOp::Min => BinOp::Min,
         }

@@ -9,7 +9,7 @@
 //! the verification pipeline calls this module.
 
 use super::ordinals::reduces;
-use crate::ir::{BinOp, Buf, Const, Expr, Kernel, Reduce, ScalarType, Stmt, Var};
+use crate::ir::{BinOp, Buf, Const, Expr, Kernel, Reduce, ReduceOp, ScalarType, Stmt, Var};
 use crate::schedule::{Combine, Schedule};
 use std::collections::HashSet;
 
@@ -166,6 +166,11 @@ pub fn reorderings(k: &Kernel) -> Vec<(String, Kernel)> {
             _ => Vec::new(),
         },
         Expr::Fma { a, b, c } => vec![("split an fma into a multiply and an add".to_string(), Expr::bin(BinOp::Add, Expr::bin(BinOp::Mul, (**a).clone(), (**b).clone()), (**c).clone()))],
+        // An f32 sum of products and an `fma_sum` of the same products: never the same.
+        Expr::Reduce(r) if r.ty == ScalarType::F32 && matches!(r.body, Expr::Binary { op: BinOp::Mul, .. }) && matches!(r.op, ReduceOp::Add | ReduceOp::FmaSum) => {
+            let (op, what) = if r.op == ReduceOp::Add { (ReduceOp::FmaSum, "fuse a sum of products into an fma_sum") } else { (ReduceOp::Add, "unfuse an fma_sum into a sum of products") };
+            vec![(what.to_string(), Expr::Reduce(Box::new(Reduce { op, ..(**r).clone() })))]
+        }
         _ => Vec::new(),
     }));
     out.extend(expr_mutants(k, &|_, e| match e {

@@ -9,7 +9,7 @@ use super::lengths::Definitions;
 use super::ordinals::children;
 use std::collections::HashSet;
 use super::report::{ErrorKind, Location, VerifyError};
-use crate::ir::{Access, BinOp, Buf, Expr, Implements, Kernel, ParamKind, ScalarType, Stmt, Var};
+use crate::ir::{Access, BinOp, Buf, Expr, Implements, Kernel, ParamKind, ReduceOp, ScalarType, Stmt, Var};
 
 /// Checks `k`. `user_ir` turns on the undeclared-reduction rule, which only applies to what
 /// an author wrote: expanded IR legitimately contains the loops a schedule describes.
@@ -58,6 +58,15 @@ struct Wf<'k> {
     /// Depth of enclosing control flow that depends on per-lane values.
     nonuniform: u32,
     in_parfor: u32,
+}
+
+/// True if `e` is a product `a * b`, under expression `let`s at most (an `fma_sum` element).
+fn is_product(e: &Expr) -> bool {
+    match e {
+        Expr::Binary { op: BinOp::Mul, .. } => true,
+        Expr::Let { body, .. } => is_product(body),
+        _ => false,
+    }
 }
 
 /// True if `value` is `max(v, x)`/`min(v, x)` (either operand order) of `v` itself.
@@ -254,6 +263,14 @@ impl Wf<'_> {
             Expr::Reduce(r) => {
                 if let Err(se) = r.schedule.validate() {
                     self.malformed(format!("schedule `{}`: {se}", r.schedule));
+                }
+                if r.op == ReduceOp::FmaSum {
+                    if r.ty != ScalarType::F32 {
+                        self.malformed(format!("an `fma_sum` of {}: expected f32", r.ty));
+                    }
+                    if !is_product(&r.body) {
+                        self.malformed(format!("an `fma_sum` element must be a product `a * b`, found `{}`", self.k.expr_text(&r.body)));
+                    }
                 }
                 let a = self.expr(&r.len);
                 self.define(r.var);

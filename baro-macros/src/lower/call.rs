@@ -103,7 +103,7 @@ impl Lower<'_> {
             ["fma"] => {
                 let [a, b, cc] = match c.args.iter().collect::<Vec<_>>().as_slice() {
                     [a, b, cc] => [*a, *b, *cc],
-                    _ => return Err(self.fail(c, format!("`fma` takes 3 arguments (`fma(a, b, c)` is `a * b + c` rounded once), found {}", c.args.len()))),
+                    _ => return Err(self.fail(c, format!("`fma` takes 3 arguments (`fma(a, b, c)` is `a * b + c` rounded once), found {}; `fma(x, w)` is only the whole body of a `sum!`, which then accumulates `acc = fma(x_i, w_i, acc)`", c.args.len()))),
                 };
                 let a = self.f32_arg(a, "fma")?;
                 let b = self.f32_arg(b, "fma")?;
@@ -133,7 +133,7 @@ impl Lower<'_> {
         }
     }
 
-    fn f32_arg(&mut self, arg: &syn::Expr, func: &str) -> R<Expr> {
+    pub(super) fn f32_arg(&mut self, arg: &syn::Expr, func: &str) -> R<Expr> {
         let x = self.expr(arg, Some(ScalarType::F32))?;
         if x.ty != ScalarType::F32 {
             return Err(self.fail(arg, format!("`{func}` takes f32, found {}: convert with `.to_f32()` or `as f32`", x.ty)));

@@ -24,4 +24,29 @@ fn main() {
     assert_eq!(text.matches("fma(").count(), 2, "two fma nodes, no multiply-add:\n{text}");
     assert_eq!(baro_dsl::ir::Kernel::from_text(&text).as_ref(), Ok(&k));
     let _ = fused();
+    check_fused();
+}
+
+// `sum!(.., fma(x, w))`: every lane accumulates `acc = fma(x_i, w_i, acc)` in its declared
+// order, the lane partials are added by the butterfly; the rows sibling does the same per row.
+#[kernel(grid = [n])]
+pub fn fused_dot(x: &[f32], w: &[f32], y: &mut [f32], k: usize, n: usize) {
+    let o = group_id(0);
+    y[o] = sum!(i in 0..k, order = lanes(32).butterfly(), fma(x[i], w[o * k + i]));
+}
+
+#[kernel(grid = [n], rows_of = fused_dot, rows = rows, row_stride(x = k, y = n))]
+pub fn fused_dot_rows(x: &[f32], w: &[f32], y: &mut [f32], k: usize, n: usize, rows: usize) {
+    let o = group_id(0);
+    for r in 0..rows {
+        y[r * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), fma(x[r * k + i], w[o * k + i]));
+    }
+}
+
+fn check_fused() {
+    let k = fused_dot_rows();
+    let text = k.to_string();
+    assert!(text.contains("reduce(fma_sum, f32, lanes(32, butterfly)"), "{text}");
+    assert_eq!(baro_dsl::ir::Kernel::from_text(&text).as_ref(), Ok(&k));
+    let _ = fused_dot();
 }

@@ -237,7 +237,7 @@ impl<'a> Parser<'a> {
         self.punct("(")?;
         let t = self.bump();
         let Some(op) = ReduceOp::from_name(word(t)).filter(|_| matches!(t.tok, Tok::Ident(_))) else {
-            return self.fail_at(t, "`sum`, `max` or `min`");
+            return self.fail_at(t, "`sum`, `max`, `min` or `fma_sum`");
         };
         self.punct(",")?;
         let ty = self.ty()?;
