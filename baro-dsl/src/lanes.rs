@@ -20,7 +20,7 @@ pub struct ExpandError {
 pub fn identity(op: ReduceOp, ty: ScalarType) -> Const {
     use ScalarType as T;
     match op {
-        ReduceOp::Add => Const::zero(ty),
+        ReduceOp::Add | ReduceOp::FmaSum => Const::zero(ty),
         ReduceOp::Max => match ty {
             T::F32 => Const::f32(f32::NEG_INFINITY),
             T::F16 => Const::new(ty, 0xfc00),
@@ -130,12 +130,34 @@ impl Cx<'_> {
                 let t = self.expr(*then, out)?;
                 Expr::select(c, t, self.expr(*els, out)?)
             }
+            Expr::Fma { a, b, c } => {
+                let a = self.expr(*a, out)?;
+                let b = self.expr(*b, out)?;
+                Expr::fma(a, b, self.expr(*c, out)?)
+            }
             Expr::Cast { to, arg } => Expr::cast(to, self.expr(*arg, out)?),
             Expr::Bitcast { to, arg } => Expr::bitcast(to, self.expr(*arg, out)?),
             Expr::Call { func, arg } => Expr::call(func, self.expr(*arg, out)?),
             Expr::ShuffleXor { value, mask } => Expr::ShuffleXor { value: Box::new(self.expr(*value, out)?), mask },
             leaf => leaf,
         })
+    }
+
+    /// The update of the partial `acc` by one element `item`: `acc op item`, or for an
+    /// `FmaSum` `fma(a, b, acc)` of the product `item = a * b`, whose expression `let`s
+    /// become statements in `out` (the element's own bindings, just before its update).
+    fn accumulate(&self, op: ReduceOp, acc: Var, item: Expr, out: &mut Vec<Stmt>) -> Result<Expr, ExpandError> {
+        if op != ReduceOp::FmaSum {
+            return Ok(Expr::bin(op.bin_op(), Expr::Var(acc), item));
+        }
+        match item {
+            Expr::Binary { op: BinOp::Mul, lhs, rhs } => Ok(Expr::fma(*lhs, *rhs, Expr::Var(acc))),
+            Expr::Let { var, value, body } => {
+                out.push(Stmt::Let { var, value: *value });
+                self.accumulate(op, acc, *body, out)
+            }
+            other => self.err(format!("an `fma_sum` element must be a product `a * b`, found `{}`", self.k.expr_text(&other))),
+        }
     }
 
     /// Emits statements that leave `op` over the reduction in `result`.
@@ -149,7 +171,8 @@ impl Cx<'_> {
                 out.push(Stmt::Let { var: result, value: zero });
                 let mut body = Vec::new();
                 let item = self.expr(r.body, &mut body)?;
-                body.push(Stmt::Assign { var: result, value: Expr::bin(r.op.bin_op(), Expr::Var(result), item) });
+                let value = self.accumulate(r.op, result, item, &mut body)?;
+                body.push(Stmt::Assign { var: result, value });
                 out.push(Stmt::For { var: r.var, start: Expr::index(0), end: r.len, step: Expr::index(1), body });
             }
             Schedule::Chunked { size, combine } => {
@@ -173,7 +196,8 @@ impl Cx<'_> {
                 );
                 let mut inner = Vec::new();
                 let item = self.expr(r.body, &mut inner)?;
-                inner.push(Stmt::Assign { var: c, value: Expr::bin(r.op.bin_op(), Expr::Var(c), item) });
+                let value = self.accumulate(r.op, c, item, &mut inner)?;
+                inner.push(Stmt::Assign { var: c, value });
                 let chunk_start = Expr::bin(BinOp::Mul, Expr::Var(j), size_e.clone());
                 let chunk_end = Expr::bin(BinOp::Min, Expr::bin(BinOp::Add, chunk_start.clone(), size_e), Expr::Var(len));
                 let body = vec![
@@ -203,7 +227,9 @@ impl Cx<'_> {
                     body: Expr::let_in(r.var, Expr::bin(BinOp::Add, start, Expr::Var(jv)), r.body),
                 };
                 let n_blocks = Expr::bin(BinOp::Div, Expr::bin(BinOp::Add, r.len, Expr::index(block as u64 - 1)), bsz);
-                let outer = Reduce { op: r.op, ty: r.ty, schedule: *across, var: b, len: n_blocks, body: Expr::Reduce(Box::new(inner)) };
+                // Block sums are combined by additions; only elements are fused into partials.
+                let across_op = if r.op == ReduceOp::FmaSum { ReduceOp::Add } else { r.op };
+                let outer = Reduce { op: across_op, ty: r.ty, schedule: *across, var: b, len: n_blocks, body: Expr::Reduce(Box::new(inner)) };
                 self.reduce(outer, result, out)?;
             }
             Schedule::Lanes { count, combine } => {
@@ -232,7 +258,8 @@ impl Cx<'_> {
                 let mut strided = Vec::new();
                 let item = self.expr(r.body.clone(), &mut strided);
                 self.in_lanes = was;
-                strided.push(Stmt::Assign { var: p, value: Expr::bin(r.op.bin_op(), Expr::Var(p), item?) });
+                let value = self.accumulate(r.op, p, item?, &mut strided)?;
+                strided.push(Stmt::Assign { var: p, value });
                 let mut body = vec![
                     Stmt::Let { var: p, value: zero },
                     Stmt::For { var: r.var, start: Expr::Var(lane), end: r.len.clone(), step: Expr::index(count as u64), body: strided },

@@ -1,6 +1,7 @@
 //! IR builders for the verifier's example kernels: m=1 / rows sibling pairs (f32 and bf16
-//! matvec, RMSNorm and its zero-centred variant, softmax, a Q8_0-style blocked dot) and the
-//! negative controls (rows kernels that reorder arithmetic and must be rejected).
+//! matvec, RMSNorm and its zero-centred variant, softmax, a Q8_0-style blocked dot, a matvec
+//! ending in an explicit fma) and the negative controls (rows kernels that reorder arithmetic,
+//! or fuse or split a multiply-add, and must be rejected).
 //!
 //! Test support only (`#[doc(hidden)]`): nothing in baro's pipeline may depend on it.
 
@@ -85,6 +86,18 @@ struct MatvecForm {
     weight: ScalarType,
     /// `w·x` instead of `x·w` (a negative control).
     swapped: bool,
+    /// An `fma_sum`: each partial takes the product in by fma.
+    fused: bool,
+}
+
+impl MatvecForm {
+    fn op(self) -> ReduceOp {
+        if self.fused {
+            ReduceOp::FmaSum
+        } else {
+            ReduceOp::Add
+        }
+    }
 }
 
 fn product(form: MatvecForm, x: Expr, w: Expr) -> Expr {
@@ -105,7 +118,7 @@ fn matvec_m1(name: &str, schedule: Schedule, form: MatvecForm) -> Kernel {
     let k = b.scalar("k", IDX);
     let m = b.scalar("m", IDX);
     let o = b.var("o", IDX);
-    let dot = b.reduce(ReduceOp::Add, schedule, pe(k), |_, i| product(form, ld(x, i.clone()), ld(w, add(mul(ve(o), pe(k)), i))));
+    let dot = b.reduce(form.op(), schedule, pe(k), |_, i| product(form, ld(x, i.clone()), ld(w, add(mul(ve(o), pe(k)), i))));
     b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), store(y, ve(o), dot)])
 }
 
@@ -123,7 +136,7 @@ fn matvec_rows(name: &str, of: &str, schedule: Schedule, form: MatvecForm) -> Ke
     let r = b.var("r", IDX);
     let xrow = b.var("xrow", IDX);
     let yi = b.var("yi", IDX);
-    let dot = b.reduce(ReduceOp::Add, schedule, pe(k), |_, i| product(form, ld(x, add(ve(xrow), i.clone())), ld(w, add(ve(wrow), i))));
+    let dot = b.reduce(form.op(), schedule, pe(k), |_, i| product(form, ld(x, add(ve(xrow), i.clone())), ld(w, add(ve(wrow), i))));
     b.sibling(of, rows, vec![(x, pe(k)), (y, pe(m))]);
     let row = vec![let_(xrow, mul(ve(r), pe(k))), let_(yi, add(mul(ve(r), pe(m)), ve(o))), store(y, ve(yi), dot)];
     b.done(
@@ -159,8 +172,22 @@ pub fn matvec_tiled_rows() -> Kernel {
     )
 }
 
-const F32_FORM: MatvecForm = MatvecForm { weight: F32, swapped: false };
-const BF16_FORM: MatvecForm = MatvecForm { weight: ScalarType::BF16, swapped: false };
+const F32_FORM: MatvecForm = MatvecForm { weight: F32, swapped: false, fused: false };
+const BF16_FORM: MatvecForm = MatvecForm { weight: ScalarType::BF16, swapped: false, fused: false };
+const FUSED_FORM: MatvecForm = MatvecForm { weight: F32, swapped: false, fused: true };
+
+/// A matvec whose lanes accumulate by fma (`acc = fma(x_i, w_i, acc)`), partials combined
+/// by the butterfly's additions.
+pub fn matvec_fused() -> Kernel {
+    matvec_m1("matvec_fused", butterfly32(), FUSED_FORM)
+}
+pub fn matvec_fused_rows() -> Kernel {
+    matvec_rows("matvec_fused_rows", "matvec_fused", butterfly32(), FUSED_FORM)
+}
+/// Blocks of 4 fused per block, the block sums combined by a `lanes(8)` butterfly.
+fn fused_blocked() -> Schedule {
+    Schedule::Blocked { block: 4, across: Box::new(Schedule::lanes(8, Combine::Butterfly)) }
+}
 
 pub fn matvec() -> Kernel {
     matvec_m1("matvec", butterfly32(), F32_FORM)
@@ -327,13 +354,69 @@ pub fn expression_lets() -> Kernel {
     k
 }
 
+/// `y[o] = fma(dot, g[o], b[o])` with `dot` the matvec of row o (`lanes(32)` butterfly), or
+/// `dot·g[o] + b[o]` when not `fused` (two roundings); with `rows_of`, the rows sibling.
+fn matvec_affine(name: &str, fused: bool, rows_of: Option<&str>) -> Kernel {
+    let mut b = Kb::new(name);
+    let w = b.buf("w", F32, false); // (m, k)
+    let x = b.buf("x", F32, false); // (rows, k)
+    let g = b.buf("g", F32, false); // (m)
+    let bias = b.buf("b", F32, false); // (m)
+    let y = b.buf("y", F32, true); // (rows, m)
+    let k = b.scalar("k", IDX);
+    let m = b.scalar("m", IDX);
+    let o = b.var("o", IDX);
+    let xrow = b.var("xrow", IDX);
+    let dot = b.reduce(ReduceOp::Add, butterfly32(), pe(k), |_, i| mul(ld(x, add(ve(xrow), i.clone())), ld(w, add(mul(ve(o), pe(k)), i))));
+    let value = if fused { Expr::fma(dot, ld(g, ve(o)), ld(bias, ve(o))) } else { add(mul(dot, ld(g, ve(o))), ld(bias, ve(o))) };
+    match rows_of {
+        Some(of) => {
+            let rows = b.scalar("rows", IDX);
+            let r = b.var("r", IDX);
+            b.sibling(of, rows, vec![(x, pe(k)), (y, pe(m))]);
+            let row = vec![let_(xrow, mul(ve(r), pe(k))), store(y, add(mul(ve(r), pe(m)), ve(o)), value)];
+            b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), for_(r, pe(rows), row)])
+        }
+        None => b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), let_(xrow, Expr::index(0)), store(y, ve(o), value)]),
+    }
+}
+
+/// `y[o] = fma(x·w[o], g[o], b[o])`: an explicit fma after a declared lane sum.
+pub fn matvec_fma() -> Kernel {
+    matvec_affine("matvec_fma", true, None)
+}
+pub fn matvec_fma_rows() -> Kernel {
+    matvec_affine("matvec_fma_rows", true, Some("matvec_fma"))
+}
+
+/// `for i in par(0..n) { y[i] = fma(a[i], b[i], c[i]); z[i] = a[i]·b[i] + c[i] }`: the same
+/// operands fused (one rounding) and not (two), side by side in one kernel.
+pub fn fma_and_mul_add() -> Kernel {
+    let mut b = Kb::new("fma_and_mul_add");
+    let a = b.buf("a", F32, false); // (n)
+    let bb = b.buf("b", F32, false); // (n)
+    let c = b.buf("c", F32, false); // (n)
+    let y = b.buf("y", F32, true); // (n)
+    let z = b.buf("z", F32, true); // (n)
+    let n = b.scalar("n", IDX);
+    let i = b.var("i", IDX);
+    let (ai, bi, ci) = (ld(a, ve(i)), ld(bb, ve(i)), ld(c, ve(i)));
+    let body = vec![store(y, ve(i), Expr::fma(ai.clone(), bi.clone(), ci.clone())), store(z, ve(i), add(mul(ai, bi), ci))];
+    b.done(vec![Expr::index(1)], vec![Stmt::ParFor { var: i, end: pe(n), team: None, body }])
+}
+
 /// Every valid (rows, m=1) pair.
 /// `pairs()` plus pairs that only the verifier needs (a tiled rows matvec of the same m = 1
-/// kernel, a sequential matvec with no lanes): the GPU codegen tests compile `pairs()`, whose
+/// kernel, a sequential matvec with no lanes, a matvec ending in an fma and one ending in a
+/// multiply then an add): the GPU codegen tests compile `pairs()`, whose
 /// kernels each have distinct names and one lane exchange.
 pub fn verifier_pairs() -> Vec<(Kernel, Kernel)> {
     let mut v = pairs();
     v.push((matvec_tiled_rows(), matvec()));
+    v.push((matvec_fma_rows(), matvec_fma()));
+    v.push((matvec_fused_rows(), matvec_fused()));
+    v.push((matvec_rows("matvec_fused_blocked_rows", "matvec_fused_blocked", fused_blocked(), FUSED_FORM), matvec_m1("matvec_fused_blocked", fused_blocked(), FUSED_FORM)));
+    v.push((matvec_affine("matvec_affine_rows", false, Some("matvec_affine")), matvec_affine("matvec_affine", false, None)));
     v.push((matvec_rows("matvec_seq_rows", "matvec_seq", Schedule::Sequential, F32_FORM), matvec_m1("matvec_seq", Schedule::Sequential, F32_FORM)));
     v
 }
@@ -360,6 +443,9 @@ pub fn negative_controls() -> Vec<(&'static str, Kernel, Kernel)> {
             matvec_rows("matvec_rows_pairwise", "matvec_seq_combine", Schedule::lanes(32, Combine::Pairwise), F32_FORM),
             matvec_seq_combine(),
         ),
-        ("swapped", matvec_rows("matvec_rows_swapped", "matvec", butterfly32(), MatvecForm { weight: F32, swapped: true }), matvec()),
+        ("swapped", matvec_rows("matvec_rows_swapped", "matvec", butterfly32(), MatvecForm { weight: F32, swapped: true, fused: false }), matvec()),
+        ("fused_order", matvec_rows("matvec_rows_fused", "matvec", butterfly32(), FUSED_FORM), matvec()),
+        ("fused", matvec_affine("matvec_affine_rows_fused", true, Some("matvec_affine")), matvec_affine("matvec_affine", false, None)),
+        ("unfused", matvec_affine("matvec_fma_rows_unfused", false, Some("matvec_fma")), matvec_fma()),
     ]
 }

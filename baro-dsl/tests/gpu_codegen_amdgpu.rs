@@ -143,3 +143,48 @@ fn expression_lets_compile_for_gfx1100() {
     assert!(a.asm.contains("expression_lets"), "{}", a.asm);
     assert!(stray_fmas(&a.asm).is_empty(), "fused multiply-adds: {:?}", stray_fmas(&a.asm));
 }
+
+/// An explicit `fma` is one `v_fma_f32`/`v_fmac_f32` in the linked gfx1100 code object;
+/// `a * b + c` beside it stays a multiply and an add (the only float fma is the explicit one).
+#[test]
+fn an_explicit_fma_is_one_v_fma_on_gfx1100() {
+    let objdump = tool("llvm-objdump-19", "llvm-19");
+    let dir = tempfile::tempdir().unwrap();
+    let cache = CompileCache::new(None);
+    // One copy of each loop body: versioning (checked and unchecked copies) and unrolling off.
+    let o = CompileOptions { loop_versioning: false, lane_unroll: 1, ..Default::default() };
+    for k in [baro_dsl::testkernels::fma_and_mul_add(), baro_dsl::testkernels::matvec_fma()] {
+        let a = compile_gpu(&k, &"gfx1100".parse().unwrap(), &o, &cache).unwrap_or_else(|e| panic!("{e}"));
+        let disasm = run_tool(&objdump, &["-d", "--mcpu=gfx1100"], &write_tmp(dir.path(), &a));
+        let fmas = stray_fmas(&disasm);
+        assert_eq!(fmas.len(), 1, "{}: expected the one explicit fma, found {fmas:?}\n{disasm}", k.name);
+        assert!(fmas[0].starts_with("v_fma_f32") || fmas[0].starts_with("v_fmac_f32"), "{}: {fmas:?}", k.name);
+        // `v_mul_f32` or its dual-issue form `v_dual_mul_f32`, likewise for the add.
+        assert!(disasm.contains("_mul_f32") && disasm.contains("_add_f32"), "{}: the unfused multiply and add\n{disasm}", k.name);
+        assert!(!a.llvm_ir.contains("fmuladd") && !a.llvm_ir.contains(" fast ") && !a.llvm_ir.contains(" contract "), "{}: fast-math in the IR", k.name);
+    }
+}
+
+/// The `fma_sum` kernels of the verifier's pairs on gfx1100 (a lane butterfly; blocks of 4
+/// fused then a butterfly over block sums; m=1 and rows): each accumulation is a
+/// `v_fma_f32`/`v_fmac_f32` with no separate float multiply; partials are combined by adds.
+#[test]
+fn fused_sums_accumulate_by_v_fma_on_gfx1100() {
+    let objdump = tool("llvm-objdump-19", "llvm-19");
+    let dir = tempfile::tempdir().unwrap();
+    let cache = CompileCache::new(None);
+    let mut compiled = 0;
+    for (rows, m1) in baro_dsl::testkernels::verifier_pairs() {
+        for k in [rows, m1].into_iter().filter(|k| k.name.contains("fused")) {
+            let a = compile_gpu(&k, &"gfx1100".parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+            let disasm = run_tool(&objdump, &["-d", "--mcpu=gfx1100"], &write_tmp(dir.path(), &a));
+            let fmas = stray_fmas(&disasm);
+            let f32_fma = |f: &String| f.starts_with("v_fma_f32") || f.starts_with("v_fmac_f32") || f.contains("v_dual_fmac_f32");
+            assert!(!fmas.is_empty() && fmas.iter().all(f32_fma), "{}: {fmas:?}\n{disasm}", k.name);
+            assert!(!disasm.contains("_mul_f32"), "{}: the products are fused, never rounded alone\n{disasm}", k.name);
+            assert!(disasm.contains("_add_f32"), "{}: the partials' additions\n{disasm}", k.name);
+            compiled += 1;
+        }
+    }
+    assert_eq!(compiled, 4, "matvec_fused(_rows) and matvec_fused_blocked(_rows)");
+}

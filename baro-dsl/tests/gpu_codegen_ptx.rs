@@ -206,3 +206,52 @@ fn expression_lets_compile_for_sm90() {
     assert!(a.asm.contains(".visible .entry expression_lets("), "{}", a.asm);
     assert!(a.asm.contains("mul.rn.f32") && !a.asm.contains("fma."), "{}", a.asm);
 }
+
+/// An explicit `fma` is one `fma.rn.f32` (one rounding, no flush); `a * b + c` beside it stays
+/// `mul.rn.f32` then `add.rn.f32`.
+#[test]
+fn an_explicit_fma_is_fma_rn_and_nothing_else_fuses() {
+    let cache = CompileCache::new(None);
+    // One copy of each loop body: versioning (checked and unchecked copies) and unrolling off.
+    let o = CompileOptions { loop_versioning: false, lane_unroll: 1, ..Default::default() };
+    for k in [baro_dsl::testkernels::fma_and_mul_add(), baro_dsl::testkernels::matvec_fma()] {
+        let a = compile_gpu(&k, &sm90(), &o, &cache).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.asm.matches("fma.rn.f32").count(), 1, "{}: one fma.rn.f32\n{}", k.name, a.asm);
+        assert_eq!(a.asm.matches("fma.").count(), 1, "{}: no other fma\n{}", k.name, a.asm);
+        assert!(a.asm.contains("mul.rn.f32") && a.asm.contains("add.rn.f32"), "{}: the unfused multiply and add\n{}", k.name, a.asm);
+        assert!(!a.asm.contains(".ftz") && !a.asm.contains(".approx"), "{}\n{}", k.name, a.asm);
+        assert!(a.llvm_ir.contains("@llvm.fma.f32("), "{}", a.llvm_ir);
+        assert!(!a.llvm_ir.contains("fmuladd") && !a.llvm_ir.contains(" fast ") && !a.llvm_ir.contains(" contract "), "{}: fast-math in the IR", k.name);
+    }
+}
+
+/// An `fma_sum` (`sum!(.., fma(x, w))`): each lane's `acc = fma(x_i, w_i, acc)` is one
+/// `fma.rn.f32` with no separate multiply, and the butterfly still combines by `add.rn.f32`.
+#[test]
+fn a_fused_sum_accumulates_by_fma_rn_and_combines_by_add_rn() {
+    let o = CompileOptions { loop_versioning: false, lane_unroll: 1, ..Default::default() };
+    let k = baro_dsl::testkernels::matvec_fused();
+    let a = compile_gpu(&k, &sm90(), &o, &CompileCache::new(None)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a.asm.matches("fma.rn.f32").count(), 1, "{}", a.asm);
+    assert_eq!(a.asm.matches("fma.").count(), 1, "{}", a.asm);
+    assert!(!a.asm.contains("mul.rn.f32"), "the products are fused, never rounded alone\n{}", a.asm);
+    assert_eq!(a.asm.matches("add.rn.f32").count(), 5, "the butterfly's five additions\n{}", a.asm);
+    assert_eq!(a.asm.matches("shfl.sync.bfly.b32").count(), 5, "{}", a.asm);
+}
+
+/// Every fused-sum kernel of the verifier's pairs (a butterfly over lanes, blocks of 4 fused
+/// then a lane butterfly over the block sums; m=1 and rows) lowers for sm_90 with its fmas.
+#[test]
+fn every_fused_sum_pair_compiles_for_sm90() {
+    let cache = CompileCache::new(None);
+    let mut compiled = 0;
+    for (rows, m1) in baro_dsl::testkernels::verifier_pairs() {
+        for k in [rows, m1].into_iter().filter(|k| k.name.contains("fused")) {
+            let a = compile_gpu(&k, &sm90(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+            assert!(a.asm.contains("fma.rn.f32") && !a.asm.contains("mul.rn.f32"), "{}\n{}", k.name, a.asm);
+            assert!(!a.llvm_ir.contains("fmuladd") && !a.llvm_ir.contains(" contract "), "{}", k.name);
+            compiled += 1;
+        }
+    }
+    assert_eq!(compiled, 4, "matvec_fused(_rows) and matvec_fused_blocked(_rows)");
+}

@@ -249,3 +249,46 @@ fn expression_lets_bind_their_values() {
         .collect();
     assert_eq!(bits(&ys), want);
 }
+
+/// `fma(a, b, c)` rounds once: the host gives `f32::mul_add` (IEEE fusedMultiplyAdd) bit for bit,
+/// on inputs chosen so that one rounding and two differ, while `a * b + c` in the same kernel
+/// stays a multiply then an add (no contraction).
+#[test]
+fn fma_rounds_once_and_a_multiply_add_twice() {
+    let k = baro_dsl::testkernels::fma_and_mul_add(); // (a, b, c, y, z, n)
+    let c = compile(&k);
+    let ir = c.llvm_ir();
+    assert_eq!(ir.matches("call float @llvm.fma.f32(").count(), 1, "one fma, the explicit one:\n{ir}");
+    for banned in ["fmuladd", " fast ", "reassoc", "contract"] {
+        assert!(!ir.contains(banned), "`{banned}` in the IR");
+    }
+    let p = |e: i32| 2f32.powi(e);
+    // Inputs where the two roundings differ: `c = -(a·b)` rounded leaves fma the product's
+    // rounding error and mul-then-add 0; a product that overflows f32 though the sum does not;
+    // one below half the smallest subnormal; an exact zero whose sign only fma keeps.
+    let mut cases: Vec<(f32, f32, f32)> = vec![(p(64), p(64), -p(127)), (p(-75), p(-75), p(-149)), (-1e-30, 1e-30, 0.0), (1.0 + p(-23), 1.0 - p(-23), -1.0)];
+    let mut rng = Rng(29);
+    while cases.len() < 300 {
+        let (a, b) = (rng.f32(), rng.f32());
+        if a.mul_add(b, -(a * b)) != 0.0 {
+            cases.push((a, b, -(a * b)));
+        }
+    }
+    let differing = cases.len();
+    // Any inputs: fma must still be `mul_add` where the two roundings agree.
+    cases.extend((0..300).map(|_| (rng.f32(), rng.f32(), rng.f32())));
+    let (a, b, cc): (Vec<f32>, Vec<f32>, Vec<f32>) = (cases.iter().map(|t| t.0).collect(), cases.iter().map(|t| t.1).collect(), cases.iter().map(|t| t.2).collect());
+    let n = cases.len();
+    let (mut y, mut z) = (vec![0f32; n], vec![0f32; n]);
+    c.launch(&mut [Arg::buf(&a), Arg::buf(&b), Arg::buf(&cc), Arg::buf_mut(&mut y), Arg::buf_mut(&mut z), Arg::from(n)]).unwrap();
+    for i in 0..n {
+        let (fused, split) = (a[i].mul_add(b[i], cc[i]), a[i] * b[i] + cc[i]);
+        if i < differing {
+            assert_ne!(fused.to_bits(), split.to_bits(), "case {i} was chosen for fma and mul+add to differ");
+        }
+        assert_eq!(y[i].to_bits(), fused.to_bits(), "fma({}, {}, {})", a[i], b[i], cc[i]);
+        assert_eq!(z[i].to_bits(), split.to_bits(), "{} * {} + {}", a[i], b[i], cc[i]);
+    }
+    assert_eq!(y[..4].iter().map(|v| v.to_bits()).collect::<Vec<_>>(), [p(127).to_bits(), p(-148).to_bits(), (-0f32).to_bits(), (-p(-46)).to_bits()]);
+    assert_eq!(z[..4].iter().map(|v| v.to_bits()).collect::<Vec<_>>(), [f32::INFINITY.to_bits(), p(-149).to_bits(), 0, 0]);
+}

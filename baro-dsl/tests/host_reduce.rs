@@ -16,7 +16,12 @@ const SCHEDULES: [&str; 7] = ["lanes(32, butterfly)", "lanes(32, pairwise)", "la
 
 /// `dot(x: &[f32], w: &[W], y: &mut [f32], k: usize)`, grid n: `y[o] = sum(i < k) x[i] * w[o*k+i]`.
 fn row_dot(schedule: &Schedule, w_ty: T) -> Kernel {
-    let mut k = Kernel::new(format!("dot_{}_{}", w_ty, schedule.to_string().replace([' ', '(', ')', ','], "_")));
+    row_dot_op(schedule, w_ty, ReduceOp::Add)
+}
+
+/// `row_dot` as an `fma_sum` (`op` = `FmaSum`): each partial takes `x[i]·w[o·k + i]` in by fma.
+fn row_dot_op(schedule: &Schedule, w_ty: T, op: ReduceOp) -> Kernel {
+    let mut k = Kernel::new(format!("dot_{}_{}_{}", op.name(), w_ty, schedule.to_string().replace([' ', '(', ')', ','], "_")));
     let x = input(&mut k, "x", T::F32);
     let w = input(&mut k, "w", w_ty);
     let y = output(&mut k, "y", T::F32);
@@ -27,7 +32,7 @@ fn row_dot(schedule: &Schedule, w_ty: T) -> Kernel {
     let wi = ld(w, add(mul(Expr::GroupId(0), p(kk)), v(i)));
     let wi = if w_ty == T::F32 { wi } else { Expr::cast(T::F32, wi) };
     let body = mul(ld(x, v(i)), wi);
-    let r = Reduce { op: ReduceOp::Add, ty: T::F32, schedule: schedule.clone(), var: i, len: p(kk), body };
+    let r = Reduce { op, ty: T::F32, schedule: schedule.clone(), var: i, len: p(kk), body };
     k.body = vec![st(y, Expr::GroupId(0), Expr::Reduce(Box::new(r)))];
     k
 }
@@ -140,4 +145,37 @@ fn max_reduction_is_exact() {
     let mut out = [1f32];
     c.launch(&mut [Arg::buf(&zeros), Arg::buf_mut(&mut out), Arg::from(3usize)]).unwrap();
     assert_eq!(out[0].to_bits(), 0, "max(-0, +0, -0) must be +0");
+}
+
+/// An `fma_sum` follows its declared tree with one rounding per element: the host gives
+/// `Tree::eval_fused` with `f32::mul_add` bit for bit, for every schedule and ragged lengths,
+/// and differs from the same schedule's plain sum (two roundings per element) on most rows.
+#[test]
+fn fused_sums_follow_their_tree_with_one_rounding_per_element() {
+    let n = 8;
+    for name in SCHEDULES {
+        let s: Schedule = name.parse().unwrap();
+        let fused = compile(&row_dot_op(&s, T::F32, ReduceOp::FmaSum));
+        let ir = fused.llvm_ir();
+        assert!(ir.contains("@llvm.fma.f32("), "{name}: no fma in\n{ir}");
+        for banned in ["fmuladd", " fast ", "reassoc", "contract"] {
+            assert!(!ir.contains(banned), "{name}: `{banned}` in the IR");
+        }
+        let plain = compile(&row_dot(&s, T::F32));
+        let mut differs = 0;
+        for (k, seed) in [(1, 3), (31, 5), (70, 7), (257, 11)] {
+            let mut rng = Rng(seed);
+            let (x, w) = (rng.vec_f32(k), rng.vec_f32(n * k));
+            let y = run(&fused, &x, Arg::buf(&w), k, n);
+            let y_plain = run(&plain, &x, Arg::buf(&w), k, n);
+            let tree = s.expand(k as u64);
+            for o in 0..n {
+                let want = tree.eval_fused(0.0f32, &|i, acc| x[i as usize].mul_add(w[o * k + i as usize], acc), &|a, b| a + b);
+                assert_eq!(y[o].to_bits(), want.to_bits(), "{name} k={k} row {o}");
+                assert_eq!(y_plain[o].to_bits(), reference(&s, &x, &w, k, o).to_bits(), "{name} k={k} row {o} (plain)");
+                differs += usize::from(y[o].to_bits() != y_plain[o].to_bits());
+            }
+        }
+        assert!(differs >= n, "{name}: the fused sum equals the plain one on all but {differs} rows");
+    }
 }

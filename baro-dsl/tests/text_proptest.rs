@@ -77,6 +77,7 @@ fn expr() -> BoxedStrategy<Expr> {
             (select(UnOp::ALL.to_vec()), b()).prop_map(|(op, arg)| Expr::Unary { op, arg }),
             (select(BinOp::ALL.to_vec()), b(), b()).prop_map(|(op, lhs, rhs)| Expr::Binary { op, lhs, rhs }),
             (b(), b(), b()).prop_map(|(cond, then, els)| Expr::Select { cond, then, els }),
+            (b(), b(), b()).prop_map(|(a, b, c)| Expr::Fma { a, b, c }),
             (scalar_type(), b()).prop_map(|(to, arg)| Expr::Cast { to, arg }),
             (scalar_type(), b()).prop_map(|(to, arg)| Expr::Bitcast { to, arg }),
             (select(MathFn::ALL.to_vec()), b()).prop_map(|(func, arg)| Expr::Call { func, arg }),
@@ -89,7 +90,7 @@ fn expr() -> BoxedStrategy<Expr> {
 }
 
 fn reduce(e: BoxedStrategy<Expr>) -> impl Strategy<Value = Reduce> {
-    (select(vec![ReduceOp::Add, ReduceOp::Max, ReduceOp::Min]), scalar_type(), schedule(), id(), e.clone(), e)
+    (select(vec![ReduceOp::Add, ReduceOp::Max, ReduceOp::Min, ReduceOp::FmaSum]), scalar_type(), schedule(), id(), e.clone(), e)
         .prop_map(|(op, ty, schedule, v, len, body)| Reduce { op, ty, schedule, var: Var(v), len, body })
 }
 

@@ -171,6 +171,9 @@ fn every_variant() -> Kernel {
     for func in MathFn::ALL {
         body.push(Stmt::Assign { var: acc, value: Expr::call(func, Expr::Var(acc)) });
     }
+    body.push(Stmt::Assign { var: acc, value: Expr::fma(Expr::Var(acc), Expr::f32(-0.0), Expr::Var(p)) });
+    let products = Expr::bin(BinOp::Mul, ld(Buf::Param(x), Expr::Var(j)), Expr::Var(acc));
+    body.push(Stmt::Assign { var: acc, value: Expr::Reduce(Box::new(Reduce { op: ReduceOp::FmaSum, ..reduce(Schedule::lanes(32, Combine::Butterfly), products) })) });
     for c in consts {
         body.push(Stmt::Store { buf: Buf::Param(y), index: Expr::index(0), value: Expr::c(c) });
     }
@@ -372,6 +375,10 @@ fn single_expressions_and_statements_print_with_names() {
     assert_eq!(
         k.expr_text(&Expr::bin(BinOp::Add, Expr::Var(baro_dsl::ir::Var(1)), Expr::f32(-0.0))),
         "add(v1:acc, 0x80000000:f32)"
+    );
+    assert_eq!(
+        k.expr_text(&Expr::fma(Expr::Var(baro_dsl::ir::Var(1)), Expr::f32(2.0), Expr::f32(-0.0))),
+        "fma(v1:acc, 2.0:f32, 0x80000000:f32)"
     );
     assert_eq!(
         k.stmt_text(&k.body[3]),

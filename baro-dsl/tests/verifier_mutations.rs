@@ -10,9 +10,11 @@ fn every_reordering_rejected_every_preserving_rewrite_accepted() {
     let (mut rejected, mut reorders) = (0, 0);
     let (mut accepted, mut rewrites) = (0, 0);
     let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+    let mut reorder_kinds = std::collections::BTreeSet::<String>::new();
     for (rows, m1) in verifier_pairs() {
         for (what, mutant) in reorderings(&rows) {
             reorders += 1;
+            reorder_kinds.insert(what.clone());
             match check_sibling(&mutant, &m1) {
                 Err(_) => rejected += 1,
                 Ok(_) => println!("NOT rejected: {} / {what}", rows.name),
@@ -35,6 +37,15 @@ fn every_reordering_rejected_every_preserving_rewrite_accepted() {
     println!("reorderings rejected {rejected}/{reorders}");
     println!("preserving rewrites accepted {accepted}/{rewrites} ({kinds:?})");
     assert!(reorders >= 40, "too few reorderings: {reorders}");
+    // An fma is never `a·b + c`: fusing a multiply-add and splitting an fma are both rejected.
+    for kind in [
+        "contract a float multiply-add into an fma",
+        "split an fma into a multiply and an add",
+        "fuse a sum of products into an fma_sum",
+        "unfuse an fma_sum into a sum of products",
+    ] {
+        assert!(reorder_kinds.contains(kind), "no `{kind}` mutant was generated: {reorder_kinds:?}");
+    }
     assert_eq!(rejected, reorders);
     assert_eq!(accepted, rewrites);
     for kind in ["rename every", "swap independent", "split loop", "wrap statement", "duplicate `let"] {

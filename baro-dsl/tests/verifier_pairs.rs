@@ -56,6 +56,19 @@ fn negative_controls_are_rejected() {
                 assert_eq!(m.location.reduce, Some(0));
                 assert!(m.first_difference.ends_with("m=1 has `x[0]·w[0]`, rows has `w[0]·x[0]`"), "{}", m.first_difference);
             }
+            ("fused_order", SiblingError::Schedule { reduce: 0, detail, .. }) => assert_eq!(detail, "`fma_sum` here, `sum` in `matvec`"),
+            ("fused" | "unfused", SiblingError::Arithmetic(m)) => {
+                assert_eq!(m.buffer, "y");
+                assert_eq!((m.row, m.index, m.m1_index), (0, 0, 0));
+                assert_eq!(m.location.store, Some(0));
+                // The sums are the same node; the stored values differ at the root: one side
+                // an fma node, the other an add (of a multiply), never equal to it.
+                let (m1_side, rows_side) = m.first_difference.split_once(", rows has ").expect("two sides");
+                let (fused_side, split_side) = if what == "fused" { (rows_side, m1_side) } else { (m1_side, rows_side) };
+                assert!(m1_side.starts_with("at the root: m=1 has `"), "{}", m.first_difference);
+                assert!(fused_side.contains("`fma("), "{what}: {}", m.first_difference);
+                assert!(!split_side.contains("fma(") && split_side.contains("`(("), "{what}: {}", m.first_difference);
+            }
             _ => panic!("{what}: unexpected error {err:?}"),
         }
         // The schedule-level rejections also change the arithmetic itself.

@@ -201,3 +201,55 @@ fn changed_mask_is_caught() {
     let errs = verify_kernel(&k).unwrap_err();
     assert_eq!(kinds(&errs), vec![ErrorKind::ScheduleNotImplemented]);
 }
+
+/// An `fma_sum` element must be a product (its two factors are what each partial takes in by
+/// fma); `x[i]` alone is malformed, `x[i] * x[i]` verifies, through the expanded code too.
+#[test]
+fn an_fma_sum_of_a_non_product_is_malformed() {
+    use baro_dsl::ir::{Reduce, ReduceOp};
+    use baro_dsl::Schedule;
+    let fused = |body: fn(Var) -> Expr| {
+        let mut k = base();
+        let i = k.add_var("i", IDX, false);
+        let r = Reduce { op: ReduceOp::FmaSum, ty: F32, schedule: "lanes(4, butterfly)".parse::<Schedule>().unwrap(), var: i, len: Expr::Param(baro_dsl::ir::ParamId(2)), body: body(i) };
+        k.body = vec![store_y(Expr::Reduce(Box::new(r)))];
+        k
+    };
+    let errs = check_wellformed(&fused(|i| x_at(Expr::Var(i)))).unwrap_err();
+    assert_eq!(kinds(&errs), vec![ErrorKind::Malformed]);
+    assert_eq!(errs[0].message, "an `fma_sum` element must be a product `a * b`, found `load(p0:x, v0:i)`");
+    let ok = fused(|i| Expr::bin(BinOp::Mul, x_at(Expr::Var(i)), x_at(Expr::Var(i))));
+    let proof = verify_kernel(&ok).expect("an fma_sum of products verifies");
+    assert!(proof.regions_checked > 0, "{proof:?}");
+}
+
+/// The expansion of an `fma_sum` is checked against its fused tree: the fused matvec's
+/// expansion verifies, and the same code with each lane's `fma(x, w, acc)` written as
+/// `acc + x * w` (the plain sum's update) does not implement its declared `fma_sum`.
+#[test]
+fn an_fma_sum_expanded_as_multiply_and_add_is_caught() {
+    let k = baro_dsl::testkernels::matvec_fused();
+    let mut x = lanes::expand(&k).unwrap();
+    assert!(verify_kernel(&x).expect("the expansion as written").regions_checked > 0);
+    fn unfuse(body: &mut [Stmt], n: &mut usize) {
+        for s in body {
+            match s {
+                Stmt::Assign { var, value } => {
+                    if let Expr::Fma { a, b, c } = value.clone() {
+                        assert_eq!(*c, Expr::Var(*var), "a lane's update is fma(x, w, acc)");
+                        *value = Expr::bin(BinOp::Add, *c, Expr::bin(BinOp::Mul, *a, *b));
+                        *n += 1;
+                    }
+                }
+                Stmt::For { body, .. } | Stmt::Lanes { body, .. } => unfuse(body, n),
+                _ => {}
+            }
+        }
+    }
+    let mut n = 0;
+    unfuse(&mut x.body, &mut n);
+    assert_eq!(n, 1, "one fused update in the lane loop");
+    let errs = verify_kernel(&x).unwrap_err();
+    assert_eq!(kinds(&errs), vec![ErrorKind::ScheduleNotImplemented]);
+    assert!(errs[0].message.starts_with("lanes region does not compute its declared `lanes(32, butterfly)` fma_sum"), "{}", errs[0].message);
+}

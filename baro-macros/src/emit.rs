@@ -243,6 +243,10 @@ fn expr(e: &Expr) -> TokenStream {
             let (func, arg) = (math_fn(*func), boxed(arg));
             quote!(::baro_dsl::ir::Expr::Call { func: #func, arg: #arg })
         }
+        Expr::Fma { a, b, c } => {
+            let (a, b, c) = (boxed(a), boxed(b), boxed(c));
+            quote!(::baro_dsl::ir::Expr::Fma { a: #a, b: #b, c: #c })
+        }
         Expr::Let { var: v, value, body } => {
             let (v, value, body) = (var(*v), boxed(value), boxed(body));
             quote!(::baro_dsl::ir::Expr::Let { var: #v, value: #value, body: #body })

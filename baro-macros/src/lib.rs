@@ -53,11 +53,14 @@ use proc_macro::TokenStream;
 /// comparisons, `&&`/`||` (both sides are always evaluated), `e as T`, `x.to_f32()`,
 /// `bf16::from_f32(x)`, `f16::from_f32(x)`, `x.to_bits()`, `f32::from_bits(b)`, `x.sqrt()`,
 /// `x.abs()`, `x.floor()`, `x.max(y)`, `x.min(y)`, `exp`, `log`, `sigmoid`, `silu`,
-/// `softplus`, `rsqrt`, `if c { a } else { b }` (a select: both arms evaluated),
+/// `softplus`, `rsqrt`, `fma(a, b, c)` (f32 `a * b + c` rounded once; `a * b + c` itself
+/// is never fused), `if c { a } else { b }` (a select: both arms evaluated),
 /// `group_id(axis)`, and the reductions `sum!`/`max!`/`min!(i in 0..len, order = ORDER, body)`
 /// with ORDER one of `seq`, `lanes(N).butterfly()`, `lanes(N).strided().butterfly()`,
 /// `lanes(N).pairwise()`, `lanes(N).seq()`, `chunked(C)`, `chunked(C).pairwise()`,
-/// `blocked(B, ORDER)`.
+/// `blocked(B, ORDER)`. `sum!(i in 0..len, order = ORDER, fma(x, w))` (f32, two arguments)
+/// is a fused sum: every partial of the order accumulates `acc = fma(x_i, w_i, acc)`, and
+/// the partials are added as the order says.
 ///
 /// A float accumulation in a loop (`acc += x` with `acc` declared outside the loop) is an
 /// error: its order would be undeclared. `acc = acc.max(x)` is allowed (exact for non-NaN).

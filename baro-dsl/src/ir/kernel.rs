@@ -304,6 +304,12 @@ pub enum ReduceOp {
     /// Exact in any order for non-NaN values; NaN propagates, and `max(-0, +0)` is `+0`.
     Max,
     Min,
+    /// An f32 sum of products accumulated with one rounding each: the body is a product
+    /// `a * b` (possibly under expression `let`s), and wherever the schedule's tree adds
+    /// element i to a partial, the partial becomes `fma(a_i, b_i, partial)` (a lane's
+    /// `acc = fma(x_i, w_i, acc)` from +0.0). Partials are combined by additions, as the
+    /// schedule says.
+    FmaSum,
 }
 
 impl ReduceOp {
@@ -312,6 +318,7 @@ impl ReduceOp {
             ReduceOp::Add => "sum",
             ReduceOp::Max => "max",
             ReduceOp::Min => "min",
+            ReduceOp::FmaSum => "fma_sum",
         }
     }
     pub fn from_name(s: &str) -> Option<ReduceOp> {
@@ -319,12 +326,15 @@ impl ReduceOp {
             "sum" => Some(ReduceOp::Add),
             "max" => Some(ReduceOp::Max),
             "min" => Some(ReduceOp::Min),
+            "fma_sum" => Some(ReduceOp::FmaSum),
             _ => None,
         }
     }
+    /// The operation that combines two partials (for `FmaSum`, an addition; its elements are
+    /// accumulated by fma instead).
     pub fn bin_op(self) -> BinOp {
         match self {
-            ReduceOp::Add => BinOp::Add,
+            ReduceOp::Add | ReduceOp::FmaSum => BinOp::Add,
             ReduceOp::Max => BinOp::Max,
             ReduceOp::Min => BinOp::Min,
         }
@@ -360,6 +370,9 @@ pub enum Expr {
     /// Reinterprets the bits; the two types have the same width.
     Bitcast { to: ScalarType, arg: Box<Expr> },
     Call { func: MathFn, arg: Box<Expr> },
+    /// `a · b + c` rounded once (IEEE 754 fusedMultiplyAdd), all three f32. An operation of
+    /// its own: it is never `a * b + c` (two roundings), and no pass forms one from the other.
+    Fma { a: Box<Expr>, b: Box<Expr>, c: Box<Expr> },
     /// `let var = value in body`, for sharing inside one expression.
     Let { var: Var, value: Box<Expr>, body: Box<Expr> },
     Reduce(Box<Reduce>),
@@ -399,6 +412,9 @@ impl Expr {
     pub fn call(func: MathFn, arg: Expr) -> Expr {
         Expr::Call { func, arg: Box::new(arg) }
     }
+    pub fn fma(a: Expr, b: Expr, c: Expr) -> Expr {
+        Expr::Fma { a: Box::new(a), b: Box::new(b), c: Box::new(c) }
+    }
     pub fn let_in(var: Var, value: Expr, body: Expr) -> Expr {
         Expr::Let { var, value: Box::new(value), body: Box::new(body) }
     }
@@ -420,6 +436,11 @@ impl Expr {
                 f(cond);
                 f(then);
                 f(els)
+            }
+            Expr::Fma { a, b, c } => {
+                f(a);
+                f(b);
+                f(c)
             }
             Expr::Let { value, body, .. } => {
                 f(value);

@@ -104,6 +104,15 @@ impl Kernel {
                 }
                 Ok(ScalarType::F32)
             }
+            Expr::Fma { a, b, c } => {
+                for (x, which) in [(a, "first"), (b, "second"), (c, "third")] {
+                    let t = self.type_of(x)?;
+                    if t != ScalarType::F32 {
+                        return err(format!("`fma`'s {which} operand has type {t}: expected f32"));
+                    }
+                }
+                Ok(ScalarType::F32)
+            }
             Expr::Let { var, value, body } => {
                 let t = self.type_of(value)?;
                 let d = self.type_of(&Expr::Var(*var))?;

@@ -133,6 +133,12 @@ pub(crate) trait ExprLeaves<'a, 'ctx: 'a> {
                 let f = self.expr(els)?;
                 Ok(Val { v: self.ir().b.build_select(c.v.into_int_value(), t.v, f.v, "")?, ty: t.ty })
             }
+            Expr::Fma { a, b, c } => {
+                let x = self.expr(a)?;
+                let y = self.expr(b)?;
+                let z = self.expr(c)?;
+                self.ir().fma(x, y, z)
+            }
             Expr::Cast { to, arg } => {
                 let a = self.expr(arg)?;
                 self.ir().cast(a, *to)

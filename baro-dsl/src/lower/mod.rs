@@ -2,8 +2,10 @@
 //! `mathlib::expand_calls`). `host` builds the in-process JIT module; `convert` holds the
 //! integer-only float conversions every LLVM target shares; `ir` is a thin builder helper.
 //!
-//! Lowering never reorders floating-point operations, never emits fast-math flags, fma or
-//! `llvm.fmuladd`, and never depends on a libcall being resolvable.
+//! Lowering never reorders floating-point operations, never emits fast-math flags or
+//! `llvm.fmuladd`, and emits `llvm.fma` only for an explicit `Expr::Fma`, never by contracting
+//! a multiply and an add. The only libcalls are those LLVM makes for exact operations the
+//! host's generic x86-64 lacks instructions for (`floorf`, `fmaf`), resolved in the process.
 
 pub mod convert;
 mod expr;

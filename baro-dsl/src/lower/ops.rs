@@ -1,7 +1,8 @@
 //! Target-neutral arithmetic of every LLVM lowering: constants, IEEE float operations,
 //! wrapping integer operations and conversions, each computed with the plain instruction
 //! its IR operation names. f16/bf16 arithmetic converts to f32, operates and rounds back.
-//! Never emits fast-math flags, fma or `llvm.fmuladd`, and never a libcall.
+//! Never emits fast-math flags or `llvm.fmuladd`, and never an fma but for an explicit
+//! `Expr::Fma` (one `llvm.fma`, see `fma`).
 
 use inkwell::values::{BasicValueEnum, FloatValue, IntValue};
 use inkwell::{FloatPredicate as F, IntPredicate as P};
@@ -154,6 +155,19 @@ impl<'a, 'ctx> Ir<'a, 'ctx> {
             BinOp::Ge => return bool_ty(self.icmp(if signed { P::SGE } else { P::UGE }, x, y)?),
         };
         Ok(Val { v: v.into(), ty })
+    }
+
+    /// `fma(a, b, c)`: `llvm.fma.f32`, one rounding on every target (NVPTX `fma.rn.f32`,
+    /// AMDGPU `v_fma_f32`/`v_fmac_f32`; on the host's generic x86-64, which has no FMA
+    /// instruction, LLVM calls the process's `fmaf`, correctly rounded in glibc and musl).
+    /// The only fma the lowering emits: `a * b + c` stays a multiply and an add.
+    pub(crate) fn fma(&self, a: Val<'ctx>, b: Val<'ctx>, c: Val<'ctx>) -> R<Val<'ctx>> {
+        if [a.ty, b.ty, c.ty] != [ScalarType::F32; 3] {
+            return fail(format!("`fma` of {}, {} and {}: expected f32 operands", a.ty, b.ty, c.ty));
+        }
+        let t = self.cx.f32_type();
+        let v = self.intrinsic("llvm.fma", &[t.into()], &[a.v, b.v, c.v])?;
+        Ok(Val { v, ty: ScalarType::F32 })
     }
 
     fn float_binary(&self, op: BinOp, a: Val<'ctx>, bv: Val<'ctx>) -> R<Val<'ctx>> {

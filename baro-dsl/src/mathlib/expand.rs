@@ -203,6 +203,11 @@ fn expr(k: &mut Kernel, e: Expr) -> Expr {
             let then = bx(k, then);
             Expr::Select { cond, then, els: bx(k, els) }
         }
+        Expr::Fma { a, b, c } => {
+            let a = bx(k, a);
+            let b = bx(k, b);
+            Expr::Fma { a, b, c: bx(k, c) }
+        }
         Expr::Cast { to, arg } => Expr::Cast { to, arg: bx(k, arg) },
         Expr::Bitcast { to, arg } => Expr::Bitcast { to, arg: bx(k, arg) },
         Expr::Let { var, value, body } => {

@@ -24,15 +24,33 @@ impl Tree {
 
     /// Evaluates the tree with `leaf(i)` for element `i`, `zero` for `Zero` and `op` for each
     /// addition, in exactly the tree's order.
-    pub fn eval<T: Copy>(&self, zero: T, leaf: &impl Fn(u64) -> T, op: &impl Fn(T, T) -> T) -> T {
+    pub fn eval<T: Clone>(&self, zero: T, leaf: &impl Fn(u64) -> T, op: &impl Fn(T, T) -> T) -> T {
         match self {
             Tree::Zero => zero,
             Tree::Leaf(i) => leaf(*i),
             Tree::Add(a, b) => {
-                let x = a.eval(zero, leaf, op);
+                let x = a.eval(zero.clone(), leaf, op);
                 let y = b.eval(zero, leaf, op);
                 op(x, y)
             }
+        }
+    }
+
+    /// Evaluates the tree of an `fma_sum`: each addition of element `i` to a partial `p`
+    /// (every element sits there: partials start at `Zero`) is `fused(i, p)`, every other
+    /// addition (of two partials) `op`.
+    pub fn eval_fused<T: Clone>(&self, zero: T, fused: &impl Fn(u64, T) -> T, op: &impl Fn(T, T) -> T) -> T {
+        match self {
+            Tree::Zero => zero,
+            Tree::Add(a, b) => {
+                let x = a.eval_fused(zero.clone(), fused, op);
+                match **b {
+                    Tree::Leaf(i) => fused(i, x),
+                    _ => op(x, b.eval_fused(zero, fused, op)),
+                }
+            }
+            // A bare element is never produced by `expand` (each is added to a partial).
+            Tree::Leaf(i) => fused(*i, zero),
         }
     }
 
@@ -142,6 +160,22 @@ impl Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fused_trees_fuse_elements_into_partials_and_add_partials() {
+        let show = |t: &Tree| t.eval_fused(String::from("0"), &|i, p| format!("fma(x{i}, w{i}, {p})"), &|a, b| format!("({a} + {b})"));
+        let t = Schedule::lanes(2, Combine::Butterfly).expand(3);
+        assert_eq!(show(&t), "(fma(x2, w2, fma(x0, w0, 0)) + fma(x1, w1, 0))");
+        let t = Schedule::Blocked { block: 2, across: Box::new(Schedule::Sequential) }.expand(3);
+        assert_eq!(show(&t), "((0 + fma(x1, w1, fma(x0, w0, 0))) + fma(x2, w2, 0))");
+        // With `fused(i, p) = p + a_i` it is the plain sum's tree, addition for addition.
+        for s in ["seq", "lanes(4, pairwise)", "lanes(4, butterfly)", "chunked(3, seq)", "blocked(2, lanes(2, butterfly))"] {
+            let t = s.parse::<Schedule>().unwrap().expand(11);
+            let plain = t.eval(String::from("0"), &|i| format!("a{i}"), &|a, b| format!("({a} + {b})"));
+            assert_eq!(t.eval_fused(String::from("0"), &|i, p| format!("({p} + a{i})"), &|a, b| format!("({a} + {b})")), plain, "{s}");
+            assert_eq!(plain, t.to_string(), "{s}");
+        }
+    }
 
     #[test]
     fn sequential_starts_from_zero() {

@@ -56,6 +56,8 @@ pub enum Op {
     Bitcast,
     Select,
     Call(MathFn),
+    /// `fma(a, b, c)`: one rounding, never the node `a·b + c`.
+    Fma,
 }
 
 const NONE: NodeId = NodeId(u32::MAX);
@@ -220,6 +222,7 @@ impl Dag {
                 }
                 Op::Bitcast => self.call(s, &format!("bitcast::<{ty}>"), &args[..1], d, budget),
                 Op::Select => self.call(s, "select", &args, d, budget),
+                Op::Fma => self.call(s, "fma", &args, d, budget),
             },
         }
     }

@@ -9,7 +9,7 @@
 //! the verification pipeline calls this module.
 
 use super::ordinals::reduces;
-use crate::ir::{BinOp, Buf, Const, Expr, Kernel, Reduce, Stmt, Var};
+use crate::ir::{BinOp, Buf, Const, Expr, Kernel, Reduce, ReduceOp, ScalarType, Stmt, Var};
 use crate::schedule::{Combine, Schedule};
 use std::collections::HashSet;
 
@@ -23,6 +23,7 @@ fn children_mut(e: &mut Expr) -> Vec<&mut Expr> {
         Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Call { arg, .. } => vec![arg],
         Expr::Binary { lhs, rhs, .. } => vec![lhs, rhs],
         Expr::Select { cond, then, els } => vec![cond, then, els],
+        Expr::Fma { a, b, c } => vec![a, b, c],
         Expr::Let { value, body, .. } => vec![value, body],
         Expr::Reduce(r) => vec![&mut r.len, &mut r.body],
         Expr::ShuffleXor { value, .. } => vec![value],
@@ -154,6 +155,22 @@ pub fn reorderings(k: &Kernel) -> Vec<(String, Kernel)> {
             }
             _ => Vec::new(),
         },
+        _ => Vec::new(),
+    }));
+    out.extend(expr_mutants(k, &|k, e| match e {
+        // fma is f32 only: an f16/bf16 multiply-add has no fused form to mutate into.
+        Expr::Binary { op: BinOp::Add, lhs, rhs } if k.type_of(e) == Ok(ScalarType::F32) => match &**lhs {
+            Expr::Binary { op: BinOp::Mul, lhs: a, rhs: b } => {
+                vec![("contract a float multiply-add into an fma".to_string(), Expr::fma((**a).clone(), (**b).clone(), (**rhs).clone()))]
+            }
+            _ => Vec::new(),
+        },
+        Expr::Fma { a, b, c } => vec![("split an fma into a multiply and an add".to_string(), Expr::bin(BinOp::Add, Expr::bin(BinOp::Mul, (**a).clone(), (**b).clone()), (**c).clone()))],
+        // An f32 sum of products and an `fma_sum` of the same products: never the same.
+        Expr::Reduce(r) if r.ty == ScalarType::F32 && matches!(r.body, Expr::Binary { op: BinOp::Mul, .. }) && matches!(r.op, ReduceOp::Add | ReduceOp::FmaSum) => {
+            let (op, what) = if r.op == ReduceOp::Add { (ReduceOp::FmaSum, "fuse a sum of products into an fma_sum") } else { (ReduceOp::Add, "unfuse an fma_sum into a sum of products") };
+            vec![(what.to_string(), Expr::Reduce(Box::new(Reduce { op, ..(**r).clone() })))]
+        }
         _ => Vec::new(),
     }));
     out.extend(expr_mutants(k, &|_, e| match e {

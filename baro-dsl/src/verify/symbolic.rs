@@ -11,7 +11,7 @@ use super::dag::{Dag, Name, Node, NodeId, Op};
 use super::ordinals::{stmt_blocks, stmt_exprs, Ordinals};
 use super::race::{Race, RaceLog, Space, Unit};
 use super::report::{ErrorKind, Location, VerifyError};
-use crate::ir::{Access, BinOp, Buf, Const, Expr, Implements, Kernel, ParamId, ParamKind, Reduce, ScalarType, Stmt, UnOp, Var};
+use crate::ir::{Access, BinOp, Buf, Const, Expr, Implements, Kernel, ParamId, ParamKind, Reduce, ReduceOp, ScalarType, Stmt, UnOp, Var};
 use crate::lanes::identity;
 use crate::schedule::{Schedule, Tree};
 use std::rc::Rc;
@@ -445,6 +445,11 @@ impl Exec<'_, '_> {
                 let n = self.node(x);
                 Value::S(self.dag.op(Op::Call(*func), ScalarType::F32, &[n]), ScalarType::F32)
             }
+            Expr::Fma { a, b, c } => {
+                let (x, y, z) = (self.eval(a)?, self.eval(b)?, self.eval(c)?);
+                let args = [self.node(x), self.node(y), self.node(z)];
+                Value::S(self.dag.op(Op::Fma, ScalarType::F32, &args), ScalarType::F32)
+            }
             Expr::Let { var, value, body } => {
                 let x = self.eval(value)?;
                 self.set(*var, x)?;
@@ -535,19 +540,20 @@ impl Exec<'_, '_> {
             *slot = Some(slot.map_or(len, |m| m.max(len)));
         }
         let vty = self.k.vars.get(r.var.index()).map_or(ScalarType::INDEX, |d| d.ty);
+        let fused = r.op == ReduceOp::FmaSum;
+        // Elements: the body's value, or for an `fma_sum` its two factors.
         let mut leaves = Vec::with_capacity(len as usize);
+        let mut factors = Vec::with_capacity(if fused { len as usize } else { 0 });
         self.in_reduce += 1;
         for i in 0..len {
             if let Err(e) = self.set(r.var, Value::C(Const::new(vty, i))) {
                 self.in_reduce -= 1;
                 return Err(e);
             }
-            match self.eval(&r.body) {
-                Ok(x) => leaves.push(x),
-                Err(e) => {
-                    self.in_reduce -= 1;
-                    return Err(e);
-                }
+            let x = if fused { self.eval_product(&r.body).map(|ab| factors.push(ab)) } else { self.eval(&r.body).map(|x| leaves.push(x)) };
+            if let Err(e) = x {
+                self.in_reduce -= 1;
+                return Err(e);
             }
         }
         self.in_reduce -= 1;
@@ -562,7 +568,50 @@ impl Exec<'_, '_> {
         };
         let zero = Value::C(identity(r.op, r.ty));
         let zero = if r.ty.is_float() { Value::S(self.dag.constant(identity(r.op, r.ty)), r.ty) } else { zero };
+        if fused {
+            return self.fused_tree(&tree, zero, &factors);
+        }
         self.tree(&tree, zero, &leaves, r.op.bin_op())
+    }
+
+    /// The factors `(a, b)` of an `fma_sum` element `a * b`, through the expression `let`s
+    /// around the product.
+    fn eval_product(&mut self, e: &Expr) -> Result<(Value, Value), VerifyError> {
+        match e {
+            Expr::Binary { op: BinOp::Mul, lhs, rhs } => Ok((self.eval(lhs)?, self.eval(rhs)?)),
+            Expr::Let { var, value, body } => {
+                let x = self.eval(value)?;
+                self.set(*var, x)?;
+                self.eval_product(body)
+            }
+            _ => Err(self.unsupported(format!("an `fma_sum` element must be a product `a * b`, found `{}`", self.k.expr_text(e)))),
+        }
+    }
+
+    /// An `fma_sum`'s tree (`Tree::eval_fused`): element i added to partial p is
+    /// `fma(a_i, b_i, p)`, two partials are added.
+    fn fused_tree(&mut self, t: &Tree, zero: Value, factors: &[(Value, Value)]) -> Result<Value, VerifyError> {
+        let f32 = ScalarType::F32;
+        let fma = |ex: &mut Self, i: u64, p: Value| -> Result<Value, VerifyError> {
+            let Some(&(a, b)) = factors.get(i as usize) else {
+                return Err(ex.unsupported(format!("element {i} of an `fma_sum` of {} elements", factors.len())));
+            };
+            let args = [ex.node(a), ex.node(b), ex.node(p)];
+            Ok(Value::S(ex.dag.op(Op::Fma, f32, &args), f32))
+        };
+        match t {
+            Tree::Zero => Ok(zero),
+            Tree::Leaf(i) => fma(self, *i, zero),
+            Tree::Add(a, b) => {
+                let x = self.fused_tree(a, zero, factors)?;
+                if let Tree::Leaf(i) = **b {
+                    return fma(self, i, x);
+                }
+                let y = self.fused_tree(b, zero, factors)?;
+                let (nx, ny) = (self.node(x), self.node(y));
+                Ok(Value::S(self.dag.op(Op::Bin(BinOp::Add), f32, &[nx, ny]), f32))
+            }
+        }
     }
 
     fn tree(&mut self, t: &Tree, zero: Value, leaves: &[Value], op: BinOp) -> Result<Value, VerifyError> {

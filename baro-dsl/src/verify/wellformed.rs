@@ -9,7 +9,7 @@ use super::lengths::Definitions;
 use super::ordinals::children;
 use std::collections::HashSet;
 use super::report::{ErrorKind, Location, VerifyError};
-use crate::ir::{Access, BinOp, Buf, Expr, Implements, Kernel, ParamKind, ScalarType, Stmt, Var};
+use crate::ir::{Access, BinOp, Buf, Expr, Implements, Kernel, ParamKind, ReduceOp, ScalarType, Stmt, Var};
 
 /// Checks `k`. `user_ir` turns on the undeclared-reduction rule, which only applies to what
 /// an author wrote: expanded IR legitimately contains the loops a schedule describes.
@@ -60,10 +60,19 @@ struct Wf<'k> {
     in_parfor: u32,
 }
 
+/// True if `e` is a product `a * b`, under expression `let`s at most (an `fma_sum` element).
+fn is_product(e: &Expr) -> bool {
+    match e {
+        Expr::Binary { op: BinOp::Mul, .. } => true,
+        Expr::Let { body, .. } => is_product(body),
+        _ => false,
+    }
+}
+
 /// True if `value` is `max(v, x)`/`min(v, x)` (either operand order) of `v` itself.
 /// Max and min are exact in any order for non-NaN values, so such a running extremum needs
 /// no declared schedule.
-/// Whether `target` occurs in `e` under float arithmetic (`+ - * /`, a call): through
+/// Whether `target` occurs in `e` under float arithmetic (`+ - * /`, a call, `fma`): through
 /// `max`/`min`, a select's arms or a cast alone it is only kept or compared, not accumulated.
 fn in_arithmetic(e: &Expr, target: &Expr, under: bool) -> bool {
     if e == target {
@@ -71,7 +80,7 @@ fn in_arithmetic(e: &Expr, target: &Expr, under: bool) -> bool {
     }
     let arith = match e {
         Expr::Binary { op, .. } => matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div),
-        Expr::Call { .. } => true,
+        Expr::Call { .. } | Expr::Fma { .. } => true,
         _ => false,
     };
     children(e).into_iter().any(|c| in_arithmetic(c, target, under || arith))
@@ -254,6 +263,14 @@ impl Wf<'_> {
             Expr::Reduce(r) => {
                 if let Err(se) = r.schedule.validate() {
                     self.malformed(format!("schedule `{}`: {se}", r.schedule));
+                }
+                if r.op == ReduceOp::FmaSum {
+                    if r.ty != ScalarType::F32 {
+                        self.malformed(format!("an `fma_sum` of {}: expected f32", r.ty));
+                    }
+                    if !is_product(&r.body) {
+                        self.malformed(format!("an `fma_sum` element must be a product `a * b`, found `{}`", self.k.expr_text(&r.body)));
+                    }
                 }
                 let a = self.expr(&r.len);
                 self.define(r.var);

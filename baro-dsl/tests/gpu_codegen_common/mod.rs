@@ -159,6 +159,8 @@ pub fn check_args(k: &Kernel, meta: &KernelMeta) -> u64 {
 /// Float multiply-add instructions outside LLVM's correctly rounded division and square root
 /// sequences (`v_div_scale` … `v_div_fixup` and `v_sqrt` … `v_cmp_class`, whose internal fmas
 /// compute residuals of one IEEE operation, not a contraction of the kernel's arithmetic).
+/// Both halves of a gfx11 dual-issue line (`v_dual_x :: v_dual_y`) are read, `v_dual_fmac_f32`
+/// being an fma like `v_fmac_f32`.
 pub fn stray_fmas(disasm: &str) -> Vec<String> {
     let mut in_div = false;
     let mut in_sqrt = false;
@@ -166,6 +168,11 @@ pub fn stray_fmas(disasm: &str) -> Vec<String> {
     for line in disasm.lines() {
         let t = line.trim_start();
         let op = t.split_whitespace().next().unwrap_or("");
+        let second = t.split_once("::").and_then(|(_, rest)| rest.split_whitespace().next()).unwrap_or("");
+        if [op, second].iter().any(|o| o.starts_with("v_dual_") && (o.contains("fma") || o.contains("fmac"))) && !in_div && !in_sqrt {
+            out.push(t.to_string());
+            continue;
+        }
         if op.starts_with("v_div_scale_f") {
             in_div = true;
         }

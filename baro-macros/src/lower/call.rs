@@ -1,5 +1,5 @@
 //! Method calls and function calls: conversions (`to_f32`, `from_f32`, `to_bits`,
-//! `from_bits`), `sqrt`/`abs`/`floor`/`max`/`min`, baro's math functions and `group_id`.
+//! `from_bits`), `sqrt`/`abs`/`floor`/`max`/`min`, baro's math functions, `fma` and `group_id`.
 //!
 //! Each maps to exactly one IR node; nothing here rewrites or fuses arithmetic.
 
@@ -100,6 +100,16 @@ impl Lower<'_> {
                 let x = self.f32_arg(arg, f)?;
                 Ok(Typed { e: Expr::call(func, x), ty: ScalarType::F32 })
             }
+            ["fma"] => {
+                let [a, b, cc] = match c.args.iter().collect::<Vec<_>>().as_slice() {
+                    [a, b, cc] => [*a, *b, *cc],
+                    _ => return Err(self.fail(c, format!("`fma` takes 3 arguments (`fma(a, b, c)` is `a * b + c` rounded once), found {}; `fma(x, w)` is only the whole body of a `sum!`, which then accumulates `acc = fma(x_i, w_i, acc)`", c.args.len()))),
+                };
+                let a = self.f32_arg(a, "fma")?;
+                let b = self.f32_arg(b, "fma")?;
+                let cc = self.f32_arg(cc, "fma")?;
+                Ok(Typed { e: Expr::fma(a, b, cc), ty: ScalarType::F32 })
+            }
             ["f16", "from_f32"] | ["half", "f16", "from_f32"] | ["bf16", "from_f32"] | ["half", "bf16", "from_f32"] => {
                 let to = if segs.contains(&"f16") { ScalarType::F16 } else { ScalarType::BF16 };
                 let arg = one_arg(self)?;
@@ -123,7 +133,7 @@ impl Lower<'_> {
         }
     }
 
-    fn f32_arg(&mut self, arg: &syn::Expr, func: &str) -> R<Expr> {
+    pub(super) fn f32_arg(&mut self, arg: &syn::Expr, func: &str) -> R<Expr> {
         let x = self.expr(arg, Some(ScalarType::F32))?;
         if x.ty != ScalarType::F32 {
             return Err(self.fail(arg, format!("`{func}` takes f32, found {}: convert with `.to_f32()` or `as f32`", x.ty)));

@@ -388,7 +388,7 @@ pub(super) fn unsupported(e: &syn::Expr) -> String {
         }
         syn::Expr::Call(c) => {
             return format!(
-                "unsupported Rust construct: function `{}` is not part of the kernel language; expected one of exp, log, sigmoid, silu, softplus, rsqrt, group_id, barrier, f16::from_f32, bf16::from_f32, f32::from_bits",
+                "unsupported Rust construct: function `{}` is not part of the kernel language; expected one of exp, log, sigmoid, silu, softplus, rsqrt, fma, group_id, barrier, f16::from_f32, bf16::from_f32, f32::from_bits",
                 show(&c.func)
             )
         }

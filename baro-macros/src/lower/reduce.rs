@@ -1,14 +1,16 @@
-//! Reductions: `sum!`/`max!`/`min!(i in 0..len, order = ORDER, body)` and the ORDER syntax
+//! Reductions: `sum!`/`max!`/`min!(i in 0..len, order = ORDER, body)` (a `sum!` whose body
+//! is `fma(x, w)`, two arguments, is an `fma_sum`: `acc = fma(x_i, w_i, acc)` in every
+//! partial) and the ORDER syntax
 //! (`seq`, `lanes(N).butterfly()`, `lanes(N).strided().pairwise()`, `lanes(N).seq()`,
 //! `chunked(C)`, `chunked(C).pairwise()`, `blocked(B, ORDER)`).
 //!
 //! The order the user writes becomes the `Schedule` verbatim; nothing here picks one.
 
 use super::spans::SpanRange;
-use super::stmt::strip;
+use super::stmt::{is_plain_call, strip};
 use super::{Binding, Lower, Typed};
 use crate::diag::{show, R};
-use baro_dsl::ir::{Expr, Reduce, ReduceOp, ScalarType};
+use baro_dsl::ir::{BinOp, Expr, Reduce, ReduceOp, ScalarType};
 use baro_dsl::schedule::{Combine, Schedule};
 use proc_macro2::TokenStream;
 use syn::parse::{ParseStream, Parser};
@@ -82,14 +84,28 @@ impl Lower<'_> {
             other => return Err(self.fail(other, format!("{usage}: found `{}` where the range `0..len` goes", show(other)))),
         };
         let var = self.k.add_var(r.var.to_string(), ScalarType::INDEX, false);
+        // `sum!(.., fma(x, w))`: each partial takes element i in as `fma(x_i, w_i, partial)`.
+        let fused = match strip(&r.body) {
+            syn::Expr::Call(c) if op == ReduceOp::Add && is_plain_call(c, "fma") && c.args.len() == 2 => Some(c),
+            _ => None,
+        };
+        let op = if fused.is_some() { ReduceOp::FmaSum } else { op };
         let body = self.with_scope(|lw| {
             let depth = lw.loop_depth;
             lw.bind(&r.var, Binding::Local { var, depth });
-            lw.expr(&r.body, hint)
+            match fused {
+                Some(c) => {
+                    let a = lw.f32_arg(&c.args[0], "fma")?;
+                    let b = lw.f32_arg(&c.args[1], "fma")?;
+                    Ok(Typed { e: Expr::bin(BinOp::Mul, a, b), ty: ScalarType::F32 })
+                }
+                None => lw.expr(&r.body, hint),
+            }
         })?;
         let ok = match op {
             ReduceOp::Add => body.ty.is_float() || body.ty.is_int(),
             ReduceOp::Max | ReduceOp::Min => body.ty == ScalarType::F32 || body.ty.is_int(),
+            ReduceOp::FmaSum => body.ty == ScalarType::F32,
         };
         if !ok {
             return Err(self.fail(&r.body, format!("`{}!` over {}: expected f32 or an integer body (convert f16/bf16 with `.to_f32()`)", op.name(), body.ty)));

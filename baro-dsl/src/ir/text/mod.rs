@@ -27,18 +27,19 @@
 //!           | "barrier"
 //! expr      = CONST | vref | pref | "group_id" "(" INT ")" | "load" "(" buf "," expr ")"
 //!           | UNOP "(" expr ")" | BINOP "(" expr "," expr ")" | MATHFN "(" expr ")"
-//!           | "select" "(" expr "," expr "," expr ")"
+//!           | "select" "(" expr "," expr "," expr ")" | "fma" "(" expr "," expr "," expr ")"
 //!           | ( "cast" | "bitcast" ) "<" TYPE ">" "(" expr ")"
 //!           | "let" "(" vref "=" expr "," expr ")" | reduce
 //!           | "shuffle_xor" "(" expr "," INT ")"
-//! reduce    = "reduce" "(" ( "sum" | "max" | "min" ) "," TYPE "," schedule "," vref "," expr "," expr ")"
+//! reduce    = "reduce" "(" ( "sum" | "max" | "min" | "fma_sum" ) "," TYPE "," schedule "," vref "," expr "," expr ")"
 //! schedule  = "seq" | ( "lanes" | "chunked" ) "(" INT "," COMBINE ")" | "blocked" "(" INT "," schedule ")"
 //! vref      = VID ( ":" IDENT )?        pref = PID ( ":" IDENT )?        buf = pref | SID ( ":" IDENT )?
 //! CONST     = "true" | "false" | NUMBER ":" TYPE     (NUMBER: decimal, or 0x-hex holding the raw bits)
 //! VID, PID, SID = "v" INT, "p" INT, "s" INT;  TYPE = bool | i8 | u8 | i32 | u32 | i64 | u64 | usize | f16 | bf16 | f32
 //! ```
 //!
-//! `reduce(op, ty, schedule, var, len, body)` reduces `body` over `var in 0..len`. Entity ids in
+//! `reduce(op, ty, schedule, var, len, body)` reduces `body` over `var in 0..len` (for
+//! `fma_sum`, `body` is a product `mul(a, b)` whose factors each partial takes in with one fma). Entity ids in
 //! declarations must count up from 0; the `:name` after a reference is optional in hand-written
 //! text but, when present, must be the declared name. Float constants are decimals when they
 //! read back to the same bits, else hex bits (`0x80000000:f32` is -0.0); the parser accepts

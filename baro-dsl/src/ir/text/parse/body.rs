@@ -114,6 +114,7 @@ impl<'a> Parser<'a> {
             Tok::Ident("group_id") => Self::group_id,
             Tok::Ident("load") => Self::load,
             Tok::Ident("select") => Self::select,
+            Tok::Ident("fma") => Self::fma,
             Tok::Ident("cast" | "bitcast") => Self::cast,
             Tok::Ident("let") => Self::let_expr,
             Tok::Ident("reduce") => |p, _| Ok(Expr::Reduce(Box::new(p.reduce()?))),
@@ -163,6 +164,17 @@ impl<'a> Parser<'a> {
         let els = Box::new(self.expr()?);
         self.punct(")")?;
         Ok(Expr::Select { cond, then, els })
+    }
+
+    fn fma(&mut self, _: Token<'a>) -> R<Expr> {
+        self.punct("(")?;
+        let a = Box::new(self.expr()?);
+        self.punct(",")?;
+        let b = Box::new(self.expr()?);
+        self.punct(",")?;
+        let c = Box::new(self.expr()?);
+        self.punct(")")?;
+        Ok(Expr::Fma { a, b, c })
     }
 
     fn cast(&mut self, t: Token<'a>) -> R<Expr> {
@@ -225,7 +237,7 @@ impl<'a> Parser<'a> {
         self.punct("(")?;
         let t = self.bump();
         let Some(op) = ReduceOp::from_name(word(t)).filter(|_| matches!(t.tok, Tok::Ident(_))) else {
-            return self.fail_at(t, "`sum`, `max` or `min`");
+            return self.fail_at(t, "`sum`, `max`, `min` or `fma_sum`");
         };
         self.punct(",")?;
         let ty = self.ty()?;
