@@ -100,6 +100,7 @@ impl State {
         let (cos, sin) = rope_table(cfg.rope_theta, cfg.rope_dim, max_ctx);
         let (h, vd, nv) = (cfg.hidden_dim, cfg.gdn_value_dim, cfg.gdn_n_value_heads);
         let (k, fi, fs) = (cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim);
+        let chunks = crate::kernels::pick::pick_chunks(cfg.vocab_size);
         let s = Scratch {
             token: device.alloc(ScalarType::U32, 1)?,
             plain_ids: device.alloc(ScalarType::U32, 1)?,
@@ -135,10 +136,10 @@ impl State {
             sh_out: f(h)?,
             sh_logit: f(1)?,
             logits: f(cfg.vocab_size)?,
-            pick_best: f(crate::kernels::pick::pick_chunks(cfg.vocab_size))?,
-            pick_at: device.alloc(ScalarType::U32, crate::kernels::pick::pick_chunks(cfg.vocab_size))?,
-            pick_nan_at: device.alloc(ScalarType::U32, crate::kernels::pick::pick_chunks(cfg.vocab_size))?,
-            pick_inf_at: device.alloc(ScalarType::U32, crate::kernels::pick::pick_chunks(cfg.vocab_size))?,
+            pick_best: f(chunks)?,
+            pick_at: device.alloc(ScalarType::U32, chunks)?,
+            pick_nan_at: device.alloc(ScalarType::U32, chunks)?,
+            pick_inf_at: device.alloc(ScalarType::U32, chunks)?,
             pick: device.alloc(ScalarType::U32, 4)?,
         };
         // An empty table (rope_dim 0) still needs a buffer to pass.
