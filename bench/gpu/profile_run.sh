@@ -41,7 +41,7 @@ for s in $steps; do
     ncu_kernels) need_pack; cmd=(ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --print-summary per-kernel
                   "$bin/decode_bw" --target cuda --model "$pack" --tokens "$ncu_tokens" --warmup 0 "${small[@]}") ;;
     ncu_matvec) need_pack; cmd=(ncu --clock-control none --cache-control none -k "$ncu_matvec" -c 8
-                  --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats
+                  --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis
                   "$bin/decode_bw" --target cuda --model "$pack" --tokens 1 --warmup 0 "${small[@]}") ;;
     gate_tiny) cmd=("$bin/identity_gate" --target cuda --out "$out/gate_tiny.md") ;;
     conformance) cmd=("$bin/conformance" --target cuda --out "$out/conformance.md") ;;
