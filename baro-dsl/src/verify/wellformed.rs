@@ -348,15 +348,23 @@ impl Wf<'_> {
     /// A float store inside a sequential loop whose value takes the same element (same
     /// buffer, same index expression, an index that does not depend on the loop) into
     /// arithmetic accumulates through memory: an undeclared reduction, unless the buffer is
-    /// declared carried state (`carry(buf)`, a recurrence stepped row by row). `max`/`min`
+    /// declared carried state (`carry(buf)`, a recurrence stepped row by row) or a workgroup
+    /// array of a rows kernel that has carried state (see below). `max`/`min`
     /// of the element and a `select` keeping it are exact and allowed.
     fn memory_accumulation(&mut self, buf: Buf, index: &Expr, value: &Expr) {
         if !self.user_ir || self.seq_loops.is_empty() || !self.k.buf_elem(buf).is_some_and(|t| t.is_float()) {
             return;
         }
-        if let (Buf::Param(p), Some(sib)) = (buf, &self.k.sibling) {
-            if sib.carried.contains(&p) {
-                return;
+        if let Some(sib) = &self.k.sibling {
+            match buf {
+                Buf::Param(p) if sib.carried.contains(&p) => return,
+                // A workgroup array dies with its workgroup: in a rows kernel with carried
+                // state it may hold that state from row to row (copied in from the carried
+                // buffers and back out), and what leaves the kernel, the per-row outputs and
+                // the carried buffers' final contents, is what the sibling proof compares
+                // with the m=1 kernel run row after row.
+                Buf::Shared(_) if !sib.carried.is_empty() => return,
+                _ => {}
             }
         }
         let target = Expr::Load { buf, index: Box::new(index.clone()) };

@@ -46,6 +46,10 @@ pub fn gdn_conv_rows(x: &[f32], w: &[f32], ring: &mut [f32], y: &mut [f32], chan
     }
 }
 
+/// The largest key head dimension the delta-rule kernels take: a workgroup keeps its 32 state
+/// columns (`dk × 32` floats) in workgroup memory (`ModelConfig::validate` checks it).
+pub const GDN_MAX_DK: usize = 128;
+
 /// One delta-rule step, one workgroup per (value head h, 32 value columns), lane l owning
 /// column j = 32 · group_id(1) + l of the head's (dk × dv) state (columns never interact). qkv: the conv output (q: n_k_heads·dk | k:
 /// n_k_heads·dk | v: n_v_heads·dv); state: (n_v_heads, dk, dv); o: (n_v_heads, dv).
@@ -53,27 +57,44 @@ pub fn gdn_conv_rows(x: &[f32], w: &[f32], ring: &mut [f32], y: &mut [f32], chan
 /// beta = sigmoid(b[h]); decay = exp(ssm_a[h] · softplus(a[h] + dt_bias[h]));
 /// kv_j = seq_i((S_ij · decay) · k̂_i); δ_j = (v_j − kv_j) · beta;
 /// S_ij ← S_ij · decay + k̂_i · δ_j; o_j = seq_i(S_ij · q̂_i).
-#[kernel(grid = [n_v_heads, (dv + 31) / 32], verify(dk = [1, 31, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4]))]
+///
+/// The workgroup's 32 columns are first copied into workgroup memory by all 256 threads (their
+/// loads independent, so they are in flight together), the step reads and updates them there,
+/// and they are copied back: the arithmetic and its order are the same as reading the state
+/// where it lies; only the memory traffic moves (`dk ≤ GDN_MAX_DK`, a larger dk is a bounds
+/// error on the workgroup array).
+#[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, verify(dk = [1, 31, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4]))]
 pub fn gdn_step(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: &[f32], state: &mut [f32], o: &mut [f32], dk: usize, dv: usize, n_k_heads: usize, n_v_heads: usize, tiled: bool, q_scale: f32) {
     let h = group_id(0);
     let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
     let qb = kh * dk;
     let kb = n_k_heads * dk + kh * dk;
     let vb = 2 * n_k_heads * dk + h * dv;
+    let sb = h * dk * dv;
+    let st = shared::<f32, 4096>();
+    for t in par(0..dk * 32) {
+        if group_id(1) * 32 + t % 32 < dv {
+            st[t] = state[sb + (t / 32) * dv + group_id(1) * 32 + t % 32];
+        }
+    }
     let qn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[qb + i] * qkv[qb + i]) + 1e-6);
     let kn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
     let beta = sigmoid(b[h]);
     let decay = exp(ssm_a[h] * softplus(a[h] + dt_bias[h]));
-    let sb = h * dk * dv;
     for l in par(0..32) {
         let j = group_id(1) * 32 + l;
         if j < dv {
-            let kv = sum!(i in 0..dk, order = seq, (state[sb + i * dv + j] * decay) * (qkv[kb + i] * kn));
+            let kv = sum!(i in 0..dk, order = seq, (st[i * 32 + l] * decay) * (qkv[kb + i] * kn));
             let delta = (qkv[vb + j] - kv) * beta;
             for i in 0..dk {
-                state[sb + i * dv + j] = state[sb + i * dv + j] * decay + (qkv[kb + i] * kn) * delta;
+                st[i * 32 + l] = st[i * 32 + l] * decay + (qkv[kb + i] * kn) * delta;
             }
-            o[h * dv + j] = sum!(i in 0..dk, order = seq, state[sb + i * dv + j] * ((qkv[qb + i] * qn) * q_scale));
+            o[h * dv + j] = sum!(i in 0..dk, order = seq, st[i * 32 + l] * ((qkv[qb + i] * qn) * q_scale));
+        }
+    }
+    for t in par(0..dk * 32) {
+        if group_id(1) * 32 + t % 32 < dv {
+            state[sb + (t / 32) * dv + group_id(1) * 32 + t % 32] = st[t];
         }
     }
 }
@@ -81,14 +102,21 @@ pub fn gdn_step(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: &[f32
 /// `gdn_step` over rows: the delta-rule scan, row r reading qkv[r · (2 · n_k_heads · dk +
 /// n_v_heads · dv) ..], b and a [r · n_v_heads ..] and writing o[r · n_v_heads · dv ..], the
 /// state carried from row to row, every row in the decode step's own order. The same split
-/// as the m=1 kernel: a workgroup walks every row for its head's 32 columns.
-#[kernel(grid = [n_v_heads, (dv + 31) / 32], rows_of = gdn_step, rows = rows,
+/// as the m=1 kernel: a workgroup walks every row for its head's 32 columns, which stay in
+/// workgroup memory from the first row to the last.
+#[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, rows_of = gdn_step, rows = rows,
          row_stride(qkv = 2 * n_k_heads * dk + n_v_heads * dv, b = n_v_heads, a = n_v_heads, o = n_v_heads * dv), carry(state),
          verify(dk = [1, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4], rows = [1, 3]))]
 pub fn gdn_scan_rows(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: &[f32], state: &mut [f32], o: &mut [f32], dk: usize, dv: usize, n_k_heads: usize, n_v_heads: usize, tiled: bool, q_scale: f32, rows: usize) {
     let h = group_id(0);
     let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
     let sb = h * dk * dv;
+    let st = shared::<f32, 4096>();
+    for t in par(0..dk * 32) {
+        if group_id(1) * 32 + t % 32 < dv {
+            st[t] = state[sb + (t / 32) * dv + group_id(1) * 32 + t % 32];
+        }
+    }
     for r in 0..rows {
         let rb = r * (2 * n_k_heads * dk + n_v_heads * dv);
         let qb = rb + kh * dk;
@@ -101,13 +129,18 @@ pub fn gdn_scan_rows(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: 
         for l in par(0..32) {
             let j = group_id(1) * 32 + l;
             if j < dv {
-                let kv = sum!(i in 0..dk, order = seq, (state[sb + i * dv + j] * decay) * (qkv[kb + i] * kn));
+                let kv = sum!(i in 0..dk, order = seq, (st[i * 32 + l] * decay) * (qkv[kb + i] * kn));
                 let delta = (qkv[vb + j] - kv) * beta;
                 for i in 0..dk {
-                    state[sb + i * dv + j] = state[sb + i * dv + j] * decay + (qkv[kb + i] * kn) * delta;
+                    st[i * 32 + l] = st[i * 32 + l] * decay + (qkv[kb + i] * kn) * delta;
                 }
-                o[(r * n_v_heads + h) * dv + j] = sum!(i in 0..dk, order = seq, state[sb + i * dv + j] * ((qkv[qb + i] * qn) * q_scale));
+                o[(r * n_v_heads + h) * dv + j] = sum!(i in 0..dk, order = seq, st[i * 32 + l] * ((qkv[qb + i] * qn) * q_scale));
             }
+        }
+    }
+    for t in par(0..dk * 32) {
+        if group_id(1) * 32 + t % 32 < dv {
+            state[sb + (t / 32) * dv + group_id(1) * 32 + t % 32] = st[t];
         }
     }
 }
