@@ -188,6 +188,7 @@ fn inconsistent_configs_are_rejected_with_the_key() {
         ("num_key_value_heads", 3.into(), &|e| matches!(e, ConfigError::Invalid { what, .. } if what.contains("n_kv_heads"))),
         ("linear_num_value_heads", 5.into(), &|e| matches!(e, ConfigError::Invalid { what, .. } if what.contains("gdn_n_value_heads"))),
         ("num_experts_per_tok", 9.into(), &|e| matches!(e, ConfigError::Invalid { what, .. } if what == "n_experts_used")),
+        ("linear_key_head_dim", 256.into(), &|e| matches!(e, ConfigError::Invalid { what, .. } if what == "gdn_key_dim")),
         ("num_hidden_layers", 5.into(), &|e| matches!(e, ConfigError::Invalid { what, .. } if what.contains("layer kinds"))),
         ("hidden_size", "64".into(), &|e| matches!(e, ConfigError::WrongType { key, .. } if key == "hidden_size")),
         ("head_dim", 0.into(), &|e| matches!(e, ConfigError::Invalid { what, .. } if what == "head_dim" || what.contains("rope"))),

@@ -11,6 +11,7 @@
 #   gate_tiny   identity gate on the tiny fixture (digest to compare with the host's)
 #   conformance host JIT vs CUDA, byte for byte
 #   matvec      matvec_bw (engine kernels on the model's shapes, against a copy of the same bytes)
+#   prefill     (not in the default list) prefill_speed resident at PREFILL_LENGTHS (default 1024)
 # Outputs go to /tmp/profile_run/, packed into $OUT/profile_run.tgz after every step.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -46,6 +47,7 @@ for s in $steps; do
     gate_tiny) cmd=("$bin/identity_gate" --target cuda --out "$out/gate_tiny.md") ;;
     conformance) cmd=("$bin/conformance" --target cuda --out "$out/conformance.md") ;;
     matvec) cmd=("$bin/matvec_bw" --target cuda --out "$out/matvec_bw.md") ;;
+    prefill) need_pack; cmd=("$bin/prefill_speed" --target cuda --model "$pack" --lengths "${PREFILL_LENGTHS:-1024}" --out "$out/prefill.md") ;;
     *) echo "profile_run.sh: unknown step $s" >&2; summary="$summary $s unknown;"; continue ;;
   esac
   echo "== $s: ${cmd[*]}"

@@ -58,43 +58,59 @@ pub const GDN_MAX_DK: usize = 128;
 /// kv_j = seq_i((S_ij · decay) · k̂_i); δ_j = (v_j − kv_j) · beta;
 /// S_ij ← S_ij · decay + k̂_i · δ_j; o_j = seq_i(S_ij · q̂_i).
 ///
-/// The workgroup's 32 columns are first copied into workgroup memory by all 256 threads (their
-/// loads independent, so they are in flight together), the step reads and updates them there,
-/// and they are copied back: the arithmetic and its order are the same as reading the state
-/// where it lies; only the memory traffic moves (`dk ≤ GDN_MAX_DK`, a larger dk is a bounds
-/// error on the workgroup array).
+/// The workgroup's 32 columns (`st`, dk × 32 floats) are copied into workgroup memory by all 256
+/// threads (their loads independent, so they are in flight together), and every step that
+/// is independent per element runs on all 256 threads: the products of both sums (into `pr`)
+/// and the state update. Only the two sequential sums run one lane per column, on products
+/// already computed. The state is copied back at the end. Every value is the same operation
+/// on the same operands as when each lane walked its column alone, and the sums keep their
+/// order: only where values are kept and which thread computes them changes
+/// (`dk ≤ GDN_MAX_DK`; a larger dk is a bounds error on the workgroup arrays).
 #[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, verify(dk = [1, 31, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4]))]
 pub fn gdn_step(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: &[f32], state: &mut [f32], o: &mut [f32], dk: usize, dv: usize, n_k_heads: usize, n_v_heads: usize, tiled: bool, q_scale: f32) {
     let h = group_id(0);
+    let c0 = group_id(1) * 32;
     let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
     let qb = kh * dk;
     let kb = n_k_heads * dk + kh * dk;
     let vb = 2 * n_k_heads * dk + h * dv;
     let sb = h * dk * dv;
     let st = shared::<f32, 4096>();
+    let pr = shared::<f32, 4096>();
+    let dl = shared::<f32, 32>();
     for t in par(0..dk * 32) {
-        if group_id(1) * 32 + t % 32 < dv {
-            st[t] = state[sb + (t / 32) * dv + group_id(1) * 32 + t % 32];
+        if c0 + t % 32 < dv {
+            st[t] = state[sb + (t / 32) * dv + c0 + t % 32];
         }
     }
     let qn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[qb + i] * qkv[qb + i]) + 1e-6);
     let kn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
     let beta = sigmoid(b[h]);
     let decay = exp(ssm_a[h] * softplus(a[h] + dt_bias[h]));
+    for t in par(0..dk * 32) {
+        if c0 + t % 32 < dv {
+            pr[t] = (st[t] * decay) * (qkv[kb + t / 32] * kn);
+        }
+    }
     for l in par(0..32) {
-        let j = group_id(1) * 32 + l;
-        if j < dv {
-            let kv = sum!(i in 0..dk, order = seq, (st[i * 32 + l] * decay) * (qkv[kb + i] * kn));
-            let delta = (qkv[vb + j] - kv) * beta;
-            for i in 0..dk {
-                st[i * 32 + l] = st[i * 32 + l] * decay + (qkv[kb + i] * kn) * delta;
-            }
-            o[h * dv + j] = sum!(i in 0..dk, order = seq, st[i * 32 + l] * ((qkv[qb + i] * qn) * q_scale));
+        if c0 + l < dv {
+            dl[l] = (qkv[vb + c0 + l] - sum!(i in 0..dk, order = seq, pr[i * 32 + l])) * beta;
         }
     }
     for t in par(0..dk * 32) {
-        if group_id(1) * 32 + t % 32 < dv {
-            state[sb + (t / 32) * dv + group_id(1) * 32 + t % 32] = st[t];
+        if c0 + t % 32 < dv {
+            st[t] = st[t] * decay + (qkv[kb + t / 32] * kn) * dl[t % 32];
+            pr[t] = st[t] * ((qkv[qb + t / 32] * qn) * q_scale);
+        }
+    }
+    for l in par(0..32) {
+        if c0 + l < dv {
+            o[h * dv + c0 + l] = sum!(i in 0..dk, order = seq, pr[i * 32 + l]);
+        }
+    }
+    for t in par(0..dk * 32) {
+        if c0 + t % 32 < dv {
+            state[sb + (t / 32) * dv + c0 + t % 32] = st[t];
         }
     }
 }
@@ -109,12 +125,15 @@ pub fn gdn_step(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: &[f32
          verify(dk = [1, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4], rows = [1, 3]))]
 pub fn gdn_scan_rows(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: &[f32], state: &mut [f32], o: &mut [f32], dk: usize, dv: usize, n_k_heads: usize, n_v_heads: usize, tiled: bool, q_scale: f32, rows: usize) {
     let h = group_id(0);
+    let c0 = group_id(1) * 32;
     let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
     let sb = h * dk * dv;
     let st = shared::<f32, 4096>();
+    let pr = shared::<f32, 4096>();
+    let dl = shared::<f32, 32>();
     for t in par(0..dk * 32) {
-        if group_id(1) * 32 + t % 32 < dv {
-            st[t] = state[sb + (t / 32) * dv + group_id(1) * 32 + t % 32];
+        if c0 + t % 32 < dv {
+            st[t] = state[sb + (t / 32) * dv + c0 + t % 32];
         }
     }
     for r in 0..rows {
@@ -126,21 +145,31 @@ pub fn gdn_scan_rows(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: 
         let kn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
         let beta = sigmoid(b[r * n_v_heads + h]);
         let decay = exp(ssm_a[h] * softplus(a[r * n_v_heads + h] + dt_bias[h]));
+        for t in par(0..dk * 32) {
+            if c0 + t % 32 < dv {
+                pr[t] = (st[t] * decay) * (qkv[kb + t / 32] * kn);
+            }
+        }
         for l in par(0..32) {
-            let j = group_id(1) * 32 + l;
-            if j < dv {
-                let kv = sum!(i in 0..dk, order = seq, (st[i * 32 + l] * decay) * (qkv[kb + i] * kn));
-                let delta = (qkv[vb + j] - kv) * beta;
-                for i in 0..dk {
-                    st[i * 32 + l] = st[i * 32 + l] * decay + (qkv[kb + i] * kn) * delta;
-                }
-                o[(r * n_v_heads + h) * dv + j] = sum!(i in 0..dk, order = seq, st[i * 32 + l] * ((qkv[qb + i] * qn) * q_scale));
+            if c0 + l < dv {
+                dl[l] = (qkv[vb + c0 + l] - sum!(i in 0..dk, order = seq, pr[i * 32 + l])) * beta;
+            }
+        }
+        for t in par(0..dk * 32) {
+            if c0 + t % 32 < dv {
+                st[t] = st[t] * decay + (qkv[kb + t / 32] * kn) * dl[t % 32];
+                pr[t] = st[t] * ((qkv[qb + t / 32] * qn) * q_scale);
+            }
+        }
+        for l in par(0..32) {
+            if c0 + l < dv {
+                o[(r * n_v_heads + h) * dv + c0 + l] = sum!(i in 0..dk, order = seq, pr[i * 32 + l]);
             }
         }
     }
     for t in par(0..dk * 32) {
-        if group_id(1) * 32 + t % 32 < dv {
-            state[sb + (t / 32) * dv + group_id(1) * 32 + t % 32] = st[t];
+        if c0 + t % 32 < dv {
+            state[sb + (t / 32) * dv + c0 + t % 32] = st[t];
         }
     }
 }

@@ -302,6 +302,9 @@ impl ModelConfig {
         if self.n_experts > crate::kernels::moe::ROUTER_MAX_EXPERTS {
             return Err(invalid("n_experts", format!("at most {} (the router kernel's workgroup scratch)", crate::kernels::moe::ROUTER_MAX_EXPERTS), self.n_experts));
         }
+        if self.gdn_key_dim > crate::kernels::gdn::GDN_MAX_DK {
+            return Err(invalid("gdn_key_dim", format!("at most {} (the delta-rule kernels keep dk × 32 state floats in workgroup memory)", crate::kernels::gdn::GDN_MAX_DK), self.gdn_key_dim));
+        }
         if self.n_experts_used > self.n_experts {
             return Err(invalid("n_experts_used", format!("at most n_experts = {}", self.n_experts), self.n_experts_used));
         }
