@@ -265,18 +265,18 @@ pub const XS_KERNELS: [(crate::model::TensorType, &str, &str); 4] = [
 ];
 
 /// `matvec_q8_0` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
-/// little-endian u32 words, 8 outputs per workgroup of 256 threads, one team of 32 lanes per
-/// output sharing the staged x: the same bits as `matvec_q8_0`.
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_at_words, f16_bits])]
+/// little-endian u32 words, 16 outputs per workgroup of 256 threads (eight teams of 32 lanes,
+/// two outputs each, one after the other) sharing the staged x: the same bits as `matvec_q8_0`.
+#[kernel(grid = [(n + 15) / 16, n_slots], block = 256, uses = [f16_at_words, f16_bits])]
 pub fn matvec_q8_0_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
-    let ob = group_id(0) * 8;
+    let ob = group_id(0) * 16;
     let s = group_id(1);
     let xb = s * x_stride;
     let xs = shared::<f32, 4224>();
     for j in par(0..k) {
         xs[j + j / 32] = x[xb + j];
     }
-    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+    for t in par_team(0..if n - ob < 16 { n - ob } else { 16 }, 32) {
         let o = ob + t;
         let nb = k / 32;
         let row = ((ids[s] as usize) * n + o) * nb;
@@ -311,18 +311,18 @@ pub fn matvec_q8_0_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: 
 }
 
 /// `matvec_q4_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
-/// little-endian u32 words, 8 outputs per workgroup of 256 threads, one team of 32 lanes per
-/// output sharing the staged x: the same bits as `matvec_q4_k`.
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 9], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits])]
+/// little-endian u32 words, 16 outputs per workgroup of 256 threads (eight teams of 32 lanes,
+/// two outputs each, one after the other) sharing the staged x: the same bits as `matvec_q4_k`.
+#[kernel(grid = [(n + 15) / 16, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits])]
 pub fn matvec_q4_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
-    let ob = group_id(0) * 8;
+    let ob = group_id(0) * 16;
     let s = group_id(1);
     let xb = s * x_stride;
     let xs = shared::<f32, 4224>();
     for j in par(0..k) {
         xs[j + j / 32] = x[xb + j];
     }
-    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+    for t in par_team(0..if n - ob < 16 { n - ob } else { 16 }, 32) {
         let o = ob + t;
         let sb = ((ids[s] as usize) * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
@@ -359,18 +359,18 @@ pub fn matvec_q4_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: 
 }
 
 /// `matvec_q5_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
-/// little-endian u32 words, 8 outputs per workgroup of 256 threads, one team of 32 lanes per
-/// output sharing the staged x: the same bits as `matvec_q5_k`.
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 9], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits])]
+/// little-endian u32 words, 16 outputs per workgroup of 256 threads (eight teams of 32 lanes,
+/// two outputs each, one after the other) sharing the staged x: the same bits as `matvec_q5_k`.
+#[kernel(grid = [(n + 15) / 16, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits])]
 pub fn matvec_q5_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
-    let ob = group_id(0) * 8;
+    let ob = group_id(0) * 16;
     let s = group_id(1);
     let xb = s * x_stride;
     let xs = shared::<f32, 4224>();
     for j in par(0..k) {
         xs[j + j / 32] = x[xb + j];
     }
-    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+    for t in par_team(0..if n - ob < 16 { n - ob } else { 16 }, 32) {
         let o = ob + t;
         let sb = ((ids[s] as usize) * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
@@ -407,18 +407,18 @@ pub fn matvec_q5_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: 
 }
 
 /// `matvec_q6_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
-/// little-endian u32 words, 8 outputs per workgroup of 256 threads, one team of 32 lanes per
-/// output sharing the staged x: the same bits as `matvec_q6_k`.
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 9], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_words, f16_bits])]
+/// little-endian u32 words, 16 outputs per workgroup of 256 threads (eight teams of 32 lanes,
+/// two outputs each, one after the other) sharing the staged x: the same bits as `matvec_q6_k`.
+#[kernel(grid = [(n + 15) / 16, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_words, f16_bits])]
 pub fn matvec_q6_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
-    let ob = group_id(0) * 8;
+    let ob = group_id(0) * 16;
     let s = group_id(1);
     let xb = s * x_stride;
     let xs = shared::<f32, 4224>();
     for j in par(0..k) {
         xs[j + j / 32] = x[xb + j];
     }
-    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+    for t in par_team(0..if n - ob < 16 { n - ob } else { 16 }, 32) {
         let o = ob + t;
         let sb = ((ids[s] as usize) * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
