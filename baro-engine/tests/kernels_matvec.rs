@@ -195,8 +195,9 @@ fn staged_x_matvecs_equal_the_plain_ones() {
     let mut compared = 0;
     for (ty, plain, xs, plain_rows, xs_rows) in &cases {
         let bl = ty.block_len();
-        // n = 37: several workgroups of outputs (16 each in the `_xs` kernels), the last one partial.
-        for (k, n) in [(bl, 3usize), (bl, 37), (5 * 256, 2), (quant::XS_MAX_K, 2)] {
+        // n = 37 and 4103: several workgroups of outputs, the last one partial, with 8 and (from
+        // quant::XS_WIDE_OUTPUTS outputs on) 16 outputs per `_xs` workgroup.
+        for (k, n) in [(bl, 3usize), (bl, 37), (bl, quant::XS_WIDE_OUTPUTS + 7), (5 * 256, 2), (quant::XS_MAX_K, 2)] {
             let w = random_blocks(*ty, 4 * n * k / bl, &mut rng);
             let wbuf = d.upload(&w).unwrap();
             for (ids, stride) in slot_cases(k) {

@@ -375,10 +375,14 @@ impl Wf<'_> {
         let Some(across) = self.seq_loops.iter().rev().find(|l| !depends_on(&defs, index, **l, &mut HashSet::new())) else { return };
         let name = self.k.buf_name(buf).to_string();
         let across = self.name(*across);
+        let carry = match buf {
+            Buf::Param(_) => format!("declare `{name}` carried state with carry({name})"),
+            Buf::Shared(_) => format!("declare the buffer that `{name}` is copied from and back to carried state with carry(...) (a workgroup array may then hold it between rows)"),
+        };
         self.err(
             ErrorKind::UndeclaredReduction,
             format!(
-                "float accumulation into one element of `{name}` on every iteration of the loop over {across} is not a declared reduction: accumulate in a sum!(..., order = ...) and store its result, or declare `{name}` carried state with carry({name}) if it is a recurrence over rows"
+                "float accumulation into one element of `{name}` on every iteration of the loop over {across} is not a declared reduction: accumulate in a sum!(..., order = ...) and store its result, or {carry} if it is a recurrence over rows"
             ),
         );
     }

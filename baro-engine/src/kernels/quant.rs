@@ -256,6 +256,16 @@ fn unit(ty: crate::model::TensorType, blk: &[u8], j: usize, x: &[f32]) -> f32 {
 /// The largest k the `_xs` matvecs stage (x floats per row in workgroup memory).
 pub const XS_MAX_K: usize = 4096;
 
+/// From this many outputs in a launch (n · n_slots), the `_xs` matvecs give each workgroup 16
+/// outputs (each team of 32 lanes two, one after the other) instead of 8: staging x and the
+/// per-warp set-up are then paid once per 128 weights per lane instead of 64. Below it, fewer
+/// workgroups would leave the GPU half idle (measured on an H100 in bench/NOTES.md,
+/// 2026-12-06: 16 per workgroup was 1.1–1.2× faster at n · n_slots ≥ 4096 and 1.3× slower at
+/// 512 and 2048). Which workgroup computes an output never changes its arithmetic. A kernel
+/// cannot read a Rust constant: the four kernels write it as the literal 4096 in their grid
+/// and body (`tests/kernels_matvec.rs` runs both sides of it).
+pub const XS_WIDE_OUTPUTS: usize = 4096;
+
 /// The `_xs` matvecs by weight type: (type, m = 1 kernel, rows kernel).
 pub const XS_KERNELS: [(crate::model::TensorType, &str, &str); 4] = [
     (crate::model::TensorType::Q8_0, "matvec_q8_0_xs", "matvec_q8_0_xs_rows"),
@@ -265,18 +275,19 @@ pub const XS_KERNELS: [(crate::model::TensorType, &str, &str); 4] = [
 ];
 
 /// `matvec_q8_0` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
-/// little-endian u32 words, 16 outputs per workgroup of 256 threads (eight teams of 32 lanes,
-/// two outputs each, one after the other) sharing the staged x: the same bits as `matvec_q8_0`.
-#[kernel(grid = [(n + 15) / 16, n_slots], block = 256, uses = [f16_at_words, f16_bits])]
+/// little-endian u32 words, 8 or 16 outputs per workgroup of 256 threads (`XS_WIDE_OUTPUTS`;
+/// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q8_0`.
+#[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, uses = [f16_at_words, f16_bits])]
 pub fn matvec_q8_0_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
-    let ob = group_id(0) * 16;
+    let g = if n * n_slots >= 4096 { 16 } else { 8 };
+    let ob = group_id(0) * g;
     let s = group_id(1);
     let xb = s * x_stride;
     let xs = shared::<f32, 4224>();
     for j in par(0..k) {
         xs[j + j / 32] = x[xb + j];
     }
-    for t in par_team(0..if n - ob < 16 { n - ob } else { 16 }, 32) {
+    for t in par_team(0..if n - ob < g { n - ob } else { g }, 32) {
         let o = ob + t;
         let nb = k / 32;
         let row = ((ids[s] as usize) * n + o) * nb;
@@ -311,18 +322,19 @@ pub fn matvec_q8_0_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: 
 }
 
 /// `matvec_q4_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
-/// little-endian u32 words, 16 outputs per workgroup of 256 threads (eight teams of 32 lanes,
-/// two outputs each, one after the other) sharing the staged x: the same bits as `matvec_q4_k`.
-#[kernel(grid = [(n + 15) / 16, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits])]
+/// little-endian u32 words, 8 or 16 outputs per workgroup of 256 threads (`XS_WIDE_OUTPUTS`;
+/// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q4_k`.
+#[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits])]
 pub fn matvec_q4_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
-    let ob = group_id(0) * 16;
+    let g = if n * n_slots >= 4096 { 16 } else { 8 };
+    let ob = group_id(0) * g;
     let s = group_id(1);
     let xb = s * x_stride;
     let xs = shared::<f32, 4224>();
     for j in par(0..k) {
         xs[j + j / 32] = x[xb + j];
     }
-    for t in par_team(0..if n - ob < 16 { n - ob } else { 16 }, 32) {
+    for t in par_team(0..if n - ob < g { n - ob } else { g }, 32) {
         let o = ob + t;
         let sb = ((ids[s] as usize) * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
@@ -359,18 +371,19 @@ pub fn matvec_q4_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: 
 }
 
 /// `matvec_q5_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
-/// little-endian u32 words, 16 outputs per workgroup of 256 threads (eight teams of 32 lanes,
-/// two outputs each, one after the other) sharing the staged x: the same bits as `matvec_q5_k`.
-#[kernel(grid = [(n + 15) / 16, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits])]
+/// little-endian u32 words, 8 or 16 outputs per workgroup of 256 threads (`XS_WIDE_OUTPUTS`;
+/// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q5_k`.
+#[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits])]
 pub fn matvec_q5_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
-    let ob = group_id(0) * 16;
+    let g = if n * n_slots >= 4096 { 16 } else { 8 };
+    let ob = group_id(0) * g;
     let s = group_id(1);
     let xb = s * x_stride;
     let xs = shared::<f32, 4224>();
     for j in par(0..k) {
         xs[j + j / 32] = x[xb + j];
     }
-    for t in par_team(0..if n - ob < 16 { n - ob } else { 16 }, 32) {
+    for t in par_team(0..if n - ob < g { n - ob } else { g }, 32) {
         let o = ob + t;
         let sb = ((ids[s] as usize) * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
@@ -407,18 +420,19 @@ pub fn matvec_q5_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: 
 }
 
 /// `matvec_q6_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
-/// little-endian u32 words, 16 outputs per workgroup of 256 threads (eight teams of 32 lanes,
-/// two outputs each, one after the other) sharing the staged x: the same bits as `matvec_q6_k`.
-#[kernel(grid = [(n + 15) / 16, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_words, f16_bits])]
+/// little-endian u32 words, 8 or 16 outputs per workgroup of 256 threads (`XS_WIDE_OUTPUTS`;
+/// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q6_k`.
+#[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_words, f16_bits])]
 pub fn matvec_q6_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
-    let ob = group_id(0) * 16;
+    let g = if n * n_slots >= 4096 { 16 } else { 8 };
+    let ob = group_id(0) * g;
     let s = group_id(1);
     let xb = s * x_stride;
     let xs = shared::<f32, 4224>();
     for j in par(0..k) {
         xs[j + j / 32] = x[xb + j];
     }
-    for t in par_team(0..if n - ob < 16 { n - ob } else { 16 }, 32) {
+    for t in par_team(0..if n - ob < g { n - ob } else { g }, 32) {
         let o = ob + t;
         let sb = ((ids[s] as usize) * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
