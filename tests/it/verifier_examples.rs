@@ -2,15 +2,15 @@
 //! verifies, every rows sibling is proven, every systematic reordering of a rows kernel's
 //! arithmetic is rejected and every order-preserving rewrite accepted.
 
-#[path = "../examples/matvec.rs"]
+#[path = "../../examples/matvec.rs"]
 mod matvec;
-#[path = "../examples/matvec_half.rs"]
+#[path = "../../examples/matvec_half.rs"]
 mod matvec_half;
-#[path = "../examples/q8_dot.rs"]
+#[path = "../../examples/q8_dot.rs"]
 mod q8_dot;
-#[path = "../examples/rmsnorm.rs"]
+#[path = "../../examples/rmsnorm.rs"]
 mod rmsnorm;
-#[path = "../examples/softmax.rs"]
+#[path = "../../examples/softmax.rs"]
 mod softmax;
 
 use baro::dsl::verify::mutate::{preserving_rewrites, reorderings};

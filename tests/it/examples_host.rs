@@ -3,17 +3,17 @@
 //! (byte for byte, ragged T), and a naive sequential sum (which must differ somewhere:
 //! proof that the declared order is what runs).
 
-#[path = "../examples/matvec.rs"]
+#[path = "../../examples/matvec.rs"]
 mod matvec;
-#[path = "../examples/matvec_half.rs"]
+#[path = "../../examples/matvec_half.rs"]
 mod matvec_half;
-#[path = "../examples/matvec_wide.rs"]
+#[path = "../../examples/matvec_wide.rs"]
 mod matvec_wide;
-#[path = "../examples/q8_dot.rs"]
+#[path = "../../examples/q8_dot.rs"]
 mod q8_dot;
-#[path = "../examples/rmsnorm.rs"]
+#[path = "../../examples/rmsnorm.rs"]
 mod rmsnorm;
-#[path = "../examples/softmax.rs"]
+#[path = "../../examples/softmax.rs"]
 mod softmax;
 
 use baro::dsl::runtime::{Arg, HostKernel, HostRuntime};

@@ -3,7 +3,7 @@
 //! tested in CI; and proof that its comparison sees a one-bit difference.
 
 #[allow(dead_code)]
-#[path = "../bench/src/conformance.rs"]
+#[path = "../../bench/src/conformance.rs"]
 mod conformance;
 
 use baro_dsl::runtime::{Device, DeviceArg};
