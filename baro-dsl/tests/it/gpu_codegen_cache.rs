@@ -3,7 +3,7 @@
 //! `CompileCache` on the same directory) with identical bytes; `dump_dir` writes every stage.
 #![cfg(feature = "llvm")]
 
-mod gpu_codegen_common;
+use crate::gpu_codegen_common;
 
 use std::time::Instant;
 

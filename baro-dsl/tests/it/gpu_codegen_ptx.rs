@@ -3,7 +3,7 @@
 //! instructions (`mul.rn`/`add.rn`, never `fma`), and hardware butterflies for lane sums.
 #![cfg(feature = "llvm")]
 
-mod gpu_codegen_common;
+use crate::gpu_codegen_common;
 
 use baro_dsl::cache::CompileCache;
 use baro_dsl::compile::{compile_gpu, CompileError};

@@ -4,7 +4,7 @@
 //!
 //! A test that needs an AMD GPU is `#[ignore]`d, so the default run lists it as ignored instead
 //! of passing it; the GPU tier runs them on a machine with one (`./dev test-gpu`, or
-//! `cargo test -p baro-dsl --features hip --test hip_runtime -- --ignored`), where a missing GPU
+//! `cargo test -p baro-dsl --features hip --test it -- --ignored hip_runtime::`), where a missing GPU
 //! fails the test with the reason. Nothing here has ever run on AMD hardware on baro's build
 //! machines (there is none); those tests are written for a machine that has one.
 #![cfg(feature = "hip")]

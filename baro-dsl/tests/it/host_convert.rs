@@ -3,7 +3,7 @@
 //! half (one rounding), saturating float→int, wrapping int↔int. Bit for bit, NaN included
 //! (the NaN rule matches `half`, see `lower::convert`).
 
-mod host_common;
+use crate::host_common;
 
 use baro_dsl::ir::{Expr, ScalarType as T};
 use baro_dsl::runtime::Arg;

@@ -2,7 +2,7 @@
 //! found, and a failed launch leaves every user buffer untouched. Also: the compile cache,
 //! `Send + Sync`, and concurrent launches.
 
-mod host_common;
+use crate::host_common;
 
 use baro_dsl::ir::{BinOp, Buf, Expr, Kernel, Reduce, ReduceOp, ScalarType as T, Stmt};
 use baro_dsl::runtime::{Arg, HostRuntime, LaunchError};

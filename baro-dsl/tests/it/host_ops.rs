@@ -2,7 +2,7 @@
 //! loads, conversions, defined division by zero), f16 arithmetic, float min/max, shared
 //! memory with a barrier, `For` with a step and `If`.
 
-mod host_common;
+use crate::host_common;
 
 use baro_dsl::ir::{BinOp, Buf, Expr, Kernel, ScalarType as T, Stmt, UnOp};
 use baro_dsl::runtime::Arg;

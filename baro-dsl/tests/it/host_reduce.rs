@@ -3,7 +3,7 @@
 //! butterfly)) and seq, against `Schedule::expand(k).eval(..)` over random inputs and ragged
 //! lengths; and the order is real: the lane schedules differ from a naive sequential sum.
 
-mod host_common;
+use crate::host_common;
 
 use baro_dsl::ir::{Expr, Kernel, Reduce, ReduceOp, ScalarType as T};
 use baro_dsl::runtime::Arg;

@@ -2,7 +2,7 @@
 //! on ~1e6 inputs (NaN payloads included), and the emitted LLVM IR is strict: no fma, no
 //! `llvm.fmuladd`, no fast-math flags.
 
-mod host_common;
+use crate::host_common;
 
 use baro_dsl::ir::{Expr, MathFn, ScalarType as T};
 use baro_dsl::mathlib;
