@@ -9,7 +9,7 @@
 //! slot cache). Bad rows are refused before any state changes. `put_row` is an exact
 //! copy. Runs on the host, or with `BARO_TEST_DEVICE=cuda` (or `hip`) on a GPU.
 
-mod common;
+use crate::common;
 
 use baro_dsl::runtime::DeviceArg as A;
 use baro_engine::engine::staging::MemoryMode;

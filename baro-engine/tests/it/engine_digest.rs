@@ -4,7 +4,7 @@
 //! (`BARO_BLESS=1`); the same test run with `BARO_TEST_DEVICE=cuda` on a GPU proves that
 //! device computes the host's bits exactly, since a single differing bit changes the hash.
 
-mod common;
+use crate::common;
 
 use common::dev;
 

@@ -3,7 +3,7 @@
 //! and what was found, never a panic. A K-quant token embedding, once refused here, now loads:
 //! its gather equals the engine on the F32 dequantized table, bit for bit.
 
-mod common;
+use crate::common;
 
 use common::dev;
 

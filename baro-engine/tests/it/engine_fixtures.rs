@@ -10,7 +10,7 @@
 //! 1e-5 of the scale; the test asserts max |Δ| ≤ 1e-4 · max|logit| per prompt (the issue's
 //! bound, 5–50× above those recorded differences) and prints what it measured.
 
-mod common;
+use crate::common;
 
 use common::dev;
 

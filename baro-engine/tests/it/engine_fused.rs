@@ -5,7 +5,7 @@
 //! logits (the order is observed), and a mis-shaped fused tensor is a shape error naming it.
 //! Runs on the host, or with `BARO_TEST_DEVICE=cuda` (or `hip`) on a GPU.
 
-mod common;
+use crate::common;
 
 use common::dev;
 

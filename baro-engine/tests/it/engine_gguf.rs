@@ -1,4 +1,4 @@
-//! The decode path from GGUF files written from the fixtures (`tests/common`'s `gguf_from`):
+//! The decode path from GGUF files written from the fixtures (`tests/it/common`'s `gguf_from`):
 //! an F32 GGUF holding what llama.cpp's converter writes (`converter_f32`: its name and layout
 //! conventions, `w + 1` in f32, a correctly rounded `−exp(A_log)`, computed apart from the
 //! engine's own conversion) gives logits byte-identical to the safetensors checkpoint at every
@@ -9,7 +9,7 @@
 //! only difference being the factored in-kernel dequantization order. Runs on the host, or
 //! with `BARO_TEST_DEVICE=cuda` (or `hip`) on a GPU.
 
-mod common;
+use crate::common;
 
 use common::dev;
 
@@ -79,7 +79,7 @@ fn vocab_f32_gguf_logits_equal_bf16_safetensors_bytes() {
 }
 
 /// The negative control: the GGUF with `ssm_a` from baro's `exp` (1 ulp off on some fixture
-/// values, `tests/model_exp_rounding.rs`) is not the safetensors run's bytes. Before the
+/// values, `tests/it/model_exp_rounding.rs`) is not the safetensors run's bytes. Before the
 /// conversion was correctly rounded, this was the comparison that failed against a real
 /// converter's file.
 #[test]

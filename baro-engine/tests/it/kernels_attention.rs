@@ -2,7 +2,7 @@
 //! references, byte for byte, on ragged shapes (GQA groups, context lengths around 32 lanes);
 //! plus the verifier on each kernel.
 
-mod common;
+use crate::common;
 
 use common::dev;
 

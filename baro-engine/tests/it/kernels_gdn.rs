@@ -4,7 +4,7 @@
 //! also against a naive f64 transcription of Transformers' `torch_recurrent_gated_delta_rule`;
 //! plus the verifier on each kernel.
 
-mod common;
+use crate::common;
 
 use common::dev;
 

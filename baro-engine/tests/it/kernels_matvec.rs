@@ -4,7 +4,7 @@
 //! `model::dequant`'s full dequantization within a tolerance (the factored unit sums differ
 //! from dequant's element-wise values only by rounding); and the verifier on each kernel.
 
-mod common;
+use crate::common;
 
 use common::dev;
 

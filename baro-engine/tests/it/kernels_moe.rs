@@ -3,7 +3,7 @@
 //! whole routed block (router → Q4_K gate/up and Q5_K down expert matvecs by id → SwiGLU →
 //! combine) against the composition of the plain-Rust references; plus the verifier.
 
-mod common;
+use crate::common;
 
 use common::dev;
 

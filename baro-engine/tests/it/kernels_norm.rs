@@ -3,7 +3,7 @@
 //! blocks); plus the verifier on each kernel and an exhaustive check of the f16 decode the
 //! quantized kernels inline.
 
-mod common;
+use crate::common;
 
 use common::dev;
 

@@ -10,7 +10,7 @@
 //! baro's own `mathlib::exp`, which the kernels keep, is shown not to be correctly rounded on
 //! the fixture values: the reason the conversion does not use it.
 
-mod common;
+use crate::common;
 
 use baro_engine::model::names::neg_exp;
 use baro_engine::model::HfCheckpoint;

@@ -1,7 +1,7 @@
 //! The committed fixtures load through the safetensors path and through a GGUF written from
 //! them, and both give the same canonical tensors: bit for bit in F32.
 
-mod common;
+use crate::common;
 
 use baro_engine::model::{gguf_tensors, GgufFile, HfCheckpoint, LayerKind, ModelConfig, TensorType};
 use common::{canonical_f32, fixture, gguf_from};

@@ -1,7 +1,7 @@
 //! Malformed GGUF files: every truncation, each corrupted field, and random byte flips give a
 //! specific error, never a panic or an over-read. Also malformed configs and safetensors.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

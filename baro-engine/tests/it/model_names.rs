@@ -1,7 +1,7 @@
 //! The HF ↔ GGUF name and value mapping (`names.rs`): names round-trip, values round-trip,
 //! and the value-head reorder makes value head p read key head p % n_key.
 
-mod common;
+use crate::common;
 
 use baro_engine::model::names::{self, gguf_to_hf, gguf_to_hf_name, hf_to_gguf_name, v_head_order, HfSource, Transform};
 use baro_engine::model::HfCheckpoint;

@@ -2,7 +2,7 @@
 //! ggml's reference loops are; quantization round-trip error bounds (`quantize.rs`); and the
 //! quantized GGUF variants of the vocab fixture.
 
-mod common;
+use crate::common;
 
 use baro_engine::model::dequant::{self, scale_min_k4, QK_K};
 use baro_engine::model::quantize::quantize;

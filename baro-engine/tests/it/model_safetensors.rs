@@ -1,7 +1,7 @@
 //! HF checkpoints beyond the fixtures: the `model.language_model.` prefix, skipped MTP and
 //! vision tensors, f16/bf16, sharding, and malformed files.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

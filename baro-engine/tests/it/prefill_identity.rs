@@ -4,7 +4,7 @@
 //! not divide them, and for a prompt fed in two calls (state and KV carried across calls).
 //! Runs on the host, or with `BARO_TEST_DEVICE=cuda` (or `hip`) on a GPU.
 
-mod common;
+use crate::common;
 
 use baro_engine::engine::{Engine, EngineOptions, Logits, ModelSource, PrefillMode};
 use baro_engine::model::{GgufFile, HfCheckpoint, TensorType};

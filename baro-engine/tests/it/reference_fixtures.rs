@@ -9,7 +9,7 @@
 //! computes the recurrence in a different summation order from either, so it can sit anywhere
 //! in that spread; 1e-4 is ten times the widest of them and the stated bound.
 
-mod common;
+use crate::common;
 
 use baro_engine::model::HfCheckpoint;
 use baro_engine::reference::{ops, ReferenceModel, Weights};

@@ -12,7 +12,7 @@
 //! move by 0.2–0.6 of their scale, mostly from rerouted tokens. What pins the reference down is
 //! the bit-exact comparison with the dequantized weights; on vocab/ the greedy argmax (margins
 //! above 35 on a scale of ~150) is also checked to survive every quantization.
-mod common;
+use crate::common;
 
 use baro_engine::model::{dequant, quantize, GgufFile, GgufTensorSpec, GgufWriter, HfCheckpoint, TensorType};
 use baro_engine::reference::{ops, ReferenceModel, Routing, Weights};

@@ -5,7 +5,7 @@
 //! server per test binary (the cache test has its own); every request carries a seed, so
 //! every output is determined.
 
-mod server_common;
+use crate::server_common;
 
 use serde_json::{json, Value};
 use server_common::{get, metric, post, post_json, shared};

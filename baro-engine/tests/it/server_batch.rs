@@ -8,7 +8,7 @@
 //! several sequences in one batched step through the rows kernels, and fed every prompt token
 //! through batched prefill.
 
-mod server_common;
+use crate::server_common;
 
 use std::net::SocketAddr;
 

@@ -3,7 +3,7 @@
 //! line; answers `/health`, a chat completion and an Ollama generate, writes one log line per
 //! request to stderr, and is then killed. A bad flag is refused before any slow step.
 
-mod server_common;
+use crate::server_common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -3,7 +3,7 @@
 //! API's error shape) and the server keeps serving; an unknown model or route is a 404; a full
 //! queue is a 503 naming its limit; a client that hangs up mid-stream has its sequence freed.
 
-mod server_common;
+use crate::server_common;
 
 use serde_json::{json, Value};
 use server_common::{metric, post, post_json, start, wait_metric};

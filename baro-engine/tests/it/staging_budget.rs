@@ -4,7 +4,7 @@
 //! before any expert is uploaded, and the minimum itself works. The CLI flags say what they
 //! expected on bad input and report the hit rate of a staged run.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

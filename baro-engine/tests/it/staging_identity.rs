@@ -4,7 +4,7 @@
 //! same greedy tokens; the cache's counters add up. F32 safetensors and a Q8_0 GGUF (raw
 //! quantized blocks through the slots). Runs on the host, or with `BARO_TEST_DEVICE=cuda`.
 
-mod common;
+use crate::common;
 
 use baro_engine::engine::staging::{CacheStats, MemoryMode};
 use baro_engine::engine::{Engine, EngineOptions, ModelSource};

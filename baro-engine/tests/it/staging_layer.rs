@@ -4,7 +4,7 @@
 //! exactly the experts the cache says, evicting least recently used first. F32 safetensors
 //! and a Q8_0 GGUF (raw blocks). Runs on the host, or with `BARO_TEST_DEVICE=cuda` on a GPU.
 
-mod common;
+use crate::common;
 
 use baro_engine::engine::staging::{DecodeSlots, ExpertStore, LayerStaging};
 use baro_engine::engine::weights::{expert_shapes, host_experts};

@@ -221,7 +221,7 @@ fn file_errors_are_clear() {
 /// syntax error (a trailing comma, which serde_json reports as "key must be a string") inside
 /// `"decoder"`, where tokenizers 0.23 panics (`decoders/mod.rs`: `.expect("Helper")`) instead
 /// of returning its error. The fuzzed input itself, and this one, are in
-/// `fuzz/regressions/tokenizer_json/` (replayed by `fuzz/tests/corpus.rs`).
+/// `fuzz/regressions/tokenizer_json/` (replayed by `fuzz/tests/it/corpus.rs`).
 const DECODER_SYNTAX_ERROR: &str = r#"{"decoder":{"type":"ByteLevel",}}"#;
 
 #[test]
@@ -278,7 +278,7 @@ fn a_decoder_that_makes_tokenizers_panic_is_a_decode_error() {
 /// JSON, and where.
 #[test]
 fn the_fuzzed_crash_input_is_a_clear_error() {
-    let fuzzed: &[u8] = include_bytes!("../../fuzz/regressions/tokenizer_json/decoder_syntax_error_panic.fuzzed.json");
+    let fuzzed: &[u8] = include_bytes!("../../../fuzz/regressions/tokenizer_json/decoder_syntax_error_panic.fuzzed.json");
     let raw = std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(fuzzed));
     assert!(raw.is_err(), "tokenizers no longer panics on the fuzzed input: drop this control");
 

@@ -20,7 +20,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
-#[path = "../../src/cli/default_model.rs"]
+#[path = "../../../src/cli/default_model.rs"]
 #[allow(dead_code)]
 pub mod default_model;
 
