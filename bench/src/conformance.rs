@@ -6,7 +6,7 @@
 //! random bytes, so an element a kernel forgets to write also compares). A case that fails to
 //! compile or launch on either side is a failure, never a skip.
 //!
-//! Also included by path from `tests/conformance_host.rs`, so it may only use what the root
+//! Also included by path from `tests/it/conformance_host.rs`, so it may only use what the root
 //! package `baro` depends on (`baro`, `baro_dsl`, `half`).
 
 #[allow(dead_code)]

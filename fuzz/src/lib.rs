@@ -2,7 +2,7 @@
 //! fails only by panicking (an overflow, an index out of range, a broken invariant checked
 //! here), by hanging, or by running out of memory; an `Err` from the code under test is the
 //! expected answer to a bad input. The libFuzzer entries (`fuzz_targets/`) call these, and
-//! `tests/corpus.rs` replays the committed corpus and every regression input through them
+//! `tests/it/corpus.rs` replays the committed corpus and every regression input through them
 //! without libFuzzer, so a fixed crash stays fixed in `cargo test`. Nothing here writes files.
 
 use std::path::PathBuf;

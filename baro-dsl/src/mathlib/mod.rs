@@ -10,7 +10,7 @@
 //! no target's NaN propagation rule is involved). An invalid input (log or rsqrt of a
 //! negative number) gives the canonical quiet NaN `0x7fc00000`.
 //!
-//! Accuracy is measured by `tests/mathlib_accuracy.rs` against the correctly rounded f32 of
+//! Accuracy is measured by `tests/it/mathlib_accuracy.rs` against the correctly rounded f32 of
 //! the f64 `std` function, over ~1e6 inputs per function (a uniform-in-bits sweep of all
 //! finite f32 plus a dense sweep of the interesting range and the special values).
 

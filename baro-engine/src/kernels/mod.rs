@@ -62,7 +62,7 @@ pub fn decode_matvec_name(ty: crate::model::TensorType, cols: usize) -> &'static
 /// for that matrix, with its launch arguments `(x, w, ids, y, k, n, x_stride, n_slots)`.
 pub fn decode_matvec(ty: crate::model::TensorType, cols: usize) -> baro::dsl::Kernel {
     let name = decode_matvec_name(ty, cols);
-    // Every name above is a kernel of `decode()` (`tests/kernels_matvec.rs` checks each type).
+    // Every name above is a kernel of `decode()` (`tests/it/kernels_matvec.rs` checks each type).
     decode().into_iter().find(|k| k.name == name).unwrap_or_else(|| panic!("decode matvec {name}: expected it in kernels::decode(), found no such kernel (a bug in baro)"))
 }
 

@@ -239,7 +239,7 @@ fn unit(ty: crate::model::TensorType, blk: &[u8], j: usize, x: &[f32]) -> f32 {
 // 32 (`xs[j + j / 32] = x[j]`), and the units read x from there: lane l's element i of unit u is
 // `xs[u·33 + i]` (`xs[u·16 + t + u/2]` for Q6_K's units of 16), 32 different banks. Every float
 // operation, its operands and its order are those of the kernel above: the results are the same
-// bits (`tests/kernels_matvec.rs` compares them byte for byte), only where x is read from
+// bits (`tests/it/kernels_matvec.rs` compares them byte for byte), only where x is read from
 // changes. The array holds XS_MAX_K floats plus the pads; a larger k is launched on the kernels
 // above (`Kernels::matvec_for`), and would be a bounds error here, never a wrong result.
 //

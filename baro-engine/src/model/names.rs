@@ -174,7 +174,7 @@ pub fn hf_to_gguf_name(cfg: &ModelConfig, hf: &str) -> Option<String> {
 /// f64 result within 1 f64 ulp of the true value, it can round to the wrong f32 only when the
 /// true value lies within 2⁻²⁹ f32 ulp of a midpoint between two f32s; an exhaustive scan of
 /// every f32 in [−104, 89] (everything else rounds to 0 or ∞) found 1,086 inputs within 10⁻⁶
-/// ulp of one and the f64 result on the right side for each (`tests/model_exp_rounding.rs`
+/// ulp of one and the f64 result on the right side for each (`tests/it/model_exp_rounding.rs`
 /// checks them, a dense sample, the fixtures' values, and every input of the range: the 39,991
 /// whose f64 result lies within 2 f64 ulps of a boundary, or rounds to 0 or ∞, against a
 /// double-double reference, all correct).

@@ -1,0 +1,107 @@
+//! Host tests of RoPE, the KV-cache append and decode attention against their plain-Rust
+//! references, byte for byte, on ragged shapes (GQA groups, context lengths around 32 lanes);
+//! plus the verifier on each kernel.
+
+use crate::common;
+
+use common::dev;
+
+use baro::reference::{bits, Rng};
+use baro_dsl::runtime::{Buffer, Device, DeviceArg as A};
+use baro_dsl::verify::verify_kernel;
+use baro_dsl::Kernel;
+use baro_engine::kernels::{attention, rope};
+
+fn run(d: &Device, k: &Kernel, args: &mut [A<'_>]) {
+    let c = d.compile(k).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+    d.run(&c, args).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+}
+
+fn zeros(d: &Device, n: usize) -> Buffer {
+    d.alloc(baro_dsl::ScalarType::F32, n).expect("alloc")
+}
+
+#[test]
+fn rope_table_is_the_f64_angle() {
+    let (c, s) = rope::rope_table(1e7, 64, 3);
+    assert_eq!((c.len(), s.len()), (96, 96));
+    assert_eq!((c[0], s[0], c[32], s[32]), (1.0, 0.0, (1.0f64).cos() as f32, (1.0f64).sin() as f32));
+    let a = 2.0 * 1e7f64.powf(-2.0 * 5.0 / 64.0);
+    assert_eq!((c[64 + 5], s[64 + 5]), (a.cos() as f32, a.sin() as f32));
+}
+
+#[test]
+fn rope_rotates_the_first_rope_dim() {
+    let d = dev();
+    let mut rng = Rng::new(21);
+    for (rope_dim, head_stride, n_heads, pos) in [(64usize, 256usize, 3usize, 7usize), (6, 10, 2, 0), (62, 70, 1, 99)] {
+        let (c, s) = rope::rope_table(1e7, rope_dim, pos + 1);
+        let x = rng.vec_f32(n_heads * head_stride);
+        let (mut xb, cb, sb) = (d.upload(&x).unwrap(), d.upload(&c).unwrap(), d.upload(&s).unwrap());
+        run(&d, &rope::rope_neox(), &mut [A::buf_mut(&mut xb), A::buf(&cb), A::buf(&sb), A::from(pos), A::from(rope_dim), A::from(head_stride), A::from(n_heads)]);
+        let want = rope::rope_reference(&x, &c, &s, pos, rope_dim, head_stride, n_heads);
+        assert_eq!(bits(&d.read::<f32>(&xb).unwrap()), bits(&want), "rope_dim={rope_dim}");
+        if pos > 0 {
+            assert_ne!(bits(&want[..rope_dim]), bits(&x[..rope_dim]), "rotation changed nothing");
+        }
+        assert_eq!(bits(&want[rope_dim..head_stride]), bits(&x[rope_dim..head_stride]), "dims past rope_dim must pass through");
+    }
+}
+
+#[test]
+fn attention_decode_matches_reference() {
+    let d = dev();
+    let mut rng = Rng::new(22);
+    // (head_dim, n_heads, n_kv_heads, n_ctx)
+    for (hd, nh, nkv, n_ctx) in [(16usize, 4usize, 2usize, 1usize), (37, 6, 2, 31), (64, 4, 1, 33), (256, 16, 2, 70)] {
+        let kv_dim = nkv * hd;
+        let q: Vec<f32> = rng.vec_f32(nh * hd).iter().map(|v| v * 4.0).collect();
+        let qg = rng.vec_f32(nh * 2 * hd); // the q_proj output: gate at offset hd of each head
+        let (mut kc, mut vc) = (zeros(&d, n_ctx * kv_dim), zeros(&d, n_ctx * kv_dim));
+        let (mut kh, mut vh) = (Vec::new(), Vec::new());
+        for pos in 0..n_ctx {
+            let (kn, vn) = (rng.vec_f32(kv_dim), rng.vec_f32(kv_dim));
+            let (kb, vb) = (d.upload(&kn).unwrap(), d.upload(&vn).unwrap());
+            run(&d, &attention::kv_append(), &mut [A::buf(&kb), A::buf(&vb), A::buf_mut(&mut kc), A::buf_mut(&mut vc), A::from(pos), A::from(kv_dim)]);
+            kh.extend(kn);
+            vh.extend(vn);
+        }
+        assert_eq!(bits(&d.read::<f32>(&kc).unwrap()), bits(&kh));
+        assert_eq!(bits(&d.read::<f32>(&vc).unwrap()), bits(&vh));
+        let scale = (hd as f64).powf(-0.5) as f32;
+        let (qb, gb) = (d.upload(&q).unwrap(), d.upload(&qg).unwrap());
+        let ctx_stride = n_ctx + 3;
+        let (mut scratch, mut y) = (zeros(&d, nh * ctx_stride), zeros(&d, nh * hd));
+        run(&d, &attention::attention_decode(), &mut [
+            A::buf(&qb), A::buf(&kc), A::buf(&vc), A::buf(&gb), A::buf_mut(&mut scratch), A::buf_mut(&mut y),
+            A::from(hd), A::from(nh), A::from(nkv), A::from(n_ctx), A::from(ctx_stride), A::from(2 * hd), A::from(hd), A::from(scale),
+        ]);
+        let want = attention::attention_reference(&q, &kh, &vh, &qg, hd, nh, nkv, n_ctx, 2 * hd, hd, scale);
+        assert_eq!(bits(&d.read::<f32>(&y).unwrap()), bits(&want), "head_dim={hd} heads={nh}/{nkv} n_ctx={n_ctx}");
+        // Against an f64 softmax-attention to a tolerance: the reference is the right function.
+        for h in 0..nh {
+            let kvo = (h / (nh / nkv)) * hd;
+            let sc: Vec<f64> = (0..n_ctx).map(|t| (0..hd).map(|i| f64::from(q[h * hd + i]) * f64::from(kh[t * kv_dim + kvo + i])).sum::<f64>() * f64::from(scale)).collect();
+            let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            // f32 rounding of a score is relative to Σ|q·k|·scale; softmax passes it on as is.
+            let sabs = (0..n_ctx).map(|t| (0..hd).map(|i| (f64::from(q[h * hd + i]) * f64::from(kh[t * kv_dim + kvo + i])).abs()).sum::<f64>() * f64::from(scale)).fold(0.0, f64::max);
+            let z: f64 = sc.iter().map(|v| (v - m).exp()).sum();
+            for i in 0..hd {
+                let o: f64 = (0..n_ctx).map(|t| (sc[t] - m).exp() / z * f64::from(vh[t * kv_dim + kvo + i])).sum();
+                let mag: f64 = (0..n_ctx).map(|t| (sc[t] - m).exp() / z * f64::from(vh[t * kv_dim + kvo + i]).abs()).sum();
+                let g = 1.0 / (1.0 + (-f64::from(qg[h * 2 * hd + hd + i])).exp());
+                assert!((o * g - f64::from(want[h * hd + i])).abs() <= (1e-5 + 4e-7 * sabs) * mag + 1e-7, "head {h} dim {i}: {} vs {} (Σ|p·v| {mag})", want[h * hd + i], o * g);
+            }
+        }
+    }
+}
+
+#[test]
+fn attention_kernels_verify() {
+    let k = attention::attention_decode();
+    let proof = verify_kernel(&k).unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
+    assert!(proof.regions_checked > 0, "{}: no lane region checked", k.name);
+    for k in [attention::kv_append(), rope::rope_neox()] {
+        verify_kernel(&k).unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
+    }
+}
