@@ -81,7 +81,21 @@ fn eval(k: &Kernel, e: &Expr, scalars: &[u64]) -> Result<i128, String> {
                 BinOp::Rem => a.checked_rem(b).ok_or("remainder by zero in the grid size")?,
                 BinOp::Min => a.min(b),
                 BinOp::Max => a.max(b),
+                BinOp::Eq => i128::from(a == b),
+                BinOp::Ne => i128::from(a != b),
+                BinOp::Lt => i128::from(a < b),
+                BinOp::Le => i128::from(a <= b),
+                BinOp::Gt => i128::from(a > b),
+                BinOp::Ge => i128::from(a >= b),
                 _ => return Err(format!("`{}` is not supported in a grid size", op.name())),
+            }
+        }
+        // A launch shape chosen by size (`if n >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }`).
+        Expr::Select { cond, then, els } => {
+            if eval(k, cond, scalars)? != 0 {
+                eval(k, then, scalars)?
+            } else {
+                eval(k, els, scalars)?
             }
         }
         other => return Err(format!("expected an integer expression over scalar parameters, found {other:?}")),

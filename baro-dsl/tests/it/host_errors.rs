@@ -122,6 +122,24 @@ fn grid_errors() {
 }
 
 #[test]
+fn a_grid_size_may_be_chosen_by_size() {
+    // grid = [if a >= 4 { (a + 3) / 4 } else { a }]: each workgroup writes its index.
+    let mut k = Kernel::new("grid_select");
+    let y = output(&mut k, "y", T::U64);
+    let a = scalar(&mut k, "a", T::INDEX);
+    let wide = bin(BinOp::Div, bin(BinOp::Add, p(a), ix(3)), ix(4));
+    k.grid = vec![Expr::select(bin(BinOp::Ge, p(a), ix(4)), wide, p(a))];
+    k.body = vec![st(y, Expr::GroupId(0), Expr::GroupId(0))];
+    let c = compile(&k);
+    for (a, groups) in [(1usize, 1usize), (3, 3), (4, 1), (9, 3)] {
+        let mut ys = vec![99u64; 4];
+        c.launch(&mut [Arg::buf_mut(&mut ys), Arg::from(a)]).unwrap();
+        let want: Vec<u64> = (0..4).map(|i| if i < groups { i as u64 } else { 99 }).collect();
+        assert_eq!(ys, want, "a = {a}: {groups} workgroups");
+    }
+}
+
+#[test]
 fn zero_step_loop_is_an_error_not_a_hang() {
     let mut k = Kernel::new("step");
     let y = output(&mut k, "y", T::U64);
