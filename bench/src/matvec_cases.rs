@@ -6,7 +6,9 @@
 //! What decode launches as a matvec (`engine::weights::Weights::load_dense` and `engine::decode`):
 //! every projection of the mixers, the router, the shared expert and its gate, the routed
 //! experts (gate and up on one input, down on one input per slot, `n_experts_used` slots by
-//! `ids`) and the output head. The embedding is a gather, the conv weight and the vectors are
+//! `ids`) and the output head. Gate and up (routed and shared) are one fused matrix of twice
+//! the rows, one launch (`engine::weights::ExpertMatrices`): a case `ffn_gate_up_exps` /
+//! `ffn_gate_up_shexp` from the gate's tensor, the up's counted in it. The embedding is a gather, the conv weight and the vectors are
 //! not matrices.
 
 use baro_engine::model::{names, ModelConfig, TensorType};
@@ -111,6 +113,11 @@ pub fn model_cases(cfg: &ModelConfig, mix: QuantMix) -> Result<Vec<MatvecCase>, 
     let mut cases: Vec<MatvecCase> = Vec::new();
     for spec in names::gguf_tensors(cfg) {
         let Some(suffix) = MATVEC_TENSORS.iter().find(|s| spec.name == **s || spec.name.ends_with(&format!(".{s}"))) else { continue };
+        // The up projections run inside their gate's fused launch.
+        if matches!(*suffix, "ffn_up_exps.weight" | "ffn_up_shexp.weight") {
+            continue;
+        }
+        let fused = matches!(*suffix, "ffn_gate_exps.weight" | "ffn_gate_shexp.weight");
         let ty = fitted_type(wanted_type(mix, &spec.name, cfg.n_layers), &spec.shape);
         let (rows, cols) = rows_cols(&spec.shape);
         if ty.bytes_for(&[rows, cols]).is_none() {
@@ -119,7 +126,8 @@ pub fn model_cases(cfg: &ModelConfig, mix: QuantMix) -> Result<Vec<MatvecCase>, 
         let experts = spec.name.ends_with("_exps.weight");
         let (n_mats, n_slots) = if experts { (spec.shape[0], cfg.n_experts_used) } else { (1, 1) };
         let x_stride = if spec.name.ends_with("ffn_down_exps.weight") { cols } else { 0 };
-        let short = suffix.trim_end_matches(".weight").to_string();
+        let short = suffix.trim_end_matches(".weight").replace("ffn_gate_", if fused { "ffn_gate_up_" } else { "ffn_gate_" });
+        let rows = if fused { 2 * rows } else { rows };
         let key = (ty, n_mats, rows, cols, n_slots, x_stride);
         match cases.iter_mut().find(|c| (c.ty, c.n_mats, c.rows, c.cols, c.n_slots, c.x_stride) == key) {
             Some(c) => {
@@ -195,20 +203,21 @@ mod tests {
         let qkv = find(&cases, TensorType::Q8_0, 8192, 2048, 1);
         assert_eq!((qkv.per_token, qkv.tensors.clone()), (40, vec!["attn_qkv".to_string(), "attn_q".to_string()]));
         assert_eq!(find(&cases, TensorType::Q8_0, 2048, 512, 1).tensors, vec!["ffn_down_shexp".to_string()]);
-        assert_eq!(find(&cases, TensorType::Q8_0, 512, 2048, 1).per_token, 10 * 2 + 40 * 2);
+        assert_eq!(find(&cases, TensorType::Q8_0, 512, 2048, 1).per_token, 10 * 2);
+        assert_eq!(find(&cases, TensorType::Q8_0, 1024, 2048, 1).tensors, vec!["ffn_gate_up_shexp".to_string()]);
         let head = find(&cases, TensorType::Q6_K, 248_320, 2048, 1);
         assert_eq!((head.per_token, head.n_slots), (1, 1));
-        for (ty, rows, cols, layers) in [(TensorType::Q4_K, 512, 2048, 80), (TensorType::Q5_K, 2048, 512, 30), (TensorType::Q6_K, 2048, 512, 10)] {
+        for (ty, rows, cols, layers) in [(TensorType::Q4_K, 1024, 2048, 40), (TensorType::Q5_K, 2048, 512, 30), (TensorType::Q6_K, 2048, 512, 10)] {
             let c = find(&cases, ty, rows, cols, 256);
             assert_eq!((c.n_slots, c.per_token), (8, layers), "{c:?}");
             assert_eq!(c.x_stride, if rows == 2048 { 512 } else { 0 });
         }
-        // 8 experts of 512 rows × 8 Q4_K blocks of 144 bytes, x, ids, y.
-        assert_eq!(find(&cases, TensorType::Q4_K, 512, 2048, 256).bytes(), (8 * 512 * 8 * 144 + 4 * 2048 + 4 * 8 + 4 * 8 * 512) as u64);
+        // 8 experts of 2 · 512 rows (gate and up) × 8 Q4_K blocks of 144 bytes, x, ids, y.
+        assert_eq!(find(&cases, TensorType::Q4_K, 1024, 2048, 256).bytes(), (8 * 1024 * 8 * 144 + 4 * 2048 + 4 * 8 + 4 * 8 * 1024) as u64);
         assert_eq!(find(&cases, TensorType::F32, 1, 2048, 1).tensors, vec!["ffn_gate_inp_shexp".to_string()]);
         let launches: usize = cases.iter().map(|c| c.per_token).sum();
-        // GDN 5, attention 4, MoE 8 (router, shared gate, 3 routed, 3 shared) per layer, the head.
-        assert_eq!(launches, 30 * 5 + 10 * 4 + 40 * 8 + 1);
+        // GDN 5, attention 4, MoE 6 (router, shared gate, 2 routed, 2 shared) per layer, the head.
+        assert_eq!(launches, 30 * 5 + 10 * 4 + 40 * 6 + 1);
     }
 
     #[test]

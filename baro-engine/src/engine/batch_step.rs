@@ -100,8 +100,8 @@ impl Engine {
         run.embed(w, p, &tokens)?;
         // Staged: each layer's experts stream into one of two sets, exactly as in batched prefill.
         let mut staged = LayerStream::start(&self.device, self.slots.as_ref(), self.layer_staging.as_mut())?;
+        run.rmsnorm(&p.x, w.layers.first().map_or(&w.output_norm, |l| &l.attn_norm), &mut p.xn, h, eps, n)?;
         for (i, lw) in w.layers.iter().enumerate() {
-            run.rmsnorm(&p.x, &lw.attn_norm, &mut p.xn, h, eps, n)?;
             match &lw.mixer {
                 MixerWeights::Gdn(g) => {
                     gdn_project(&run, g, p, n)?;
@@ -109,8 +109,7 @@ impl Engine {
                         let State { pos, layers, s, .. } = &mut **state;
                         let Some(LayerState::Gdn { conv_ring, ssm }) = layers.get_mut(i) else { return Err(layer_mismatch()) };
                         run.copy_row(&p.qkv, r, &mut s.qkv, cfg.gdn_conv_dim())?;
-                        run.copy_row(&p.beta, r, &mut s.beta, nv)?;
-                        run.copy_row(&p.alpha, r, &mut s.alpha, nv)?;
+                        run.copy_row(&p.ba, r, &mut s.ba, 2 * nv)?;
                         gdn_recurrent(&one, cfg, g, conv_ring, ssm, s, *pos)?;
                         run.put_row(&s.o, &mut p.o, r, nv * cfg.gdn_value_dim)?;
                     }
@@ -131,12 +130,11 @@ impl Engine {
                     run.matvec(&a.o, &p.attn, &p.zero_ids, &mut p.mix, n)?;
                 }
             }
-            run.add(&p.x, &p.mix, &mut p.h, h, n)?;
-            run.rmsnorm(&p.h, &lw.post_attention_norm, &mut p.xn, h, eps, n)?;
+            run.add_rmsnorm(&p.x, &p.mix, &lw.post_attention_norm, &mut p.h, &mut p.xn, h, eps, n)?;
             staged.moe(&run, cfg, w, i, p, n, &mut Timer::off())?;
-            run.add(&p.h, &p.mix, &mut p.x, h, n)?;
+            let next_norm = w.layers.get(i + 1).map_or(&w.output_norm, |l| &l.attn_norm);
+            run.add_rmsnorm(&p.h, &p.mix, next_norm, &mut p.x, &mut p.xn, h, eps, n)?;
         }
-        run.rmsnorm(&p.x, &w.output_norm, &mut p.xn, h, eps, n)?;
         let logits = run.head(w, p, n)?;
         for (state, _) in rows.iter_mut() {
             state.pos += 1;

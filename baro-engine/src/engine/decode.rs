@@ -1,6 +1,6 @@
 //! The decode path (m = 1): one token in, the next token's logits out, from baro kernels only,
 //! on any `Device`. Per layer: RMSNorm → mixer (gated delta net or gated attention) → residual
-//! → RMSNorm → router top-k → routed experts (gate and up for all k slots in one launch each,
+//! → RMSNorm → router top-k → routed experts (gate and up fused: one launch for all k slots,
 //! SwiGLU, down) and the sigmoid-gated shared expert → combine in top-k order → residual; then
 //! the final norm and the output head.
 //!
@@ -82,7 +82,7 @@ pub(crate) struct Kernels {
     embed_q6_k: DeviceKernel,
     rmsnorm: DeviceKernel,
     head_rmsnorm: DeviceKernel,
-    add: DeviceKernel,
+    add_rmsnorm: DeviceKernel,
     matvec_f32: DeviceKernel,
     matvec_f16: DeviceKernel,
     matvec_bf16: DeviceKernel,
@@ -96,7 +96,7 @@ pub(crate) struct Kernels {
     kv_append: DeviceKernel,
     attention_decode: DeviceKernel,
     router_topk: DeviceKernel,
-    swiglu: DeviceKernel,
+    swiglu_pairs: DeviceKernel,
     moe_combine: DeviceKernel,
     gdn_conv_step: DeviceKernel,
     gdn_step: DeviceKernel,
@@ -145,7 +145,7 @@ impl Kernels {
             embed_q6_k: take("embed_q6_k")?,
             rmsnorm: take("rmsnorm")?,
             head_rmsnorm: take("head_rmsnorm")?,
-            add: take("add")?,
+            add_rmsnorm: take("add_rmsnorm")?,
             matvec_f32: take("matvec_f32")?,
             matvec_f16: take("matvec_f16")?,
             matvec_bf16: take("matvec_bf16")?,
@@ -161,7 +161,7 @@ impl Kernels {
             kv_append: take("kv_append")?,
             attention_decode: take("attention_decode")?,
             router_topk: take("router_topk")?,
-            swiglu: take("swiglu")?,
+            swiglu_pairs: take("swiglu_pairs")?,
             moe_combine: take("moe_combine")?,
             gdn_conv_step: take("gdn_conv_step")?,
             gdn_step: take("gdn_step")?,
@@ -246,12 +246,14 @@ impl Launcher<'_> {
         self.launch(&self.k.rmsnorm, &mut [A::buf(x), A::buf(w), A::buf_mut(y), A::from(n), A::from(eps)])
     }
 
-    fn add(&self, a: &Buffer, b: &Buffer, y: &mut Buffer, n: usize) -> Result<(), DeviceError> {
-        self.launch(&self.k.add, &mut [A::buf(a), A::buf(b), A::buf_mut(y), A::from(n)])
+    /// h = a + b, then y = rmsnorm(h, w): the residual add and the norm after it, one launch.
+    fn add_rmsnorm(&self, a: &Buffer, b: &Buffer, w: &Buffer, h: &mut Buffer, y: &mut Buffer, n: usize, eps: f32) -> Result<(), DeviceError> {
+        self.launch(&self.k.add_rmsnorm, &mut [A::buf(a), A::buf(b), A::buf(w), A::buf_mut(h), A::buf_mut(y), A::from(n), A::from(eps)])
     }
 
-    fn swiglu(&self, g: &Buffer, u: &Buffer, h: &mut Buffer, n: usize) -> Result<(), DeviceError> {
-        self.launch(&self.k.swiglu, &mut [A::buf(g), A::buf(u), A::buf_mut(h), A::from(n)])
+    /// h = silu(gate) · up for `n_slots` slots of a fused gate-and-up output `gu` (2n per slot).
+    fn swiglu_pairs(&self, gu: &Buffer, h: &mut Buffer, n: usize, n_slots: usize) -> Result<(), DeviceError> {
+        self.launch(&self.k.swiglu_pairs, &mut [A::buf(gu), A::buf_mut(h), A::from(n), A::from(n_slots)])
     }
 }
 
@@ -404,8 +406,10 @@ impl Engine {
             TensorType::F32 | TensorType::F16 => &self.kernels.embed_f32,
         };
         run.launch(embed, &mut [A::buf(&s.token), A::buf(&w.token_embd.buf), A::buf_mut(&mut s.x), A::from(0usize), A::from(h)])?;
+        // Each residual add is fused with the norm after it: the layer's post-attention norm,
+        // then the next layer's input norm (the output norm after the last layer).
+        run.rmsnorm(&s.x, w.layers.first().map_or(&w.output_norm, |l| &l.attn_norm), &mut s.xn, h, eps)?;
         for (i, (lw, ls)) in w.layers.iter().zip(layers.iter_mut()).enumerate() {
-            run.rmsnorm(&s.x, &lw.attn_norm, &mut s.xn, h, eps)?;
             match (&lw.mixer, ls) {
                 (MixerWeights::Gdn(g), LayerState::Gdn { conv_ring, ssm }) => gdn(&run, cfg, g, conv_ring, ssm, s, pos)?,
                 (MixerWeights::Attention(a), LayerState::Attention { k_cache, v_cache }) => {
@@ -415,12 +419,11 @@ impl Engine {
                 // Weights and state are both built from `cfg.layer_kinds`.
                 _ => return Err(EngineError::Unsupported { what: "layer state", expected: "the weights' layer kind".into(), found: "another kind (a bug in baro)".into() }),
             }
-            run.add(&s.x, &s.mix, &mut s.h, h)?;
-            run.rmsnorm(&s.h, &lw.post_attention_norm, &mut s.xn, h, eps)?;
+            run.add_rmsnorm(&s.x, &s.mix, &lw.post_attention_norm, &mut s.h, &mut s.xn, h, eps)?;
             moe(&run, cfg, &lw.moe, slots.as_deref_mut().map(|d| (d, i)), s)?;
-            run.add(&s.h, &s.mix, &mut s.x, h)?;
+            let next_norm = w.layers.get(i + 1).map_or(&w.output_norm, |l| &l.attn_norm);
+            run.add_rmsnorm(&s.h, &s.mix, next_norm, &mut s.x, &mut s.xn, h, eps)?;
         }
-        run.rmsnorm(&s.x, &w.output_norm, &mut s.xn, h, eps)?;
         Ok(run.matvec(w.lm_head(), &s.xn, &s.plain_ids, &mut s.logits, 0, 1)?)
     }
 
@@ -481,15 +484,14 @@ fn gdn(run: &Launcher<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Bu
     let ids = &s.plain_ids;
     run.matvec(&w.qkv, &s.xn, ids, &mut s.qkv, 0, 1)?;
     run.matvec(&w.gate_z, &s.xn, ids, &mut s.z, 0, 1)?;
-    run.matvec(&w.beta, &s.xn, ids, &mut s.beta, 0, 1)?;
-    run.matvec(&w.alpha, &s.xn, ids, &mut s.alpha, 0, 1)?;
+    run.matvec(&w.beta_alpha, &s.xn, ids, &mut s.ba, 0, 1)?;
     gdn_recurrent(run, cfg, w, conv_ring, ssm, s, pos)?;
     run.launch(&run.k.gated_rmsnorm, &mut [A::buf(&s.o), A::buf(&s.z), A::buf(&w.norm), A::buf_mut(&mut s.o_normed), A::from(cfg.gdn_value_dim), A::from(cfg.gdn_n_value_heads), A::from(cfg.rms_eps)])?;
     run.matvec(&w.out, &s.o_normed, &s.plain_ids, &mut s.mix, 0, 1)
 }
 
 /// The GDN's stateful part at `pos`: the conv step on `s.qkv` through `conv_ring`, then the
-/// delta-rule step with `s.beta`, `s.alpha` on `ssm`, into `s.o`. What a sequence runs on its
+/// delta-rule step with `s.ba` (beta | alpha) on `ssm`, into `s.o`. What a sequence runs on its
 /// own state in a batched decode step.
 pub(super) fn gdn_recurrent(run: &Launcher<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer, ssm: &mut Buffer, s: &mut Scratch, pos: usize) -> Result<(), DeviceError> {
     run.launch(&run.k.gdn_conv_step, &mut [A::buf(&s.qkv), A::buf(&w.conv), A::buf_mut(conv_ring), A::buf_mut(&mut s.conv_out), A::from(cfg.gdn_conv_dim()), A::from(cfg.conv_kernel), A::from(pos)])?;
@@ -499,8 +501,7 @@ pub(super) fn gdn_recurrent(run: &Launcher<'_>, cfg: &ModelConfig, w: &GdnWeight
         &run.k.gdn_step,
         &mut [
             A::buf(&s.conv_out),
-            A::buf(&s.beta),
-            A::buf(&s.alpha),
+            A::buf(&s.ba),
             A::buf(&w.ssm_a),
             A::buf(&w.dt_bias),
             A::buf_mut(ssm),
@@ -584,13 +585,11 @@ fn moe(run: &Launcher<'_>, cfg: &ModelConfig, w: &MoeWeights, slots: Option<(&mu
         (None, Some((decode, layer))) => decode.map(run.device, run.device.default_stream(), layer, &s.expert_ids)?,
         (None, None) => return Err(EngineError::Unsupported { what: "routed experts", expected: "resident or staged".into(), found: "neither (a bug in baro)".into() }),
     };
-    run.matvec(&experts.gate, &s.xn, expert_ids, &mut s.gate, 0, k)?;
-    run.matvec(&experts.up, &s.xn, expert_ids, &mut s.up, 0, k)?;
-    run.swiglu(&s.gate, &s.up, &mut s.act, k * fi)?;
+    run.matvec(&experts.gate_up, &s.xn, expert_ids, &mut s.gate_up, 0, k)?;
+    run.swiglu_pairs(&s.gate_up, &mut s.act, fi, k)?;
     run.matvec(&experts.down, &s.act, expert_ids, &mut s.down, fi, k)?;
-    run.matvec(&w.gate_shexp, &s.xn, ids, &mut s.sh_gate, 0, 1)?;
-    run.matvec(&w.up_shexp, &s.xn, ids, &mut s.sh_up, 0, 1)?;
-    run.swiglu(&s.sh_gate, &s.sh_up, &mut s.sh_act, fs)?;
+    run.matvec(&w.gate_up_shexp, &s.xn, ids, &mut s.sh_gate_up, 0, 1)?;
+    run.swiglu_pairs(&s.sh_gate_up, &mut s.sh_act, fs, 1)?;
     run.matvec(&w.down_shexp, &s.sh_act, ids, &mut s.sh_out, 0, 1)?;
     run.matvec(&w.shared_gate, &s.xn, ids, &mut s.sh_logit, 0, 1)?;
     run.launch(&run.k.moe_combine, &mut [A::buf(&s.down), A::buf(&s.expert_weights), A::buf(&s.sh_out), A::buf(&s.sh_logit), A::buf_mut(&mut s.mix), A::from(h), A::from(k)])?;

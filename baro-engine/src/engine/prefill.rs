@@ -77,13 +77,13 @@ pub(crate) struct RowsKernels {
     matvec_xs: HashMap<TensorType, DeviceKernel>,
     rmsnorm: DeviceKernel,
     head_rmsnorm: DeviceKernel,
-    add: DeviceKernel,
+    add_rmsnorm: DeviceKernel,
     rope_neox: DeviceKernel,
     kv_append: DeviceKernel,
     attention: DeviceKernel,
     attention_reordered: DeviceKernel,
     router_topk: DeviceKernel,
-    swiglu: DeviceKernel,
+    swiglu_pairs: DeviceKernel,
     moe_combine: DeviceKernel,
     moe_count: DeviceKernel,
     moe_scatter: DeviceKernel,
@@ -131,13 +131,13 @@ impl RowsKernels {
                 .collect::<Result<_, EngineError>>()?,
             rmsnorm: take("rmsnorm_rows")?,
             head_rmsnorm: take("head_rmsnorm_rows")?,
-            add: take("add_rows")?,
+            add_rmsnorm: take("add_rmsnorm_rows")?,
             rope_neox: take("rope_neox_rows")?,
             kv_append: take("kv_append_rows")?,
             attention: take("attention_rows")?,
             attention_reordered: take("attention_rows_reordered")?,
             router_topk: take("router_topk_rows")?,
-            swiglu: take("swiglu_rows")?,
+            swiglu_pairs: take("swiglu_pairs_rows")?,
             moe_combine: take("moe_combine_rows")?,
             moe_count: take("moe_count")?,
             moe_scatter: take("moe_scatter")?,
@@ -165,8 +165,7 @@ pub(crate) struct PrefillScratch {
     pub(super) qkv: Buffer,        // (row, q | k | v channel)
     pub(super) conv_out: Buffer,   // (row, q | k | v channel)
     pub(super) z: Buffer,          // (row, v_head, value_dim)
-    pub(super) beta: Buffer,       // (row, v_head)
-    pub(super) alpha: Buffer,      // (row, v_head)
+    pub(super) ba: Buffer,         // (row, beta | alpha · v_head)
     pub(super) o: Buffer,          // (row, v_head, value_dim)
     pub(super) o_normed: Buffer,   // (row, v_head, value_dim)
     pub(super) q_gate: Buffer,     // (row, head, query | gate, head_dim)
@@ -185,13 +184,11 @@ pub(crate) struct PrefillScratch {
     pub(super) slot_of: Buffer,       // (pair) u32
     pub(super) sorted_ids: Buffer,    // (slot) u32: the slot's expert
     pub(super) xs: Buffer,            // (slot, hidden): each slot's token row
-    pub(super) gate: Buffer,          // (slot, expert_ffn)
-    pub(super) up: Buffer,            // (slot, expert_ffn)
+    pub(super) gate_up: Buffer,       // (slot, gate | up · expert_ffn)
     pub(super) act: Buffer,           // (slot, expert_ffn)
     pub(super) down_sorted: Buffer,   // (slot, hidden)
     pub(super) down: Buffer,          // (pair, hidden): back in (row, k) order
-    pub(super) sh_gate: Buffer,       // (row, shared_ffn)
-    pub(super) sh_up: Buffer,         // (row, shared_ffn)
+    pub(super) sh_gate_up: Buffer,    // (row, gate | up · shared_ffn)
     pub(super) sh_act: Buffer,        // (row, shared_ffn)
     pub(super) sh_out: Buffer,        // (row, hidden)
     pub(super) sh_logit: Buffer,      // (row)
@@ -222,8 +219,7 @@ impl PrefillScratch {
             qkv: f(cfg.gdn_conv_dim())?,
             conv_out: f(cfg.gdn_conv_dim())?,
             z: f(nv * vd)?,
-            beta: f(nv)?,
-            alpha: f(nv)?,
+            ba: f(2 * nv)?,
             o: f(nv * vd)?,
             o_normed: f(nv * vd)?,
             q_gate: f(2 * cfg.n_heads * cfg.head_dim)?,
@@ -242,13 +238,11 @@ impl PrefillScratch {
             slot_of: u(k)?,
             sorted_ids: u(k)?,
             xs: f(k * h)?,
-            gate: f(k * fi)?,
-            up: f(k * fi)?,
+            gate_up: f(k * 2 * fi)?,
             act: f(k * fi)?,
             down_sorted: f(k * h)?,
             down: f(k * h)?,
-            sh_gate: f(fs)?,
-            sh_up: f(fs)?,
+            sh_gate_up: f(2 * fs)?,
             sh_act: f(fs)?,
             sh_out: f(h)?,
             sh_logit: f(1)?,
@@ -281,12 +275,15 @@ impl Rows<'_> {
         self.launch(&self.k.rmsnorm, &mut [A::buf(x), A::buf(w), A::buf_mut(y), A::from(n), A::from(eps), A::from(rows)])
     }
 
-    pub(super) fn add(&self, a: &Buffer, b: &Buffer, y: &mut Buffer, n: usize, rows: usize) -> Result<(), DeviceError> {
-        self.launch(&self.k.add, &mut [A::buf(a), A::buf(b), A::buf_mut(y), A::from(n), A::from(rows)])
+    /// h = a + b, then y = rmsnorm(h, w), row by row: the residual add and the norm after it.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn add_rmsnorm(&self, a: &Buffer, b: &Buffer, w: &Buffer, h: &mut Buffer, y: &mut Buffer, n: usize, eps: f32, rows: usize) -> Result<(), DeviceError> {
+        self.launch(&self.k.add_rmsnorm, &mut [A::buf(a), A::buf(b), A::buf(w), A::buf_mut(h), A::buf_mut(y), A::from(n), A::from(eps), A::from(rows)])
     }
 
-    fn swiglu(&self, g: &Buffer, u: &Buffer, h: &mut Buffer, n: usize, rows: usize) -> Result<(), DeviceError> {
-        self.launch(&self.k.swiglu, &mut [A::buf(g), A::buf(u), A::buf_mut(h), A::from(n), A::from(rows)])
+    /// h = silu(gate) · up row by row, from a fused gate-and-up output `gu` (2n per row).
+    fn swiglu_pairs(&self, gu: &Buffer, h: &mut Buffer, n: usize, rows: usize) -> Result<(), DeviceError> {
+        self.launch(&self.k.swiglu_pairs, &mut [A::buf(gu), A::buf_mut(h), A::from(n), A::from(1usize), A::from(rows)])
     }
 
     /// y[..dim] = row `row` of x (dim wide): an exact copy.
@@ -513,8 +510,9 @@ impl Engine {
         let mut staged = LayerStream::start(&self.device, self.slots.as_ref(), self.layer_staging.as_mut())?;
         let mut timer = Timer { last: std::time::Instant::now(), totals: self.prefill_profile.take() };
         timer.mark(&self.device, "embed")?;
+        // Each residual add is fused with the norm after it, as in the decode step.
+        run.rmsnorm(&p.x, w.layers.first().map_or(&w.output_norm, |l| &l.attn_norm), &mut p.xn, h, eps, t)?;
         for (i, (lw, ls)) in w.layers.iter().zip(self.state.layers.iter_mut()).enumerate() {
-            run.rmsnorm(&p.x, &lw.attn_norm, &mut p.xn, h, eps, t)?;
             let mixer = if matches!(lw.mixer, MixerWeights::Gdn(_)) { "gdn: gated norm, out projection" } else { "attention mixer" };
             match (&lw.mixer, ls) {
                 (MixerWeights::Gdn(g), LayerState::Gdn { conv_ring, ssm }) => gdn(&run, cfg, g, conv_ring, ssm, p, pos, t, &mut timer)?,
@@ -524,11 +522,11 @@ impl Engine {
                 _ => return Err(EngineError::Unsupported { what: "layer state", expected: "the weights' layer kind".into(), found: "another kind (a bug in baro)".into() }),
             }
             timer.mark(&self.device, mixer)?;
-            run.add(&p.x, &p.mix, &mut p.h, h, t)?;
-            run.rmsnorm(&p.h, &lw.post_attention_norm, &mut p.xn, h, eps, t)?;
+            run.add_rmsnorm(&p.x, &p.mix, &lw.post_attention_norm, &mut p.h, &mut p.xn, h, eps, t)?;
             staged.moe(&run, cfg, w, i, p, t, &mut timer)?;
             timer.mark(&self.device, "moe: shared expert, combine")?;
-            run.add(&p.h, &p.mix, &mut p.x, h, t)?;
+            let next_norm = w.layers.get(i + 1).map_or(&w.output_norm, |l| &l.attn_norm);
+            run.add_rmsnorm(&p.h, &p.mix, next_norm, &mut p.x, &mut p.xn, h, eps, t)?;
         }
         timer.mark(&self.device, "residual and norms")?;
         self.prefill_profile = timer.totals;
@@ -537,7 +535,6 @@ impl Engine {
             self.device.default_stream().synchronize()?;
             return Ok(Vec::new());
         }
-        run.rmsnorm(&p.x, &w.output_norm, &mut p.xn, h, eps, t)?;
         if all {
             return Ok(run.head(w, p, t)?);
         }
@@ -570,8 +567,7 @@ fn gdn(run: &Rows<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer
         &run.k.gdn_scan,
         &mut [
             A::buf(&p.conv_out),
-            A::buf(&p.beta),
-            A::buf(&p.alpha),
+            A::buf(&p.ba),
             A::buf(&w.ssm_a),
             A::buf(&w.dt_bias),
             A::buf_mut(ssm),
@@ -589,13 +585,12 @@ fn gdn(run: &Rows<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer
     gdn_output(run, cfg, w, p, t)
 }
 
-/// The GDN's input projections over `t` rows of `p.xn`: `p.qkv`, `p.z`, `p.beta`, `p.alpha`.
+/// The GDN's input projections over `t` rows of `p.xn`: `p.qkv`, `p.z`, `p.ba` (beta | alpha).
 pub(super) fn gdn_project(run: &Rows<'_>, w: &GdnWeights, p: &mut PrefillScratch, t: usize) -> Result<(), DeviceError> {
     let ids = &p.zero_ids;
     run.matvec(&w.qkv, &p.xn, ids, &mut p.qkv, t)?;
     run.matvec(&w.gate_z, &p.xn, ids, &mut p.z, t)?;
-    run.matvec(&w.beta, &p.xn, ids, &mut p.beta, t)?;
-    run.matvec(&w.alpha, &p.xn, ids, &mut p.alpha, t)
+    run.matvec(&w.beta_alpha, &p.xn, ids, &mut p.ba, t)
 }
 
 /// The GDN's output over `t` rows of `p.o`: the gated norm with `p.z`, the out projection, into
@@ -673,15 +668,13 @@ pub(super) fn moe(run: &Rows<'_>, cfg: &ModelConfig, w: &MoeWeights, experts: &E
     )?;
     run.launch(&run.k.moe_gather, &mut [A::buf(&p.xn), A::buf(&p.pair_of), A::buf_mut(&mut p.xs), A::from(h), A::from(k), A::from(pairs)])?;
     timer.mark(run.device, "moe: router, sort, gather")?;
-    run.matvec(&experts.gate, &p.xs, &p.sorted_ids, &mut p.gate, pairs)?;
-    run.matvec(&experts.up, &p.xs, &p.sorted_ids, &mut p.up, pairs)?;
-    run.swiglu(&p.gate, &p.up, &mut p.act, fi, pairs)?;
+    run.matvec(&experts.gate_up, &p.xs, &p.sorted_ids, &mut p.gate_up, pairs)?;
+    run.swiglu_pairs(&p.gate_up, &mut p.act, fi, pairs)?;
     run.matvec(&experts.down, &p.act, &p.sorted_ids, &mut p.down_sorted, pairs)?;
     timer.mark(run.device, "moe: routed experts")?;
     run.launch(&run.k.moe_ungather, &mut [A::buf(&p.down_sorted), A::buf(&p.slot_of), A::buf_mut(&mut p.down), A::from(h), A::from(pairs)])?;
-    run.matvec(&w.gate_shexp, &p.xn, ids, &mut p.sh_gate, t)?;
-    run.matvec(&w.up_shexp, &p.xn, ids, &mut p.sh_up, t)?;
-    run.swiglu(&p.sh_gate, &p.sh_up, &mut p.sh_act, fs, t)?;
+    run.matvec(&w.gate_up_shexp, &p.xn, ids, &mut p.sh_gate_up, t)?;
+    run.swiglu_pairs(&p.sh_gate_up, &mut p.sh_act, fs, t)?;
     run.matvec(&w.down_shexp, &p.sh_act, ids, &mut p.sh_out, t)?;
     run.matvec(&w.shared_gate, &p.xn, ids, &mut p.sh_logit, t)?;
     run.launch(&run.k.moe_combine, &mut [A::buf(&p.down), A::buf(&p.expert_weights), A::buf(&p.sh_out), A::buf(&p.sh_logit), A::buf_mut(&mut p.mix), A::from(h), A::from(k), A::from(t)])

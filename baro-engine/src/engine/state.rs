@@ -33,8 +33,7 @@ pub struct Scratch {
     pub qkv: Buffer,      // (q | k | v channel)
     pub conv_out: Buffer, // (q | k | v channel)
     pub z: Buffer,        // (v_head, value_dim)
-    pub beta: Buffer,     // (v_head)
-    pub alpha: Buffer,    // (v_head)
+    pub ba: Buffer,       // (beta | alpha · v_head)
     pub o: Buffer,        // (v_head, value_dim)
     pub o_normed: Buffer, // (v_head, value_dim)
     // full attention
@@ -50,12 +49,10 @@ pub struct Scratch {
     pub router_probs: Buffer,  // (expert)
     pub expert_ids: Buffer,    // (top_k) u32
     pub expert_weights: Buffer, // (top_k)
-    pub gate: Buffer,          // (top_k, expert_ffn)
-    pub up: Buffer,            // (top_k, expert_ffn)
+    pub gate_up: Buffer,       // (top_k, gate | up · expert_ffn)
     pub act: Buffer,           // (top_k, expert_ffn)
     pub down: Buffer,          // (top_k, hidden)
-    pub sh_gate: Buffer,       // (shared_ffn)
-    pub sh_up: Buffer,         // (shared_ffn)
+    pub sh_gate_up: Buffer,    // (gate | up · shared_ffn)
     pub sh_act: Buffer,        // (shared_ffn)
     pub sh_out: Buffer,        // (hidden)
     pub sh_logit: Buffer,      // (1)
@@ -111,8 +108,7 @@ impl State {
             qkv: f(cfg.gdn_conv_dim())?,
             conv_out: f(cfg.gdn_conv_dim())?,
             z: f(nv * vd)?,
-            beta: f(nv)?,
-            alpha: f(nv)?,
+            ba: f(2 * nv)?,
             o: f(nv * vd)?,
             o_normed: f(nv * vd)?,
             q_gate: f(2 * cfg.n_heads * cfg.head_dim)?,
@@ -126,12 +122,10 @@ impl State {
             router_probs: f(cfg.n_experts)?,
             expert_ids: device.alloc(ScalarType::U32, k)?,
             expert_weights: f(k)?,
-            gate: f(k * fi)?,
-            up: f(k * fi)?,
+            gate_up: f(k * 2 * fi)?,
             act: f(k * fi)?,
             down: f(k * h)?,
-            sh_gate: f(fs)?,
-            sh_up: f(fs)?,
+            sh_gate_up: f(2 * fs)?,
             sh_act: f(fs)?,
             sh_out: f(h)?,
             sh_logit: f(1)?,

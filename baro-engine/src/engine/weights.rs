@@ -17,8 +17,8 @@
 //! Q5_K / Q6_K) and are never widened: the matvec kernels dequantize inside the dot. Vectors
 //! the kernels read as f32 (norms, `ssm_a`, `dt_bias`, the conv weight) are widened exactly
 //! from F16/BF16. Routed experts are stacked per layer as (expert, row, column), the layout
-//! the expert-capable matvecs index with `ids`; a GGUF file's fused `ffn_gate_up_exps` is split
-//! into gate and up by bytes. `load_dense` leaves the routed experts out (`experts: None`) for
+//! the expert-capable matvecs index with `ids`; gate and up are kept (or made) one fused stack
+//! per layer, a GGUF file's `ffn_gate_up_exps` as stored. `load_dense` leaves the routed experts out (`experts: None`) for
 //! `staging` to place; `host_experts` and `expert_shapes` give them, or their shapes from the
 //! tensor directory alone, on the host. Never reads a file itself and never panics on
 //! a tensor's contents or shape.
@@ -74,6 +74,8 @@ pub enum WeightError {
     Gguf(Box<GgufError>),
     #[error(transparent)]
     Config(Box<ConfigError>),
+    #[error("tensors {gate} and {up}: expected one element type (baro runs the gate and up projections as one fused matrix), found {gate_ty} and {up_ty}")]
+    PairType { gate: String, up: String, gate_ty: TensorType, up_ty: TensorType },
     #[error("uploading {name}: {source}")]
     Device { name: String, source: Box<DeviceError> },
 }
@@ -109,8 +111,8 @@ pub struct Matrix {
 pub struct GdnWeights {
     pub qkv: Matrix,     // (q | k | v channel, hidden)
     pub gate_z: Matrix,  // (v_head · value_dim, hidden)
-    pub beta: Matrix,    // (v_head, hidden)
-    pub alpha: Matrix,   // (v_head, hidden)
+    /// `ssm_beta` and `ssm_alpha` as one matrix (beta rows, then alpha rows): one matvec.
+    pub beta_alpha: Matrix, // (beta | alpha · v_head, hidden)
     pub ssm_a: Buffer,   // (v_head) f32, −exp(A_log)
     pub dt_bias: Buffer, // (v_head) f32
     pub conv: Buffer,    // (channel, tap) f32
@@ -133,11 +135,12 @@ pub enum MixerWeights {
     Attention(AttentionWeights),
 }
 
-/// One layer's routed experts on the device, stacked by expert id.
+/// One layer's routed experts on the device, stacked by expert id. Gate and up are one fused
+/// matrix per expert (its first expert_ffn rows the gate's, the last the up's, the layout of
+/// a GGUF `ffn_gate_up_exps`), so one matvec launch projects both for all k experts.
 pub struct ExpertMatrices {
-    pub gate: Matrix, // (expert, expert_ffn, hidden)
-    pub up: Matrix,   // (expert, expert_ffn, hidden)
-    pub down: Matrix, // (expert, hidden, expert_ffn)
+    pub gate_up: Matrix, // (expert, gate | up · expert_ffn, hidden)
+    pub down: Matrix,    // (expert, hidden, expert_ffn)
 }
 
 /// The MoE block: router, routed experts stacked by expert id, shared expert and its gate.
@@ -146,9 +149,9 @@ pub struct MoeWeights {
     pub shared_gate: Matrix, // (1, hidden)
     /// `None` when the experts are staged (they live in pinned host memory, `engine::staging`).
     pub experts: Option<ExpertMatrices>,
-    pub gate_shexp: Matrix, // (shared_ffn, hidden)
-    pub up_shexp: Matrix,   // (shared_ffn, hidden)
-    pub down_shexp: Matrix, // (hidden, shared_ffn)
+    /// The shared expert's gate and up projections as one matrix (gate rows, then up rows).
+    pub gate_up_shexp: Matrix, // (gate | up · shared_ffn, hidden)
+    pub down_shexp: Matrix,    // (hidden, shared_ffn)
 }
 
 /// The shape and element type of a stack of matrices, without its bytes.
@@ -177,8 +180,8 @@ pub struct HostMatrix<'a> {
     pub bytes: Cow<'a, [u8]>, // (mat, row, col) in the stored element type
 }
 
-/// One layer's routed experts on the host: gate, up, down.
-pub type HostExperts<'a> = [HostMatrix<'a>; 3];
+/// One layer's routed experts on the host: the fused gate-and-up stack, down.
+pub type HostExperts<'a> = [HostMatrix<'a>; 2];
 
 pub struct LayerWeights {
     pub attn_norm: Buffer,           // (hidden) f32, 1 + w
@@ -237,8 +240,7 @@ impl Weights {
                 LayerKind::Gdn => MixerWeights::Gdn(GdnWeights {
                     qkv: l.matrix(&b("attn_qkv.weight"))?,
                     gate_z: l.matrix(&b("attn_gate.weight"))?,
-                    beta: l.matrix(&b("ssm_beta.weight"))?,
-                    alpha: l.matrix(&b("ssm_alpha.weight"))?,
+                    beta_alpha: l.stacked_matrix(&b("ssm_beta.weight"), &b("ssm_alpha.weight"))?,
                     ssm_a: l.vector(&b("ssm_a"))?,
                     dt_bias: l.vector(&b("ssm_dt.bias"))?,
                     conv: l.vector(&b("ssm_conv1d.weight"))?,
@@ -258,8 +260,7 @@ impl Weights {
                 router: l.matrix(&b("ffn_gate_inp.weight"))?,
                 shared_gate: l.matrix(&b("ffn_gate_inp_shexp.weight"))?,
                 experts: None,
-                gate_shexp: l.matrix(&b("ffn_gate_shexp.weight"))?,
-                up_shexp: l.matrix(&b("ffn_up_shexp.weight"))?,
+                gate_up_shexp: l.stacked_matrix(&b("ffn_gate_shexp.weight"), &b("ffn_up_shexp.weight"))?,
                 down_shexp: l.matrix(&b("ffn_down_shexp.weight"))?,
             };
             layers.push(LayerWeights { attn_norm: l.vector(&b("attn_norm.weight"))?, post_attention_norm: l.vector(&b("post_attention_norm.weight"))?, mixer, moe });
@@ -275,29 +276,28 @@ struct HostTensor<'a> {
     bytes: Cow<'a, [u8]>,
 }
 
-/// Layer `layer`'s routed experts (gate, up, down) on the host, in their stored element
-/// types: borrowed from a GGUF file, or assembled from a checkpoint's per-expert or fused
-/// tensors. Reads no device.
+/// Layer `layer`'s routed experts (fused gate and up, down) on the host, in their stored
+/// element types: borrowed from a GGUF file, or assembled from a checkpoint's per-expert or
+/// fused tensors. Reads no device.
 pub fn host_experts<'a>(source: &'a ModelSource, cfg: &'a ModelConfig, layer: usize) -> Result<HostExperts<'a>, WeightError> {
     let l = HostLoader::new(source, cfg);
-    let (gate, up) = l.gate_up_exps(layer)?;
-    Ok([gate, up, l.host_matrix(&format!("blk.{layer}.ffn_down_exps.weight"))?])
+    Ok([l.gate_up_exps(layer)?, l.host_matrix(&format!("blk.{layer}.ffn_down_exps.weight"))?])
 }
 
-/// The shapes and element types of every layer's routed experts (gate, up, down), from the
-/// file's tensor directory: nothing is read or converted.
-pub fn expert_shapes(source: &ModelSource, cfg: &ModelConfig) -> Result<Vec<[MatrixShape; 3]>, WeightError> {
+/// The shapes and element types of every layer's routed experts (fused gate and up, down),
+/// from the file's tensor directory: nothing is read or converted.
+pub fn expert_shapes(source: &ModelSource, cfg: &ModelConfig) -> Result<Vec<[MatrixShape; 2]>, WeightError> {
     let l = HostLoader::new(source, cfg);
     (0..cfg.n_layers).map(|i| l.expert_shapes(i)).collect()
 }
 
 /// Uploads one layer's host experts.
-pub fn upload_experts(device: &Device, [gate, up, down]: HostExperts<'_>) -> Result<ExpertMatrices, WeightError> {
+pub fn upload_experts(device: &Device, [gate_up, down]: HostExperts<'_>) -> Result<ExpertMatrices, WeightError> {
     let up_one = |m: HostMatrix<'_>, what: &str| -> Result<Matrix, WeightError> {
         let buf = upload(device, what, m.shape.ty, &m.bytes)?;
         Ok(Matrix { buf, ty: m.shape.ty, n_mats: m.shape.n_mats, rows: m.shape.rows, cols: m.shape.cols })
     };
-    Ok(ExpertMatrices { gate: up_one(gate, "routed gate experts")?, up: up_one(up, "routed up experts")?, down: up_one(down, "routed down experts")? })
+    Ok(ExpertMatrices { gate_up: up_one(gate_up, "routed gate and up experts")?, down: up_one(down, "routed down experts")? })
 }
 
 /// The device element type a matrix of `ty` is stored as: its float type, or raw bytes.
@@ -315,6 +315,31 @@ pub fn alloc_matrix(device: &Device, shape: MatrixShape) -> Result<Matrix, Devic
     let elem = storage_elem(shape.ty);
     let buf = device.alloc(elem, shape.bytes() / elem.size_bytes())?;
     Ok(Matrix { buf, ty: shape.ty, n_mats: shape.n_mats, rows: shape.rows, cols: shape.cols })
+}
+
+/// Stacks `gate` and `up` (the same number of matrices, columns and element type) into one
+/// stack whose matrix i is gate i's rows followed by up i's: the fused gate-and-up layout
+/// (and any two projections of one input run as one matrix).
+fn stack_rows<'a>(gate_name: &str, gate: HostMatrix<'a>, up_name: &str, up: HostMatrix<'a>) -> Result<HostMatrix<'a>, WeightError> {
+    let (g, u) = (gate.shape, up.shape);
+    if g.ty != u.ty {
+        return Err(WeightError::PairType { gate: gate_name.into(), up: up_name.into(), gate_ty: g.ty, up_ty: u.ty });
+    }
+    if (u.n_mats, u.cols) != (g.n_mats, g.cols) {
+        return Err(WeightError::Shape { name: up_name.into(), expected: vec![g.n_mats, u.rows, g.cols], found: vec![u.n_mats, u.rows, u.cols] });
+    }
+    for (name, m) in [(gate_name, &gate), (up_name, &up)] {
+        if m.bytes.len() != m.shape.bytes() {
+            return Err(WeightError::Shape { name: name.into(), expected: vec![m.shape.n_mats, m.shape.rows, m.shape.cols], found: vec![m.bytes.len()] });
+        }
+    }
+    let (gb, ub) = (g.mat_bytes(), u.mat_bytes());
+    let mut bytes = Vec::with_capacity(gate.bytes.len() + up.bytes.len());
+    for i in 0..g.n_mats {
+        bytes.extend_from_slice(&gate.bytes[i * gb..(i + 1) * gb]);
+        bytes.extend_from_slice(&up.bytes[i * ub..(i + 1) * ub]);
+    }
+    Ok(HostMatrix { shape: MatrixShape { rows: g.rows + u.rows, ..g }, bytes: Cow::Owned(bytes) })
 }
 
 fn upload(device: &Device, name: &str, ty: TensorType, bytes: &[u8]) -> Result<Buffer, WeightError> {
@@ -350,6 +375,14 @@ impl<'a> Loader<'a> {
     fn matrix(&self, name: &str) -> Result<Matrix, WeightError> {
         let m = self.host_matrix(name)?;
         let buf = self.upload(name, m.shape.ty, &m.bytes)?;
+        Ok(Matrix { buf, ty: m.shape.ty, n_mats: m.shape.n_mats, rows: m.shape.rows, cols: m.shape.cols })
+    }
+
+    /// Matrices `first` and `second` (one each, same columns and element type) as one matrix:
+    /// the first's rows, then the second's (two projections of one input, one launch).
+    fn stacked_matrix(&self, first: &str, second: &str) -> Result<Matrix, WeightError> {
+        let m = stack_rows(first, self.host_matrix(first)?, second, self.host_matrix(second)?)?;
+        let buf = self.upload(first, m.shape.ty, &m.bytes)?;
         Ok(Matrix { buf, ty: m.shape.ty, n_mats: m.shape.n_mats, rows: m.shape.rows, cols: m.shape.cols })
     }
 
@@ -412,15 +445,15 @@ impl<'a> HostLoader<'a> {
         g.tensor(&fused).filter(|_| !separate).map(|t| (fused, t))
     }
 
-    /// Layer `layer`'s routed gate and up experts: `ffn_gate_exps` and `ffn_up_exps`, or, in a
-    /// GGUF file that has neither, the fused `ffn_gate_up_exps` (E, 2·I, H) split per expert in
-    /// its stored element type: gate the first I rows of each expert, up the last I (the order
-    /// of llama.cpp and of `names`' HF `gate_up_proj`). Rows are whole blocks, so the split is
-    /// a byte split; nothing is widened.
-    fn gate_up_exps(&self, layer: usize) -> Result<(HostMatrix<'a>, HostMatrix<'a>), WeightError> {
+    /// Layer `layer`'s routed gate and up experts as one fused stack (E, 2·I, H), each expert's
+    /// gate rows then its up rows: a GGUF file's `ffn_gate_up_exps` as stored (borrowed) when
+    /// it has neither separate tensor, else `ffn_gate_exps` and `ffn_up_exps` interleaved per
+    /// expert in their (one) stored element type. Rows are whole blocks, so this moves bytes;
+    /// nothing is widened.
+    fn gate_up_exps(&self, layer: usize) -> Result<HostMatrix<'a>, WeightError> {
         let (gate, up) = (format!("blk.{layer}.ffn_gate_exps.weight"), format!("blk.{layer}.ffn_up_exps.weight"));
         let Some((fused, t)) = self.fused_gate_up(layer) else {
-            return Ok((self.host_matrix(&gate)?, self.host_matrix(&up)?));
+            return stack_rows(&gate, self.host_matrix(&gate)?, &up, self.host_matrix(&up)?);
         };
         let (e, n, k) = match self.spec(&gate)?.shape.as_slice() {
             &[e, n, k] => (e, n, k),
@@ -432,15 +465,7 @@ impl<'a> HostLoader<'a> {
         if k % t.ty.block_len() != 0 || t.bytes.len() != e * 2 * per {
             return Err(WeightError::Shape { name: fused, expected: vec![e, 2 * n, k.next_multiple_of(t.ty.block_len())], found: t.shape.to_vec() });
         }
-        let (mut gate_bytes, mut up_bytes) = (Vec::with_capacity(e * per), Vec::with_capacity(e * per));
-        if per > 0 {
-            for expert in t.bytes.chunks_exact(2 * per) {
-                gate_bytes.extend_from_slice(&expert[..per]);
-                up_bytes.extend_from_slice(&expert[per..]);
-            }
-        }
-        let shape = MatrixShape { ty: t.ty, n_mats: e, rows: n, cols: k };
-        Ok((HostMatrix { shape, bytes: Cow::Owned(gate_bytes) }, HostMatrix { shape, bytes: Cow::Owned(up_bytes) }))
+        Ok(HostMatrix { shape: MatrixShape { ty: t.ty, n_mats: e, rows: 2 * n, cols: k }, bytes: Cow::Borrowed(t.bytes) })
     }
 
     /// The stored element type of routed-expert tensor `name` (`part` of `layer`) without
@@ -464,12 +489,17 @@ impl<'a> HostLoader<'a> {
         }
     }
 
-    fn expert_shapes(&self, layer: usize) -> Result<[MatrixShape; 3], WeightError> {
-        let shape = |part: ExpertPart, suffix: &str| -> Result<MatrixShape, WeightError> {
+    fn expert_shapes(&self, layer: usize) -> Result<[MatrixShape; 2], WeightError> {
+        let shape = |part: ExpertPart, suffix: &str| -> Result<(String, MatrixShape), WeightError> {
             let name = format!("blk.{layer}.{suffix}");
-            self.matrix_shape(&name, self.expert_type(&name, layer, part)?)
+            let shape = self.matrix_shape(&name, self.expert_type(&name, layer, part)?)?;
+            Ok((name, shape))
         };
-        Ok([shape(ExpertPart::Gate, "ffn_gate_exps.weight")?, shape(ExpertPart::Up, "ffn_up_exps.weight")?, shape(ExpertPart::Down, "ffn_down_exps.weight")?])
+        let ((gate, g), (up, u)) = (shape(ExpertPart::Gate, "ffn_gate_exps.weight")?, shape(ExpertPart::Up, "ffn_up_exps.weight")?);
+        if g.ty != u.ty {
+            return Err(WeightError::PairType { gate, up, gate_ty: g.ty, up_ty: u.ty });
+        }
+        Ok([MatrixShape { rows: g.rows + u.rows, ..g }, shape(ExpertPart::Down, "ffn_down_exps.weight")?.1])
     }
 
     /// The canonical tensor `name` in its stored element type.

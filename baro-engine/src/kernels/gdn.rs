@@ -54,6 +54,7 @@ pub const GDN_MAX_DK: usize = 128;
 /// column j = 32 · group_id(1) + l of the head's (dk × dv) state (columns never interact). qkv: the conv output (q: n_k_heads·dk | k:
 /// n_k_heads·dk | v: n_v_heads·dv); state: (n_v_heads, dk, dv); o: (n_v_heads, dv).
 /// q̂ = (q · rsqrt(Σq² + 1e-6)) · q_scale, k̂ = k · rsqrt(Σk² + 1e-6) (sums `lanes(32).butterfly()`);
+/// `ba` holds the fused beta and alpha projections (b: n_v_heads | a: n_v_heads, one matvec);
 /// beta = sigmoid(b[h]); decay = exp(ssm_a[h] · softplus(a[h] + dt_bias[h]));
 /// kv_j = seq_i((S_ij · decay) · k̂_i); δ_j = (v_j − kv_j) · beta;
 /// S_ij ← S_ij · decay + k̂_i · δ_j; o_j = seq_i(S_ij · q̂_i).
@@ -67,7 +68,7 @@ pub const GDN_MAX_DK: usize = 128;
 /// order: only where values are kept and which thread computes them changes
 /// (`dk ≤ GDN_MAX_DK`; a larger dk is a bounds error on the workgroup arrays).
 #[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, verify(dk = [1, 31, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4]))]
-pub fn gdn_step(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: &[f32], state: &mut [f32], o: &mut [f32], dk: usize, dv: usize, n_k_heads: usize, n_v_heads: usize, tiled: bool, q_scale: f32) {
+pub fn gdn_step(qkv: &[f32], ba: &[f32], ssm_a: &[f32], dt_bias: &[f32], state: &mut [f32], o: &mut [f32], dk: usize, dv: usize, n_k_heads: usize, n_v_heads: usize, tiled: bool, q_scale: f32) {
     let h = group_id(0);
     let c0 = group_id(1) * 32;
     let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
@@ -85,8 +86,8 @@ pub fn gdn_step(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: &[f32
     }
     let qn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[qb + i] * qkv[qb + i]) + 1e-6);
     let kn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
-    let beta = sigmoid(b[h]);
-    let decay = exp(ssm_a[h] * softplus(a[h] + dt_bias[h]));
+    let beta = sigmoid(ba[h]);
+    let decay = exp(ssm_a[h] * softplus(ba[n_v_heads + h] + dt_bias[h]));
     for t in par(0..dk * 32) {
         if c0 + t % 32 < dv {
             pr[t] = (st[t] * decay) * (qkv[kb + t / 32] * kn);
@@ -116,14 +117,14 @@ pub fn gdn_step(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: &[f32
 }
 
 /// `gdn_step` over rows: the delta-rule scan, row r reading qkv[r · (2 · n_k_heads · dk +
-/// n_v_heads · dv) ..], b and a [r · n_v_heads ..] and writing o[r · n_v_heads · dv ..], the
+/// n_v_heads · dv) ..], ba [r · 2 · n_v_heads ..] and writing o[r · n_v_heads · dv ..], the
 /// state carried from row to row, every row in the decode step's own order. The same split
 /// as the m=1 kernel: a workgroup walks every row for its head's 32 columns, which stay in
 /// workgroup memory from the first row to the last.
 #[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, rows_of = gdn_step, rows = rows,
-         row_stride(qkv = 2 * n_k_heads * dk + n_v_heads * dv, b = n_v_heads, a = n_v_heads, o = n_v_heads * dv), carry(state),
+         row_stride(qkv = 2 * n_k_heads * dk + n_v_heads * dv, ba = 2 * n_v_heads, o = n_v_heads * dv), carry(state),
          verify(dk = [1, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4], rows = [1, 3]))]
-pub fn gdn_scan_rows(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: &[f32], state: &mut [f32], o: &mut [f32], dk: usize, dv: usize, n_k_heads: usize, n_v_heads: usize, tiled: bool, q_scale: f32, rows: usize) {
+pub fn gdn_scan_rows(qkv: &[f32], ba: &[f32], ssm_a: &[f32], dt_bias: &[f32], state: &mut [f32], o: &mut [f32], dk: usize, dv: usize, n_k_heads: usize, n_v_heads: usize, tiled: bool, q_scale: f32, rows: usize) {
     let h = group_id(0);
     let c0 = group_id(1) * 32;
     let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
@@ -143,8 +144,8 @@ pub fn gdn_scan_rows(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: 
         let vb = rb + 2 * n_k_heads * dk + h * dv;
         let qn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[qb + i] * qkv[qb + i]) + 1e-6);
         let kn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
-        let beta = sigmoid(b[r * n_v_heads + h]);
-        let decay = exp(ssm_a[h] * softplus(a[r * n_v_heads + h] + dt_bias[h]));
+        let beta = sigmoid(ba[r * 2 * n_v_heads + h]);
+        let decay = exp(ssm_a[h] * softplus(ba[r * 2 * n_v_heads + n_v_heads + h] + dt_bias[h]));
         for t in par(0..dk * 32) {
             if c0 + t % 32 < dv {
                 pr[t] = (st[t] * decay) * (qkv[kb + t / 32] * kn);

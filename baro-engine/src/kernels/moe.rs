@@ -11,29 +11,37 @@ pub const ROUTER_MAX_EXPERTS: usize = 1024;
 use baro::reference::{max_lanes_butterfly, sum_lanes_butterfly, sum_sequential};
 
 /// One workgroup. probs = softmax(logits) (max and sum `lanes(32).butterfly()`, p = e / s);
-/// then `top_k` picks, pick j taking the largest remaining probability and, among equal ones,
-/// the **lower expert id** (an integer `min` over the ids holding the max: exact); then
-/// weights[j] = p_j / seq(p_0 + … + p_{k−1}) in pick order. NaN logits give unspecified ids
-/// (never out of range: an id with no match is `n_experts`, which the expert matvec's bounds
-/// check rejects). The picks' scratch (the probabilities not yet taken) lives in workgroup
-/// memory, so `n_experts ≤ ROUTER_MAX_EXPERTS` (`ModelConfig::validate` checks it).
-#[kernel(grid = [1], block = 256, verify(n_experts = [1, 31, 33, 70], top_k = [1, 2]))]
+/// then the `top_k` largest probabilities, the **lower expert id** first among equal ones:
+/// pick j is the expert whose rank is j, the rank of e being the number of experts before it
+/// in that order (#{f: p_f > p_e} + #{f < e: p_f = p_e}: integer counts of exact
+/// comparisons, so the picks are those of taking the largest remaining probability k times,
+/// without a reduction and a barrier per pick). The k picks run side by side, one team of 32
+/// lanes each: its id is the integer `min` of the ids of rank j (exact), its weight the `max`
+/// of their probabilities (one of them, the rest −inf: exact). weights[j] = p_j / seq(p_0 +
+/// … + p_{k−1}) in pick order. NaN logits give unspecified ids, never out of range but
+/// `n_experts` (a pick no expert holds), which the expert matvec's bounds check rejects. The
+/// probabilities and ranks live in workgroup memory, so `n_experts ≤ ROUTER_MAX_EXPERTS`
+/// (`ModelConfig::validate` checks it).
+#[kernel(grid = [1], block = 256, verify(n_experts = [1, 31, 33, 70], top_k = [1, 2, 9]))]
 pub fn router_topk(logits: &[f32], probs: &mut [f32], ids: &mut [u32], weights: &mut [f32], n_experts: usize, top_k: usize) {
     let work = shared::<f32, 1024>();
+    let rank = shared::<u32, 1024>();
     let m = max!(e in 0..n_experts, order = lanes(32).butterfly(), logits[e]);
     let s = sum!(e in 0..n_experts, order = lanes(32).butterfly(), exp(logits[e] - m));
     for e in par(0..n_experts) {
         probs[e] = exp(logits[e] - m) / s;
         work[e] = exp(logits[e] - m) / s;
     }
-    for j in 0..top_k {
-        let best = max!(e in 0..n_experts, order = lanes(32).butterfly(), work[e]);
-        let id = min!(e in 0..n_experts, order = lanes(32).butterfly(), if work[e] == best { e } else { n_experts });
-        ids[j] = id as u32;
-        weights[j] = best;
-        for e in par(0..n_experts) {
-            work[e] = if e == id { f32::NEG_INFINITY } else { work[e] };
+    for e in par(0..n_experts) {
+        let mut r: u32 = 0;
+        for f in 0..n_experts {
+            r = r + if work[f] > work[e] || (work[f] == work[e] && f < e) { 1 } else { 0 };
         }
+        rank[e] = r;
+    }
+    for j in par_team(0..top_k, 32) {
+        ids[j] = min!(e in 0..n_experts, order = lanes(32).butterfly(), if rank[e] == (j as u32) { e } else { n_experts }) as u32;
+        weights[j] = max!(e in 0..n_experts, order = lanes(32).butterfly(), if rank[e] == (j as u32) { work[e] } else { f32::NEG_INFINITY });
     }
     let total = sum!(j in 0..top_k, order = seq, weights[j]);
     // Every thread sums the weights before any is overwritten (a race the verifier found:
@@ -48,9 +56,10 @@ pub fn router_topk(logits: &[f32], probs: &mut [f32], ids: &mut [u32], weights: 
 /// [r · top_k ..]; one workgroup per row, its scratch in that workgroup's memory.
 #[kernel(grid = [rows], block = 256, rows_of = router_topk, rows = rows,
          row_stride(logits = n_experts, probs = n_experts, ids = top_k, weights = top_k),
-         verify(n_experts = [1, 33, 70], top_k = [1, 2], rows = [1, 3]))]
+         verify(n_experts = [1, 33, 70], top_k = [1, 2, 9], rows = [1, 3]))]
 pub fn router_topk_rows(logits: &[f32], probs: &mut [f32], ids: &mut [u32], weights: &mut [f32], n_experts: usize, top_k: usize, rows: usize) {
     let work = shared::<f32, 1024>();
+    let rank = shared::<u32, 1024>();
     let r = group_id(0);
     let lb = r * n_experts;
     let kb = r * top_k;
@@ -60,14 +69,16 @@ pub fn router_topk_rows(logits: &[f32], probs: &mut [f32], ids: &mut [u32], weig
         probs[lb + e] = exp(logits[lb + e] - m) / s;
         work[e] = exp(logits[lb + e] - m) / s;
     }
-    for j in 0..top_k {
-        let best = max!(e in 0..n_experts, order = lanes(32).butterfly(), work[e]);
-        let id = min!(e in 0..n_experts, order = lanes(32).butterfly(), if work[e] == best { e } else { n_experts });
-        ids[kb + j] = id as u32;
-        weights[kb + j] = best;
-        for e in par(0..n_experts) {
-            work[e] = if e == id { f32::NEG_INFINITY } else { work[e] };
+    for e in par(0..n_experts) {
+        let mut c: u32 = 0;
+        for f in 0..n_experts {
+            c = c + if work[f] > work[e] || (work[f] == work[e] && f < e) { 1 } else { 0 };
         }
+        rank[e] = c;
+    }
+    for j in par_team(0..top_k, 32) {
+        ids[kb + j] = min!(e in 0..n_experts, order = lanes(32).butterfly(), if rank[e] == (j as u32) { e } else { n_experts }) as u32;
+        weights[kb + j] = max!(e in 0..n_experts, order = lanes(32).butterfly(), if rank[e] == (j as u32) { work[e] } else { f32::NEG_INFINITY });
     }
     let total = sum!(j in 0..top_k, order = seq, weights[kb + j]);
     // Every thread sums the weights before any is overwritten (a race the verifier found:
@@ -78,22 +89,27 @@ pub fn router_topk_rows(logits: &[f32], probs: &mut [f32], ids: &mut [u32], weig
     }
 }
 
-/// h = silu(g) · u, elementwise over n (all k experts' rows at once), 256 per workgroup.
-#[kernel(grid = [(n + 255) / 256], block = 256, verify(n = [1, 31, 256, 257, 600]))]
-pub fn swiglu(g: &[f32], u: &[f32], h: &mut [f32], n: usize) {
+/// SwiGLU on the output of a fused gate-and-up projection: slot s's `2n` projections are its
+/// gate (the first n) then its up (the last n), and h[s · n + j] = silu(gu[s · 2n + j]) ·
+/// gu[s · 2n + n + j]: one launch for all `n_slots` slots (the k routed experts, or the one
+/// shared expert), 256 elements per workgroup.
+#[kernel(grid = [(n + 255) / 256, n_slots], block = 256, verify(n = [1, 31, 256, 257, 600], n_slots = [1, 3]))]
+pub fn swiglu_pairs(gu: &[f32], h: &mut [f32], n: usize, n_slots: usize) {
     let base = group_id(0) * 256;
+    let s = group_id(1);
     for j in par(0..if n - base < 256 { n - base } else { 256 }) {
-        h[base + j] = silu(g[base + j]) * u[base + j];
+        h[s * n + base + j] = silu(gu[s * 2 * n + base + j]) * gu[s * 2 * n + n + base + j];
     }
 }
 
-/// `swiglu` over rows of n: workgroups (chunk, row).
-#[kernel(grid = [(n + 255) / 256, rows], block = 256, rows_of = swiglu, rows = rows, row_stride(g = n, u = n, h = n), verify(n = [1, 31, 256, 257, 600]))]
-pub fn swiglu_rows(g: &[f32], u: &[f32], h: &mut [f32], n: usize, rows: usize) {
+/// `swiglu_pairs` over rows (one slot each): row r reads gu[r · 2n ..] and writes h[r · n ..];
+/// workgroups (chunk, row).
+#[kernel(grid = [(n + 255) / 256, rows], block = 256, rows_of = swiglu_pairs, rows = rows, row_stride(gu = 2 * n, h = n), verify(n = [1, 31, 256, 257, 600], n_slots = [1]))]
+pub fn swiglu_pairs_rows(gu: &[f32], h: &mut [f32], n: usize, n_slots: usize, rows: usize) {
     let base = group_id(0) * 256;
-    let r = group_id(1) * n;
+    let r = group_id(1);
     for j in par(0..if n - base < 256 { n - base } else { 256 }) {
-        h[r + base + j] = silu(g[r + base + j]) * u[r + base + j];
+        h[r * n + base + j] = silu(gu[r * 2 * n + base + j]) * gu[r * 2 * n + n + base + j];
     }
 }
 
@@ -123,22 +139,20 @@ pub fn moe_combine_rows(ye: &[f32], weights: &[f32], shared: &[f32], shared_logi
     }
 }
 
-/// `router_topk` in plain Rust: (probs, ids, weights).
+/// `router_topk` in plain Rust: (probs, ids, weights). The picks are the experts of rank
+/// 0 .. top_k in (probability descending, id ascending) order, counted as the kernel counts
+/// them (so NaN probabilities give the kernel's ids too).
 pub fn router_reference(logits: &[f32], top_k: usize) -> (Vec<f32>, Vec<u32>, Vec<f32>) {
     let n = logits.len();
     let m = max_lanes_butterfly(n, 32, |e| logits[e]);
     let s = sum_lanes_butterfly(n, 32, |e| mathlib::exp(logits[e] - m));
     let probs: Vec<f32> = logits.iter().map(|&l| mathlib::exp(l - m) / s).collect();
-    let mut work = probs.clone();
+    let rank: Vec<usize> = (0..n).map(|e| (0..n).filter(|&f| probs[f] > probs[e] || (probs[f] == probs[e] && f < e)).count()).collect();
     let (mut ids, mut w) = (Vec::new(), Vec::new());
-    for _ in 0..top_k {
-        let best = max_lanes_butterfly(n, 32, |e| work[e]);
-        let id = (0..n).find(|&e| work[e] == best).unwrap_or(n);
+    for j in 0..top_k {
+        let id = (0..n).find(|&e| rank[e] == j).unwrap_or(n);
         ids.push(id as u32);
-        w.push(best);
-        if id < n {
-            work[id] = f32::NEG_INFINITY;
-        }
+        w.push(if id < n { probs[id] } else { f32::NEG_INFINITY });
     }
     let total = sum_sequential(top_k, |j| w[j]);
     (probs, ids, w.iter().map(|&v| v / total).collect())

@@ -1,4 +1,4 @@
-//! RMSNorm in fp32 and the residual add. Weight convention: `rmsnorm` and `head_rmsnorm` take
+//! RMSNorm in fp32, and the residual add fused with the norm after it (`add_rmsnorm`). Weight convention: `rmsnorm` and `head_rmsnorm` take
 //! the weight **as GGUF stores it** (already `1 + w`), so `y = x · rsqrt(mean x² + eps) · w`;
 //! a Hugging Face checkpoint's zero-centred weight is either offset by the loader (`1.0 + w`
 //! in f32, the same rounding the kernel would do) or passed to `rmsnorm_zc`, which adds it
@@ -77,22 +77,31 @@ pub fn head_rmsnorm_rows(x: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, i
     }
 }
 
-/// y = a + b, elementwise (the residual add); workgroup g adds elements g·256 .. g·256 + 256.
-#[kernel(grid = [(n + 255) / 256], block = 256, verify(n = [1, 31, 256, 257, 600]))]
-pub fn add(a: &[f32], b: &[f32], y: &mut [f32], n: usize) {
+/// The residual add and the RMSNorm after it in one launch: h = a + b, y = rmsnorm(h, w) (w
+/// stored as 1 + w_hf). Every workgroup forms all n sums a + b (each rounded once, as `add`
+/// rounds it) for Σh² in `rmsnorm`'s order and writes its 256 elements of h and y, so h and y
+/// are `add`'s and then `rmsnorm`'s bits, without h's round trip through memory or a launch.
+#[kernel(grid = [(n + 255) / 256], block = 256, verify(n = [1, 31, 33, 256, 257, 600]))]
+pub fn add_rmsnorm(a: &[f32], b: &[f32], w: &[f32], h: &mut [f32], y: &mut [f32], n: usize, eps: f32) {
     let base = group_id(0) * 256;
+    let ss = sum!(i in 0..n, order = lanes(32).butterfly(), (a[i] + b[i]) * (a[i] + b[i]));
+    let scale = rsqrt(ss / (n as f32) + eps);
     for j in par(0..if n - base < 256 { n - base } else { 256 }) {
-        y[base + j] = a[base + j] + b[base + j];
+        h[base + j] = a[base + j] + b[base + j];
+        y[base + j] = (a[base + j] + b[base + j]) * scale * w[base + j];
     }
 }
 
-/// `add` over rows of n: workgroups (chunk, row).
-#[kernel(grid = [(n + 255) / 256, rows], block = 256, rows_of = add, rows = rows, row_stride(a = n, b = n, y = n), verify(n = [1, 31, 256, 257, 600]))]
-pub fn add_rows(a: &[f32], b: &[f32], y: &mut [f32], n: usize, rows: usize) {
+/// `add_rmsnorm` over rows of n: workgroups (chunk, row).
+#[kernel(grid = [(n + 255) / 256, rows], block = 256, rows_of = add_rmsnorm, rows = rows, row_stride(a = n, b = n, h = n, y = n), verify(n = [1, 31, 33, 256, 257, 600]))]
+pub fn add_rmsnorm_rows(a: &[f32], b: &[f32], w: &[f32], h: &mut [f32], y: &mut [f32], n: usize, eps: f32, rows: usize) {
     let base = group_id(0) * 256;
     let r = group_id(1) * n;
+    let ss = sum!(i in 0..n, order = lanes(32).butterfly(), (a[r + i] + b[r + i]) * (a[r + i] + b[r + i]));
+    let scale = rsqrt(ss / (n as f32) + eps);
     for j in par(0..if n - base < 256 { n - base } else { 256 }) {
-        y[r + base + j] = a[r + base + j] + b[r + base + j];
+        h[r + base + j] = a[r + base + j] + b[r + base + j];
+        y[r + base + j] = (a[r + base + j] + b[r + base + j]) * scale * w[base + j];
     }
 }
 

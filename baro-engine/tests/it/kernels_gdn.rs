@@ -100,10 +100,12 @@ fn delta_rule_step_matches_reference_over_tokens() {
         for step in 0..4 {
             let qkv = rng.vec_f32(2 * nk * dk + nv * dv);
             let (bv, av) = (rng.vec_f32(nv), rng.vec_f32(nv));
-            let (qb, bb, avb) = (d.upload(&qkv).unwrap(), d.upload(&bv).unwrap(), d.upload(&av).unwrap());
+            // beta's and alpha's logits in one buffer, as the fused projection writes them.
+            let ba: Vec<f32> = bv.iter().chain(&av).copied().collect();
+            let (qb, bab) = (d.upload(&qkv).unwrap(), d.upload(&ba).unwrap());
             let mut o = zeros(&d, nv * dv);
             run(&d, &gdn::gdn_step(), &mut [
-                A::buf(&qb), A::buf(&bb), A::buf(&avb), A::buf(&ab), A::buf(&db), A::buf_mut(&mut state), A::buf_mut(&mut o),
+                A::buf(&qb), A::buf(&bab), A::buf(&ab), A::buf(&db), A::buf_mut(&mut state), A::buf_mut(&mut o),
                 A::from(dk), A::from(dv), A::from(nk), A::from(nv), A::from(tiled), A::from(q_scale),
             ]);
             let want = gdn::gdn_step_reference(&qkv, &bv, &av, &ssm_a, &dt, &mut state_h, dk, dv, nk, nv, tiled, q_scale);

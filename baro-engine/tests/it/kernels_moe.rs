@@ -64,11 +64,12 @@ fn swiglu_and_combine_match_reference() {
     let d = dev();
     let mut rng = Rng::new(32);
     let (dim, k) = (1001usize, 3usize);
-    let (g, u) = (rng.vec_f32(k * dim), rng.vec_f32(k * dim));
-    let (gb, ub) = (d.upload(&g).unwrap(), d.upload(&u).unwrap());
+    // Slot s's fused projections: gate at gu[s · 2·dim ..], up at gu[s · 2·dim + dim ..].
+    let gu = rng.vec_f32(k * 2 * dim);
+    let gub = d.upload(&gu).unwrap();
     let mut h = zeros(&d, k * dim);
-    run(&d, &moe::swiglu(), &mut [A::buf(&gb), A::buf(&ub), A::buf_mut(&mut h), A::from(k * dim)]);
-    let want: Vec<f32> = g.iter().zip(&u).map(|(&a, &b)| mathlib::silu(a) * b).collect();
+    run(&d, &moe::swiglu_pairs(), &mut [A::buf(&gub), A::buf_mut(&mut h), A::from(dim), A::from(k)]);
+    let want: Vec<f32> = (0..k * dim).map(|i| mathlib::silu(gu[(i / dim) * 2 * dim + i % dim]) * gu[(i / dim) * 2 * dim + dim + i % dim]).collect();
     assert_eq!(bits(&d.read::<f32>(&h).unwrap()), bits(&want));
 
     let (ye, w, sh) = (rng.vec_f32(k * dim), vec![0.5f32, 0.3, 0.2], rng.vec_f32(dim));
@@ -81,6 +82,8 @@ fn swiglu_and_combine_match_reference() {
 
 /// One routed MoE block at small ragged size: 6 experts of (ffn 96 × hidden 512) Q4_K
 /// gate/up, (hidden 256 × ffn 256) Q5_K down, top-3, a Q8_0 shared expert and an f32 gate.
+/// The kernels run gate and up as one fused matrix per expert (the engine's layout); the
+/// references run them apart.
 #[test]
 fn routed_block_composes() {
     let d = dev();
@@ -105,16 +108,18 @@ fn routed_block_composes() {
     let logits_h: Vec<f32> = d.read(&logits).unwrap();
     let (_, ids, weights) = router(&d, &logits_h, top_k);
     let (idb, wb) = (d.upload(&ids).unwrap(), d.upload(&weights).unwrap());
-    // Experts by id, then the shared expert and its gate.
-    let g = mv(&quant::matvec_q4_k(), &xb, &wg, &idb, top_k, hidden, ffn, 0);
-    let u = mv(&quant::matvec_q4_k(), &xb, &wu, &idb, top_k, hidden, ffn, 0);
+    // Experts by id (gate and up fused per expert), then the shared expert and its gate.
+    let fuse = |g: &[u8], u: &[u8], n_mats: usize| -> Vec<u8> {
+        let per = g.len() / n_mats;
+        (0..n_mats).flat_map(|e| g[e * per..(e + 1) * per].iter().chain(&u[e * per..(e + 1) * per]).copied()).collect()
+    };
+    let gu = mv(&quant::matvec_q4_k(), &xb, &fuse(&wg, &wu, n_exp), &idb, top_k, hidden, 2 * ffn, 0);
     let mut h = zeros(&d, top_k * ffn);
-    run(&d, &moe::swiglu(), &mut [A::buf(&g), A::buf(&u), A::buf_mut(&mut h), A::from(top_k * ffn)]);
+    run(&d, &moe::swiglu_pairs(), &mut [A::buf(&gu), A::buf_mut(&mut h), A::from(ffn), A::from(top_k)]);
     let ye = mv(&quant::matvec_q5_k(), &h, &wd, &idb, top_k, ffn, hidden, ffn);
-    let sgv = mv(&quant::matvec_q8_0(), &xb, &sg, &one, 1, hidden, ffn, 0);
-    let suv = mv(&quant::matvec_q8_0(), &xb, &su, &one, 1, hidden, ffn, 0);
+    let sguv = mv(&quant::matvec_q8_0(), &xb, &fuse(&sg, &su, 1), &one, 1, hidden, 2 * ffn, 0);
     let mut sh = zeros(&d, ffn);
-    run(&d, &moe::swiglu(), &mut [A::buf(&sgv), A::buf(&suv), A::buf_mut(&mut sh), A::from(ffn)]);
+    run(&d, &moe::swiglu_pairs(), &mut [A::buf(&sguv), A::buf_mut(&mut sh), A::from(ffn), A::from(1usize)]);
     let shy = mv(&quant::matvec_q8_0(), &sh, &sd, &one, 1, ffn, hidden, 0);
     let sgb = d.upload(&sgate).unwrap();
     let mut sl = zeros(&d, 1);
@@ -141,7 +146,7 @@ fn routed_block_composes() {
 
 #[test]
 fn moe_kernels_verify() {
-    for k in [moe::router_topk(), moe::moe_combine(), moe::swiglu()] {
+    for k in [moe::router_topk(), moe::moe_combine(), moe::swiglu_pairs()] {
         let t = std::time::Instant::now();
         let proof = verify_kernel(&k).unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
         println!("{}: {} shapes, {} regions, {:?}", k.name, proof.shapes, proof.regions_checked, t.elapsed());

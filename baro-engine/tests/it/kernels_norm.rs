@@ -1,4 +1,4 @@
-//! Host tests of the embedding, norm and residual kernels against their plain-Rust references,
+//! Host tests of the embedding, norm and residual-add-and-norm kernels against their plain-Rust references,
 //! byte for byte, on ragged shapes (the K-quant gathers against `model::dequant` on random
 //! blocks); plus the verifier on each kernel and an exhaustive check of the f16 decode the
 //! quantized kernels inline.
@@ -172,25 +172,31 @@ fn head_rmsnorm_matches_reference() {
 }
 
 #[test]
-fn add_is_elementwise() {
+fn add_rmsnorm_is_the_add_then_the_norm() {
     let d = dev();
     let mut rng = Rng::new(4);
-    let n = 1001;
-    let (a, b) = (rng.vec_f32(n), rng.vec_f32(n));
-    let (ab, bb) = (d.upload(&a).unwrap(), d.upload(&b).unwrap());
-    let mut y = zeros(&d, n);
-    run(&d, &norm::add(), &mut [A::buf(&ab), A::buf(&bb), A::buf_mut(&mut y), A::from(n)]);
-    let want: Vec<f32> = a.iter().zip(&b).map(|(p, q)| p + q).collect();
-    assert_eq!(bits(&d.read::<f32>(&y).unwrap()), bits(&want));
+    for n in [1usize, 31, 256, 257, 1001, 2048] {
+        let (a, b, w) = (rng.vec_f32(n), rng.vec_f32(n), rng.vec_f32(n));
+        let (ab, bb, wb) = (d.upload(&a).unwrap(), d.upload(&b).unwrap(), d.upload(&w).unwrap());
+        let (mut h, mut y) = (zeros(&d, n), zeros(&d, n));
+        run(&d, &norm::add_rmsnorm(), &mut [A::buf(&ab), A::buf(&bb), A::buf(&wb), A::buf_mut(&mut h), A::buf_mut(&mut y), A::from(n), A::from(1e-6f32)]);
+        let sum: Vec<f32> = a.iter().zip(&b).map(|(p, q)| p + q).collect();
+        assert_eq!(bits(&d.read::<f32>(&h).unwrap()), bits(&sum), "n={n}: the sums");
+        assert_eq!(bits(&d.read::<f32>(&y).unwrap()), bits(&norm::rmsnorm_reference(&sum, &w, 1e-6, false)), "n={n}: the norm");
+        // And the same bits as the `rmsnorm` kernel on those sums.
+        let (hb, mut y2) = (d.upload(&sum).unwrap(), zeros(&d, n));
+        run(&d, &norm::rmsnorm(), &mut [A::buf(&hb), A::buf(&wb), A::buf_mut(&mut y2), A::from(n), A::from(1e-6f32)]);
+        assert_eq!(bits(&d.read::<f32>(&y2).unwrap()), bits(&d.read::<f32>(&y).unwrap()), "n={n}: rmsnorm kernel");
+    }
 }
 
 #[test]
 fn norm_kernels_verify() {
-    for k in [norm::rmsnorm(), norm::rmsnorm_zc(), norm::head_rmsnorm()] {
+    for k in [norm::rmsnorm(), norm::rmsnorm_zc(), norm::head_rmsnorm(), norm::add_rmsnorm()] {
         let proof = verify_kernel(&k).unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
         assert!(proof.regions_checked > 0, "{}: no lane region checked", k.name);
     }
-    for k in [embed::embed_f32(), embed::embed_bf16(), embed::embed_q8_0(), embed::embed_q4_k(), embed::embed_q5_k(), embed::embed_q6_k(), norm::add()] {
+    for k in [embed::embed_f32(), embed::embed_bf16(), embed::embed_q8_0(), embed::embed_q4_k(), embed::embed_q5_k(), embed::embed_q6_k()] {
         verify_kernel(&k).unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
     }
 }

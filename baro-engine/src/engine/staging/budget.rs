@@ -21,7 +21,7 @@ pub struct MemoryNeeds {
     /// Non-expert weights, the KV cache, the GDN state, the RoPE table and the scratch buffers,
     /// as allocated.
     pub fixed: u64,
-    /// Per layer, the bytes of one routed expert (gate + up + down).
+    /// Per layer, the bytes of one routed expert (fused gate and up, down).
     pub per_expert: Vec<u64>,
     pub n_experts: usize,
     /// Experts each token uses per layer: the fewest decode slots that can work.
@@ -29,8 +29,8 @@ pub struct MemoryNeeds {
 }
 
 impl MemoryNeeds {
-    /// From the measured fixed bytes and every layer's expert shapes (gate, up, down).
-    pub fn new(fixed: u64, shapes: &[[MatrixShape; 3]], n_experts: usize, top_k: usize) -> MemoryNeeds {
+    /// From the measured fixed bytes and every layer's expert shapes (fused gate and up, down).
+    pub fn new(fixed: u64, shapes: &[[MatrixShape; 2]], n_experts: usize, top_k: usize) -> MemoryNeeds {
         let per_expert = shapes.iter().map(|parts| parts.iter().map(|p| p.mat_bytes() as u64).sum()).collect();
         MemoryNeeds { fixed, per_expert, n_experts, top_k }
     }

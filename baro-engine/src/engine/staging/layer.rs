@@ -59,7 +59,7 @@ impl LayerStaging {
             alloc_matrix(device, largest)
         };
         let set = || -> Result<StagingSet, DeviceError> {
-            let experts = ExpertMatrices { gate: part(0)?, up: part(1)?, down: part(2)? };
+            let experts = ExpertMatrices { gate_up: part(0)?, down: part(1)? };
             Ok(StagingSet { experts, layer: None, staged: device.new_event()?, released: device.new_event()? })
         };
         Ok(LayerStaging { copy: device.new_stream()?, sets: [set()?, set()?], copied: 0, stages: 0 })

@@ -1,4 +1,4 @@
-//! Staged decode: per layer a stack of expert slots in device memory (gate, up, down, each
+//! Staged decode: per layer a stack of expert slots in device memory (fused gate and up, down, each
 //! `n_slots` matrices) and its LRU `SlotCache`. For each token and layer the router's ids come
 //! back to the host (one synchronisation per layer: the price of staged decode), the cache
 //! maps them to slots, copies for the misses are queued on the compute stream before the
@@ -24,7 +24,7 @@ pub enum SlotError {
 /// One layer's slots.
 struct LayerSlots {
     cache: SlotCache,
-    experts: ExpertMatrices, // gate, up: (slot, expert_ffn, hidden); down: (slot, hidden, expert_ffn)
+    experts: ExpertMatrices, // gate and up: (slot, 2 · expert_ffn, hidden); down: (slot, hidden, expert_ffn)
 }
 
 /// The decode expert cache of every layer, with the store it copies from.
@@ -43,9 +43,9 @@ impl DecodeSlots {
     pub fn new(device: &Device, store: ExpertStore, n_slots: usize, top_k: usize) -> Result<DecodeSlots, DeviceError> {
         let mut layers = Vec::with_capacity(store.n_layers());
         for l in 0..store.n_layers() {
-            let [g, u, d] = store.parts(l).map(|p| MatrixShape { n_mats: n_slots, ..p.shape });
+            let [gu, d] = store.parts(l).map(|p| MatrixShape { n_mats: n_slots, ..p.shape });
             let n_experts = store.parts(l)[0].shape.n_mats;
-            let experts = ExpertMatrices { gate: alloc_matrix(device, g)?, up: alloc_matrix(device, u)?, down: alloc_matrix(device, d)? };
+            let experts = ExpertMatrices { gate_up: alloc_matrix(device, gu)?, down: alloc_matrix(device, d)? };
             layers.push(LayerSlots { cache: SlotCache::new(n_experts, n_slots), experts });
         }
         let slot_ids = device.alloc(ScalarType::U32, top_k)?;

@@ -1,5 +1,5 @@
 //! The pinned host expert store: every layer's routed experts in page-locked host memory,
-//! one pinned buffer per layer laid out (part: gate | up | down, expert, row, col) in the
+//! one pinned buffer per layer laid out (part: gate and up fused | down, expert, row, col) in the
 //! stored element types, so one expert's bytes of one matrix are contiguous and a whole
 //! layer's part is one range. The store only queues copies out of itself (`Device::
 //! copy_from_pinned`); it never launches a kernel and never decides what to copy.
@@ -9,8 +9,9 @@ use baro_dsl::runtime::{Device, DeviceError, PinnedBuffer, Stream};
 use crate::engine::weights::{host_experts, ExpertMatrices, Matrix, MatrixShape, ModelSource, WeightError};
 use crate::model::ModelConfig;
 
-/// The three matrices of an expert, in store and slot order.
-pub const PARTS: [&str; 3] = ["gate", "up", "down"];
+/// The matrices of an expert, in store and slot order: its fused gate and up (gate rows, then
+/// up rows), its down.
+pub const PARTS: [&str; 2] = ["gate_up", "down"];
 
 /// One matrix stack of a stored layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +31,7 @@ impl StoredPart {
 
 struct StoredLayer {
     pinned: PinnedBuffer, // (part, expert, row, col): stored element types, as bytes
-    parts: [StoredPart; 3],
+    parts: [StoredPart; 2],
 }
 
 /// Every layer's routed experts in pinned host memory.
@@ -51,7 +52,7 @@ impl ExpertStore {
             let mut pinned = device.alloc_pinned(total).map_err(dev_err)?;
             let dst = pinned.as_mut_slice().map_err(dev_err)?;
             let mut offset = 0;
-            let mut parts = [StoredPart { shape: host[0].shape, offset: 0 }; 3];
+            let mut parts = [StoredPart { shape: host[0].shape, offset: 0 }; 2];
             for (p, m) in parts.iter_mut().zip(&host) {
                 if m.bytes.len() != m.shape.bytes() {
                     return Err(WeightError::Shape { name: what(), expected: vec![m.shape.n_mats, m.shape.rows, m.shape.cols], found: vec![m.bytes.len()] });
@@ -69,8 +70,9 @@ impl ExpertStore {
         self.layers.len()
     }
 
-    /// Layer `layer`'s gate, up and down stacks. Panics on a layer index out of range (a bug).
-    pub fn parts(&self, layer: usize) -> &[StoredPart; 3] {
+    /// Layer `layer`'s fused gate-and-up and down stacks. Panics on a layer index out of range
+    /// (a bug).
+    pub fn parts(&self, layer: usize) -> &[StoredPart; 2] {
         &self.layers[layer].parts
     }
 
@@ -84,8 +86,8 @@ impl ExpertStore {
         self.layers.iter().map(|l| l.pinned.len() as u64).sum()
     }
 
-    /// Queues on `stream` the copies of `expert`'s gate, up and down matrices of `layer` into
-    /// matrix `slot` of the three stacks of `dst` (whose rows and columns must be the layer's).
+    /// Queues on `stream` the copies of `expert`'s gate-and-up and down matrices of `layer`
+    /// into matrix `slot` of the two stacks of `dst` (whose rows and columns must be the layer's).
     /// Returns the bytes queued.
     pub fn copy_expert(&self, device: &Device, stream: &Stream, layer: usize, expert: usize, dst: &mut ExpertMatrices, slot: usize) -> Result<usize, DeviceError> {
         let l = &self.layers[layer];
@@ -134,11 +136,11 @@ fn expect_fits(shape: MatrixShape, m: &Matrix, slot: usize) -> Result<(), Device
 }
 
 impl ExpertMatrices {
-    /// Gate, up, down.
-    pub fn parts(&self) -> [&Matrix; 3] {
-        [&self.gate, &self.up, &self.down]
+    /// Gate and up (fused), down.
+    pub fn parts(&self) -> [&Matrix; 2] {
+        [&self.gate_up, &self.down]
     }
-    pub fn parts_mut(&mut self) -> [&mut Matrix; 3] {
-        [&mut self.gate, &mut self.up, &mut self.down]
+    pub fn parts_mut(&mut self) -> [&mut Matrix; 2] {
+        [&mut self.gate_up, &mut self.down]
     }
 }
