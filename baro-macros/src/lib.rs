@@ -7,6 +7,7 @@
 //! the same signature so the rest of the crate type-checks.
 
 mod attr;
+mod derive;
 mod diag;
 mod emit;
 mod expand;
