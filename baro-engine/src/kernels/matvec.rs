@@ -13,7 +13,8 @@ use baro::kernel;
 use baro::reference::sum_lanes_butterfly;
 use half::{bf16, f16};
 
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256)]
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256,
+         rows(name = matvec_f32_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
 pub fn matvec_f32(x: &[f32], w: &[f32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
@@ -25,23 +26,8 @@ pub fn matvec_f32(x: &[f32], w: &[f32], ids: &[u32], y: &mut [f32], k: usize, n:
     }
 }
 
-/// `matvec_f32` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
-/// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
-/// reused from cache by the others (pairs sorted by expert share their expert's rows).
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_f32, rows = rows, row_stride(x = k, ids = 1, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
-pub fn matvec_f32_rows(x: &[f32], w: &[f32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let o = group_id(0);
-    for t in 0..8 {
-        let s = group_id(1) * 8 + t;
-        if s < rows {
-            let xb = s * k;
-            let wb = ((ids[s] as usize) * n + o) * k;
-            y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i]);
-        }
-    }
-}
-
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256)]
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256,
+         rows(name = matvec_f16_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
 pub fn matvec_f16(x: &[f32], w: &[f16], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
@@ -53,23 +39,8 @@ pub fn matvec_f16(x: &[f32], w: &[f16], ids: &[u32], y: &mut [f32], k: usize, n:
     }
 }
 
-/// `matvec_f16` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
-/// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
-/// reused from cache by the others (pairs sorted by expert share their expert's rows).
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_f16, rows = rows, row_stride(x = k, ids = 1, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
-pub fn matvec_f16_rows(x: &[f32], w: &[f16], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let o = group_id(0);
-    for t in 0..8 {
-        let s = group_id(1) * 8 + t;
-        if s < rows {
-            let xb = s * k;
-            let wb = ((ids[s] as usize) * n + o) * k;
-            y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i].to_f32());
-        }
-    }
-}
-
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256)]
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256,
+         rows(name = matvec_bf16_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
 pub fn matvec_bf16(x: &[f32], w: &[bf16], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
@@ -78,22 +49,6 @@ pub fn matvec_bf16(x: &[f32], w: &[bf16], ids: &[u32], y: &mut [f32], k: usize, 
         let o = ob + t;
         let wb = ((ids[s] as usize) * n + o) * k;
         y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i].to_f32());
-    }
-}
-
-/// `matvec_bf16` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
-/// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
-/// reused from cache by the others (pairs sorted by expert share their expert's rows).
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_bf16, rows = rows, row_stride(x = k, ids = 1, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
-pub fn matvec_bf16_rows(x: &[f32], w: &[bf16], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let o = group_id(0);
-    for t in 0..8 {
-        let s = group_id(1) * 8 + t;
-        if s < rows {
-            let xb = s * k;
-            let wb = ((ids[s] as usize) * n + o) * k;
-            y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i].to_f32());
-        }
     }
 }
 
