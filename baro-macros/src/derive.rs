@@ -61,6 +61,7 @@ pub fn derive(d: &DeriveRows, attr: &KernelAttr, params: &[ParamSyntax], item: &
     let m1 = &item.sig.ident;
     if let Some(of) = &attr.rows_of {
         diag.spanned(&d.key, format!("`rows(..)` on `{m1}`, which is itself declared `rows_of = {}`: expected an m=1 kernel to derive from", show(of)));
+        return None;
     }
     let name = match &d.name {
         Some(n) if n == m1 => {
@@ -117,28 +118,34 @@ pub fn derive(d: &DeriveRows, attr: &KernelAttr, params: &[ParamSyntax], item: &
     let literal_of = |id: &Ident| fixed.iter().find(|(q, _, _)| q == id).map(|(_, v, _)| v.clone());
     let mut axes: Vec<TokenStream> = grid.iter().map(|e| substitute(e.to_token_stream(), &literal_of)).collect();
     let axis = match &d.axis {
-        None => axes.len(),
+        None => Some(axes.len()),
         Some(a) => match a.base10_parse::<usize>() {
-            Ok(v) if v <= axes.len() && v < 3 => v,
+            Ok(v) if v <= axes.len() && v < 3 => Some(v),
             Ok(v) => {
                 let last = axes.len().min(2);
                 diag.spanned(a, format!("`axis = {v}`: expected an axis from 0 to {last} (an axis of `{m1}`'s grid, or {} for a new one)", axes.len()));
-                0
+                None
             }
             Err(e) => {
                 diag.push(e);
-                0
+                None
             }
         },
     };
-    if axis >= 3 {
+    if axis == Some(3) {
         diag.spanned(&d.key, format!("`{m1}` has 3 grid axes: expected `axis = ` one of them (that is 1 once fixed) for the rows"));
     }
-    if let Some(found) = axes.get(axis) {
+    let checked = axis.is_some_and(|a| a < 3);
+    let axis = axis.unwrap_or(axes.len()).min(2);
+    if let Some(found) = axes.get(axis).filter(|_| checked) {
         if !is_one(found) {
             let at = d.axis.as_ref().map_or(d.key.span(), LitInt::span);
+            let hint = match syn::parse2::<Ident>(found.clone()) {
+                Ok(p) if param(&p).is_some_and(|s| int_scalar(&s.kind).is_some()) => format!("; `fix({p} = 1)` holds it there"),
+                _ => String::new(),
+            };
             let found = show(found);
-            diag.at(at, format!("grid axis {axis} of `{m1}` is `{found}`: expected 1 (one m=1 launch computes one row), e.g. with `fix(..)` holding the parameters it reads"));
+            diag.at(at, format!("grid axis {axis} of `{m1}` is `{found}`, expected 1 once fixed: one m=1 launch along it must be one row{hint}"));
         }
     }
     let tiles = if tile == 1 { quote_spanned!(d.key.span()=> #rows) } else { let (t1, t) = (lit(tile - 1), lit(tile)); quote_spanned!(d.key.span()=> (#rows + #t1) / #t) };
