@@ -3,7 +3,8 @@
 //! `model::dequant`'s element for element (the same f32 operations in the same order, so a
 //! gathered row equals `dequant::to_f32` of that row bit for bit); one workgroup, the row
 //! spread over lanes. A token id past the table is the bounds check's error, never a read
-//! elsewhere.
+//! elsewhere. The rows siblings (`_rows`, derived by `rows(..)` and proven at build time) run
+//! one workgroup per row: row r gathers `ids[pos + r]` into `y[r · dim ..]`.
 //!
 //! The f16 scales are decoded inline from their two bytes (`kernels::f16_bits`); a 6-bit
 //! Q4_K/Q5_K scale or min of sub-block j ≥ 4 reads byte `(j + 4) % 8` for `j − 4` so that no

@@ -1,13 +1,20 @@
-//! Matrix-vector products with f32, f16 and bf16 weights: at m = 1 eight output rows per
-//! workgroup of 256 threads (one 32-lane team per row; the rows siblings one row per
-//! workgroup), each row's dot as `lanes(32).butterfly()` (lane l sums elements l, l+32, … sequentially, then
-//! an xor butterfly), each weight widened to f32 exactly before the multiply.
+//! Matrix-vector products with f32, f16 and bf16 weights: eight output rows per workgroup of
+//! 256 threads (one 32-lane team per row), each row's dot as `lanes(32).butterfly()` (lane l
+//! sums elements l, l+32, … sequentially, then an xor butterfly), each weight widened to f32
+//! exactly before the multiply.
 //!
 //! Every matvec here and in `quant.rs` is expert-capable: grid axis 1 runs over `n_slots`
 //! slots; slot s uses weight matrix `ids[s]` of a stack of (n × k) matrices and input
 //! `x[s · x_stride ..]`, and writes `y[s · n ..]`. A plain projection passes `ids = [0]`,
 //! `n_slots = 1`; the routed experts pass the top-k ids, `x_stride = 0` for gate/up (one
 //! input) and `x_stride = k` for down (one input per expert).
+//!
+//! The rows siblings (`_rows`, here and in `quant.rs`) are derived from the m = 1 kernels by
+//! `rows(..)` (baro-macros `derive.rs`) and proven at build time: row r is slot 0 of a launch
+//! with one slot and `x_stride = 0` (`fix`), x, ids and y offset by r·k, r and r·n
+//! (`row_stride`); a workgroup runs the m = 1 body for 8 consecutive rows one after another
+//! (`tile = 8` along grid axis 1), so the weight rows it reads for the first are reused from
+//! cache by the others (pairs sorted by expert share their expert's rows).
 
 use baro::kernel;
 use baro::reference::sum_lanes_butterfly;

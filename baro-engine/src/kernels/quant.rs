@@ -15,6 +15,10 @@
 //!
 //! The f16 scale decode is written once (`f16_bits`, `f16_at_bytes`, `f16_at_words`,
 //! `#[kernel_helper]`s) and inlined by the macro where a scale is read.
+//!
+//! Every kernel's rows sibling (`_rows`) is derived from it by `rows(..)`, as in `matvec.rs`:
+//! 8 rows per workgroup, each running the m = 1 body (one output per workgroup for the plain
+//! kernels; for `_xs`, x staged per row and 8 or 16 outputs).
 
 use baro::{kernel, kernel_helper};
 use baro::reference::{sum_lanes_butterfly, sum_sequential};

@@ -6,6 +6,10 @@
 //! trigonometry (baro's math library has none) and every target reads the same table bits.
 //! Transformers computes the angle in f32, so its table differs by a few f32 ulps at long
 //! positions; the f64 table is the more accurate of the two.
+//!
+//! `rope_neox_rows` is derived from `rope_neox` by `rows(..)` and proven at build time: row r's
+//! heads start at `x[r · n_heads · head_stride]` at position `pos + r`, one workgroup per
+//! (head, row).
 
 use baro::kernel;
 
