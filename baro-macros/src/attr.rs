@@ -45,10 +45,11 @@ pub struct DeriveRows {
 const KEYS: &str = "grid, block, rows_of, rows, row_stride, row_step, carry, verify or uses";
 const DERIVE_KEYS: &str = "name, rows, tile, axis, row_stride, row_step, fix or verify";
 
-fn assignments(input: ParseStream) -> syn::Result<Vec<(Ident, Expr)>> {
+/// `(name = value, ..)`.
+fn assignments<V: syn::parse::Parse>(input: ParseStream) -> syn::Result<Vec<(Ident, V)>> {
     let content;
     parenthesized!(content in input);
-    let items = Punctuated::<(Ident, Expr), Token![,]>::parse_terminated_with(&content, |s| {
+    let items = Punctuated::<(Ident, V), Token![,]>::parse_terminated_with(&content, |s| {
         let name: Ident = s.parse()?;
         s.parse::<Token![=]>()?;
         Ok((name, s.parse()?))
@@ -68,6 +69,22 @@ fn value_lists(input: ParseStream) -> syn::Result<Vec<(Ident, Vec<LitInt>)>> {
         Ok((param, values.into_iter().collect()))
     })?;
     Ok(items.into_iter().collect())
+}
+
+/// Skips an unknown key's value, so parsing goes on with the next key.
+fn skip_value(input: ParseStream) -> syn::Result<()> {
+    while !input.is_empty() && !input.peek(Token![,]) {
+        input.parse::<TokenTree>()?;
+    }
+    Ok(())
+}
+
+/// The comma after a key, unless it was the last.
+fn comma(input: ParseStream) -> syn::Result<()> {
+    if !input.is_empty() {
+        input.parse::<Token![,]>()?;
+    }
+    Ok(())
 }
 
 /// The inside of `rows(...)`, recording unknown and repeated keys in `diag`.
@@ -96,27 +113,14 @@ fn derive_rows(key: Ident, input: ParseStream, diag: &mut Diag) -> syn::Result<D
             }
             "row_stride" => d.row_strides.extend(assignments(&content)?),
             "row_step" => d.row_steps.extend(assignments(&content)?),
-            "fix" => {
-                let inner;
-                parenthesized!(inner in content);
-                let items = Punctuated::<(Ident, LitInt), Token![,]>::parse_terminated_with(&inner, |s| {
-                    let param: Ident = s.parse()?;
-                    s.parse::<Token![=]>()?;
-                    Ok((param, s.parse()?))
-                })?;
-                d.fixed.extend(items);
-            }
+            "fix" => d.fixed.extend(assignments(&content)?),
             "verify" => d.verify.extend(value_lists(&content)?),
             _ => {
                 diag.spanned(&k, format!("unknown key `{name}` in `rows(...)`: expected {DERIVE_KEYS}"));
-                while !content.is_empty() && !content.peek(Token![,]) {
-                    content.parse::<TokenTree>()?;
-                }
+                skip_value(&content)?;
             }
         }
-        if !content.is_empty() {
-            content.parse::<Token![,]>()?;
-        }
+        comma(&content)?;
     }
     Ok(d)
 }
@@ -190,15 +194,10 @@ pub fn parse(tokens: TokenStream, diag: &mut Diag) -> KernelAttr {
                 }
                 _ => {
                     diag.spanned(&key, format!("unknown attribute key `{name}`: expected {KEYS}"));
-                    // Skip this key's value and go on with the next key.
-                    while !input.is_empty() && !input.peek(Token![,]) {
-                        input.parse::<TokenTree>()?;
-                    }
+                    skip_value(input)?;
                 }
             }
-            if !input.is_empty() {
-                input.parse::<Token![,]>()?;
-            }
+            comma(input)?;
         }
         Ok(())
     };
