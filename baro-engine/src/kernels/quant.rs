@@ -192,7 +192,8 @@ pub const XS_MAX_K: usize = 4096;
 /// 2026-12-06: 16 per workgroup was 1.1–1.2× faster at n · n_slots ≥ 4096 and 1.3× slower at
 /// 512 and 2048). Which workgroup computes an output never changes its arithmetic. A kernel
 /// cannot read a Rust constant: the four kernels write it as the literal 4096 in their grid
-/// and body (`tests/it/kernels_matvec.rs` runs both sides of it).
+/// and body (`tests/it/kernels_matvec.rs` runs both sides of it). Their derived rows siblings
+/// fix `n_slots` to 1, so there the test reads `n · 1 ≥ 4096`: a launch's outputs per row.
 pub const XS_WIDE_OUTPUTS: usize = 4096;
 
 /// The `_xs` matvecs by weight type: (type, m = 1 kernel, rows kernel).

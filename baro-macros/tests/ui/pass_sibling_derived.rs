@@ -28,6 +28,13 @@ pub fn scale(x: &mut [f32], table: &[f32], pos: u32, n_heads: usize) {
     }
 }
 
+// The README's form: a new grid axis of row tiles (8 rows per workgroup, one after another).
+#[kernel(grid = [n], rows(name = plain_rows, tile = 8, row_stride(x = k, y = n)))]
+pub fn plain(x: &[f32], w: &[f32], y: &mut [f32], k: usize, n: usize) {
+    let o = group_id(0);
+    y[o] = sum!(i in 0..k, order = lanes(32).strided().butterfly(), x[i] * w[o * k + i]);
+}
+
 fn main() {
     let (m1, rows) = (matvec(), matvec_rows());
     let sibling = rows.sibling.as_ref().expect("a derived kernel declares its sibling");
@@ -38,5 +45,7 @@ fn main() {
     // Proven while this file compiled; the check runs the same way at run time.
     baro_dsl::verify::check_sibling(&rows, &m1).expect("matvec_rows is matvec's sibling");
     baro_dsl::verify::check_sibling(&scale_rows(), &scale()).expect("scale_rows is scale's sibling");
+    baro_dsl::verify::check_sibling(&plain_rows(), &plain()).expect("plain_rows is plain's sibling");
+    assert_eq!(plain_rows().grid.len(), 2);
     assert_eq!(scale_rows().params.last().map(|p| p.name.as_str()), Some("m"));
 }
