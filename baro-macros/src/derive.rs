@@ -123,7 +123,8 @@ pub fn derive(d: &DeriveRows, attr: &KernelAttr, params: &[ParamSyntax], item: &
             Ok(v) if v <= axes.len() && v < 3 => Some(v),
             Ok(v) => {
                 let last = axes.len().min(2);
-                diag.spanned(a, format!("`axis = {v}`: expected an axis from 0 to {last} (an axis of `{m1}`'s grid, or {} for a new one)", axes.len()));
+                let new = if axes.len() < 3 { format!(", or {} for a new one", axes.len()) } else { String::new() };
+                diag.spanned(a, format!("`axis = {v}`: expected an axis from 0 to {last} (an axis of `{m1}`'s grid{new})"));
                 None
             }
             Err(e) => {
@@ -133,7 +134,7 @@ pub fn derive(d: &DeriveRows, attr: &KernelAttr, params: &[ParamSyntax], item: &
         },
     };
     if axis == Some(3) {
-        diag.spanned(&d.key, format!("`{m1}` has 3 grid axes: expected `axis = ` one of them (that is 1 once fixed) for the rows"));
+        diag.spanned(&d.key, format!("`{m1}` has 3 grid axes, so the rows cannot take a new one: expected `axis = A` naming one that is 1 once fixed"));
     }
     let checked = axis.is_some_and(|a| a < 3);
     let axis = axis.unwrap_or(axes.len()).min(2);
