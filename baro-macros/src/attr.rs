@@ -2,8 +2,10 @@
 //!
 //! Keys: `grid = [e0, e1?, e2?]` (required), `block = N`, `rows_of = path`, `rows = ident`,
 //! `row_stride(buf = expr, ...)`, `row_step(scalar = expr, ...)`, `carry(buf, ...)`,
-//! `verify(param = [v, ...], ...)`. This module only reads
-//! tokens; it never decides what a name refers to (the lowering does, with the signature).
+//! `verify(param = [v, ...], ...)`, and on an m=1 kernel `rows(name = ident, ...)`, the rows
+//! sibling to derive from it (`derive.rs` says what each of its keys means). This module only
+//! reads tokens; it never decides what a name refers to (the lowering and `derive.rs` do, with
+//! the signature).
 
 use crate::diag::Diag;
 use proc_macro2::{Span, TokenStream, TokenTree};
@@ -22,19 +24,127 @@ pub struct KernelAttr {
     pub row_steps: Vec<(Ident, Expr)>,
     pub carried: Vec<Ident>,
     pub verify: Vec<(Ident, Vec<LitInt>)>,
+    /// `rows(name = .., ..)`: a rows sibling derived from this (m=1) kernel.
+    pub derive_rows: Option<DeriveRows>,
+}
+
+/// The arguments of `rows(...)` on an m=1 kernel, as written.
+pub struct DeriveRows {
+    /// The `rows` key itself (where errors about the whole form point).
+    pub key: Ident,
+    pub name: Option<Ident>,
+    pub rows: Option<Ident>,
+    pub tile: Option<LitInt>,
+    pub axis: Option<LitInt>,
+    pub row_strides: Vec<(Ident, Expr)>,
+    pub row_steps: Vec<(Ident, Expr)>,
+    pub fixed: Vec<(Ident, LitInt)>,
+    pub verify: Vec<(Ident, Vec<LitInt>)>,
 }
 
 const KEYS: &str = "grid, block, rows_of, rows, row_stride, row_step, carry, verify or uses";
+const DERIVE_KEYS: &str = "name, rows, tile, axis, row_stride, row_step, fix or verify";
+
+/// `(name = value, ..)`.
+fn assignments<V: syn::parse::Parse>(input: ParseStream) -> syn::Result<Vec<(Ident, V)>> {
+    let content;
+    parenthesized!(content in input);
+    let items = Punctuated::<(Ident, V), Token![,]>::parse_terminated_with(&content, |s| {
+        let name: Ident = s.parse()?;
+        s.parse::<Token![=]>()?;
+        Ok((name, s.parse()?))
+    })?;
+    Ok(items.into_iter().collect())
+}
+
+fn value_lists(input: ParseStream) -> syn::Result<Vec<(Ident, Vec<LitInt>)>> {
+    let content;
+    parenthesized!(content in input);
+    let items = Punctuated::<(Ident, Vec<LitInt>), Token![,]>::parse_terminated_with(&content, |s| {
+        let param: Ident = s.parse()?;
+        s.parse::<Token![=]>()?;
+        let values;
+        bracketed!(values in s);
+        let values = Punctuated::<LitInt, Token![,]>::parse_terminated(&values)?;
+        Ok((param, values.into_iter().collect()))
+    })?;
+    Ok(items.into_iter().collect())
+}
+
+/// Skips an unknown key's value, so parsing goes on with the next key.
+fn skip_value(input: ParseStream) -> syn::Result<()> {
+    while !input.is_empty() && !input.peek(Token![,]) {
+        input.parse::<TokenTree>()?;
+    }
+    Ok(())
+}
+
+/// The comma after a key, unless it was the last.
+fn comma(input: ParseStream) -> syn::Result<()> {
+    if !input.is_empty() {
+        input.parse::<Token![,]>()?;
+    }
+    Ok(())
+}
+
+/// The inside of `rows(...)`, recording unknown and repeated keys in `diag`.
+fn derive_rows(key: Ident, input: ParseStream, diag: &mut Diag) -> syn::Result<DeriveRows> {
+    let mut d = DeriveRows { key, name: None, rows: None, tile: None, axis: None, row_strides: Vec::new(), row_steps: Vec::new(), fixed: Vec::new(), verify: Vec::new() };
+    let content;
+    parenthesized!(content in input);
+    let mut seen: Vec<String> = Vec::new();
+    while !content.is_empty() {
+        let k: Ident = content.parse()?;
+        let name = k.to_string();
+        if seen.contains(&name) && DERIVE_KEYS.contains(name.as_str()) {
+            diag.spanned(&k, format!("duplicate key `{name}` in `rows(...)`: expected each key at most once"));
+        }
+        seen.push(name.clone());
+        match name.as_str() {
+            "name" | "rows" => {
+                content.parse::<Token![=]>()?;
+                let v: Ident = content.parse()?;
+                if name == "name" { d.name = Some(v) } else { d.rows = Some(v) }
+            }
+            "tile" | "axis" => {
+                content.parse::<Token![=]>()?;
+                let v: LitInt = content.parse()?;
+                if name == "tile" { d.tile = Some(v) } else { d.axis = Some(v) }
+            }
+            "row_stride" => d.row_strides.extend(assignments(&content)?),
+            "row_step" => d.row_steps.extend(assignments(&content)?),
+            "fix" => d.fixed.extend(assignments(&content)?),
+            "verify" => d.verify.extend(value_lists(&content)?),
+            _ => {
+                diag.spanned(&k, format!("unknown key `{name}` in `rows(...)`: expected {DERIVE_KEYS}"));
+                skip_value(&content)?;
+            }
+        }
+        comma(&content)?;
+    }
+    Ok(d)
+}
 
 /// Parses the attribute arguments, recording every problem in `diag`.
 pub fn parse(tokens: TokenStream, diag: &mut Diag) -> KernelAttr {
-    let mut attr = KernelAttr { grid: None, block: None, rows_of: None, rows: None, row_strides: Vec::new(), row_steps: Vec::new(), carried: Vec::new(), verify: Vec::new() };
+    let mut attr = KernelAttr {
+        grid: None,
+        block: None,
+        rows_of: None,
+        rows: None,
+        row_strides: Vec::new(),
+        row_steps: Vec::new(),
+        carried: Vec::new(),
+        verify: Vec::new(),
+        derive_rows: None,
+    };
     let parser = |input: ParseStream| -> syn::Result<()> {
         let mut seen: Vec<String> = Vec::new();
         while !input.is_empty() {
             let key: Ident = input.parse()?;
-            let name = key.to_string();
-            if seen.contains(&name) && KEYS.contains(name.as_str()) {
+            // `rows = param` names a rows kernel's row count; `rows(..)` derives a rows sibling.
+            let name = if key == "rows" && input.peek(syn::token::Paren) { "rows(..)".to_string() } else { key.to_string() };
+            if seen.contains(&name) && (KEYS.contains(name.as_str()) || name == "rows(..)") {
                 diag.spanned(&key, format!("duplicate attribute key `{name}`: expected each key at most once"));
             }
             seen.push(name.clone());
@@ -62,45 +172,18 @@ pub fn parse(tokens: TokenStream, diag: &mut Diag) -> KernelAttr {
                     input.parse::<Token![=]>()?;
                     attr.rows = Some(input.parse()?);
                 }
-                "row_stride" => {
-                    let content;
-                    parenthesized!(content in input);
-                    let items = Punctuated::<(Ident, Expr), Token![,]>::parse_terminated_with(&content, |s| {
-                        let buf: Ident = s.parse()?;
-                        s.parse::<Token![=]>()?;
-                        Ok((buf, s.parse()?))
-                    })?;
-                    attr.row_strides.extend(items);
+                "rows(..)" => {
+                    attr.derive_rows = Some(derive_rows(key, input, diag)?);
                 }
-                "row_step" => {
-                    let content;
-                    parenthesized!(content in input);
-                    let items = Punctuated::<(Ident, Expr), Token![,]>::parse_terminated_with(&content, |s| {
-                        let scalar: Ident = s.parse()?;
-                        s.parse::<Token![=]>()?;
-                        Ok((scalar, s.parse()?))
-                    })?;
-                    attr.row_steps.extend(items);
-                }
+                "row_stride" => attr.row_strides.extend(assignments(input)?),
+                "row_step" => attr.row_steps.extend(assignments(input)?),
                 "carry" => {
                     let content;
                     parenthesized!(content in input);
                     let items = Punctuated::<Ident, Token![,]>::parse_terminated(&content)?;
                     attr.carried.extend(items);
                 }
-                "verify" => {
-                    let content;
-                    parenthesized!(content in input);
-                    let items = Punctuated::<(Ident, Vec<LitInt>), Token![,]>::parse_terminated_with(&content, |s| {
-                        let param: Ident = s.parse()?;
-                        s.parse::<Token![=]>()?;
-                        let values;
-                        bracketed!(values in s);
-                        let values = Punctuated::<LitInt, Token![,]>::parse_terminated(&values)?;
-                        Ok((param, values.into_iter().collect()))
-                    })?;
-                    attr.verify.extend(items);
-                }
+                "verify" => attr.verify.extend(value_lists(input)?),
                 "uses" => {
                     // Taken apart before parsing (`uses`, below); a kernel reaching here with
                     // it still named its helpers and was dispatched already.
@@ -111,15 +194,10 @@ pub fn parse(tokens: TokenStream, diag: &mut Diag) -> KernelAttr {
                 }
                 _ => {
                     diag.spanned(&key, format!("unknown attribute key `{name}`: expected {KEYS}"));
-                    // Skip this key's value and go on with the next key.
-                    while !input.is_empty() && !input.peek(Token![,]) {
-                        input.parse::<TokenTree>()?;
-                    }
+                    skip_value(input)?;
                 }
             }
-            if !input.is_empty() {
-                input.parse::<Token![,]>()?;
-            }
+            comma(input)?;
         }
         Ok(())
     };

@@ -1,14 +1,14 @@
 //! What `#[kernel]` expands to: the IR builder function (or, on error, a stub with the same
-//! signature next to the errors), a check that the parameter types name real types, and
-//! the sibling-check plumbing.
+//! signature next to the errors), a check that the parameter types name real types, the
+//! sibling-check plumbing, and the expansion of a rows sibling derived with `rows(..)`.
 //!
 //! It never panics and never drops an error: everything found is reported together.
 
 use crate::diag::Diag;
 use crate::lower::{self, Front};
-use crate::{emit, sibling, verifier};
+use crate::{derive, emit, sibling, verifier};
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, ToTokens};
 use syn::ItemFn;
 
 /// The front end plus the verifier's well-formedness check.
@@ -61,6 +61,22 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     };
     let sibling_def = sibling::definition(name, &attr, &item);
     let sibling_use = front.attr.rows_of.as_ref().map(|p| sibling::invocation(p, &attr, &item));
+    let derived = front.attr.derive_rows.as_ref().map(|d| {
+        let mut derive_diag = Diag::default();
+        match derive::derive(d, &front.attr, &front.params, &func, &mut derive_diag) {
+            // After this kernel's own macro, so the sibling check finds it.
+            Some((rows_attr, rows_fn)) if !diag.has_errors() => kernel(rows_attr, rows_fn.into_token_stream()),
+            _ => {
+                // This kernel's errors, or the derivation's: a stub keeps callers compiling.
+                let errs = derive_diag.to_compile_errors();
+                let stub = d.name.as_ref().map(|n| {
+                    let msg = format!("kernel `{n}` (derived from `{name}`) failed to compile; see the errors above");
+                    quote! { #vis fn #n() -> ::baro_dsl::ir::Kernel { ::core::unreachable!(#msg) } }
+                });
+                quote! { #errs #stub }
+            }
+        }
+    });
     quote! {
         #errors
         #(#attrs)*
@@ -70,5 +86,6 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
         #sig_check
         #sibling_def
         #sibling_use
+        #derived
     }
 }

@@ -1,12 +1,14 @@
 //! `#[kernel]`: the front end of baro. A function written in a small Rust subset becomes a
 //! function returning its `baro_dsl::ir::Kernel`, built and checked while the crate compiles;
-//! a rows kernel declared `rows_of` an m=1 kernel is checked against it at build time.
+//! a rows kernel declared `rows_of` an m=1 kernel, or derived from one with `rows(..)`, is
+//! checked against it at build time.
 //!
 //! The macro never panics on user input: every problem is a compile error at the user's
 //! tokens, all of them are reported together, and a failing kernel still leaves a stub with
 //! the same signature so the rest of the crate type-checks.
 
 mod attr;
+mod derive;
 mod diag;
 mod emit;
 mod expand;
@@ -35,10 +37,24 @@ use proc_macro::TokenStream;
 /// ```
 ///
 /// Attribute keys: `grid = [e0, e1?, e2?]` (workgroups per axis, over scalar parameters;
-/// required), `rows_of = path` (the m=1 kernel), `rows = param` (the row count),
-/// `row_stride(buf = expr, ..)` (elements between rows of a per-row buffer; other buffers
-/// are shared by all rows), `verify(param = [v, ..], ..)` (shapes the verifier tries),
-/// `uses = [helper, ..]` (the `#[kernel_helper]` functions the body calls).
+/// required), `block = N` (threads per workgroup), `rows_of = path` (the m=1 kernel),
+/// `rows = param` (the row count), `row_stride(buf = expr, ..)` (elements between rows of a
+/// per-row buffer; other buffers are shared by all rows), `row_step(param = expr, ..)` (row r
+/// sees `param + r·expr`), `carry(buf, ..)` (state carried from row to row),
+/// `verify(param = [v, ..], ..)` (shapes the verifier tries), `uses = [helper, ..]` (the
+/// `#[kernel_helper]` functions the body calls).
+///
+/// On an m=1 kernel, `rows(name = ident, tile = T, axis = A, row_stride(..), row_step(..),
+/// fix(param = v, ..), verify(..))` also emits its rows sibling, written from the m=1 body
+/// (row r runs it with each per-row buffer offset by r·stride, stepped parameters advanced,
+/// fixed parameters held at their value; T rows per workgroup along grid axis A) and proven
+/// exactly like a hand-written `rows_of` kernel:
+///
+/// ```text
+/// #[kernel(grid = [n, n_slots], rows(name = matvec_rows, tile = 8, axis = 1,
+///          row_stride(x = k, y = n), fix(n_slots = 1)))]
+/// pub fn matvec(x: &[f32], w: &[bf16], y: &mut [f32], k: usize, n: usize, n_slots: usize) { .. }
+/// ```
 ///
 /// Parameters: `&[T]`, `&mut [T]` or `T` with T one of f32, f16, bf16, i8, u8, i32, u32,
 /// i64, u64, usize, bool.

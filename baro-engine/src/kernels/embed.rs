@@ -3,7 +3,8 @@
 //! `model::dequant`'s element for element (the same f32 operations in the same order, so a
 //! gathered row equals `dequant::to_f32` of that row bit for bit); one workgroup, the row
 //! spread over lanes. A token id past the table is the bounds check's error, never a read
-//! elsewhere.
+//! elsewhere. The rows siblings (`_rows`, derived by `rows(..)` and proven at build time) run
+//! one workgroup per row: row r gathers `ids[pos + r]` into `y[r · dim ..]`.
 //!
 //! The f16 scales are decoded inline from their two bytes (`kernels::f16_bits`); a 6-bit
 //! Q4_K/Q5_K scale or min of sub-block j ≥ 4 reads byte `(j + 4) % 8` for `j − 4` so that no
@@ -16,7 +17,8 @@ use crate::model::dequant::Q8_0_BLOCK_BYTES;
 use crate::model::TensorType;
 
 /// `y[i] = table[ids[pos] · dim + i]`; table: (vocab, dim).
-#[kernel(grid = [1], block = 256)]
+#[kernel(grid = [1], block = 256,
+         rows(name = embed_f32_rows, axis = 0, row_stride(y = dim), row_step(pos = 1)))]
 pub fn embed_f32(ids: &[u32], table: &[f32], y: &mut [f32], pos: usize, dim: usize) {
     let row = (ids[pos] as usize) * dim;
     for i in par(0..dim) {
@@ -24,18 +26,9 @@ pub fn embed_f32(ids: &[u32], table: &[f32], y: &mut [f32], pos: usize, dim: usi
     }
 }
 
-/// `embed_f32` over rows: row r embeds ids[pos + r] into y[r·dim ..].
-#[kernel(grid = [rows], block = 256, rows_of = embed_f32, rows = rows, row_stride(y = dim), row_step(pos = 1))]
-pub fn embed_f32_rows(ids: &[u32], table: &[f32], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
-    let r = group_id(0);
-    let row = (ids[pos + r] as usize) * dim;
-    for i in par(0..dim) {
-        y[r * dim + i] = table[row + i];
-    }
-}
-
 /// As `embed_f32` from a bf16 table (widening is exact).
-#[kernel(grid = [1], block = 256)]
+#[kernel(grid = [1], block = 256,
+         rows(name = embed_bf16_rows, axis = 0, row_stride(y = dim), row_step(pos = 1)))]
 pub fn embed_bf16(ids: &[u32], table: &[bf16], y: &mut [f32], pos: usize, dim: usize) {
     let row = (ids[pos] as usize) * dim;
     for i in par(0..dim) {
@@ -43,19 +36,10 @@ pub fn embed_bf16(ids: &[u32], table: &[bf16], y: &mut [f32], pos: usize, dim: u
     }
 }
 
-/// `embed_bf16` over rows: row r embeds ids[pos + r] into y[r·dim ..].
-#[kernel(grid = [rows], block = 256, rows_of = embed_bf16, rows = rows, row_stride(y = dim), row_step(pos = 1))]
-pub fn embed_bf16_rows(ids: &[u32], table: &[bf16], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
-    let r = group_id(0);
-    let row = (ids[pos + r] as usize) * dim;
-    for i in par(0..dim) {
-        y[r * dim + i] = table[row + i].to_f32();
-    }
-}
-
 /// As `embed_f32` from a Q8_0 table of raw GGUF bytes (dim a multiple of 32; rows of
 /// dim/32 blocks of 34 bytes): `y[i] = d · (q as f32)` with d the block's f16 scale.
-#[kernel(grid = [1], block = 256)]
+#[kernel(grid = [1], block = 256,
+         rows(name = embed_q8_0_rows, axis = 0, row_stride(y = dim), row_step(pos = 1)))]
 pub fn embed_q8_0(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize) {
     let row = (ids[pos] as usize) * (dim / 32) * 34;
     for i in par(0..dim) {
@@ -66,23 +50,11 @@ pub fn embed_q8_0(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
     }
 }
 
-/// `embed_q8_0` over rows: row r embeds ids[pos + r] into y[r·dim ..].
-#[kernel(grid = [rows], block = 256, rows_of = embed_q8_0, rows = rows, row_stride(y = dim), row_step(pos = 1))]
-pub fn embed_q8_0_rows(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
-    let r = group_id(0);
-    let row = (ids[pos + r] as usize) * (dim / 32) * 34;
-    for i in par(0..dim) {
-        let at = row + (i / 32) * 34;
-        let h = (table[at] as u32) | ((table[at + 1] as u32) << 8);
-        let d = f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
-        y[r * dim + i] = d * ((table[at + 2 + i % 32] as i8) as f32);
-    }
-}
-
 /// As `embed_f32` from a Q4_K table of raw GGUF bytes (dim a multiple of 256; rows of dim/256
 /// super-blocks `{ f16 d; f16 dmin; u8 scales[12]; u8 qs[128] }` of 144 bytes):
 /// `y[i] = d · sc · q − dmin · m` for element e = i % 256 of sub-block e / 32.
-#[kernel(grid = [1], block = 256)]
+#[kernel(grid = [1], block = 256,
+         rows(name = embed_q4_k_rows, axis = 0, row_stride(y = dim), row_step(pos = 1)))]
 pub fn embed_q4_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize) {
     let row = (ids[pos] as usize) * (dim / 256) * 144;
     for i in par(0..dim) {
@@ -100,29 +72,10 @@ pub fn embed_q4_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
     }
 }
 
-/// `embed_q4_k` over rows: row r embeds ids[pos + r] into y[r·dim ..].
-#[kernel(grid = [rows], block = 256, rows_of = embed_q4_k, rows = rows, row_stride(y = dim), row_step(pos = 1))]
-pub fn embed_q4_k_rows(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
-    let r = group_id(0);
-    let row = (ids[pos + r] as usize) * (dim / 256) * 144;
-    for i in par(0..dim) {
-        let at = row + (i / 256) * 144;
-        let e = i % 256;
-        let j = e / 32;
-        let hd = (table[at] as u32) | ((table[at + 1] as u32) << 8);
-        let d = f32::from_bits(((hd & 0x8000) << 16) | (if (hd & 0x7c00) == 0 { (((hd & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((hd & 0x7fff) << 13) + (if (hd & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
-        let hm = (table[at + 2] as u32) | ((table[at + 3] as u32) << 8);
-        let dmin = f32::from_bits(((hm & 0x8000) << 16) | (if (hm & 0x7c00) == 0 { (((hm & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((hm & 0x7fff) << 13) + (if (hm & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
-        let sc = if j < 4 { table[at + 4 + j] & 63 } else { (table[at + 8 + j] & 15) | ((table[at + 4 + (j + 4) % 8] >> 6) << 4) };
-        let m = if j < 4 { table[at + 8 + j] & 63 } else { (table[at + 8 + j] >> 4) | ((table[at + 4 + j] >> 6) << 4) };
-        let q = (table[at + 16 + (e / 64) * 32 + e % 32] >> ((j % 2 * 4) as u8)) & 15;
-        y[r * dim + i] = d * (sc as f32) * (q as f32) - dmin * (m as f32);
-    }
-}
-
 /// As `embed_q4_k` from a Q5_K table (super-blocks `{ f16 d; f16 dmin; u8 scales[12];
 /// u8 qh[32]; u8 qs[128] }` of 176 bytes): the quant gains bit `j` of `qh[e % 32]` as its 5th bit.
-#[kernel(grid = [1], block = 256)]
+#[kernel(grid = [1], block = 256,
+         rows(name = embed_q5_k_rows, axis = 0, row_stride(y = dim), row_step(pos = 1)))]
 pub fn embed_q5_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize) {
     let row = (ids[pos] as usize) * (dim / 256) * 176;
     for i in par(0..dim) {
@@ -141,31 +94,11 @@ pub fn embed_q5_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
     }
 }
 
-/// `embed_q5_k` over rows: row r embeds ids[pos + r] into y[r·dim ..].
-#[kernel(grid = [rows], block = 256, rows_of = embed_q5_k, rows = rows, row_stride(y = dim), row_step(pos = 1))]
-pub fn embed_q5_k_rows(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
-    let r = group_id(0);
-    let row = (ids[pos + r] as usize) * (dim / 256) * 176;
-    for i in par(0..dim) {
-        let at = row + (i / 256) * 176;
-        let e = i % 256;
-        let j = e / 32;
-        let hd = (table[at] as u32) | ((table[at + 1] as u32) << 8);
-        let d = f32::from_bits(((hd & 0x8000) << 16) | (if (hd & 0x7c00) == 0 { (((hd & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((hd & 0x7fff) << 13) + (if (hd & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
-        let hm = (table[at + 2] as u32) | ((table[at + 3] as u32) << 8);
-        let dmin = f32::from_bits(((hm & 0x8000) << 16) | (if (hm & 0x7c00) == 0 { (((hm & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((hm & 0x7fff) << 13) + (if (hm & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
-        let sc = if j < 4 { table[at + 4 + j] & 63 } else { (table[at + 8 + j] & 15) | ((table[at + 4 + (j + 4) % 8] >> 6) << 4) };
-        let m = if j < 4 { table[at + 8 + j] & 63 } else { (table[at + 8 + j] >> 4) | ((table[at + 4 + j] >> 6) << 4) };
-        let low = (table[at + 48 + (e / 64) * 32 + e % 32] >> ((j % 2 * 4) as u8)) & 15;
-        let high = ((table[at + 16 + e % 32] >> (j as u8)) & 1) << 4;
-        y[r * dim + i] = d * (sc as f32) * ((low | high) as f32) - dmin * (m as f32);
-    }
-}
-
 /// As `embed_f32` from a Q6_K table (dim a multiple of 256; super-blocks `{ u8 ql[128];
 /// u8 qh[64]; i8 scales[16]; f16 d }` of 210 bytes): `y[i] = d · sc · (q − 32)` for element
 /// e = i % 256 of sub-block e / 16.
-#[kernel(grid = [1], block = 256)]
+#[kernel(grid = [1], block = 256,
+         rows(name = embed_q6_k_rows, axis = 0, row_stride(y = dim), row_step(pos = 1)))]
 pub fn embed_q6_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize) {
     let row = (ids[pos] as usize) * (dim / 256) * 210;
     for i in par(0..dim) {
@@ -180,26 +113,6 @@ pub fn embed_q6_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
         let high = (table[at + 128 + 32 * half + l] >> ((2 * group) as u8)) & 3;
         let q = ((low | (high << 4)) as i32) - 32;
         y[i] = d * ((table[at + 192 + e / 16] as i8) as f32) * (q as f32);
-    }
-}
-
-/// `embed_q6_k` over rows: row r embeds ids[pos + r] into y[r·dim ..].
-#[kernel(grid = [rows], block = 256, rows_of = embed_q6_k, rows = rows, row_stride(y = dim), row_step(pos = 1))]
-pub fn embed_q6_k_rows(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize, rows: usize) {
-    let r = group_id(0);
-    let row = (ids[pos + r] as usize) * (dim / 256) * 210;
-    for i in par(0..dim) {
-        let at = row + (i / 256) * 210;
-        let e = i % 256;
-        let half = e / 128;
-        let group = e % 128 / 32;
-        let l = e % 32;
-        let hd = (table[at + 208] as u32) | ((table[at + 209] as u32) << 8);
-        let d = f32::from_bits(((hd & 0x8000) << 16) | (if (hd & 0x7c00) == 0 { (((hd & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((hd & 0x7fff) << 13) + (if (hd & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
-        let low = (table[at + 64 * half + l + 32 * (group % 2)] >> ((group / 2 * 4) as u8)) & 15;
-        let high = (table[at + 128 + 32 * half + l] >> ((2 * group) as u8)) & 3;
-        let q = ((low | (high << 4)) as i32) - 32;
-        y[r * dim + i] = d * ((table[at + 192 + e / 16] as i8) as f32) * (q as f32);
     }
 }
 

@@ -1,19 +1,27 @@
-//! Matrix-vector products with f32, f16 and bf16 weights: at m = 1 eight output rows per
-//! workgroup of 256 threads (one 32-lane team per row; the rows siblings one row per
-//! workgroup), each row's dot as `lanes(32).butterfly()` (lane l sums elements l, l+32, … sequentially, then
-//! an xor butterfly), each weight widened to f32 exactly before the multiply.
+//! Matrix-vector products with f32, f16 and bf16 weights: eight output rows per workgroup of
+//! 256 threads (one 32-lane team per row), each row's dot as `lanes(32).butterfly()` (lane l
+//! sums elements l, l+32, … sequentially, then an xor butterfly), each weight widened to f32
+//! exactly before the multiply.
 //!
 //! Every matvec here and in `quant.rs` is expert-capable: grid axis 1 runs over `n_slots`
 //! slots; slot s uses weight matrix `ids[s]` of a stack of (n × k) matrices and input
 //! `x[s · x_stride ..]`, and writes `y[s · n ..]`. A plain projection passes `ids = [0]`,
 //! `n_slots = 1`; the routed experts pass the top-k ids, `x_stride = 0` for gate/up (one
 //! input) and `x_stride = k` for down (one input per expert).
+//!
+//! The rows siblings (`_rows`, here and in `quant.rs`) are derived from the m = 1 kernels by
+//! `rows(..)` (baro-macros `derive.rs`) and proven at build time: row r is slot 0 of a launch
+//! with one slot and `x_stride = 0` (`fix`), x, ids and y offset by r·k, r and r·n
+//! (`row_stride`); a workgroup runs the m = 1 body for 8 consecutive rows one after another
+//! (`tile = 8` along grid axis 1), so the weight rows it reads for the first are reused from
+//! cache by the others (pairs sorted by expert share their expert's rows).
 
 use baro::kernel;
 use baro::reference::sum_lanes_butterfly;
 use half::{bf16, f16};
 
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256)]
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256,
+         rows(name = matvec_f32_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
 pub fn matvec_f32(x: &[f32], w: &[f32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
@@ -25,23 +33,8 @@ pub fn matvec_f32(x: &[f32], w: &[f32], ids: &[u32], y: &mut [f32], k: usize, n:
     }
 }
 
-/// `matvec_f32` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
-/// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
-/// reused from cache by the others (pairs sorted by expert share their expert's rows).
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_f32, rows = rows, row_stride(x = k, ids = 1, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
-pub fn matvec_f32_rows(x: &[f32], w: &[f32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let o = group_id(0);
-    for t in 0..8 {
-        let s = group_id(1) * 8 + t;
-        if s < rows {
-            let xb = s * k;
-            let wb = ((ids[s] as usize) * n + o) * k;
-            y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i]);
-        }
-    }
-}
-
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256)]
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256,
+         rows(name = matvec_f16_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
 pub fn matvec_f16(x: &[f32], w: &[f16], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
@@ -53,23 +46,8 @@ pub fn matvec_f16(x: &[f32], w: &[f16], ids: &[u32], y: &mut [f32], k: usize, n:
     }
 }
 
-/// `matvec_f16` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
-/// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
-/// reused from cache by the others (pairs sorted by expert share their expert's rows).
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_f16, rows = rows, row_stride(x = k, ids = 1, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
-pub fn matvec_f16_rows(x: &[f32], w: &[f16], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let o = group_id(0);
-    for t in 0..8 {
-        let s = group_id(1) * 8 + t;
-        if s < rows {
-            let xb = s * k;
-            let wb = ((ids[s] as usize) * n + o) * k;
-            y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i].to_f32());
-        }
-    }
-}
-
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256)]
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256,
+         rows(name = matvec_bf16_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
 pub fn matvec_bf16(x: &[f32], w: &[bf16], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
@@ -78,22 +56,6 @@ pub fn matvec_bf16(x: &[f32], w: &[bf16], ids: &[u32], y: &mut [f32], k: usize, 
         let o = ob + t;
         let wb = ((ids[s] as usize) * n + o) * k;
         y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i].to_f32());
-    }
-}
-
-/// `matvec_bf16` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
-/// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
-/// reused from cache by the others (pairs sorted by expert share their expert's rows).
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_bf16, rows = rows, row_stride(x = k, ids = 1, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 9]))]
-pub fn matvec_bf16_rows(x: &[f32], w: &[bf16], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let o = group_id(0);
-    for t in 0..8 {
-        let s = group_id(1) * 8 + t;
-        if s < rows {
-            let xb = s * k;
-            let wb = ((ids[s] as usize) * n + o) * k;
-            y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i].to_f32());
-        }
     }
 }
 

@@ -116,8 +116,9 @@ pub fn decode() -> Vec<baro::dsl::Kernel> {
     ]
 }
 
-/// The kernels of batched prefill and the batched decode step: each `_rows` kernel is declared the rows sibling of its
-/// m = 1 kernel (`rows_of`) and proven so while this crate compiles; the MoE grouping kernels
+/// The kernels of batched prefill and the batched decode step: each `_rows` kernel is the rows
+/// sibling of its m = 1 kernel, derived from it (`rows(..)`: embed, matvec, quant, rope) or
+/// written by hand (`rows_of`: norm, attention, moe, gdn), and proven so while this crate compiles; the MoE grouping kernels
 /// (`moe_count`, `moe_scatter`, `moe_gather`, `moe_ungather`), `copy_row` and `put_row` only
 /// move integers and copies; `attention_rows_reordered` is the negative control (no sibling).
 pub fn rows() -> Vec<baro::dsl::Kernel> {

@@ -15,6 +15,10 @@
 //!
 //! The f16 scale decode is written once (`f16_bits`, `f16_at_bytes`, `f16_at_words`,
 //! `#[kernel_helper]`s) and inlined by the macro where a scale is read.
+//!
+//! Every kernel's rows sibling (`_rows`) is derived from it by `rows(..)`, as in `matvec.rs`:
+//! 8 rows per workgroup, each running the m = 1 body (one output per workgroup for the plain
+//! kernels; for `_xs`, x staged per row and 8 or 16 outputs).
 
 use baro::{kernel, kernel_helper};
 use baro::reference::{sum_lanes_butterfly, sum_sequential};
@@ -44,7 +48,8 @@ pub fn f16_at_words(w: &[u32], byte: usize) -> f32 {
 }
 
 /// Q8_0 (k a multiple of 32): rows of k/32 blocks `{ f16 d; i8 q[32] }`.
-#[kernel(grid = [n, n_slots], uses = [f16_at_bytes, f16_bits])]
+#[kernel(grid = [n, n_slots], uses = [f16_at_bytes, f16_bits],
+         rows(name = matvec_q8_0_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
 pub fn matvec_q8_0(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let o = group_id(0);
     let s = group_id(1);
@@ -55,26 +60,9 @@ pub fn matvec_q8_0(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n:
         f16_at_bytes(w, (row + b) * 34) * sum!(j in 0..32, order = seq, ((w[(row + b) * 34 + 2 + j] as i8) as f32) * x[xb + b * 32 + j]));
 }
 
-/// `matvec_q8_0` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
-/// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
-/// reused from cache by the others (pairs sorted by expert share their expert's rows).
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q8_0, rows = rows, row_stride(x = k, ids = 1, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 9]), uses = [f16_at_bytes, f16_bits])]
-pub fn matvec_q8_0_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let o = group_id(0);
-    for t in 0..8 {
-        let s = group_id(1) * 8 + t;
-        if s < rows {
-            let xb = s * k;
-            let nb = k / 32;
-            let row = ((ids[s] as usize) * n + o) * nb;
-            y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
-                f16_at_bytes(w, (row + b) * 34) * sum!(j in 0..32, order = seq, ((w[(row + b) * 34 + 2 + j] as i8) as f32) * x[xb + b * 32 + j]));
-        }
-    }
-}
-
 /// Q4_K (k a multiple of 256): super-blocks `{ f16 d; f16 dmin; u8 scales[12]; u8 qs[128] }`.
-#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_bytes, f16_bits])]
+#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_bytes, f16_bits],
+         rows(name = matvec_q4_k_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
 pub fn matvec_q4_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let o = group_id(0);
     let s = group_id(1);
@@ -87,28 +75,9 @@ pub fn matvec_q4_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n:
             * sum!(i in 0..32, order = seq, x[xb + u * 32 + i]));
 }
 
-/// `matvec_q4_k` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
-/// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
-/// reused from cache by the others (pairs sorted by expert share their expert's rows).
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q4_k, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]), uses = [f16_at_bytes, f16_bits])]
-pub fn matvec_q4_k_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let o = group_id(0);
-    for t in 0..8 {
-        let s = group_id(1) * 8 + t;
-        if s < rows {
-            let xb = s * k;
-            let sb = ((ids[s] as usize) * n + o) * (k / 256);
-            y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-                (f16_at_bytes(w, (sb + u / 8) * 144) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 144 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
-                    * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 144 + 16 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) as f32) * x[xb + u * 32 + i])
-                - (f16_at_bytes(w, (sb + u / 8) * 144 + 2) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 144 + 4 + u % 8] >> 6) << 4) }) as f32))
-                    * sum!(i in 0..32, order = seq, x[xb + u * 32 + i]));
-        }
-    }
-}
-
 /// Q5_K (k a multiple of 256): `{ f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128] }`.
-#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_bytes, f16_bits])]
+#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_bytes, f16_bits],
+         rows(name = matvec_q5_k_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
 pub fn matvec_q5_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let o = group_id(0);
     let s = group_id(1);
@@ -121,29 +90,10 @@ pub fn matvec_q5_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n:
             * sum!(i in 0..32, order = seq, x[xb + u * 32 + i]));
 }
 
-/// `matvec_q5_k` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
-/// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
-/// reused from cache by the others (pairs sorted by expert share their expert's rows).
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q5_k, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]), uses = [f16_at_bytes, f16_bits])]
-pub fn matvec_q5_k_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let o = group_id(0);
-    for t in 0..8 {
-        let s = group_id(1) * 8 + t;
-        if s < rows {
-            let xb = s * k;
-            let sb = ((ids[s] as usize) * n + o) * (k / 256);
-            y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-                (f16_at_bytes(w, (sb + u / 8) * 176) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 176 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
-                    * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 176 + 48 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) | (((w[(sb + u / 8) * 176 + 16 + i] >> ((u % 8) as u8)) & 1) << 4)) as f32) * x[xb + u * 32 + i])
-                - (f16_at_bytes(w, (sb + u / 8) * 176 + 2) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 176 + 4 + u % 8] >> 6) << 4) }) as f32))
-                    * sum!(i in 0..32, order = seq, x[xb + u * 32 + i]));
-        }
-    }
-}
-
 /// Q6_K (k a multiple of 256): `{ u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }`; unit u is
 /// sub-block u % 16 of super-block u / 16; its element t is element e = (u % 16)·16 + t.
-#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_bytes, f16_bits])]
+#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_bytes, f16_bits],
+         rows(name = matvec_q6_k_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
 pub fn matvec_q6_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let o = group_id(0);
     let s = group_id(1);
@@ -155,27 +105,6 @@ pub fn matvec_q6_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n:
                 (((((w[(sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + t + 32 * (u % 8 / 2 % 2)] >> ((u % 8 / 4 * 4) as u8)) & 15)
                     | (((w[(sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16 + t] >> ((u % 8 / 2 * 2) as u8)) & 3) << 4)) as i32 - 32) as f32)
                 * x[xb + u * 16 + t]));
-}
-
-/// `matvec_q6_k` over rows: row r reads x[r·k ..] and weight matrix ids[r], writes y[r·n ..]. A
-/// workgroup computes output o for 8 consecutive rows, so the weight row it reads once is
-/// reused from cache by the others (pairs sorted by expert share their expert's rows).
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q6_k, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]), uses = [f16_at_bytes, f16_bits])]
-pub fn matvec_q6_k_rows(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let o = group_id(0);
-    for t in 0..8 {
-        let s = group_id(1) * 8 + t;
-        if s < rows {
-            let xb = s * k;
-            let sb = ((ids[s] as usize) * n + o) * (k / 256);
-            y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
-                (f16_at_bytes(w, (sb + u / 16) * 210 + 208) * ((w[(sb + u / 16) * 210 + 192 + u % 16] as i8) as f32))
-                    * sum!(t in 0..16, order = seq,
-                        (((((w[(sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + t + 32 * (u % 8 / 2 % 2)] >> ((u % 8 / 4 * 4) as u8)) & 15)
-                            | (((w[(sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16 + t] >> ((u % 8 / 2 * 2) as u8)) & 3) << 4)) as i32 - 32) as f32)
-                        * x[xb + u * 16 + t]));
-        }
-    }
 }
 
 fn f16_at(b: &[u8], at: usize) -> f32 {
@@ -263,7 +192,8 @@ pub const XS_MAX_K: usize = 4096;
 /// 2026-12-06: 16 per workgroup was 1.1–1.2× faster at n · n_slots ≥ 4096 and 1.3× slower at
 /// 512 and 2048). Which workgroup computes an output never changes its arithmetic. A kernel
 /// cannot read a Rust constant: the four kernels write it as the literal 4096 in their grid
-/// and body (`tests/it/kernels_matvec.rs` runs both sides of it).
+/// and body (`tests/it/kernels_matvec.rs` runs both sides of it). Their derived rows siblings
+/// fix `n_slots` to 1, so there the test reads `n · 1 ≥ 4096`: a launch's outputs per row.
 pub const XS_WIDE_OUTPUTS: usize = 4096;
 
 /// The `_xs` matvecs by weight type: (type, m = 1 kernel, rows kernel).
@@ -277,7 +207,8 @@ pub const XS_KERNELS: [(crate::model::TensorType, &str, &str); 4] = [
 /// `matvec_q8_0` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
 /// little-endian u32 words, 8 or 16 outputs per workgroup of 256 threads (`XS_WIDE_OUTPUTS`;
 /// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q8_0`.
-#[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, uses = [f16_at_words, f16_bits])]
+#[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, uses = [f16_at_words, f16_bits],
+         rows(name = matvec_q8_0_xs_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
 pub fn matvec_q8_0_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let g = if n * n_slots >= 4096 { 16 } else { 8 };
     let ob = group_id(0) * g;
@@ -297,34 +228,11 @@ pub fn matvec_q8_0_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
     }
 }
 
-/// `matvec_q8_0_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K) and the
-/// weights read as u32 words.
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q8_0_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 9]), uses = [f16_at_words, f16_bits])]
-pub fn matvec_q8_0_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let o = group_id(0);
-    let xs = shared::<f32, 4224>();
-    for t in 0..8 {
-        let s = group_id(1) * 8 + t;
-        if s < rows {
-            let xb = s * k;
-            // Every lane has read the previous row's x (its lane sums are exchanged).
-            barrier();
-            for j in par(0..k) {
-                xs[j + j / 32] = x[xb + j];
-            }
-            let nb = k / 32;
-            let row = ((ids[s] as usize) * n + o) * nb;
-            y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
-                f16_at_words(w, (row + b) * 34)
-                * sum!(j in 0..32, order = seq, (((if (row + b) % 2 == 0 { w[(row + b) * 34 / 4 + (j + 2) / 4] >> (((j + 2) % 4 * 8) as u32) } else { w[(row + b) * 34 / 4 + 1 + j / 4] >> ((j % 4 * 8) as u32) }) as i8) as f32) * xs[b * 33 + j]));
-        }
-    }
-}
-
 /// `matvec_q4_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
 /// little-endian u32 words, 8 or 16 outputs per workgroup of 256 threads (`XS_WIDE_OUTPUTS`;
 /// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q4_k`.
-#[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits])]
+#[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits],
+         rows(name = matvec_q4_k_xs_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
 pub fn matvec_q4_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let g = if n * n_slots >= 4096 { 16 } else { 8 };
     let ob = group_id(0) * g;
@@ -345,35 +253,11 @@ pub fn matvec_q4_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
     }
 }
 
-/// `matvec_q4_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K) and the
-/// weights read as u32 words.
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q4_k_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]), uses = [f16_bits])]
-pub fn matvec_q4_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let o = group_id(0);
-    let xs = shared::<f32, 4224>();
-    for t in 0..8 {
-        let s = group_id(1) * 8 + t;
-        if s < rows {
-            let xb = s * k;
-            // Every lane has read the previous row's x (its lane sums are exchanged).
-            barrier();
-            for j in par(0..k) {
-                xs[j + j / 32] = x[xb + j];
-            }
-            let sb = ((ids[s] as usize) * n + o) * (k / 256);
-            y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-                (f16_bits(w[(sb + u / 8) * 36] & 65535) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 36 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
-                    * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 36 + 4 + (u % 8 / 2) * 8 + i / 4] >> ((i % 4 * 8 + u % 2 * 4) as u32)) & 15) as f32) * xs[u * 33 + i])
-                - (f16_bits(w[(sb + u / 8) * 36] >> 16) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
-                    * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
-        }
-    }
-}
-
 /// `matvec_q5_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
 /// little-endian u32 words, 8 or 16 outputs per workgroup of 256 threads (`XS_WIDE_OUTPUTS`;
 /// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q5_k`.
-#[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits])]
+#[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits],
+         rows(name = matvec_q5_k_xs_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
 pub fn matvec_q5_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let g = if n * n_slots >= 4096 { 16 } else { 8 };
     let ob = group_id(0) * g;
@@ -394,35 +278,11 @@ pub fn matvec_q5_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
     }
 }
 
-/// `matvec_q5_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K) and the
-/// weights read as u32 words.
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q5_k_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]), uses = [f16_bits])]
-pub fn matvec_q5_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let o = group_id(0);
-    let xs = shared::<f32, 4224>();
-    for t in 0..8 {
-        let s = group_id(1) * 8 + t;
-        if s < rows {
-            let xb = s * k;
-            // Every lane has read the previous row's x (its lane sums are exchanged).
-            barrier();
-            for j in par(0..k) {
-                xs[j + j / 32] = x[xb + j];
-            }
-            let sb = ((ids[s] as usize) * n + o) * (k / 256);
-            y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-                (f16_bits(w[(sb + u / 8) * 44] & 65535) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 44 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
-                    * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 44 + 12 + (u % 8 / 2) * 8 + i / 4] >> ((i % 4 * 8 + u % 2 * 4) as u32)) & 15) | (((w[(sb + u / 8) * 44 + 4 + i / 4] >> ((i % 4 * 8 + u % 8) as u32)) & 1) << 4)) as f32) * xs[u * 33 + i])
-                - (f16_bits(w[(sb + u / 8) * 44] >> 16) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
-                    * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
-        }
-    }
-}
-
 /// `matvec_q6_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
 /// little-endian u32 words, 8 or 16 outputs per workgroup of 256 threads (`XS_WIDE_OUTPUTS`;
 /// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q6_k`.
-#[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_words, f16_bits])]
+#[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_words, f16_bits],
+         rows(name = matvec_q6_k_xs_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
 pub fn matvec_q6_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
     let g = if n * n_slots >= 4096 { 16 } else { 8 };
     let ob = group_id(0) * g;
@@ -438,29 +298,6 @@ pub fn matvec_q6_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
         y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
             (f16_at_words(w, ((sb + u / 16) * 210 + 208)) * ((w[((sb + u / 16) * 210 + 192 + u % 16) / 4] >> ((((sb + u / 16) * 210 + 192 + u % 16) % 4 * 8) as u32)) as i8) as f32)
                 * sum!(t in 0..16, order = seq, (((((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 4 * 4) as u32) } else { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 4 * 4) as u32) }) & 15) | (((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 2 * 2) as u32) } else { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 2 * 2) as u32) }) & 3) << 4)) as i32 - 32) as f32) * xs[u * 16 + t + u / 2]));
-    }
-}
-
-/// `matvec_q6_k_rows` with each row's x staged in workgroup memory (k ≤ XS_MAX_K) and the
-/// weights read as u32 words.
-#[kernel(grid = [n, (rows + 7) / 8], rows_of = matvec_q6_k_xs, rows = rows, row_stride(x = k, ids = 1, y = n), verify(k = [256, 512, 4096], n = [1, 2], x_stride = [0], n_slots = [1], rows = [1, 3, 9]), uses = [f16_at_words, f16_bits])]
-pub fn matvec_q6_k_xs_rows(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let o = group_id(0);
-    let xs = shared::<f32, 4224>();
-    for t in 0..8 {
-        let s = group_id(1) * 8 + t;
-        if s < rows {
-            let xb = s * k;
-            // Every lane has read the previous row's x (its lane sums are exchanged).
-            barrier();
-            for j in par(0..k) {
-                xs[j + j / 32] = x[xb + j];
-            }
-            let sb = ((ids[s] as usize) * n + o) * (k / 256);
-            y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
-                (f16_at_words(w, ((sb + u / 16) * 210 + 208)) * ((w[((sb + u / 16) * 210 + 192 + u % 16) / 4] >> ((((sb + u / 16) * 210 + 192 + u % 16) % 4 * 8) as u32)) as i8) as f32)
-                    * sum!(t in 0..16, order = seq, (((((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 4 * 4) as u32) } else { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 4 * 4) as u32) }) & 15) | (((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 2 * 2) as u32) } else { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 2 * 2) as u32) }) & 3) << 4)) as i32 - 32) as f32) * xs[u * 16 + t + u / 2]));
-        }
     }
 }
 

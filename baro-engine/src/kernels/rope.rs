@@ -6,6 +6,10 @@
 //! trigonometry (baro's math library has none) and every target reads the same table bits.
 //! Transformers computes the angle in f32, so its table differs by a few f32 ulps at long
 //! positions; the f64 table is the more accurate of the two.
+//!
+//! `rope_neox_rows` is derived from `rope_neox` by `rows(..)` and proven at build time: row r's
+//! heads start at `x[r · n_heads · head_stride]` at position `pos + r`, one workgroup per
+//! (head, row).
 
 use baro::kernel;
 
@@ -14,7 +18,8 @@ use baro::kernel;
 /// `out[i+half] = x[i+half]·c + x[i]·s` (Transformers' `q·cos + rotate_half(q)·sin`,
 /// where `a + (−b)·s` is exactly `a − b·s`). Heads must not overlap (rope_dim ≤ head_stride):
 /// the verifier's race check rejects the default strides, so the domain is listed.
-#[kernel(grid = [n_heads], verify(pos = [0, 3], rope_dim = [2, 4, 6], head_stride = [6, 7], n_heads = [1, 2, 3]))]
+#[kernel(grid = [n_heads], verify(pos = [0, 3], rope_dim = [2, 4, 6], head_stride = [6, 7], n_heads = [1, 2, 3]),
+         rows(name = rope_neox_rows, row_stride(x = n_heads * head_stride), row_step(pos = 1), verify(n_heads = [1, 2], rows = [1, 3])))]
 pub fn rope_neox(x: &mut [f32], cos: &[f32], sin: &[f32], pos: usize, rope_dim: usize, head_stride: usize, n_heads: usize) {
     let h = group_id(0);
     let half = rope_dim / 2;
@@ -22,26 +27,6 @@ pub fn rope_neox(x: &mut [f32], cos: &[f32], sin: &[f32], pos: usize, rope_dim: 
     for i in par(0..half) {
         let c = cos[pos * half + i];
         let s = sin[pos * half + i];
-        let x0 = x[b + i];
-        let x1 = x[b + i + half];
-        x[b + i] = x0 * c - x1 * s;
-        x[b + i + half] = x1 * c + x0 * s;
-    }
-}
-
-/// `rope_neox` over rows: row r's heads start at x[r · n_heads · head_stride] and sit at
-/// position pos + r; one workgroup per (head, row).
-#[kernel(grid = [n_heads, rows], rows_of = rope_neox, rows = rows, row_stride(x = n_heads * head_stride), row_step(pos = 1),
-         verify(pos = [0, 3], rope_dim = [2, 4, 6], head_stride = [6, 7], n_heads = [1, 2], rows = [1, 3]))]
-pub fn rope_neox_rows(x: &mut [f32], cos: &[f32], sin: &[f32], pos: usize, rope_dim: usize, head_stride: usize, n_heads: usize, rows: usize) {
-    let h = group_id(0);
-    let r = group_id(1);
-    let half = rope_dim / 2;
-    let b = r * n_heads * head_stride + h * head_stride;
-    let p = pos + r;
-    for i in par(0..half) {
-        let c = cos[p * half + i];
-        let s = sin[p * half + i];
         let x0 = x[b + i];
         let x1 = x[b + i + half];
         x[b + i] = x0 * c - x1 * s;
