@@ -4,9 +4,10 @@
 //! What is per token and stateless runs once over all rows through the rows kernels: the
 //! embedding gather, every RMSNorm, every projection (the mixers' in and out, the router, the
 //! shared expert), the MoE with its (row, k) pairs grouped by expert exactly as batched prefill
-//! groups them, SwiGLU, the combine, the residual adds, the final norm and the output head. A
-//! workgroup of a rows matvec computes one output for 8 rows, so a weight row is loaded once
-//! per 8 sequences instead of once per sequence. What touches a sequence's own state runs per
+//! groups them, SwiGLU, the combine, the residual adds (each with the norm after it), the final
+//! norm and the output head. A workgroup of a rows matvec computes its outputs (1, 8 or 16)
+//! for 8 rows in turn, so a weight row is loaded once per 8 sequences instead of once per
+//! sequence. What touches a sequence's own state runs per
 //! row with the decode step's m = 1 kernels on that sequence's buffers: RoPE at its position,
 //! the KV append and attention over its cache, the GDN conv ring and delta-rule state. A row's
 //! slice goes into the sequence's scratch with `copy_row` and back with `put_row` (exact
