@@ -135,6 +135,11 @@ impl Cx<'_> {
                 let b = self.expr(*b, out)?;
                 Expr::fma(a, b, self.expr(*c, out)?)
             }
+            Expr::Dot4 { kind, a, b, c } => {
+                let a = self.expr(*a, out)?;
+                let b = self.expr(*b, out)?;
+                Expr::dot4(kind, a, b, self.expr(*c, out)?)
+            }
             Expr::Cast { to, arg } => Expr::cast(to, self.expr(*arg, out)?),
             Expr::Bitcast { to, arg } => Expr::bitcast(to, self.expr(*arg, out)?),
             Expr::Call { func, arg } => Expr::call(func, self.expr(*arg, out)?),

@@ -5,7 +5,7 @@
 //! It never simplifies, folds or reorders anything: `a + b` and `b + a` are different nodes,
 //! and `0 + a` is not `a`. That strictness is the point of the verifier.
 
-use crate::ir::{BinOp, Const, MathFn, ScalarType, UnOp};
+use crate::ir::{BinOp, Const, Dot4Kind, MathFn, ScalarType, UnOp};
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -58,6 +58,8 @@ pub enum Op {
     Call(MathFn),
     /// `fma(a, b, c)`: one rounding, never the node `a·b + c`.
     Fma,
+    /// A 4-way byte dot (`Expr::Dot4`): exact integer arithmetic, one node.
+    Dot4(Dot4Kind),
 }
 
 const NONE: NodeId = NodeId(u32::MAX);
@@ -223,6 +225,7 @@ impl Dag {
                 Op::Bitcast => self.call(s, &format!("bitcast::<{ty}>"), &args[..1], d, budget),
                 Op::Select => self.call(s, "select", &args, d, budget),
                 Op::Fma => self.call(s, "fma", &args, d, budget),
+                Op::Dot4(k) => self.call(s, k.name(), &args, d, budget),
             },
         }
     }
