@@ -172,7 +172,8 @@ impl Cx<'_> {
         }
         let zero = Expr::Const(identity(r.op, r.ty));
         match r.schedule.clone() {
-            Schedule::Sequential => {
+            // An order-free sum is lowered as a sequential loop: the same integer as any tree.
+            Schedule::Sequential | Schedule::Any => {
                 out.push(Stmt::Let { var: result, value: zero });
                 let mut body = Vec::new();
                 let item = self.expr(r.body, &mut body)?;

@@ -284,6 +284,7 @@ fn combine(c: Combine) -> TokenStream {
 fn schedule(s: &Schedule) -> TokenStream {
     match s {
         Schedule::Sequential => quote!(::baro_dsl::schedule::Schedule::Sequential),
+        Schedule::Any => quote!(::baro_dsl::schedule::Schedule::Any),
         Schedule::Lanes { count, combine: c } => {
             let c = combine(*c);
             quote!(::baro_dsl::schedule::Schedule::Lanes { count: #count, combine: #c })

@@ -25,6 +25,8 @@ mod hip_runtime;
 #[cfg(feature = "llvm")]
 mod int_dot;
 #[cfg(feature = "llvm")]
+mod int_sum;
+#[cfg(feature = "llvm")]
 mod host_convert;
 #[cfg(feature = "llvm")]
 mod host_errors;

@@ -264,11 +264,13 @@ impl<'a> Parser<'a> {
         self.enter()?;
         let t = self.bump();
         let head = match t.tok {
-            Tok::Ident(w @ ("seq" | "lanes" | "chunked" | "blocked")) => w,
-            _ => return self.fail_at(t, "a schedule (`seq`, `lanes`, `chunked` or `blocked`)"),
+            Tok::Ident(w @ ("seq" | "any" | "lanes" | "chunked" | "blocked")) => w,
+            _ => return self.fail_at(t, "a schedule (`seq`, `any`, `lanes`, `chunked` or `blocked`)"),
         };
         let s = if head == "seq" {
             Schedule::Sequential
+        } else if head == "any" {
+            Schedule::Any
         } else {
             self.punct("(")?;
             let n = self.int("a count (u32)")?;
