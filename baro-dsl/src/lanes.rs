@@ -38,6 +38,15 @@ pub fn identity(op: ReduceOp, ty: ScalarType) -> Const {
     }
 }
 
+/// Lanes an order-free reduction (`Schedule::Any`) in uniform code is spread over: the
+/// narrowest wave of the supported targets, so the region is one wave or part of one on every
+/// target. Any count gives the same value; this one is a speed choice.
+const ANY_LANES: u32 = 32;
+
+/// An order-free reduction at most this long (by its length's range) stays a sequential
+/// loop: a lane region's shuffles would cost more than they save.
+const ANY_SEQUENTIAL_MAX: i128 = 64;
+
 /// Returns a copy of `kernel` with every reduction expanded. Idempotent on expanded IR.
 pub fn expand(kernel: &Kernel) -> Result<Kernel, ExpandError> {
     let mut k = kernel.clone();
@@ -172,8 +181,20 @@ impl Cx<'_> {
         }
         let zero = Expr::Const(identity(r.op, r.ty));
         match r.schedule.clone() {
-            // An order-free sum is lowered as a sequential loop: the same integer as any tree.
-            Schedule::Sequential | Schedule::Any => {
+            Schedule::Any => {
+                // Every order gives one value here (the verifier proved it), so this picks the
+                // fastest tree it can: lanes where the sum is long and lanes are free (uniform
+                // code, or a `par` team), a sequential loop otherwise. The region records the
+                // tree it chose; the verifier checks the code against that tree.
+                let short = crate::verify::range::Ranges::of(self.k).expr(&r.len).hi <= ANY_SEQUENTIAL_MAX;
+                let schedule = match (self.in_lanes, self.in_par) {
+                    (false, None) if !short => Schedule::lanes(ANY_LANES, Combine::Butterfly),
+                    (false, Some(Some(team))) if !short => Schedule::lanes(team, Combine::Butterfly),
+                    _ => Schedule::Sequential,
+                };
+                self.reduce(Reduce { schedule, ..r }, result, out)?;
+            }
+            Schedule::Sequential => {
                 out.push(Stmt::Let { var: result, value: zero });
                 let mut body = Vec::new();
                 let item = self.expr(r.body, &mut body)?;

@@ -326,3 +326,42 @@ pub fn check_order_free(k: &Kernel, r: &Reduce) -> Result<(), String> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Access, Buf, Const, Kernel, ParamId};
+
+    fn kernel() -> Kernel {
+        let mut k = Kernel::new("r");
+        k.add_param("b", ParamKind::Buffer { elem: ScalarType::U8, access: Access::Read });
+        k.add_param("q", ParamKind::Buffer { elem: ScalarType::I8, access: Access::Read });
+        k
+    }
+
+    #[test]
+    fn ranges_follow_the_operations() {
+        let k = kernel();
+        let mut r = Ranges::of(&k);
+        let byte = Expr::load(Buf::Param(ParamId(0)), Expr::index(0));
+        let q = Expr::load(Buf::Param(ParamId(1)), Expr::index(0));
+        let c = |t, v| Expr::c(Const::new(t, v));
+        // A nibble: (b >> 4) & 0xf, then minus 8 in i32.
+        let hi = Expr::bin(BinOp::Shr, byte.clone(), c(ScalarType::U8, 4));
+        assert_eq!(r.expr(&hi), Range::new(0, 15));
+        let lo = Expr::bin(BinOp::And, byte.clone(), c(ScalarType::U8, 0xf));
+        assert_eq!(r.expr(&lo), Range::new(0, 15));
+        let centred = Expr::bin(BinOp::Sub, Expr::cast(ScalarType::I32, lo), c(ScalarType::I32, 8));
+        assert_eq!(r.expr(&centred), Range::new(-8, 7));
+        // u4·i8 and i8·i8 products.
+        let q32 = Expr::cast(ScalarType::I32, q.clone());
+        assert_eq!(r.expr(&Expr::bin(BinOp::Mul, centred, q32.clone())), Range::new(-8 * 127, 1024));
+        assert_eq!(r.expr(&Expr::bin(BinOp::Mul, q32.clone(), q32)), Range::new(-16256, 16384));
+        // Wrapping in its own type spans the type: i8 + i8 in i8.
+        assert_eq!(r.expr(&Expr::bin(BinOp::Add, q.clone(), q)), Range::of_type(ScalarType::I8));
+        // A dot4 of i8 words with accumulator 0.
+        let w = c(ScalarType::U32, 0);
+        assert_eq!(r.expr(&Expr::dot4(Dot4Kind::I8I8, w.clone(), w.clone(), c(ScalarType::I32, 0))), Range::new(-65024, 65536));
+        assert_eq!(r.expr(&Expr::dot4(Dot4Kind::U8I8, w.clone(), w, c(ScalarType::I32, 0))), Range::new(-130560, 129540));
+    }
+}

@@ -113,7 +113,21 @@ fn bounded_integer_sums_are_accepted_and_verified() {
         check_wellformed(&k).unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
     }
     let k = row_sum("i8_small", Elem::I8Product, Schedule::Any, Some(256));
-    verify_kernel(&k).unwrap_or_else(|e| panic!("{e:?}"));
+    let proof = verify_kernel(&k).unwrap_or_else(|e| panic!("{e:?}"));
+    // A long order-free sum in uniform code is spread over 32 lanes (a butterfly), and the
+    // verifier checked the code against that tree; a short one stays a loop.
+    assert!(proof.regions_checked > 0, "{proof:?}");
+    let lanes_of = |k: &Kernel| -> Vec<String> {
+        let x = baro_dsl::lanes::expand(k).unwrap();
+        x.body.iter().filter_map(|s| match s {
+            baro_dsl::ir::Stmt::Lanes { count, implements: Some(imp), .. } => Some(format!("{count}: {}", imp.reduce.schedule)),
+            _ => None,
+        }).collect()
+    };
+    assert_eq!(lanes_of(&k), vec!["32: lanes(32, butterfly)".to_string()]);
+    let short = row_sum("i8_short", Elem::I8Product, Schedule::Any, Some(64));
+    assert_eq!(lanes_of(&short), Vec::<String>::new());
+    verify_kernel(&short).unwrap_or_else(|e| panic!("{e:?}"));
     // Text form: `any` prints and reads back.
     let text = k.to_string();
     assert!(text.contains(", any, "), "{text}");
