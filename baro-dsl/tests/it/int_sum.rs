@@ -226,3 +226,32 @@ fn host_order_free_dot4_sums_are_exact() {
         assert_eq!(y[o] as i64, s, "output {o}");
     }
 }
+
+#[test]
+fn an_order_free_dot4_sum_compiles_to_dp4a_and_v_dot4_over_lanes() {
+    use crate::gpu_codegen_common::{check_args, parse_kernels, run_tool, tool};
+    use baro_dsl::cache::CompileCache;
+    use baro_dsl::compile::compile_gpu;
+    use baro_dsl::options::CompileOptions;
+    use baro_dsl::target::Target;
+    let k = row_sum("dot4_any_gpu", Elem::Dot4, Schedule::Any, Some(1024));
+    let cache = CompileCache::new(None);
+    let o = CompileOptions::default();
+    let a = compile_gpu(&k, &Target::Nvptx { sm: 90 }, &o, &cache).unwrap_or_else(|e| panic!("{e}"));
+    let ptx = std::str::from_utf8(&a.image).unwrap();
+    assert!(ptx.contains("dp4a.s32.s32"), "{ptx}");
+    // lanes(32) butterfly: 16-8-4-2-1, then the broadcast from lane 0.
+    assert_eq!(ptx.matches("shfl.sync.bfly.b32").count(), 5, "{ptx}");
+    let tmp = tempfile::tempdir().unwrap();
+    let a = compile_gpu(&k, &"gfx1100".parse::<Target>().unwrap(), &o, &cache).unwrap_or_else(|e| panic!("{e}"));
+    let path = tmp.path().join("dot4_any_gpu.hsaco");
+    std::fs::write(&path, &a.image).unwrap();
+    let metas = parse_kernels(&run_tool(&tool("llvm-readelf-19", "llvm-19"), &["--notes"], &path));
+    assert_eq!(metas.len(), 1);
+    assert_eq!(metas[0].num(".wavefront_size"), 32);
+    assert_eq!(metas[0].num(".private_segment_fixed_size"), 0);
+    check_args(&k, &metas[0]);
+    let disasm = run_tool(&tool("llvm-objdump-19", "llvm-19"), &["-d", "--mcpu=gfx1100"], &path);
+    assert!(disasm.contains("v_dot4_i32_iu8"), "{disasm}");
+    assert!(disasm.contains("ds_bpermute_b32"), "lane exchange: {disasm}");
+}
