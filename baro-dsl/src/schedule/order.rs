@@ -103,6 +103,16 @@ impl Schedule {
         }
     }
 
+    /// True if any level of this schedule is `Any` (`blocked(32, any)` too): its value must
+    /// then be proven the same in every order.
+    pub fn is_order_free(&self) -> bool {
+        match self {
+            Schedule::Any => true,
+            Schedule::Blocked { across, .. } => across.is_order_free(),
+            _ => false,
+        }
+    }
+
     /// The number of lanes this schedule's outermost level spreads work over (1 if none).
     pub fn lane_count(&self) -> u32 {
         match self {

@@ -193,8 +193,9 @@ impl<'a> Ranges<'a> {
                 let acc = self.expr(c);
                 Range::new(acc.lo + 4 * p.lo, acc.hi + 4 * p.hi).fit(ScalarType::I32)
             }
+            // The result is its last partial sum, unless some partial wrapped.
             Expr::Reduce(r) if r.op == ReduceOp::Add && r.ty.is_int() => match self.sum_bound(r) {
-                Ok(b) => b.partials,
+                Ok(b) => b.partials.fit(r.ty),
                 Err(_) => full,
             },
             Expr::Reduce(r) if matches!(r.op, ReduceOp::Max | ReduceOp::Min) && r.ty.is_int() => {
@@ -289,7 +290,8 @@ pub enum Unbounded {
     Length { len: String },
 }
 
-/// Checks that an order-free reduction (`order = any`) computes the same value in every
+/// Checks that an order-free reduction (`order = any`, or `blocked(B, any)`: its partial sums
+/// are sums of at most as many elements) computes the same value in every
 /// order: an integer `max`/`min` always does; an integer `sum` does when no partial sum can
 /// leave its type (then it is the mathematical sum, which every order, tree or instruction
 /// computes); a float reduction never does. The error says what was expected and found.

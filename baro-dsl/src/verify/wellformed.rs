@@ -11,7 +11,6 @@ use std::collections::HashSet;
 use super::report::{ErrorKind, Location, VerifyError};
 use super::ordinals::Ordinals;
 use crate::ir::{Access, BinOp, Buf, Expr, Implements, Kernel, ParamKind, Reduce, ReduceOp, ScalarType, Stmt, Var};
-use crate::schedule::Schedule;
 
 /// Checks `k`. `user_ir` turns on the undeclared-reduction rule, which only applies to what
 /// an author wrote: expanded IR legitimately contains the loops a schedule describes.
@@ -277,7 +276,7 @@ impl Wf<'_> {
                 if let Err(se) = r.schedule.validate() {
                     self.malformed(format!("schedule `{}`: {se}", r.schedule));
                 }
-                if r.schedule == Schedule::Any {
+                if r.schedule.is_order_free() {
                     if let Err(m) = super::range::check_order_free(self.k, r) {
                         self.reduce_err(ErrorKind::OrderFree, &**r, m);
                     }

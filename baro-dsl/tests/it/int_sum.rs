@@ -255,3 +255,28 @@ fn an_order_free_dot4_sum_compiles_to_dp4a_and_v_dot4_over_lanes() {
     assert!(disasm.contains("v_dot4_i32_iu8"), "{disasm}");
     assert!(disasm.contains("ds_bpermute_b32"), "lane exchange: {disasm}");
 }
+
+#[test]
+fn order_free_across_blocks_needs_the_same_proof() {
+    // `blocked(32, any)`: block sums in sequence, combined in any order.
+    let across = |_: u32| Schedule::Blocked { block: 32, across: Box::new(Schedule::Any) };
+    let f = row_sum("float_blocked_any", Elem::F32Product, across(0), Some(256));
+    assert!(order_free_error(&f).starts_with("a reduction over f32 cannot be order-free"));
+    let long = row_sum("i8_blocked_any_long", Elem::I8Product, across(0), Some(1 << 17));
+    assert!(order_free_error(&long).contains("over at most 131072 elements"));
+    let ok = row_sum("i8_blocked_any", Elem::I8Product, across(0), Some(4096));
+    verify_kernel(&ok).unwrap_or_else(|e| panic!("{e:?}"));
+    let text = ok.to_string();
+    assert!(text.contains("blocked(32, any)"), "{text}");
+    assert_eq!(Kernel::from_text(&text).unwrap(), ok);
+    let kernel = compile(&ok);
+    let mut rng = Rng(5);
+    let (k, n) = (3000usize, 2usize);
+    let x: Vec<i8> = (0..k).map(|_| rng.next() as i8).collect();
+    let w: Vec<i8> = (0..k * n).map(|_| rng.next() as i8).collect();
+    let mut y = vec![0i32; n];
+    kernel.launch(&mut [Arg::buf(&x), Arg::buf(&w), Arg::buf_mut(&mut y), Arg::from(k), Arg::from(n)]).unwrap();
+    for o in 0..n {
+        assert_eq!(y[o], reference_i8(&x, &w, k, k, o));
+    }
+}
