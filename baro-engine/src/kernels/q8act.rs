@@ -165,6 +165,20 @@ mod tests {
         assert_eq!(nb, zero + 7);
     }
 
+    /// Offline code generation only (no GPU here): the kernel lowers for sm_90 and gfx1100.
+    #[test]
+    fn q8act_compiles_for_sm90_and_gfx1100() {
+        use baro_dsl::cache::CompileCache;
+        use baro_dsl::compile::compile_gpu;
+        use baro_dsl::options::CompileOptions;
+        let cache = CompileCache::new(None);
+        for target in ["sm_90", "gfx1100"] {
+            let a = compile_gpu(&q8act(), &target.parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{target}: {e}"));
+            assert!(!a.image.is_empty(), "{target}");
+            assert_eq!(a.block_dim, 256, "{target}");
+        }
+    }
+
     #[test]
     fn q8act_verifies_and_its_sum_is_order_free() {
         let k = q8act();
