@@ -278,7 +278,7 @@ impl Wf<'_> {
                 }
                 if r.schedule.is_order_free() {
                     if let Err(m) = super::range::check_order_free(self.k, r) {
-                        self.reduce_err(ErrorKind::OrderFree, &**r, m);
+                        self.reduce_err(ErrorKind::OrderFree, r, m);
                     }
                 }
                 if r.op == ReduceOp::FmaSum {

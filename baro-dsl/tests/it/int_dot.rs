@@ -151,3 +151,22 @@ fn gfx1100_code_object_uses_v_dot4() {
         println!("{}: {}", kind.name(), lines[0].trim());
     }
 }
+
+#[test]
+fn gfx942_has_no_sudot4_and_gets_the_exact_operations() {
+    // No dot intrinsic is called for gfx942 (`Dot4Isa::Exact`: four multiply-adds). It must
+    // still compile, to the same integer by construction. Observed with LLVM 19: its backend
+    // itself selects `v_dot4c_i32_i8` for the i8·i8 multiply-adds; u8·i8 stays scalar ops.
+    let objdump = tool("llvm-objdump-19", "llvm-19");
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = CompileCache::new(None);
+    for kind in Dot4Kind::ALL {
+        let a = compile_gpu(&dot4_kernel(kind), &"gfx942".parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{e}"));
+        let path = tmp.path().join(format!("{}.hsaco", a.entry));
+        std::fs::write(&path, &a.image).unwrap();
+        let disasm = run_tool(&objdump, &["-d", "--mcpu=gfx942"], &path);
+        assert!(!a.llvm_ir.contains("sudot4"), "{}", kind.name());
+        let dots: Vec<&str> = disasm.lines().filter(|l| l.contains("v_dot4")).collect();
+        println!("{} on gfx942: {} v_dot4 lines {:?}", kind.name(), dots.len(), dots.first());
+    }
+}
