@@ -1,5 +1,7 @@
 //! Expansion of reductions into explicit code: `Expr::Reduce` becomes sequential loops and
-//! `Stmt::Lanes` SIMT regions with xor shuffles, exactly as the declared schedule says.
+//! `Stmt::Lanes` SIMT regions with xor shuffles, exactly as the declared schedule says (an
+//! order-free `any`, proven the same in every order, gets the tree chosen here, recorded in
+//! its region like a declared one).
 //!
 //! Every lowering consumes only expanded IR, and the verifier executes the expanded IR and
 //! checks it against the schedule each region `implements`. This pass never reorders
