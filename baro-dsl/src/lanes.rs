@@ -1,5 +1,7 @@
 //! Expansion of reductions into explicit code: `Expr::Reduce` becomes sequential loops and
-//! `Stmt::Lanes` SIMT regions with xor shuffles, exactly as the declared schedule says.
+//! `Stmt::Lanes` SIMT regions with xor shuffles, exactly as the declared schedule says (an
+//! order-free `any`, proven the same in every order, gets the tree chosen here, recorded in
+//! its region like a declared one).
 //!
 //! Every lowering consumes only expanded IR, and the verifier executes the expanded IR and
 //! checks it against the schedule each region `implements`. This pass never reorders
@@ -37,6 +39,15 @@ pub fn identity(op: ReduceOp, ty: ScalarType) -> Const {
         },
     }
 }
+
+/// Lanes an order-free reduction (`Schedule::Any`) in uniform code is spread over: the
+/// narrowest wave of the supported targets, so the region is one wave or part of one on every
+/// target. Any count gives the same value; this one is a speed choice.
+const ANY_LANES: u32 = 32;
+
+/// An order-free reduction at most this long (by its length's range) stays a sequential
+/// loop: a lane region's shuffles would cost more than they save.
+const ANY_SEQUENTIAL_MAX: i128 = 64;
 
 /// Returns a copy of `kernel` with every reduction expanded. Idempotent on expanded IR.
 pub fn expand(kernel: &Kernel) -> Result<Kernel, ExpandError> {
@@ -135,6 +146,11 @@ impl Cx<'_> {
                 let b = self.expr(*b, out)?;
                 Expr::fma(a, b, self.expr(*c, out)?)
             }
+            Expr::Dot4 { kind, a, b, c } => {
+                let a = self.expr(*a, out)?;
+                let b = self.expr(*b, out)?;
+                Expr::dot4(kind, a, b, self.expr(*c, out)?)
+            }
             Expr::Cast { to, arg } => Expr::cast(to, self.expr(*arg, out)?),
             Expr::Bitcast { to, arg } => Expr::bitcast(to, self.expr(*arg, out)?),
             Expr::Call { func, arg } => Expr::call(func, self.expr(*arg, out)?),
@@ -167,6 +183,19 @@ impl Cx<'_> {
         }
         let zero = Expr::Const(identity(r.op, r.ty));
         match r.schedule.clone() {
+            Schedule::Any => {
+                // Every order gives one value here (the verifier proved it), so this picks the
+                // fastest tree it can: lanes where the sum is long and lanes are free (uniform
+                // code, or a `par` team), a sequential loop otherwise. The region records the
+                // tree it chose; the verifier checks the code against that tree.
+                let short = crate::verify::range::Ranges::of(self.k).expr(&r.len).hi <= ANY_SEQUENTIAL_MAX;
+                let schedule = match (self.in_lanes, self.in_par) {
+                    (false, None) if !short => Schedule::lanes(ANY_LANES, Combine::Butterfly),
+                    (false, Some(Some(team))) if !short => Schedule::lanes(team, Combine::Butterfly),
+                    _ => Schedule::Sequential,
+                };
+                self.reduce(Reduce { schedule, ..r }, result, out)?;
+            }
             Schedule::Sequential => {
                 out.push(Stmt::Let { var: result, value: zero });
                 let mut body = Vec::new();

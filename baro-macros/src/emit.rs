@@ -5,7 +5,7 @@
 //! This is a faithful printer of data: it must never change what it prints.
 
 use baro_dsl::ir::{
-    Access, BinOp, Buf, Const, Expr, Implements, Kernel, MathFn, Param, ParamKind, Reduce, ScalarType, SharedArray, Sibling, Stmt,
+    Access, BinOp, Buf, Const, Dot4Kind, Expr, Implements, Kernel, MathFn, Param, ParamKind, Reduce, ScalarType, SharedArray, Sibling, Stmt,
     UnOp, VarDecl, VerifyShapes,
 };
 use baro_dsl::schedule::{Combine, Schedule};
@@ -247,6 +247,14 @@ fn expr(e: &Expr) -> TokenStream {
             let (a, b, c) = (boxed(a), boxed(b), boxed(c));
             quote!(::baro_dsl::ir::Expr::Fma { a: #a, b: #b, c: #c })
         }
+        Expr::Dot4 { kind, a, b, c } => {
+            let (a, b, c) = (boxed(a), boxed(b), boxed(c));
+            let kind = match kind {
+                Dot4Kind::I8I8 => quote!(::baro_dsl::ir::Dot4Kind::I8I8),
+                Dot4Kind::U8I8 => quote!(::baro_dsl::ir::Dot4Kind::U8I8),
+            };
+            quote!(::baro_dsl::ir::Expr::Dot4 { kind: #kind, a: #a, b: #b, c: #c })
+        }
         Expr::Let { var: v, value, body } => {
             let (v, value, body) = (var(*v), boxed(value), boxed(body));
             quote!(::baro_dsl::ir::Expr::Let { var: #v, value: #value, body: #body })
@@ -276,6 +284,7 @@ fn combine(c: Combine) -> TokenStream {
 fn schedule(s: &Schedule) -> TokenStream {
     match s {
         Schedule::Sequential => quote!(::baro_dsl::schedule::Schedule::Sequential),
+        Schedule::Any => quote!(::baro_dsl::schedule::Schedule::Any),
         Schedule::Lanes { count, combine: c } => {
             let c = combine(*c);
             quote!(::baro_dsl::schedule::Schedule::Lanes { count: #count, combine: #c })

@@ -296,6 +296,45 @@ impl MathFn {
     }
 }
 
+/// The operand signedness of a 4-way byte dot (`Expr::Dot4`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dot4Kind {
+    /// Both words' bytes are i8 (`dot4_i8`: PTX `dp4a.s32.s32`, gfx11 `v_dot4_i32_iu8`).
+    I8I8,
+    /// The first word's bytes are u8, the second's i8 (`dot4_u8i8`: PTX `dp4a.u32.s32`).
+    U8I8,
+}
+
+impl Dot4Kind {
+    pub const ALL: [Dot4Kind; 2] = [Dot4Kind::I8I8, Dot4Kind::U8I8];
+    /// The name in the text form and in the Rust front end.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dot4Kind::I8I8 => "dot4_i8",
+            Dot4Kind::U8I8 => "dot4_u8i8",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Dot4Kind> {
+        Dot4Kind::ALL.into_iter().find(|k| k.name() == s)
+    }
+    /// Whether the first word's bytes are signed (the second's always are).
+    pub fn a_signed(self) -> bool {
+        self == Dot4Kind::I8I8
+    }
+    /// The exact value: `c + Σ_{i<4} a.byte(i) · b.byte(i)`, wrapping in i32 (as `dp4a` and
+    /// an unclamped `v_dot4` do). Every lowering and the plain-Rust references compute this.
+    pub fn eval(self, a: u32, b: u32, c: i32) -> i32 {
+        let mut acc = c;
+        for i in 0..4 {
+            let x = (a >> (8 * i)) as u8;
+            let y = (b >> (8 * i)) as u8 as i8 as i32;
+            let x = if self.a_signed() { x as i8 as i32 } else { x as i32 };
+            acc = acc.wrapping_add(x * y);
+        }
+        acc
+    }
+}
+
 /// The combining operation of a reduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
@@ -373,6 +412,10 @@ pub enum Expr {
     /// `a · b + c` rounded once (IEEE 754 fusedMultiplyAdd), all three f32. An operation of
     /// its own: it is never `a * b + c` (two roundings), and no pass forms one from the other.
     Fma { a: Box<Expr>, b: Box<Expr>, c: Box<Expr> },
+    /// `c + Σ_{i<4} a.byte(i) · b.byte(i)` (bytes little-endian, signedness per `kind`),
+    /// `a` and `b` u32, `c` and the result i32, wrapping like `dp4a`. Exact integer
+    /// arithmetic: every target computes the same integer (`Dot4Kind::eval`).
+    Dot4 { kind: Dot4Kind, a: Box<Expr>, b: Box<Expr>, c: Box<Expr> },
     /// `let var = value in body`, for sharing inside one expression.
     Let { var: Var, value: Box<Expr>, body: Box<Expr> },
     Reduce(Box<Reduce>),
@@ -415,6 +458,9 @@ impl Expr {
     pub fn fma(a: Expr, b: Expr, c: Expr) -> Expr {
         Expr::Fma { a: Box::new(a), b: Box::new(b), c: Box::new(c) }
     }
+    pub fn dot4(kind: Dot4Kind, a: Expr, b: Expr, c: Expr) -> Expr {
+        Expr::Dot4 { kind, a: Box::new(a), b: Box::new(b), c: Box::new(c) }
+    }
     pub fn let_in(var: Var, value: Expr, body: Expr) -> Expr {
         Expr::Let { var, value: Box::new(value), body: Box::new(body) }
     }
@@ -437,7 +483,7 @@ impl Expr {
                 f(then);
                 f(els)
             }
-            Expr::Fma { a, b, c } => {
+            Expr::Fma { a, b, c } | Expr::Dot4 { a, b, c, .. } => {
                 f(a);
                 f(b);
                 f(c)

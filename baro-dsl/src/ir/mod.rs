@@ -6,7 +6,7 @@ mod typeck;
 mod types;
 
 pub use kernel::{
-    Access, BinOp, Buf, Expr, Implements, Kernel, MathFn, Param, ParamId, ParamKind, Reduce, ReduceOp, SharedArray,
+    Access, BinOp, Buf, Dot4Kind, Expr, Implements, Kernel, MathFn, Param, ParamId, ParamKind, Reduce, ReduceOp, SharedArray,
     SharedId, Sibling, Stmt, UnOp, Var, VarDecl, VerifyShapes, MAX_BLOCK,
 };
 pub use text::{ParseError, MAX_NESTING};

@@ -113,6 +113,15 @@ impl Kernel {
                 }
                 Ok(ScalarType::F32)
             }
+            Expr::Dot4 { kind, a, b, c } => {
+                for (x, which, want) in [(a, "first", ScalarType::U32), (b, "second", ScalarType::U32), (c, "third", ScalarType::I32)] {
+                    let t = self.type_of(x)?;
+                    if t != want {
+                        return err(format!("`{}`'s {which} operand has type {t}: expected {want}", kind.name()));
+                    }
+                }
+                Ok(ScalarType::I32)
+            }
             Expr::Let { var, value, body } => {
                 let t = self.type_of(value)?;
                 let d = self.type_of(&Expr::Var(*var))?;

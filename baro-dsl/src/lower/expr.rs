@@ -11,7 +11,7 @@ use inkwell::IntPredicate as P;
 
 use super::ir::Ir;
 use super::{fail, Fail, R};
-use crate::ir::{Buf, Expr, Kernel, ParamId, ScalarType, Var};
+use crate::ir::{Buf, Dot4Kind, Expr, Kernel, ParamId, ScalarType, Var};
 
 /// A lowered value and its IR type.
 #[derive(Clone, Copy)]
@@ -71,6 +71,12 @@ pub(crate) trait ExprLeaves<'a, 'ctx: 'a> {
     fn load_elem(&mut self, buf: Buf, index: &'a Expr, idx: IntValue<'ctx>, signed: bool) -> R<BasicValueEnum<'ctx>>;
     /// `value` as lane `lane ^ mask` holds it; `node` is the `ShuffleXor` itself.
     fn shuffle_xor(&mut self, node: &'a Expr, value: &'a Expr, mask: u32) -> R<Val<'ctx>>;
+
+    /// A 4-way byte dot of the i32 registers `a`, `b`, `c`; the exact integer operations
+    /// unless the target has an instruction computing the same integer.
+    fn dot4(&mut self, kind: Dot4Kind, a: IntValue<'ctx>, b: IntValue<'ctx>, c: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        self.ir().dot4_exact(kind, a, b, c)
+    }
 
     fn expr_ty(&self, e: &Expr) -> R<ScalarType> {
         self.kernel().type_of(e).map_err(|e| Fail(e.0))
@@ -138,6 +144,16 @@ pub(crate) trait ExprLeaves<'a, 'ctx: 'a> {
                 let y = self.expr(b)?;
                 let z = self.expr(c)?;
                 self.ir().fma(x, y, z)
+            }
+            Expr::Dot4 { kind, a, b, c } => {
+                let x = self.expr(a)?;
+                let y = self.expr(b)?;
+                let z = self.expr(c)?;
+                if [x.ty, y.ty, z.ty] != [ScalarType::U32, ScalarType::U32, ScalarType::I32] {
+                    return fail(format!("`{}` of {}, {} and {}: expected u32, u32 and i32", kind.name(), x.ty, y.ty, z.ty));
+                }
+                let v = self.dot4(*kind, x.v.into_int_value(), y.v.into_int_value(), z.v.into_int_value())?;
+                Ok(Val { v: v.into(), ty: ScalarType::I32 })
             }
             Expr::Cast { to, arg } => {
                 let a = self.expr(arg)?;

@@ -11,7 +11,7 @@ use super::convert;
 use super::expr::{reg_ty, Val};
 use super::ir::Ir;
 use super::{fail, R};
-use crate::ir::{BinOp, Const, ScalarType, UnOp};
+use crate::ir::{BinOp, Const, Dot4Kind, ScalarType, UnOp};
 
 impl<'a, 'ctx> Ir<'a, 'ctx> {
     /// A register value of type `t` from its canonical 64-bit pattern.
@@ -168,6 +168,23 @@ impl<'a, 'ctx> Ir<'a, 'ctx> {
         let t = self.cx.f32_type();
         let v = self.intrinsic("llvm.fma", &[t.into()], &[a.v, b.v, c.v])?;
         Ok(Val { v, ty: ScalarType::F32 })
+    }
+
+    /// A 4-way byte dot in exact integer operations (`Dot4Kind::eval`): each byte extended
+    /// to i32 by its signedness, multiplied, and added to `c` with wrapping adds. The host's
+    /// lowering, and a GPU's where it has no dot instruction.
+    pub(crate) fn dot4_exact(&self, kind: Dot4Kind, a: IntValue<'ctx>, b: IntValue<'ctx>, c: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        let (i8t, i32t) = (self.cx.i8_type(), self.cx.i32_type());
+        let byte = |w: IntValue<'ctx>, i: u32, signed: bool| -> R<IntValue<'ctx>> {
+            let x = self.trunc(self.lshr(w, self.i32(8 * i))?, i8t)?;
+            Ok(if signed { self.b.build_int_s_extend(x, i32t, "")? } else { self.zext(x, i32t)? })
+        };
+        let mut acc = c;
+        for i in 0..4 {
+            let p = self.mul(byte(a, i, kind.a_signed())?, byte(b, i, true)?)?;
+            acc = self.add(acc, p)?;
+        }
+        Ok(acc)
     }
 
     fn float_binary(&self, op: BinOp, a: Val<'ctx>, bv: Val<'ctx>) -> R<Val<'ctx>> {

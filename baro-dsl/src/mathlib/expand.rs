@@ -208,6 +208,11 @@ fn expr(k: &mut Kernel, e: Expr) -> Expr {
             let b = bx(k, b);
             Expr::Fma { a, b, c: bx(k, c) }
         }
+        Expr::Dot4 { kind, a, b, c } => {
+            let a = bx(k, a);
+            let b = bx(k, b);
+            Expr::Dot4 { kind, a, b, c: bx(k, c) }
+        }
         Expr::Cast { to, arg } => Expr::Cast { to, arg: bx(k, arg) },
         Expr::Bitcast { to, arg } => Expr::Bitcast { to, arg: bx(k, arg) },
         Expr::Let { var, value, body } => {

@@ -54,6 +54,11 @@ pub enum Schedule {
     /// Consecutive blocks of `block` elements (a quantization block), each summed
     /// sequentially; the block sums are reduced by `across` as if they were the elements.
     Blocked { block: u32, across: Box<Schedule> },
+    /// No order: the reduction's value is the same in every order, which the verifier must
+    /// prove (an integer sum whose partial sums provably fit its type, an integer max/min;
+    /// never a float). Its tree (`expand`) is the sequential one, one representative of all;
+    /// a lowering may use any tree.
+    Any,
 }
 
 /// Why a schedule is not usable.
@@ -73,7 +78,7 @@ impl Schedule {
     /// Checks counts and sizes; every constructor path goes through this before use.
     pub fn validate(&self) -> Result<(), ScheduleError> {
         match self {
-            Schedule::Sequential => Ok(()),
+            Schedule::Sequential | Schedule::Any => Ok(()),
             Schedule::Lanes { count, combine } => {
                 if *count == 0 {
                     return Err(ScheduleError::Zero { what: "lane count", n: 0 });
@@ -98,6 +103,16 @@ impl Schedule {
         }
     }
 
+    /// True if any level of this schedule is `Any` (`blocked(32, any)` too): its value must
+    /// then be proven the same in every order.
+    pub fn is_order_free(&self) -> bool {
+        match self {
+            Schedule::Any => true,
+            Schedule::Blocked { across, .. } => across.is_order_free(),
+            _ => false,
+        }
+    }
+
     /// The number of lanes this schedule's outermost level spreads work over (1 if none).
     pub fn lane_count(&self) -> u32 {
         match self {
@@ -112,6 +127,7 @@ impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Schedule::Sequential => f.write_str("seq"),
+            Schedule::Any => f.write_str("any"),
             Schedule::Lanes { count, combine } => write!(f, "lanes({count}, {})", combine.name()),
             Schedule::Chunked { size, combine } => write!(f, "chunked({size}, {})", combine.name()),
             Schedule::Blocked { block, across } => write!(f, "blocked({block}, {across})"),
@@ -119,7 +135,7 @@ impl fmt::Display for Schedule {
     }
 }
 
-/// Parses the printed form of a schedule (`seq`, `lanes(32, butterfly)`,
+/// Parses the printed form of a schedule (`seq`, `any`, `lanes(32, butterfly)`,
 /// `chunked(64, pairwise)`, `blocked(32, lanes(32, butterfly))`).
 impl std::str::FromStr for Schedule {
     type Err = String;
@@ -127,6 +143,9 @@ impl std::str::FromStr for Schedule {
         let s = s.trim();
         if s == "seq" {
             return Ok(Schedule::Sequential);
+        }
+        if s == "any" {
+            return Ok(Schedule::Any);
         }
         let open = s.find('(').ok_or_else(|| format!("expected a schedule, found `{s}`"))?;
         if !s.ends_with(')') {

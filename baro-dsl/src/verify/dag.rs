@@ -3,9 +3,11 @@
 //! exactly when they end in the same `NodeId`.
 //!
 //! It never simplifies, folds or reorders anything: `a + b` and `b + a` are different nodes,
-//! and `0 + a` is not `a`. That strictness is the point of the verifier.
+//! and `0 + a` is not `a`. That strictness is the point of the verifier. The one exception
+//! is asked for by name: `canonical_int_sums`, for code an order-free integer sum let pick
+//! its own tree.
 
-use crate::ir::{BinOp, Const, MathFn, ScalarType, UnOp};
+use crate::ir::{BinOp, Const, Dot4Kind, MathFn, ScalarType, UnOp};
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -58,6 +60,8 @@ pub enum Op {
     Call(MathFn),
     /// `fma(a, b, c)`: one rounding, never the node `a·b + c`.
     Fma,
+    /// A 4-way byte dot (`Expr::Dot4`): exact integer arithmetic, one node.
+    Dot4(Dot4Kind),
 }
 
 const NONE: NodeId = NodeId(u32::MAX);
@@ -129,6 +133,53 @@ impl Dag {
         self.nodes.push(n);
         self.table.insert(n, id);
         id
+    }
+
+    /// `id` with every integer sum in it rewritten to one form: its terms (nested integer
+    /// additions of the same type flattened, zero constants dropped), each in this form,
+    /// sorted by node and added left to right from the first. Wrapping integer addition is
+    /// associative and commutative, so two nodes with one canonical form compute the same
+    /// bits. Only the schedule-implementation check uses it, and only for kernels with an
+    /// order-free reduction (`order = any`), whose code may add in any tree; float nodes and
+    /// every other operation keep their exact shape. It adds nodes, never changes one.
+    pub fn canonical_int_sums(&mut self, id: NodeId, memo: &mut HashMap<NodeId, NodeId>) -> NodeId {
+        if let Some(c) = memo.get(&id) {
+            return *c;
+        }
+        let out = match *self.node(id) {
+            Node::Op { op: Op::Bin(BinOp::Add), ty, .. } if ty.is_int() => {
+                let mut terms = Vec::new();
+                let mut stack = vec![id];
+                while let Some(n) = stack.pop() {
+                    match *self.node(n) {
+                        Node::Op { op: Op::Bin(BinOp::Add), ty: t, args } if t == ty => stack.extend([args[1], args[0]]),
+                        Node::Const(c) if c.bits == 0 => {}
+                        _ => terms.push(n),
+                    }
+                }
+                let mut terms: Vec<NodeId> = terms.into_iter().map(|t| self.canonical_int_sums(t, memo)).collect();
+                terms.sort();
+                let mut it = terms.into_iter();
+                match it.next() {
+                    None => self.constant(Const::zero(ty)),
+                    Some(first) => it.fold(first, |acc, t| self.op(Op::Bin(BinOp::Add), ty, &[acc, t])),
+                }
+            }
+            Node::Op { op, ty, args } => {
+                let mut a = args;
+                for x in a.iter_mut().filter(|x| **x != NONE) {
+                    *x = self.canonical_int_sums(*x, memo);
+                }
+                self.intern(Node::Op { op, ty, args: a })
+            }
+            Node::Load { buf, index, version } => {
+                let index = self.canonical_int_sums(index, memo);
+                self.intern(Node::Load { buf, index, version })
+            }
+            _ => id,
+        };
+        memo.insert(id, out);
+        out
     }
 
     pub fn constant(&mut self, c: Const) -> NodeId {
@@ -223,6 +274,7 @@ impl Dag {
                 Op::Bitcast => self.call(s, &format!("bitcast::<{ty}>"), &args[..1], d, budget),
                 Op::Select => self.call(s, "select", &args, d, budget),
                 Op::Fma => self.call(s, "fma", &args, d, budget),
+                Op::Dot4(k) => self.call(s, k.name(), &args, d, budget),
             },
         }
     }
@@ -294,6 +346,35 @@ impl Dag {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn canonical_int_sums_reassociate_integers_only() {
+        let mut d = Dag::new();
+        let x = d.name("x");
+        let i32t = ScalarType::I32;
+        let [a, b, c] = [0, 1, 2].map(|i| d.intern(Node::Leaf { buf: x, index: i }));
+        let zero = d.constant(Const::zero(i32t));
+        let add = |d: &mut Dag, p, q| d.op(Op::Bin(BinOp::Add), i32t, &[p, q]);
+        // ((0 + a) + b) + c and (c + b) + (a + 0): one canonical form.
+        let l = add(&mut d, zero, a);
+        let l = add(&mut d, l, b);
+        let l = add(&mut d, l, c);
+        let cb = add(&mut d, c, b);
+        let a0 = add(&mut d, a, zero);
+        let r = add(&mut d, cb, a0);
+        assert_ne!(l, r);
+        let mut memo = HashMap::new();
+        assert_eq!(d.canonical_int_sums(l, &mut memo), d.canonical_int_sums(r, &mut memo));
+        // A different multiset of terms stays different: a + b + b is not a + b + c.
+        let ab = add(&mut d, a, b);
+        let abb = add(&mut d, ab, b);
+        assert_ne!(d.canonical_int_sums(abb, &mut memo), d.canonical_int_sums(l, &mut memo));
+        // Float additions keep their order.
+        let f = ScalarType::F32;
+        let fab = d.op(Op::Bin(BinOp::Add), f, &[a, b]);
+        let fba = d.op(Op::Bin(BinOp::Add), f, &[b, a]);
+        assert_ne!(d.canonical_int_sums(fab, &mut memo), d.canonical_int_sums(fba, &mut memo));
+    }
 
     #[test]
     fn hash_consing_keeps_operand_order() {

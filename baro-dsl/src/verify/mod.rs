@@ -11,6 +11,7 @@ mod lengths;
 pub mod mutate;
 mod ordinals;
 mod race;
+pub mod range;
 mod report;
 mod shapes;
 mod sibling;

@@ -23,7 +23,7 @@ fn children_mut(e: &mut Expr) -> Vec<&mut Expr> {
         Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Call { arg, .. } => vec![arg],
         Expr::Binary { lhs, rhs, .. } => vec![lhs, rhs],
         Expr::Select { cond, then, els } => vec![cond, then, els],
-        Expr::Fma { a, b, c } => vec![a, b, c],
+        Expr::Fma { a, b, c } | Expr::Dot4 { a, b, c, .. } => vec![a, b, c],
         Expr::Let { value, body, .. } => vec![value, body],
         Expr::Reduce(r) => vec![&mut r.len, &mut r.body],
         Expr::ShuffleXor { value, .. } => vec![value],

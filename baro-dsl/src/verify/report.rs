@@ -41,6 +41,9 @@ pub enum ErrorKind {
     /// The shapes tried never gave a reduction enough elements for its order to matter, so
     /// passing would prove nothing about it (`location.reduce` names it).
     Vacuous,
+    /// A reduction declared order-free (`order = any`) whose value could depend on the order:
+    /// a float reduction, or an integer sum not proven free of overflow (`range`).
+    OrderFree,
     /// Two accesses to one element by concurrent units of one launch, at least one a write,
     /// with no order between them (see `race`).
     Race,

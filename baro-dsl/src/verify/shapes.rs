@@ -54,7 +54,7 @@ pub const MAX_TILE: u64 = 1024;
 
 fn granules(s: &Schedule, out: &mut Vec<u64>) {
     match s {
-        Schedule::Sequential => {}
+        Schedule::Sequential | Schedule::Any => {}
         Schedule::Lanes { count, .. } => out.push(*count as u64),
         Schedule::Chunked { size, .. } => out.push(*size as u64),
         Schedule::Blocked { block, across } => {

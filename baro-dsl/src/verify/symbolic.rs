@@ -450,6 +450,13 @@ impl Exec<'_, '_> {
                 let args = [self.node(x), self.node(y), self.node(z)];
                 Value::S(self.dag.op(Op::Fma, ScalarType::F32, &args), ScalarType::F32)
             }
+            Expr::Dot4 { kind, a, b, c } => match (self.eval(a)?, self.eval(b)?, self.eval(c)?) {
+                (Value::C(x), Value::C(y), Value::C(z)) => Value::C(Const::new(ScalarType::I32, kind.eval(x.bits as u32, y.bits as u32, z.bits as i32) as u64)),
+                (x, y, z) => {
+                    let args = [self.node(x), self.node(y), self.node(z)];
+                    Value::S(self.dag.op(Op::Dot4(*kind), ScalarType::I32, &args), ScalarType::I32)
+                }
+            },
             Expr::Let { var, value, body } => {
                 let x = self.eval(value)?;
                 self.set(*var, x)?;

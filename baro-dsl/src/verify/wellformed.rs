@@ -9,7 +9,8 @@ use super::lengths::Definitions;
 use super::ordinals::children;
 use std::collections::HashSet;
 use super::report::{ErrorKind, Location, VerifyError};
-use crate::ir::{Access, BinOp, Buf, Expr, Implements, Kernel, ParamKind, ReduceOp, ScalarType, Stmt, Var};
+use super::ordinals::Ordinals;
+use crate::ir::{Access, BinOp, Buf, Expr, Implements, Kernel, ParamKind, Reduce, ReduceOp, ScalarType, Stmt, Var};
 
 /// Checks `k`. `user_ir` turns on the undeclared-reduction rule, which only applies to what
 /// an author wrote: expanded IR legitimately contains the loops a schedule describes.
@@ -113,6 +114,17 @@ impl Wf<'_> {
         self.errs.push(VerifyError {
             kernel: self.k.name.clone(),
             location: Location { stmt_path: self.path.clone(), reduce: None, store: None },
+            kind,
+            message,
+        });
+    }
+
+    /// An error about reduction `r`, located at its ordinal (the macro marks its order).
+    fn reduce_err(&mut self, kind: ErrorKind, r: &Reduce, message: String) {
+        let reduce = Ordinals::of(self.k).reduce.get(&(r as *const Reduce)).copied();
+        self.errs.push(VerifyError {
+            kernel: self.k.name.clone(),
+            location: Location { stmt_path: self.path.clone(), reduce, store: None },
             kind,
             message,
         });
@@ -263,6 +275,11 @@ impl Wf<'_> {
             Expr::Reduce(r) => {
                 if let Err(se) = r.schedule.validate() {
                     self.malformed(format!("schedule `{}`: {se}", r.schedule));
+                }
+                if r.schedule.is_order_free() {
+                    if let Err(m) = super::range::check_order_free(self.k, r) {
+                        self.reduce_err(ErrorKind::OrderFree, r, m);
+                    }
                 }
                 if r.op == ReduceOp::FmaSum {
                     if r.ty != ScalarType::F32 {

@@ -23,6 +23,10 @@ mod gpu_codegen_cache;
 mod gpu_codegen_ptx;
 mod hip_runtime;
 #[cfg(feature = "llvm")]
+mod int_dot;
+#[cfg(feature = "llvm")]
+mod int_sum;
+#[cfg(feature = "llvm")]
 mod host_convert;
 #[cfg(feature = "llvm")]
 mod host_errors;

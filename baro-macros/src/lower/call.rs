@@ -1,12 +1,13 @@
 //! Method calls and function calls: conversions (`to_f32`, `from_f32`, `to_bits`,
-//! `from_bits`), `sqrt`/`abs`/`floor`/`max`/`min`, baro's math functions, `fma` and `group_id`.
+//! `from_bits`), `sqrt`/`abs`/`floor`/`max`/`min`, baro's math functions, `fma`,
+//! the byte dots `dot4_i8`/`dot4_u8i8` and `group_id`.
 //!
 //! Each maps to exactly one IR node; nothing here rewrites or fuses arithmetic.
 
 use super::stmt::strip;
 use super::{Lower, Typed};
 use crate::diag::{show, R};
-use baro_dsl::ir::{BinOp, Expr, MathFn, ScalarType, UnOp};
+use baro_dsl::ir::{BinOp, Dot4Kind, Expr, MathFn, ScalarType, UnOp};
 
 impl Lower<'_> {
     pub(super) fn method(&mut self, m: &syn::ExprMethodCall, hint: Option<ScalarType>) -> R<Typed> {
@@ -109,6 +110,25 @@ impl Lower<'_> {
                 let b = self.f32_arg(b, "fma")?;
                 let cc = self.f32_arg(cc, "fma")?;
                 Ok(Typed { e: Expr::fma(a, b, cc), ty: ScalarType::F32 })
+            }
+            [f] if Dot4Kind::from_name(f).is_some() => {
+                let kind = Dot4Kind::from_name(f).ok_or(super::Reported)?;
+                let usage = format!("`{f}(a, b, c)` (`c` plus the dot of the four bytes of the words `a` and `b`)");
+                let [a, b, cc] = match c.args.iter().collect::<Vec<_>>().as_slice() {
+                    [a, b, cc] => [*a, *b, *cc],
+                    _ => return Err(self.fail(c, format!("{usage} takes 3 arguments, found {}", c.args.len()))),
+                };
+                let arg = |lw: &mut Self, e: &syn::Expr, want: ScalarType, which: &str| -> R<Expr> {
+                    let x = lw.expr(e, Some(want))?;
+                    if x.ty != want {
+                        return Err(lw.fail(e, format!("{usage}: its {which} argument has type {}, expected {want}", x.ty)));
+                    }
+                    Ok(x.e)
+                };
+                let a = arg(self, a, ScalarType::U32, "first")?;
+                let b = arg(self, b, ScalarType::U32, "second")?;
+                let cc = arg(self, cc, ScalarType::I32, "third")?;
+                Ok(Typed { e: Expr::dot4(kind, a, b, cc), ty: ScalarType::I32 })
             }
             ["f16", "from_f32"] | ["half", "f16", "from_f32"] | ["bf16", "from_f32"] | ["half", "bf16", "from_f32"] => {
                 let to = if segs.contains(&"f16") { ScalarType::F16 } else { ScalarType::BF16 };

@@ -2,7 +2,8 @@
 //! is `fma(x, w)`, two arguments, is an `fma_sum`: `acc = fma(x_i, w_i, acc)` in every
 //! partial) and the ORDER syntax
 //! (`seq`, `lanes(N).butterfly()`, `lanes(N).strided().pairwise()`, `lanes(N).seq()`,
-//! `chunked(C)`, `chunked(C).pairwise()`, `blocked(B, ORDER)`).
+//! `chunked(C)`, `chunked(C).pairwise()`, `blocked(B, ORDER)`, and `any` for an integer
+//! reduction the verifier proves the same in every order).
 //!
 //! The order the user writes becomes the `Schedule` verbatim; nothing here picks one.
 
@@ -25,7 +26,7 @@ struct ReduceSyntax {
     body: syn::Expr,
 }
 
-const ORDERS: &str = "seq, lanes(N).butterfly(), lanes(N).pairwise(), lanes(N).seq(), chunked(C), chunked(C).pairwise() or blocked(B, ORDER)";
+const ORDERS: &str = "seq, lanes(N).butterfly(), lanes(N).pairwise(), lanes(N).seq(), chunked(C), chunked(C).pairwise(), blocked(B, ORDER), or any for an integer reduction proven the same in every order";
 
 fn parse_reduce(input: ParseStream) -> syn::Result<ReduceSyntax> {
     let var: Ident = input.parse()?;
@@ -140,6 +141,9 @@ impl Lower<'_> {
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         match cur {
             syn::Expr::Path(p) if p.path.is_ident("seq") && names.is_empty() => Ok(Schedule::Sequential),
+            // Order-free: the verifier (`check_wellformed`) accepts it only where every order
+            // gives one value (an integer sum proven not to overflow, an integer max/min).
+            syn::Expr::Path(p) if p.path.is_ident("any") && names.is_empty() => Ok(Schedule::Any),
             syn::Expr::Call(c) => {
                 let head = match &*c.func {
                     syn::Expr::Path(p) => p.path.get_ident().map(ToString::to_string).unwrap_or_default(),

@@ -215,6 +215,7 @@ impl Printer<'_> {
             Expr::Bitcast { to, arg } => self.call(&format!("bitcast<{to}>"), &[arg], f),
             Expr::Call { func, arg } => self.call(func.name(), &[arg], f),
             Expr::Fma { a, b, c } => self.call("fma", &[a, b, c], f),
+            Expr::Dot4 { kind, a, b, c } => self.call(kind.name(), &[a, b, c], f),
             Expr::Let { var, value, body } => {
                 f.write_str("let(")?;
                 self.var(*var, f)?;

@@ -26,7 +26,9 @@ const CC_AMDGPU_KERNEL: u32 = 91;
 pub(super) const GLOBAL: u16 = 1;
 pub(super) const SHARED: u16 = 3;
 
-pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch: Arch, wave: u32, block_dim: u32, options: &CompileOptions) -> R<()> {
+// The target's arch and its dot instruction travel separately: one more than clippy's 7.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch: Arch, dot4: super::intrinsics::Dot4Isa, wave: u32, block_dim: u32, options: &CompileOptions) -> R<()> {
     if k.grid.is_empty() || k.grid.len() > 3 {
         return fail(format!("a kernel has 1 to 3 grid axes, found {}", k.grid.len()));
     }
@@ -110,6 +112,7 @@ pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch:
         f,
         k,
         arch,
+        dot4,
         wave,
         block_dim,
         slots: HashMap::new(),

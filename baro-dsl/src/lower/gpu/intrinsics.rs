@@ -6,6 +6,7 @@ use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::values::{BasicMetadataValueEnum, IntValue};
 
 use super::Arch;
+use crate::ir::Dot4Kind;
 use crate::lower::ir::Ir;
 use crate::lower::{fail, Fail, R};
 
@@ -69,6 +70,55 @@ pub(super) fn barrier(ir: &Ir<'_, '_>, arch: Arch) -> R<()> {
         }
     }
     Ok(())
+}
+
+/// How a target computes `Expr::Dot4`: every choice gives `Dot4Kind::eval`'s integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Dot4Isa {
+    /// PTX `dp4a.{s32,u32}.s32` (sm_61 and later) through inline assembly: LLVM 19's NVPTX
+    /// has no dp4a intrinsic. The 32-bit result wraps, like the IR's.
+    Dp4a,
+    /// `llvm.amdgcn.sudot4` (gfx11 and later: `v_dot4_i32_iu8`, a signedness flag per
+    /// operand), clamp off, so the sum wraps.
+    Sudot4,
+    /// No dot instruction used: four exact multiply-adds (`Ir::dot4_exact`).
+    Exact,
+}
+
+impl Dot4Isa {
+    pub(super) fn of(target: &crate::target::Target) -> Dot4Isa {
+        use crate::target::Target;
+        match target {
+            Target::Nvptx { sm } if *sm >= 61 => Dot4Isa::Dp4a,
+            Target::Amdgpu { arch } if arch.starts_with("gfx11") || arch.starts_with("gfx12") => Dot4Isa::Sudot4,
+            _ => Dot4Isa::Exact,
+        }
+    }
+}
+
+/// `c + Σ a.byte(i) · b.byte(i)` with `isa`'s instruction (all operands i32).
+pub(super) fn dot4<'ctx>(ir: &Ir<'_, 'ctx>, isa: Dot4Isa, kind: Dot4Kind, a: IntValue<'ctx>, b: IntValue<'ctx>, c: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+    match isa {
+        Dot4Isa::Dp4a => {
+            let i32t = ir.cx.i32_type();
+            let fty = i32t.fn_type(&[i32t.into(), i32t.into(), i32t.into()], false);
+            let atype = if kind.a_signed() { "s32" } else { "u32" };
+            // Pure: no side effects, so LLVM may move or drop it like any arithmetic.
+            let asm = ir.cx.create_inline_asm(fty, format!("dp4a.{atype}.s32 $0, $1, $2, $3;"), "=r,r,r,r".to_string(), false, false, None, false);
+            let call = ir.b.build_indirect_call(fty, asm, &[a.into(), b.into(), c.into()], "")?;
+            match call.try_as_basic_value().basic() {
+                Some(v) => Ok(v.into_int_value()),
+                None => fail("dp4a inline assembly returned no value"),
+            }
+        }
+        Dot4Isa::Sudot4 => {
+            let i1 = ir.cx.bool_type();
+            let flag = |s: bool| i1.const_int(s as u64, false);
+            let args = [flag(kind.a_signed()).into(), a.into(), flag(true).into(), b.into(), c.into(), flag(false).into()];
+            Ok(ir.intrinsic("llvm.amdgcn.sudot4", &[], &args)?.into_int_value())
+        }
+        Dot4Isa::Exact => ir.dot4_exact(kind, a, b, c),
+    }
 }
 
 /// How a lane picks its partner in an exchange.

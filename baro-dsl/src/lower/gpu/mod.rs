@@ -104,6 +104,8 @@ pub(super) struct Gpu<'a, 'ctx> {
     f: FunctionValue<'ctx>,
     k: &'a Kernel,
     arch: Arch,
+    /// How `Expr::Dot4` is computed on this target.
+    dot4: intrinsics::Dot4Isa,
     wave: u32,
     block_dim: u32,
     slots: HashMap<Var, PointerValue<'ctx>>,
@@ -154,7 +156,8 @@ pub fn lower_gpu<'ctx>(cx: &'ctx Context, k: &Kernel, target: &Target, options: 
         Target::Host => return Err(fail("the host is not a GPU target")),
     };
     let Some(wave) = target.wave_width() else { return Err(fail("the target has no wave width")) };
-    entry::build(cx, &m, k, arch, wave, block_dim, options).map_err(|super::Fail(message)| LowerError { kernel: k.name.clone(), message })?;
+    let dot4 = intrinsics::Dot4Isa::of(target);
+    entry::build(cx, &m, k, arch, dot4, wave, block_dim, options).map_err(|super::Fail(message)| LowerError { kernel: k.name.clone(), message })?;
     if let Err(e) = m.verify() {
         return Err(LowerError { kernel: k.name.clone(), message: format!("llvm rejected the module (a bug in baro): {}", e.to_string()) });
     }

@@ -397,6 +397,10 @@ impl<'a, 'ctx> ExprLeaves<'a, 'ctx> for Gpu<'a, 'ctx> {
         &self.params
     }
 
+    fn dot4(&mut self, kind: crate::ir::Dot4Kind, a: IntValue<'ctx>, b: IntValue<'ctx>, c: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        super::intrinsics::dot4(&self.ir, self.dot4, kind, a, b, c)
+    }
+
     fn group_id(&mut self, axis: u8) -> R<IntValue<'ctx>> {
         match self.group.get(axis as usize) {
             Some(&g) => Ok(g),

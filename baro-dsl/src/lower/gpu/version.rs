@@ -181,7 +181,7 @@ fn collect_expr<'a>(e: &'a Expr, cx: &Cx, out: &mut Vec<Affine<'a>>) {
             collect_expr(then, cx, out);
             collect_expr(els, cx, out);
         }
-        Expr::Fma { a, b, c } => {
+        Expr::Fma { a, b, c } | Expr::Dot4 { a, b, c, .. } => {
             collect_expr(a, cx, out);
             collect_expr(b, cx, out);
             collect_expr(c, cx, out);

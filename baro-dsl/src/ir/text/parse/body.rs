@@ -7,7 +7,7 @@
 use super::{entity_id, word, Parser, R};
 use crate::ir::text::lex::{Tok, Token};
 use crate::ir::text::literal;
-use crate::ir::{BinOp, Const, Expr, Implements, MathFn, Reduce, ReduceOp, Stmt, UnOp};
+use crate::ir::{BinOp, Const, Dot4Kind, Expr, Implements, MathFn, Reduce, ReduceOp, Stmt, UnOp};
 use crate::schedule::{Combine, Schedule};
 
 const STATEMENT: &str = "a statement (`let`, `store`, `for`, `if`, `parfor`, `lanes`, `barrier` or `vN = ...`) or `}`";
@@ -115,6 +115,7 @@ impl<'a> Parser<'a> {
             Tok::Ident("load") => Self::load,
             Tok::Ident("select") => Self::select,
             Tok::Ident("fma") => Self::fma,
+            Tok::Ident(w) if Dot4Kind::from_name(w).is_some() => Self::fma,
             Tok::Ident("cast" | "bitcast") => Self::cast,
             Tok::Ident("let") => Self::let_expr,
             Tok::Ident("reduce") => |p, _| Ok(Expr::Reduce(Box::new(p.reduce()?))),
@@ -166,7 +167,8 @@ impl<'a> Parser<'a> {
         Ok(Expr::Select { cond, then, els })
     }
 
-    fn fma(&mut self, _: Token<'a>) -> R<Expr> {
+    /// `fma(a, b, c)` or `dot4_i8(a, b, c)` / `dot4_u8i8(a, b, c)`: three operands.
+    fn fma(&mut self, t: Token<'a>) -> R<Expr> {
         self.punct("(")?;
         let a = Box::new(self.expr()?);
         self.punct(",")?;
@@ -174,7 +176,10 @@ impl<'a> Parser<'a> {
         self.punct(",")?;
         let c = Box::new(self.expr()?);
         self.punct(")")?;
-        Ok(Expr::Fma { a, b, c })
+        Ok(match Dot4Kind::from_name(word(t)) {
+            Some(kind) => Expr::Dot4 { kind, a, b, c },
+            None => Expr::Fma { a, b, c },
+        })
     }
 
     fn cast(&mut self, t: Token<'a>) -> R<Expr> {
@@ -259,11 +264,13 @@ impl<'a> Parser<'a> {
         self.enter()?;
         let t = self.bump();
         let head = match t.tok {
-            Tok::Ident(w @ ("seq" | "lanes" | "chunked" | "blocked")) => w,
-            _ => return self.fail_at(t, "a schedule (`seq`, `lanes`, `chunked` or `blocked`)"),
+            Tok::Ident(w @ ("seq" | "any" | "lanes" | "chunked" | "blocked")) => w,
+            _ => return self.fail_at(t, "a schedule (`seq`, `any`, `lanes`, `chunked` or `blocked`)"),
         };
         let s = if head == "seq" {
             Schedule::Sequential
+        } else if head == "any" {
+            Schedule::Any
         } else {
             self.punct("(")?;
             let n = self.int("a count (u32)")?;
