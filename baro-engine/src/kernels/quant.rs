@@ -214,6 +214,9 @@ pub fn matvec_q8_0_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
     let ob = group_id(0) * g;
     let s = group_id(1);
     let xb = s * x_stride;
+    // The expert id is read before x is staged, so its load is in flight during the staging
+    // rather than after the barrier, ahead of the first weight address.
+    let e = ids[s] as usize;
     let xs = shared::<f32, 4224>();
     for j in par(0..k) {
         xs[j + j / 32] = x[xb + j];
@@ -221,7 +224,7 @@ pub fn matvec_q8_0_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
     for t in par_team(0..if n - ob < g { n - ob } else { g }, 32) {
         let o = ob + t;
         let nb = k / 32;
-        let row = ((ids[s] as usize) * n + o) * nb;
+        let row = (e * n + o) * nb;
         y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
             f16_at_words(w, (row + b) * 34)
             * sum!(j in 0..32, order = seq, (((if (row + b) % 2 == 0 { w[(row + b) * 34 / 4 + (j + 2) / 4] >> (((j + 2) % 4 * 8) as u32) } else { w[(row + b) * 34 / 4 + 1 + j / 4] >> ((j % 4 * 8) as u32) }) as i8) as f32) * xs[b * 33 + j]));
@@ -238,13 +241,16 @@ pub fn matvec_q4_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
     let ob = group_id(0) * g;
     let s = group_id(1);
     let xb = s * x_stride;
+    // The expert id is read before x is staged, so its load is in flight during the staging
+    // rather than after the barrier, ahead of the first weight address.
+    let e = ids[s] as usize;
     let xs = shared::<f32, 4224>();
     for j in par(0..k) {
         xs[j + j / 32] = x[xb + j];
     }
     for t in par_team(0..if n - ob < g { n - ob } else { g }, 32) {
         let o = ob + t;
-        let sb = ((ids[s] as usize) * n + o) * (k / 256);
+        let sb = (e * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
             (f16_bits(w[(sb + u / 8) * 36] & 65535) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 36 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
                 * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 36 + 4 + (u % 8 / 2) * 8 + i / 4] >> ((i % 4 * 8 + u % 2 * 4) as u32)) & 15) as f32) * xs[u * 33 + i])
@@ -263,13 +269,16 @@ pub fn matvec_q5_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
     let ob = group_id(0) * g;
     let s = group_id(1);
     let xb = s * x_stride;
+    // The expert id is read before x is staged, so its load is in flight during the staging
+    // rather than after the barrier, ahead of the first weight address.
+    let e = ids[s] as usize;
     let xs = shared::<f32, 4224>();
     for j in par(0..k) {
         xs[j + j / 32] = x[xb + j];
     }
     for t in par_team(0..if n - ob < g { n - ob } else { g }, 32) {
         let o = ob + t;
-        let sb = ((ids[s] as usize) * n + o) * (k / 256);
+        let sb = (e * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
             (f16_bits(w[(sb + u / 8) * 44] & 65535) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 44 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
                 * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 44 + 12 + (u % 8 / 2) * 8 + i / 4] >> ((i % 4 * 8 + u % 2 * 4) as u32)) & 15) | (((w[(sb + u / 8) * 44 + 4 + i / 4] >> ((i % 4 * 8 + u % 8) as u32)) & 1) << 4)) as f32) * xs[u * 33 + i])
@@ -288,13 +297,16 @@ pub fn matvec_q6_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
     let ob = group_id(0) * g;
     let s = group_id(1);
     let xb = s * x_stride;
+    // The expert id is read before x is staged, so its load is in flight during the staging
+    // rather than after the barrier, ahead of the first weight address.
+    let e = ids[s] as usize;
     let xs = shared::<f32, 4224>();
     for j in par(0..k) {
         xs[j + j / 32] = x[xb + j];
     }
     for t in par_team(0..if n - ob < g { n - ob } else { g }, 32) {
         let o = ob + t;
-        let sb = ((ids[s] as usize) * n + o) * (k / 256);
+        let sb = (e * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
             (f16_at_words(w, ((sb + u / 16) * 210 + 208)) * ((w[((sb + u / 16) * 210 + 192 + u % 16) / 4] >> ((((sb + u / 16) * 210 + 192 + u % 16) % 4 * 8) as u32)) as i8) as f32)
                 * sum!(t in 0..16, order = seq, (((((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 4 * 4) as u32) } else { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 4 * 4) as u32) }) & 15) | (((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 2 * 2) as u32) } else { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 2 * 2) as u32) }) & 3) << 4)) as i32 - 32) as f32) * xs[u * 16 + t + u / 2]));

@@ -85,7 +85,7 @@ fn a_set_never_staged_is_an_error() {
     let store = ExpertStore::load(&d, &source, &cfg).unwrap();
     let staging = LayerStaging::new(&d, &store).unwrap();
     assert_eq!(staging.wait(d.default_stream(), 1).err().expect("an error").to_string(), "layer staging: expected set 1 staged before use, found a set never staged");
-    let one_layer: u64 = (0..3).map(|p| store.parts(0)[p].shape.bytes() as u64).sum();
+    let one_layer: u64 = store.parts(0).iter().map(|p| p.shape.bytes() as u64).sum();
     assert_eq!(staging.device_bytes(), 2 * one_layer, "all layers of the fixture have one size");
 }
 
