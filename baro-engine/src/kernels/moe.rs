@@ -1,7 +1,9 @@
 //! The MoE block's own kernels (the expert projections are the expert-capable matvecs of
 //! `matvec.rs`/`quant.rs`, the router logits a plain matvec): router softmax → top-k →
-//! renormalise, SwiGLU, and the weighted sum of the k experts in top-k order plus the
-//! sigmoid-gated shared expert. The router is separate from the experts.
+//! renormalise, SwiGLU on a fused gate-and-up output, and the weighted sum of the k experts
+//! in top-k order plus the sigmoid-gated shared expert. The router is separate from the
+//! experts. The rows siblings of the router, SwiGLU and the combine are derived by `rows(..)`
+//! and proven at build time; the MoE grouping kernels below only move integers.
 
 use baro::dsl::mathlib;
 use baro::kernel;
@@ -22,7 +24,8 @@ use baro::reference::{max_lanes_butterfly, sum_lanes_butterfly, sum_sequential};
 /// `n_experts` (a pick no expert holds), which the expert matvec's bounds check rejects. The
 /// probabilities and ranks live in workgroup memory, so `n_experts ≤ ROUTER_MAX_EXPERTS`
 /// (`ModelConfig::validate` checks it).
-#[kernel(grid = [1], block = 256, verify(n_experts = [1, 31, 33, 70], top_k = [1, 2, 9]))]
+#[kernel(grid = [1], block = 256, verify(n_experts = [1, 31, 33, 70], top_k = [1, 2, 9]),
+         rows(name = router_topk_rows, axis = 0, row_stride(logits = n_experts, probs = n_experts, ids = top_k, weights = top_k), verify(n_experts = [1, 33, 70], rows = [1, 3])))]
 pub fn router_topk(logits: &[f32], probs: &mut [f32], ids: &mut [u32], weights: &mut [f32], n_experts: usize, top_k: usize) {
     let work = shared::<f32, 1024>();
     let rank = shared::<u32, 1024>();
@@ -52,48 +55,12 @@ pub fn router_topk(logits: &[f32], probs: &mut [f32], ids: &mut [u32], weights: 
     }
 }
 
-/// `router_topk` over rows: row r routes logits[r · n_experts ..] into ids and weights
-/// [r · top_k ..]; one workgroup per row, its scratch in that workgroup's memory.
-#[kernel(grid = [rows], block = 256, rows_of = router_topk, rows = rows,
-         row_stride(logits = n_experts, probs = n_experts, ids = top_k, weights = top_k),
-         verify(n_experts = [1, 33, 70], top_k = [1, 2, 9], rows = [1, 3]))]
-pub fn router_topk_rows(logits: &[f32], probs: &mut [f32], ids: &mut [u32], weights: &mut [f32], n_experts: usize, top_k: usize, rows: usize) {
-    let work = shared::<f32, 1024>();
-    let rank = shared::<u32, 1024>();
-    let r = group_id(0);
-    let lb = r * n_experts;
-    let kb = r * top_k;
-    let m = max!(e in 0..n_experts, order = lanes(32).butterfly(), logits[lb + e]);
-    let s = sum!(e in 0..n_experts, order = lanes(32).butterfly(), exp(logits[lb + e] - m));
-    for e in par(0..n_experts) {
-        probs[lb + e] = exp(logits[lb + e] - m) / s;
-        work[e] = exp(logits[lb + e] - m) / s;
-    }
-    for e in par(0..n_experts) {
-        let mut c: u32 = 0;
-        for f in 0..n_experts {
-            c = c + if work[f] > work[e] || (work[f] == work[e] && f < e) { 1 } else { 0 };
-        }
-        rank[e] = c;
-    }
-    for j in par_team(0..top_k, 32) {
-        ids[kb + j] = min!(e in 0..n_experts, order = lanes(32).butterfly(), if rank[e] == (j as u32) { e } else { n_experts }) as u32;
-        weights[kb + j] = max!(e in 0..n_experts, order = lanes(32).butterfly(), if rank[e] == (j as u32) { work[e] } else { f32::NEG_INFINITY });
-    }
-    let total = sum!(j in 0..top_k, order = seq, weights[kb + j]);
-    // Every thread sums the weights before any is overwritten (a race the verifier found:
-    // with top_k beyond one wave, a thread could read an already divided weight).
-    barrier();
-    for j in par(0..top_k) {
-        weights[kb + j] = weights[kb + j] / total;
-    }
-}
-
 /// SwiGLU on the output of a fused gate-and-up projection: slot s's `2n` projections are its
 /// gate (the first n) then its up (the last n), and h[s · n + j] = silu(gu[s · 2n + j]) ·
 /// gu[s · 2n + n + j]: one launch for all `n_slots` slots (the k routed experts, or the one
 /// shared expert), 256 elements per workgroup.
-#[kernel(grid = [(n + 255) / 256, n_slots], block = 256, verify(n = [1, 31, 256, 257, 600], n_slots = [1, 3]))]
+#[kernel(grid = [(n + 255) / 256, n_slots], block = 256, verify(n = [1, 31, 256, 257, 600], n_slots = [1, 3]),
+         rows(name = swiglu_pairs_rows, axis = 1, row_stride(gu = 2 * n, h = n), fix(n_slots = 1)))]
 pub fn swiglu_pairs(gu: &[f32], h: &mut [f32], n: usize, n_slots: usize) {
     let base = group_id(0) * 256;
     let s = group_id(1);
@@ -102,40 +69,16 @@ pub fn swiglu_pairs(gu: &[f32], h: &mut [f32], n: usize, n_slots: usize) {
     }
 }
 
-/// `swiglu_pairs` over rows (one slot each): row r reads gu[r · 2n ..] and writes h[r · n ..];
-/// workgroups (chunk, row).
-#[kernel(grid = [(n + 255) / 256, rows], block = 256, rows_of = swiglu_pairs, rows = rows, row_stride(gu = 2 * n, h = n), verify(n = [1, 31, 256, 257, 600], n_slots = [1]))]
-pub fn swiglu_pairs_rows(gu: &[f32], h: &mut [f32], n: usize, n_slots: usize, rows: usize) {
-    let base = group_id(0) * 256;
-    let r = group_id(1);
-    for j in par(0..if n - base < 256 { n - base } else { 256 }) {
-        h[r * n + base + j] = silu(gu[r * 2 * n + base + j]) * gu[r * 2 * n + n + base + j];
-    }
-}
-
 /// y[i] = seq_j(weights[j] · ye[j · dim + i]) + sigmoid(shared_logit[0]) · shared[i]: the k
 /// expert outputs (top_k, dim) summed in top-k order from +0, then the gated shared expert;
 /// 256 elements per workgroup.
-#[kernel(grid = [(dim + 255) / 256], block = 256, verify(dim = [1, 31, 256, 257, 600], top_k = [1, 2, 3]))]
+#[kernel(grid = [(dim + 255) / 256], block = 256, verify(dim = [1, 31, 256, 257, 600], top_k = [1, 2, 3]),
+         rows(name = moe_combine_rows, row_stride(ye = top_k * dim, weights = top_k, shared = dim, shared_logit = 1, y = dim)))]
 pub fn moe_combine(ye: &[f32], weights: &[f32], shared: &[f32], shared_logit: &[f32], y: &mut [f32], dim: usize, top_k: usize) {
     let base = group_id(0) * 256;
     let gs = sigmoid(shared_logit[0]);
     for j in par(0..if dim - base < 256 { dim - base } else { 256 }) {
         y[base + j] = sum!(e in 0..top_k, order = seq, weights[e] * ye[e * dim + base + j]) + gs * shared[base + j];
-    }
-}
-
-/// `moe_combine` over rows: row r sums its k expert outputs ye[r · top_k · dim ..] (in
-/// (token, k) order, gathered back from expert order) in top-k order, then adds its gated
-/// shared expert; workgroups (chunk, row).
-#[kernel(grid = [(dim + 255) / 256, rows], block = 256, rows_of = moe_combine, rows = rows, row_stride(ye = top_k * dim, weights = top_k, shared = dim, shared_logit = 1, y = dim),
-         verify(dim = [1, 31, 256, 257, 600], top_k = [1, 2, 3]))]
-pub fn moe_combine_rows(ye: &[f32], weights: &[f32], shared: &[f32], shared_logit: &[f32], y: &mut [f32], dim: usize, top_k: usize, rows: usize) {
-    let base = group_id(0) * 256;
-    let r = group_id(1);
-    let gs = sigmoid(shared_logit[r]);
-    for j in par(0..if dim - base < 256 { dim - base } else { 256 }) {
-        y[r * dim + base + j] = sum!(e in 0..top_k, order = seq, weights[r * top_k + e] * ye[(r * top_k + e) * dim + base + j]) + gs * shared[r * dim + base + j];
     }
 }
 

@@ -1,10 +1,12 @@
-//! RMSNorm in fp32, and the residual add fused with the norm after it (`add_rmsnorm`). Weight convention: `rmsnorm` and `head_rmsnorm` take
-//! the weight **as GGUF stores it** (already `1 + w`), so `y = x · rsqrt(mean x² + eps) · w`;
-//! a Hugging Face checkpoint's zero-centred weight is either offset by the loader (`1.0 + w`
-//! in f32, the same rounding the kernel would do) or passed to `rmsnorm_zc`, which adds it
-//! in the kernel. The sum of squares is `lanes(32).butterfly()` in every kernel here; the
-//! elementwise part runs 256 elements per workgroup of 256 threads, over as many workgroups
-//! as the length needs.
+//! RMSNorm in fp32, and the residual add fused with the norm after it (`add_rmsnorm`).
+//! Weight convention: `rmsnorm` and `head_rmsnorm` take the weight **as GGUF stores it**
+//! (already `1 + w`), so `y = x · rsqrt(mean x² + eps) · w`; a Hugging Face checkpoint's
+//! zero-centred weight is either offset by the loader (`1.0 + w` in f32, the same rounding the
+//! kernel would do) or passed to `rmsnorm_zc`, which adds it in the kernel. The sum of squares
+//! is `lanes(32).butterfly()` in every kernel here; the elementwise part runs 256 elements per
+//! workgroup of 256 threads, over as many workgroups as the length needs. The rows siblings
+//! are derived by `rows(..)` (row r offset by its `row_stride`s, one more grid axis) and proven
+//! at build time.
 
 use baro::dsl::mathlib;
 use baro::kernel;
@@ -13,25 +15,14 @@ use baro::reference::sum_lanes_butterfly;
 /// y = x · rsqrt(Σx²/n + eps) · w (w stored as 1 + w_hf). Workgroup g writes elements
 /// g·256 .. g·256 + 256 (one per thread); every workgroup computes the same Σx² in the same
 /// order (2048 floats read again per workgroup: cheaper than a second launch).
-#[kernel(grid = [(n + 255) / 256], block = 256, verify(n = [1, 31, 33, 256, 257, 600]))]
+#[kernel(grid = [(n + 255) / 256], block = 256, verify(n = [1, 31, 33, 256, 257, 600]),
+         rows(name = rmsnorm_rows, row_stride(x = n, y = n)))]
 pub fn rmsnorm(x: &[f32], w: &[f32], y: &mut [f32], n: usize, eps: f32) {
     let base = group_id(0) * 256;
     let ss = sum!(i in 0..n, order = lanes(32).butterfly(), x[i] * x[i]);
     let scale = rsqrt(ss / (n as f32) + eps);
     for j in par(0..if n - base < 256 { n - base } else { 256 }) {
         y[base + j] = x[base + j] * scale * w[base + j];
-    }
-}
-
-/// `rmsnorm` over rows: row r normalises x[r·n ..] into y[r·n ..], workgroups (chunk, row).
-#[kernel(grid = [(n + 255) / 256, rows], block = 256, rows_of = rmsnorm, rows = rows, row_stride(x = n, y = n), verify(n = [1, 31, 33, 256, 257, 600]))]
-pub fn rmsnorm_rows(x: &[f32], w: &[f32], y: &mut [f32], n: usize, eps: f32, rows: usize) {
-    let base = group_id(0) * 256;
-    let b = group_id(1) * n;
-    let ss = sum!(i in 0..n, order = lanes(32).butterfly(), x[b + i] * x[b + i]);
-    let scale = rsqrt(ss / (n as f32) + eps);
-    for j in par(0..if n - base < 256 { n - base } else { 256 }) {
-        y[b + base + j] = x[b + base + j] * scale * w[base + j];
     }
 }
 
@@ -51,7 +42,8 @@ pub fn rmsnorm_zc(x: &[f32], w: &[f32], y: &mut [f32], n: usize, eps: f32) {
 /// `y[h · out_stride ..]`, so the query half of the interleaved (query, gate) `q_proj` output
 /// is normed and compacted in one launch. Heads must not overlap (out_stride ≥ head_dim): the
 /// verifier's race check rejects the default strides {1, 3}, so the domain is listed.
-#[kernel(grid = [n_heads], block = 256, verify(head_dim = [1, 31, 33, 70], in_stride = [70, 141], out_stride = [70], n_heads = [1, 2, 3]))]
+#[kernel(grid = [n_heads], block = 256, verify(head_dim = [1, 31, 33, 70], in_stride = [70, 141], out_stride = [70], n_heads = [1, 2, 3]),
+         rows(name = head_rmsnorm_rows, row_stride(x = n_heads * in_stride, y = n_heads * out_stride), verify(n_heads = [1, 2], rows = [1, 3])))]
 pub fn head_rmsnorm(x: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, in_stride: usize, out_stride: usize, n_heads: usize, eps: f32) {
     let h = group_id(0);
     let xb = h * in_stride;
@@ -62,26 +54,12 @@ pub fn head_rmsnorm(x: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, in_str
     }
 }
 
-/// `head_rmsnorm` over rows: row r's heads start at x[r · n_heads · in_stride] and
-/// y[r · n_heads · out_stride]; one workgroup per (head, row).
-#[kernel(grid = [n_heads, rows], block = 256, rows_of = head_rmsnorm, rows = rows, row_stride(x = n_heads * in_stride, y = n_heads * out_stride),
-         verify(head_dim = [1, 31, 33, 70], in_stride = [70, 141], out_stride = [70], n_heads = [1, 2], rows = [1, 3]))]
-pub fn head_rmsnorm_rows(x: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, in_stride: usize, out_stride: usize, n_heads: usize, eps: f32, rows: usize) {
-    let h = group_id(0);
-    let r = group_id(1);
-    let xb = r * n_heads * in_stride + h * in_stride;
-    let ss = sum!(i in 0..head_dim, order = lanes(32).butterfly(), x[xb + i] * x[xb + i]);
-    let scale = rsqrt(ss / (head_dim as f32) + eps);
-    for i in par(0..head_dim) {
-        y[r * n_heads * out_stride + h * out_stride + i] = x[xb + i] * scale * w[i];
-    }
-}
-
 /// The residual add and the RMSNorm after it in one launch: h = a + b, y = rmsnorm(h, w) (w
 /// stored as 1 + w_hf). Every workgroup forms all n sums a + b (each rounded once, as `add`
 /// rounds it) for Σh² in `rmsnorm`'s order and writes its 256 elements of h and y, so h and y
 /// are `add`'s and then `rmsnorm`'s bits, without h's round trip through memory or a launch.
-#[kernel(grid = [(n + 255) / 256], block = 256, verify(n = [1, 31, 33, 256, 257, 600]))]
+#[kernel(grid = [(n + 255) / 256], block = 256, verify(n = [1, 31, 33, 256, 257, 600]),
+         rows(name = add_rmsnorm_rows, row_stride(a = n, b = n, h = n, y = n)))]
 pub fn add_rmsnorm(a: &[f32], b: &[f32], w: &[f32], h: &mut [f32], y: &mut [f32], n: usize, eps: f32) {
     let base = group_id(0) * 256;
     let ss = sum!(i in 0..n, order = lanes(32).butterfly(), (a[i] + b[i]) * (a[i] + b[i]));
@@ -89,19 +67,6 @@ pub fn add_rmsnorm(a: &[f32], b: &[f32], w: &[f32], h: &mut [f32], y: &mut [f32]
     for j in par(0..if n - base < 256 { n - base } else { 256 }) {
         h[base + j] = a[base + j] + b[base + j];
         y[base + j] = (a[base + j] + b[base + j]) * scale * w[base + j];
-    }
-}
-
-/// `add_rmsnorm` over rows of n: workgroups (chunk, row).
-#[kernel(grid = [(n + 255) / 256, rows], block = 256, rows_of = add_rmsnorm, rows = rows, row_stride(a = n, b = n, h = n, y = n), verify(n = [1, 31, 33, 256, 257, 600]))]
-pub fn add_rmsnorm_rows(a: &[f32], b: &[f32], w: &[f32], h: &mut [f32], y: &mut [f32], n: usize, eps: f32, rows: usize) {
-    let base = group_id(0) * 256;
-    let r = group_id(1) * n;
-    let ss = sum!(i in 0..n, order = lanes(32).butterfly(), (a[r + i] + b[r + i]) * (a[r + i] + b[r + i]));
-    let scale = rsqrt(ss / (n as f32) + eps);
-    for j in par(0..if n - base < 256 { n - base } else { 256 }) {
-        h[r + base + j] = a[r + base + j] + b[r + base + j];
-        y[r + base + j] = (a[r + base + j] + b[r + base + j]) * scale * w[base + j];
     }
 }
 
