@@ -1,4 +1,7 @@
-//! Activation quantization to 8-bit blocks (issue 14's groundwork for integer dots): per
+//! The q8 precision mode's kernels (issue 14, not yet used by the engine): activation
+//! quantization to 8-bit blocks, and the Q8_0 matvec on those blocks with exact integer dots.
+//!
+//! Activation quantization to 8-bit blocks: per
 //! block of 32 floats, the scale `d = max|x| / 127` (f32, the maximum taken in sequence), the
 //! 32 values `q = x / d` rounded half to even as i8 packed four to a u32 (little-endian,
 //! element 4w + t in byte t of word w), and the block sum of the q (i32, an order-free sum
@@ -17,8 +20,20 @@
 //!
 //! One thread per block (a `par` loop over 256 blocks per workgroup): simple and exact, not
 //! yet the coalesced layout a fast kernel wants.
+//!
+//! `matvec_q8_0_q8`: Q8_0 weights times quantized activations. Per block b of a row, the
+//! integer dot Σ_j q_w[j] · q_x[j] is exact (eight `dot4_i8` of packed words, summed
+//! `order = any`: the verifier proves |partial sums| ≤ 8 · 65536 cannot overflow i32, so any
+//! order gives the same integer), converted to f32 exactly (|dot| ≤ 32 · 128 · 127 < 2^24),
+//! and scaled by `d_w · d_x[b]`; the block results are summed `lanes(32).butterfly()`, as in
+//! the f32 `matvec_q8_0`. Only the float part has an order, and it is declared, so the rows
+//! sibling (derived by `rows(..)`) gives each row this kernel's bits.
 
+use baro::reference::sum_lanes_butterfly;
 use baro::{kernel, kernel_helper};
+use half::f16;
+
+use crate::kernels::quant::{__baro_helper_f16_at_words, __baro_helper_f16_bits};
 
 /// Elements per quantization block.
 pub const Q8_BLOCK: usize = 32;
@@ -80,109 +95,50 @@ pub fn q8act_reference(x: &[f32]) -> (Vec<u32>, Vec<f32>, Vec<i32>) {
     (q, d, s)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use baro_dsl::runtime::{Device, DeviceArg as A};
-    use baro_dsl::ScalarType;
-
-    fn run(x: &[f32]) -> (Vec<u32>, Vec<f32>, Vec<i32>) {
-        let nb = x.len() / Q8_BLOCK;
-        let dev = Device::host().expect("host device");
-        let k = dev.compile(&q8act()).unwrap_or_else(|e| panic!("{e}"));
-        let xb = dev.upload(x).unwrap();
-        let mut q = dev.alloc(ScalarType::U32, nb * 8).unwrap();
-        let mut d = dev.alloc(ScalarType::F32, nb).unwrap();
-        let mut s = dev.alloc(ScalarType::I32, nb).unwrap();
-        dev.run(&k, &mut [A::buf(&xb), A::buf_mut(&mut q), A::buf_mut(&mut d), A::buf_mut(&mut s), A::from(nb)]).unwrap_or_else(|e| panic!("{e}"));
-        (dev.read(&q).unwrap(), dev.read(&d).unwrap(), dev.read(&s).unwrap())
+/// Q8_0 weights (the raw GGUF blocks `{ f16 d; i8 q[32] }` seen as little-endian u32 words)
+/// times activations quantized by `q8act` (`xq`: 8 words per block, `xd`: one scale per
+/// block): y[s · n + o] = Σ_b (d_w · xd[b]) · idot_b, in `lanes(32).butterfly()` order over the
+/// row's k / 32 blocks, idot_b the exact integer dot of the block. Expert-capable as every
+/// matvec: slot s uses matrix ids[s] and input blocks from element s · x_stride (a multiple of
+/// 32). Eight outputs per 256-thread workgroup, one 32-lane team each. A block starts on a
+/// half-word when its index is even (34 bytes each: the quants then begin at byte 2 of a
+/// word), so its quant words are two half-words joined; odd blocks' quants are whole words.
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_at_words, f16_bits], verify(k = [32, 64, 96, 1056], n = [1, 9], x_stride = [0, 64], n_slots = [1, 2]),
+         rows(name = matvec_q8_0_q8_rows, tile = 8, axis = 1, row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(k = [32, 1056], rows = [1, 3, 9])))]
+pub fn matvec_q8_0_q8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+    let ob = group_id(0) * 8;
+    let s = group_id(1);
+    let e = ids[s] as usize;
+    let nb = k / 32;
+    let xb = s * x_stride / 32;
+    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+        let o = ob + t;
+        let row = (e * n + o) * nb;
+        y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
+            (f16_at_words(w, (row + b) * 34) * xd[xb + b])
+            * (sum!(j in 0..8, order = any, dot4_i8(if (row + b) % 2 == 0 { (w[(row + b) * 34 / 4 + j] >> 16) | (w[(row + b) * 34 / 4 + j + 1] << 16) } else { w[((row + b) * 34 + 2) / 4 + j] }, xq[(xb + b) * 8 + j], 0)) as f32));
     }
+}
 
-    /// The inputs: random blocks at many scales, and every edge case the module names.
-    fn blocks() -> Vec<f32> {
-        let mut x = Vec::new();
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        for scale in [1.0f32, 1e-3, 3e38, 1e-38, 1e-44, 65504.0] {
-            for _ in 0..3 {
-                x.extend((0..Q8_BLOCK).map(|_| ((next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * scale));
-            }
-        }
-        x.extend([0.0f32; Q8_BLOCK]); // all zero: d = 0, q = 0
-        x.extend((0..Q8_BLOCK).map(|j| if j % 2 == 0 { -0.0 } else { 0.0 }));
-        // max|x| = 127, so d = 1 exactly: the ties 2.5 → 2, 3.5 → 4, −2.5 → −2, 0.5 → 0.
-        let mut ties = vec![0.0f32; Q8_BLOCK];
-        ties[..8].copy_from_slice(&[127.0, -127.0, 2.5, 3.5, -2.5, 0.5, -0.5, 126.5]);
-        x.extend(ties);
-        let mut nan = vec![1.0f32; Q8_BLOCK];
-        nan[5] = f32::from_bits(0x7fa0_0001); // a signalling payload: d is still the canonical NaN
-        x.extend(nan);
-        let mut inf = vec![2.0f32; Q8_BLOCK];
-        inf[3] = f32::INFINITY;
-        inf[9] = f32::NEG_INFINITY;
-        x.extend(inf);
-        let mut both = vec![-1.0f32; Q8_BLOCK];
-        both[0] = f32::NEG_INFINITY;
-        both[31] = f32::NAN;
-        x.extend(both);
-        // Subnormal max|x|: d is subnormal, and x / d may pass 127 before the clamp.
-        x.extend((0..Q8_BLOCK).map(|j| f32::from_bits(0x0000_0200 + j as u32) * if j % 3 == 0 { -1.0 } else { 1.0 }));
-        x
-    }
-
-    #[test]
-    fn q8act_equals_its_reference_byte_for_byte() {
-        let x = blocks();
-        let nb = x.len() / Q8_BLOCK;
-        let (q, d, s) = run(&x);
-        let (wq, wd, ws) = q8act_reference(&x);
-        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&d), bits(&wd), "scales");
-        assert_eq!(q, wq, "packed q");
-        assert_eq!(s, ws, "block sums");
-        // The named cases, by value.
-        let block = |i: usize| (&q[i * 8..i * 8 + 8], d[i], s[i]);
-        let zero = 18;
-        for i in [zero, zero + 1] {
-            assert_eq!(block(i), (&[0u32; 8][..], 0.0, 0), "all-zero block {i}");
-        }
-        let (tq, td, _) = block(zero + 2);
-        assert_eq!(td, 1.0);
-        assert_eq!(tq[0].to_le_bytes().map(|b| b as i8), [127, -127, 2, 4]);
-        assert_eq!(tq[1].to_le_bytes().map(|b| b as i8), [-2, 0, 0, 126]);
-        let (nq, nd, ns) = block(zero + 3);
-        assert_eq!((nd.to_bits(), nq, ns), (0x7fc0_0000, &[0u32; 8][..], 0), "NaN block");
-        let (iq, id, is) = block(zero + 4);
-        assert_eq!((id, iq, is), (f32::INFINITY, &[0u32; 8][..], 0), "infinite block");
-        assert_eq!(block(zero + 5).1.to_bits(), 0x7fc0_0000, "NaN and infinity: NaN wins");
-        let (sq, _, _) = block(zero + 6);
-        assert!(sq.iter().flat_map(|w| w.to_le_bytes()).all(|b| (b as i8) >= -127), "clamped at -127");
-        assert_eq!(nb, zero + 7);
-    }
-
-    /// Offline code generation only (no GPU here): the kernel lowers for sm_90 and gfx1100.
-    #[test]
-    fn q8act_compiles_for_sm90_and_gfx1100() {
-        use baro_dsl::cache::CompileCache;
-        use baro_dsl::compile::compile_gpu;
-        use baro_dsl::options::CompileOptions;
-        let cache = CompileCache::new(None);
-        for target in ["sm_90", "gfx1100"] {
-            let a = compile_gpu(&q8act(), &target.parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{target}: {e}"));
-            assert!(!a.image.is_empty(), "{target}");
-            assert_eq!(a.block_dim, 256, "{target}");
+/// `matvec_q8_0_q8` in plain Rust (bytes, not words; `half`'s f16), same order: for each slot
+/// and output, the block results `(d_w · xd[b]) · (Σ_j q_w · q_x as f32)` summed by
+/// `sum_lanes_butterfly(.., 32, ..)`. `w` is the Q8_0 stack's raw bytes.
+#[allow(clippy::too_many_arguments)]
+pub fn matvec_q8_0_q8_reference(xq: &[u32], xd: &[f32], w: &[u8], ids: &[u32], k: usize, n: usize, x_stride: usize) -> Vec<f32> {
+    let nb = k / 32;
+    let mut y = Vec::with_capacity(ids.len() * n);
+    for (s, &e) in ids.iter().enumerate() {
+        let xb = s * x_stride / 32;
+        for o in 0..n {
+            let row = (e as usize * n + o) * nb;
+            y.push(sum_lanes_butterfly(nb, 32, |b| {
+                let blk = &w[(row + b) * 34..(row + b + 1) * 34];
+                let dw = f16::from_le_bytes([blk[0], blk[1]]).to_f32();
+                let xs = xq[(xb + b) * 8..(xb + b + 1) * 8].iter().flat_map(|v| v.to_le_bytes());
+                let dot: i32 = blk[2..].iter().zip(xs).map(|(&a, c)| i32::from(a as i8) * i32::from(c as i8)).sum();
+                (dw * xd[xb + b]) * dot as f32
+            }));
         }
     }
-
-    #[test]
-    fn q8act_verifies_and_its_sum_is_order_free() {
-        let k = q8act();
-        baro_dsl::verify::verify_kernel(&k).unwrap_or_else(|e| panic!("{e:?}"));
-        assert!(k.to_string().contains(", any, "), "the block sum is declared order-free");
-    }
+    y
 }

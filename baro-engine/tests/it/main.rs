@@ -27,6 +27,7 @@ mod kernels_gpu_compile;
 mod kernels_matvec;
 mod kernels_moe;
 mod kernels_norm;
+mod kernels_q8;
 mod kernels_rows;
 mod model_exp_rounding;
 mod model_fixtures;
