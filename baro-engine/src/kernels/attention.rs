@@ -13,22 +13,13 @@ use baro::kernel;
 use baro::reference::{max_lanes_butterfly, sum_lanes_butterfly, sum_sequential};
 
 /// Writes `k_new`, `v_new` (n_kv_heads · head_dim = kv_dim each) at position `pos` of caches
-/// laid out (position, kv_head, head_dim).
-#[kernel(grid = [1], block = 256)]
+/// laid out (position, kv_head, head_dim). Its rows sibling (derived) writes row r's k and v
+/// at position pos + r.
+#[kernel(grid = [1], block = 256, rows(name = kv_append_rows, axis = 0, row_stride(k_new = kv_dim, v_new = kv_dim), row_step(pos = 1)))]
 pub fn kv_append(k_new: &[f32], v_new: &[f32], k_cache: &mut [f32], v_cache: &mut [f32], pos: usize, kv_dim: usize) {
     for i in par(0..kv_dim) {
         k_cache[pos * kv_dim + i] = k_new[i];
         v_cache[pos * kv_dim + i] = v_new[i];
-    }
-}
-
-/// `kv_append` over rows: row r's k and v (k_new[r · kv_dim ..]) go to position pos + r.
-#[kernel(grid = [rows], block = 256, rows_of = kv_append, rows = rows, row_stride(k_new = kv_dim, v_new = kv_dim), row_step(pos = 1))]
-pub fn kv_append_rows(k_new: &[f32], v_new: &[f32], k_cache: &mut [f32], v_cache: &mut [f32], pos: usize, kv_dim: usize, rows: usize) {
-    let r = group_id(0);
-    for i in par(0..kv_dim) {
-        k_cache[(pos + r) * kv_dim + i] = k_new[r * kv_dim + i];
-        v_cache[(pos + r) * kv_dim + i] = v_new[r * kv_dim + i];
     }
 }
 

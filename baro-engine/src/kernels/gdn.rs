@@ -177,22 +177,10 @@ pub fn gdn_scan_rows(qkv: &[f32], ba: &[f32], ssm_a: &[f32], dt_bias: &[f32], st
 
 /// Per head (grid n_heads): y = (w · (x · rsqrt(Σx²/head_dim + eps))) · silu(z), w plain (not
 /// zero-centred), shared by the heads; the sum `lanes(32).butterfly()`.
-#[kernel(grid = [n_heads], block = 128)]
+#[kernel(grid = [n_heads], block = 128, rows(name = gated_rmsnorm_rows, row_stride(x = n_heads * head_dim, z = n_heads * head_dim, y = n_heads * head_dim)))]
 pub fn gated_rmsnorm(x: &[f32], z: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, n_heads: usize, eps: f32) {
     let h = group_id(0);
     let b = h * head_dim;
-    let ss = sum!(i in 0..head_dim, order = lanes(32).butterfly(), x[b + i] * x[b + i]);
-    let r = rsqrt(ss / (head_dim as f32) + eps);
-    for i in par(0..head_dim) {
-        y[b + i] = (w[i] * (x[b + i] * r)) * silu(z[b + i]);
-    }
-}
-
-/// `gated_rmsnorm` over rows of n_heads · head_dim: one workgroup per (head, row).
-#[kernel(grid = [n_heads, rows], block = 128, rows_of = gated_rmsnorm, rows = rows, row_stride(x = n_heads * head_dim, z = n_heads * head_dim, y = n_heads * head_dim))]
-pub fn gated_rmsnorm_rows(x: &[f32], z: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, n_heads: usize, eps: f32, rows: usize) {
-    let h = group_id(0);
-    let b = (group_id(1) * n_heads + h) * head_dim;
     let ss = sum!(i in 0..head_dim, order = lanes(32).butterfly(), x[b + i] * x[b + i]);
     let r = rsqrt(ss / (head_dim as f32) + eps);
     for i in par(0..head_dim) {
