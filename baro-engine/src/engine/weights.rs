@@ -74,8 +74,8 @@ pub enum WeightError {
     Gguf(Box<GgufError>),
     #[error(transparent)]
     Config(Box<ConfigError>),
-    #[error("tensors {gate} and {up}: expected one element type (baro runs the gate and up projections as one fused matrix), found {gate_ty} and {up_ty}")]
-    PairType { gate: String, up: String, gate_ty: TensorType, up_ty: TensorType },
+    #[error("tensors {first} and {second}: expected one element type (baro runs these two projections of one input as one stacked matrix), found {first_ty} and {second_ty}")]
+    PairType { first: String, second: String, first_ty: TensorType, second_ty: TensorType },
     #[error("uploading {name}: {source}")]
     Device { name: String, source: Box<DeviceError> },
 }
@@ -317,27 +317,27 @@ pub fn alloc_matrix(device: &Device, shape: MatrixShape) -> Result<Matrix, Devic
     Ok(Matrix { buf, ty: shape.ty, n_mats: shape.n_mats, rows: shape.rows, cols: shape.cols })
 }
 
-/// Stacks `gate` and `up` (the same number of matrices, columns and element type) into one
-/// stack whose matrix i is gate i's rows followed by up i's: the fused gate-and-up layout
-/// (and any two projections of one input run as one matrix).
-fn stack_rows<'a>(gate_name: &str, gate: HostMatrix<'a>, up_name: &str, up: HostMatrix<'a>) -> Result<HostMatrix<'a>, WeightError> {
-    let (g, u) = (gate.shape, up.shape);
+/// Stacks `first` and `second` (the same number of matrices, columns and element type) into
+/// one stack whose matrix i is first i's rows followed by second i's: two projections of one
+/// input as one matrix (gate then up: the fused gate-and-up layout).
+fn stack_rows<'a>(first_name: &str, first: HostMatrix<'a>, second_name: &str, second: HostMatrix<'a>) -> Result<HostMatrix<'a>, WeightError> {
+    let (g, u) = (first.shape, second.shape);
     if g.ty != u.ty {
-        return Err(WeightError::PairType { gate: gate_name.into(), up: up_name.into(), gate_ty: g.ty, up_ty: u.ty });
+        return Err(WeightError::PairType { first: first_name.into(), second: second_name.into(), first_ty: g.ty, second_ty: u.ty });
     }
     if (u.n_mats, u.cols) != (g.n_mats, g.cols) {
-        return Err(WeightError::Shape { name: up_name.into(), expected: vec![g.n_mats, u.rows, g.cols], found: vec![u.n_mats, u.rows, u.cols] });
+        return Err(WeightError::Shape { name: second_name.into(), expected: vec![g.n_mats, u.rows, g.cols], found: vec![u.n_mats, u.rows, u.cols] });
     }
-    for (name, m) in [(gate_name, &gate), (up_name, &up)] {
+    for (name, m) in [(first_name, &first), (second_name, &second)] {
         if m.bytes.len() != m.shape.bytes() {
             return Err(WeightError::Shape { name: name.into(), expected: vec![m.shape.n_mats, m.shape.rows, m.shape.cols], found: vec![m.bytes.len()] });
         }
     }
     let (gb, ub) = (g.mat_bytes(), u.mat_bytes());
-    let mut bytes = Vec::with_capacity(gate.bytes.len() + up.bytes.len());
+    let mut bytes = Vec::with_capacity(first.bytes.len() + second.bytes.len());
     for i in 0..g.n_mats {
-        bytes.extend_from_slice(&gate.bytes[i * gb..(i + 1) * gb]);
-        bytes.extend_from_slice(&up.bytes[i * ub..(i + 1) * ub]);
+        bytes.extend_from_slice(&first.bytes[i * gb..(i + 1) * gb]);
+        bytes.extend_from_slice(&second.bytes[i * ub..(i + 1) * ub]);
     }
     Ok(HostMatrix { shape: MatrixShape { rows: g.rows + u.rows, ..g }, bytes: Cow::Owned(bytes) })
 }
@@ -497,7 +497,7 @@ impl<'a> HostLoader<'a> {
         };
         let ((gate, g), (up, u)) = (shape(ExpertPart::Gate, "ffn_gate_exps.weight")?, shape(ExpertPart::Up, "ffn_up_exps.weight")?);
         if g.ty != u.ty {
-            return Err(WeightError::PairType { gate, up, gate_ty: g.ty, up_ty: u.ty });
+            return Err(WeightError::PairType { first: gate, second: up, first_ty: g.ty, second_ty: u.ty });
         }
         Ok([MatrixShape { rows: g.rows + u.rows, ..g }, shape(ExpertPart::Down, "ffn_down_exps.weight")?.1])
     }

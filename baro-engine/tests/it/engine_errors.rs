@@ -1,6 +1,7 @@
 //! The engine's errors on bad models and bad calls: a missing tensor, a mis-shaped tensor, a
 //! token id past the vocabulary and a full context each give an error naming what was expected
-//! and what was found, never a panic. A K-quant token embedding, once refused here, now loads:
+//! and what was found, never a panic; so does a pair of projections the engine stacks into one
+//! matrix stored in two types. A K-quant token embedding, once refused here, now loads:
 //! its gather equals the engine on the F32 dequantized table, bit for bit.
 
 use crate::common;
@@ -31,6 +32,27 @@ fn missing_and_misshaped_tensors_are_named() {
     qkv.0.shape.reverse();
     let e = engine_from(gguf_from(&ck.config, &transposed, &|_| TensorType::F32), 8).err().expect("an error");
     assert_eq!(e.to_string(), "tensor blk.0.attn_qkv.weight: expected shape [128, 64], found [64, 128]");
+}
+
+/// Two projections the engine stacks into one matrix (here the shared expert's gate and up)
+/// stored in different types: refused at load, naming both tensors and both types.
+#[test]
+fn a_stacked_pair_of_two_types_is_refused() {
+    let ck = HfCheckpoint::open(&fixture("tiny")).unwrap();
+    let mut w = GgufWriter::new();
+    for (k, v) in ck.config.to_gguf_metadata().expect("interval layer pattern") {
+        w.add_meta(&k, v);
+    }
+    for (spec, data) in canonical_f32(&ck) {
+        let ty = if spec.name == "blk.0.ffn_up_shexp.weight" { TensorType::F16 } else { TensorType::F32 };
+        w.add_tensor(&spec.name, ty, &spec.shape, quantize(ty, &data).unwrap()).unwrap();
+    }
+    let e = engine_from(w.to_bytes().0, 8).err().expect("an error");
+    assert!(matches!(&e, EngineError::Weights(w) if matches!(&**w, WeightError::PairType { .. })), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "tensors blk.0.ffn_gate_shexp.weight and blk.0.ffn_up_shexp.weight: expected one element type (baro runs these two projections of one input as one stacked matrix), found F32 and F16"
+    );
 }
 
 /// The fixture's canonical tensors as GGUF: F32 everywhere except `token_embd.weight`, written
