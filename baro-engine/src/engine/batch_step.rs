@@ -1,5 +1,5 @@
 //! One decode step over several sequences at once (`Engine::step_batch`): row r is sequence r,
-//! at its own position, with its own `State`.
+//! at its own position, with its own `State`; `forward::forward` in `Mode::Batch`.
 //!
 //! What is per token and stateless runs once over all rows through the rows kernels: the
 //! embedding gather, every RMSNorm, every projection (the mixers' in and out, the router, the
@@ -18,10 +18,9 @@
 //! are byte-identical to `step` on that sequence alone, whatever else is in the batch.
 //! Wiring only: no kernel body and no driver call.
 
-use crate::engine::decode::{attention_cached, gdn_recurrent, Engine, EngineError, Launcher, Rope};
-use crate::engine::prefill::{attention_project, gdn_output, gdn_project, LayerStream, Rows, Timer};
-use crate::engine::state::{LayerState, State};
-use crate::engine::weights::MixerWeights;
+use crate::engine::decode::{Engine, EngineError};
+use crate::engine::forward::{forward, LayerStream, Mode, Pass, Timer, Width};
+use crate::engine::state::State;
 use crate::tokenizer::TokenId;
 
 /// What a batched decode step did.
@@ -40,10 +39,6 @@ pub struct Stepped {
 /// 256 experts top-8 that is 8 rows (the rows matvecs' tile).
 pub fn staged_batch_rows(n_experts: usize, top_k: usize) -> usize {
     n_experts.div_ceil(4 * top_k.max(1)).max(2)
-}
-
-fn layer_mismatch() -> EngineError {
-    EngineError::Unsupported { what: "layer state", expected: "the weights' layer kind".into(), found: "another kind (a bug in baro)".into() }
 }
 
 impl Engine {
@@ -85,58 +80,18 @@ impl Engine {
         if n == 0 {
             return Ok(Stepped { logits: Vec::new(), rows_batched: 0 });
         }
-        self.grow_prefill_scratch(n)?;
+        self.grow_rows_scratch(n)?;
         self.ensure_layer_staging()?;
-        let cfg = &self.weights.config;
-        let (h, eps, vocab) = (cfg.hidden_dim, cfg.rms_eps, cfg.vocab_size);
-        let (q_dim, kv_dim) = (cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim);
-        let nv = cfg.gdn_n_value_heads;
-        let run = Rows { device: &self.device, k: &self.kernels.rows };
-        let one = Launcher { device: &self.device, k: &self.kernels };
-        let Some(p) = self.prefill_scratch.as_mut() else {
+        let vocab = self.weights.config.vocab_size;
+        let Some(p) = self.rows_scratch.as_mut() else {
             return Err(EngineError::Unsupported { what: "rows scratch", expected: "allocated before a batched step".into(), found: "none (a bug in baro)".into() });
         };
         let w = &self.weights;
         let tokens: Vec<TokenId> = rows.iter().map(|(_, t)| *t).collect();
-        run.embed(w, p, &tokens)?;
         // Staged: each layer's experts stream into one of two sets, exactly as in batched prefill.
-        let mut staged = LayerStream::start(&self.device, self.slots.as_ref(), self.layer_staging.as_mut())?;
-        run.rmsnorm(&p.x, w.layers.first().map_or(&w.output_norm, |l| &l.attn_norm), &mut p.xn, h, eps, n)?;
-        for (i, lw) in w.layers.iter().enumerate() {
-            match &lw.mixer {
-                MixerWeights::Gdn(g) => {
-                    gdn_project(&run, g, p, n)?;
-                    for (r, (state, _)) in rows.iter_mut().enumerate() {
-                        let State { pos, layers, s, .. } = &mut **state;
-                        let Some(LayerState::Gdn { conv_ring, ssm }) = layers.get_mut(i) else { return Err(layer_mismatch()) };
-                        run.copy_row(&p.qkv, r, &mut s.qkv, cfg.gdn_conv_dim())?;
-                        run.copy_row(&p.ba, r, &mut s.ba, 2 * nv)?;
-                        gdn_recurrent(&one, cfg, g, conv_ring, ssm, s, *pos)?;
-                        run.put_row(&s.o, &mut p.o, r, nv * cfg.gdn_value_dim)?;
-                    }
-                    gdn_output(&run, cfg, g, p, n)?;
-                }
-                MixerWeights::Attention(a) => {
-                    attention_project(&run, cfg, a, p, n)?;
-                    for (r, (state, _)) in rows.iter_mut().enumerate() {
-                        let State { pos, max_ctx, layers, rope_cos, rope_sin, s } = &mut **state;
-                        let Some(LayerState::Attention { k_cache, v_cache }) = layers.get_mut(i) else { return Err(layer_mismatch()) };
-                        run.copy_row(&p.q_gate, r, &mut s.q_gate, 2 * q_dim)?;
-                        run.copy_row(&p.q, r, &mut s.q, q_dim)?;
-                        run.copy_row(&p.k, r, &mut s.k, kv_dim)?;
-                        run.copy_row(&p.v, r, &mut s.v, kv_dim)?;
-                        attention_cached(&one, cfg, k_cache, v_cache, &Rope { cos: rope_cos, sin: rope_sin }, s, *pos, *max_ctx)?;
-                        run.put_row(&s.attn, &mut p.attn, r, q_dim)?;
-                    }
-                    run.matvec(&a.o, &p.attn, &p.zero_ids, &mut p.mix, n)?;
-                }
-            }
-            run.add_rmsnorm(&p.x, &p.mix, &lw.post_attention_norm, &mut p.h, &mut p.xn, h, eps, n)?;
-            staged.moe(&run, cfg, w, i, p, n, &mut Timer::off())?;
-            let next_norm = w.layers.get(i + 1).map_or(&w.output_norm, |l| &l.attn_norm);
-            run.add_rmsnorm(&p.h, &p.mix, next_norm, &mut p.x, &mut p.xn, h, eps, n)?;
-        }
-        let logits = run.head(w, p, n)?;
+        let experts = LayerStream::start(&self.device, self.slots.as_ref(), self.layer_staging.as_mut())?;
+        forward(&self.device, &self.kernels, w, p, &tokens, Mode::Batch { rows, experts }, &mut Timer::off())?;
+        let logits = Pass::new(&self.device, &self.kernels, Width::Rows(n)).head_rows(w, p, n)?;
         for (state, _) in rows.iter_mut() {
             state.pos += 1;
         }

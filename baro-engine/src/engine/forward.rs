@@ -1,0 +1,475 @@
+//! The forward pass, written once: embed → per layer (RMSNorm → mixer → residual fused with
+//! the post-attention RMSNorm → MoE → residual fused with the next norm) → the final norm,
+//! leaving the normed rows in `Scratch::xn` for the caller's output head.
+//!
+//! `Mode` says what the rows are and so which kernels run:
+//! - `Decode`: one token of one sequence through the m = 1 kernels (the decode step);
+//! - `Chunk`: `t` consecutive tokens of one sequence through the rows siblings (batched
+//!   prefill), the GDN state and KV cache carried from row to row by the rows kernels;
+//! - `Batch`: one token of each of `n` sequences (the batched decode step): the projections,
+//!   norms and MoE through the rows siblings, each sequence's stateful part (GDN conv and
+//!   delta-rule step, RoPE, KV append, attention) through the m = 1 kernels on its own state.
+//!
+//! Every rows kernel is proven, while the crate compiles, to compute row for row what its m = 1
+//! kernel computes, so the three modes give the same bits for the same token. Wiring only: no
+//! kernel body and no driver call.
+
+use baro_dsl::runtime::{Buffer, Device, DeviceArg as A, DeviceError, DeviceKernel};
+
+use crate::engine::decode::EngineError;
+use crate::engine::registry::{KernelPair, Kernels};
+use crate::engine::scratch::{Scratch, HEAD_TILE};
+use crate::engine::staging::{DecodeSlots, ExpertStore, LayerStaging};
+use crate::engine::state::{LayerState, State};
+use crate::engine::weights::{AttentionWeights, ExpertMatrices, GdnWeights, Matrix, MixerWeights, MoeWeights, Weights};
+use crate::model::{ModelConfig, TensorType};
+use crate::tokenizer::TokenId;
+
+/// Which kernels a launch picks: the m = 1 kernel, or the rows sibling over `rows` rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Width {
+    One,
+    Rows(usize),
+}
+
+/// Launches on the device's default stream at one width.
+pub(crate) struct Pass<'a> {
+    pub(crate) device: &'a Device,
+    pub(crate) k: &'a Kernels,
+    pub(crate) width: Width,
+}
+
+/// A matrix's raw bytes as the matvec `kernel` reads them: little-endian u32 words where its
+/// weight parameter (the second) is `&[u32]` and the matrix holds bytes (the `_xs` quantized
+/// matvecs), else the buffer itself.
+pub fn weight_arg<'a>(kernel: &baro_dsl::Kernel, w: &'a Buffer) -> A<'a> {
+    let words = matches!(kernel.params.get(1).map(|p| &p.kind), Some(baro_dsl::ir::ParamKind::Buffer { elem: baro_dsl::ScalarType::U32, .. }));
+    if words && w.elem() == baro_dsl::ScalarType::U8 {
+        A::words(w)
+    } else {
+        A::buf(w)
+    }
+}
+
+impl<'a> Pass<'a> {
+    pub(crate) fn new(device: &'a Device, k: &'a Kernels, width: Width) -> Pass<'a> {
+        Pass { device, k, width }
+    }
+
+    /// The same device and kernels at another width.
+    pub(crate) fn at(&self, width: Width) -> Pass<'a> {
+        Pass { device: self.device, k: self.k, width }
+    }
+
+    pub(crate) fn launch(&self, kernel: &DeviceKernel, args: &mut [A<'_>]) -> Result<(), DeviceError> {
+        self.device.launch(self.device.default_stream(), kernel, args)
+    }
+
+    /// Rows per launch: 1 for the m = 1 kernels.
+    pub(crate) fn rows(&self) -> usize {
+        match self.width {
+            Width::One => 1,
+            Width::Rows(t) => t,
+        }
+    }
+
+    /// The pair's kernel at this width.
+    fn pick<'k>(&self, pair: &'k KernelPair) -> &'k DeviceKernel {
+        match self.width {
+            Width::One => &pair.one,
+            Width::Rows(_) => &pair.rows,
+        }
+    }
+
+    /// Launches `kernel` (the m = 1 kernel or a rows kernel, as the width says) with the m = 1
+    /// arguments `args`, and the row count after them for a rows kernel.
+    fn run_kernel(&self, kernel: &DeviceKernel, mut args: Vec<A<'_>>) -> Result<(), DeviceError> {
+        if let Width::Rows(t) = self.width {
+            args.push(A::from(t));
+        }
+        self.launch(kernel, &mut args)
+    }
+
+    /// The pair's kernel at this width with the m = 1 arguments `args` (plus the row count).
+    pub(crate) fn run(&self, pair: &KernelPair, args: Vec<A<'_>>) -> Result<(), DeviceError> {
+        self.run_kernel(self.pick(pair), args)
+    }
+
+    /// y = w · x for one matrix (`ids` = 0), per row.
+    pub(crate) fn matvec(&self, w: &Matrix, x: &Buffer, ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
+        let kernel = self.pick(self.k.matvec_for(w.ty, w.cols));
+        self.run_kernel(kernel, vec![A::buf(x), weight_arg(kernel.kernel(), &w.buf), A::buf(ids), A::buf_mut(y), A::from(w.cols), A::from(w.rows), A::from(0usize), A::from(1usize)])
+    }
+
+    /// y[slot] = w[ids[slot]] · x[slot · x_stride ..] for `n_slots` slots: the m = 1 kernel's
+    /// expert slots (a one-token MoE).
+    fn matvec_slots(&self, w: &Matrix, x: &Buffer, ids: &Buffer, y: &mut Buffer, x_stride: usize, n_slots: usize) -> Result<(), DeviceError> {
+        let kernel = &self.k.matvec_for(w.ty, w.cols).one;
+        self.launch(kernel, &mut [A::buf(x), weight_arg(kernel.kernel(), &w.buf), A::buf(ids), A::buf_mut(y), A::from(w.cols), A::from(w.rows), A::from(x_stride), A::from(n_slots)])
+    }
+
+    pub(crate) fn rmsnorm(&self, x: &Buffer, w: &Buffer, y: &mut Buffer, n: usize, eps: f32) -> Result<(), DeviceError> {
+        self.run(&self.k.rmsnorm, vec![A::buf(x), A::buf(w), A::buf_mut(y), A::from(n), A::from(eps)])
+    }
+
+    /// h = a + b, then y = rmsnorm(h, w): the residual add and the norm after it, one launch.
+    #[allow(clippy::too_many_arguments)]
+    fn add_rmsnorm(&self, a: &Buffer, b: &Buffer, w: &Buffer, h: &mut Buffer, y: &mut Buffer, n: usize, eps: f32) -> Result<(), DeviceError> {
+        self.run(&self.k.add_rmsnorm, vec![A::buf(a), A::buf(b), A::buf(w), A::buf_mut(h), A::buf_mut(y), A::from(n), A::from(eps)])
+    }
+
+    /// h = silu(gate) · up for `n_slots` slots per row of a fused gate-and-up output `gu`
+    /// (2n per slot); a rows kernel takes one slot per row.
+    fn swiglu_pairs(&self, gu: &Buffer, h: &mut Buffer, n: usize, n_slots: usize) -> Result<(), DeviceError> {
+        self.run(&self.k.swiglu_pairs, vec![A::buf(gu), A::buf_mut(h), A::from(n), A::from(n_slots)])
+    }
+
+    /// y[..dim] = row `row` of x (dim wide): an exact copy.
+    pub(crate) fn copy_row(&self, x: &Buffer, row: usize, y: &mut Buffer, dim: usize) -> Result<(), DeviceError> {
+        self.launch(&self.k.copy_row, &mut [A::buf(x), A::buf_mut(y), A::from(row), A::from(dim)])
+    }
+
+    /// Row `row` of y (dim wide) = x[..dim]: an exact copy.
+    pub(crate) fn put_row(&self, x: &Buffer, y: &mut Buffer, row: usize, dim: usize) -> Result<(), DeviceError> {
+        self.launch(&self.k.put_row, &mut [A::buf(x), A::buf_mut(y), A::from(row), A::from(dim)])
+    }
+
+    /// The token embeddings of `tokens` (at most `p.rows`) into `p.x`.
+    fn embed(&self, w: &Weights, p: &mut Scratch, tokens: &[TokenId]) -> Result<(), DeviceError> {
+        // The token buffer holds `p.rows` tokens; rows past `tokens` are never read.
+        let mut padded = tokens.to_vec();
+        padded.resize(p.rows, 0);
+        self.device.write(&mut p.tokens, &padded)?;
+        let ty = match w.token_embd.ty {
+            TensorType::F16 => TensorType::F32, // widened at load
+            ty => ty,
+        };
+        let pair = self.k.embed.get(&ty).ok_or(DeviceError::Mismatch { what: "token embedding", expected: "a table type with an embed kernel".into(), found: ty.to_string() })?;
+        self.run(pair, vec![A::buf(&p.tokens), A::buf(&w.token_embd.buf), A::buf_mut(&mut p.x), A::from(0usize), A::from(w.config.hidden_dim)])
+    }
+
+    /// The output head over `t` rows of `p.xn` (already normed) through the rows matvec, read
+    /// back: t × vocab, in tiles of `HEAD_TILE` rows (rows past the first tile are copied into
+    /// `p.head_x` first).
+    pub(crate) fn head_rows(&self, w: &Weights, p: &mut Scratch, t: usize) -> Result<Vec<f32>, DeviceError> {
+        let (vocab, h) = (w.config.vocab_size, w.config.hidden_dim);
+        let Scratch { xn, head_row, head_x, zero_ids, logits, .. } = p;
+        let mut out = Vec::with_capacity(t * vocab);
+        for c in (0..t).step_by(HEAD_TILE) {
+            let n = HEAD_TILE.min(t - c);
+            if c > 0 {
+                for j in 0..n {
+                    self.copy_row(xn, c + j, head_row, h)?;
+                    self.put_row(head_row, head_x, j, h)?;
+                }
+            }
+            self.at(Width::Rows(n)).matvec(w.lm_head(), if c == 0 { xn } else { head_x }, zero_ids, logits)?;
+            self.device.default_stream().synchronize()?;
+            out.extend(self.device.read_prefix::<f32>(logits, n * vocab)?);
+        }
+        Ok(out)
+    }
+}
+
+/// Per-stage wall time of batched prefill when profiling (`Engine::set_prefill_profile`): a
+/// device synchronisation at each mark, so the stages do not overlap; off, marks do nothing.
+pub(crate) struct Timer {
+    last: std::time::Instant,
+    pub(crate) totals: Option<std::collections::BTreeMap<&'static str, f64>>,
+}
+
+impl Timer {
+    /// A timer whose marks do nothing.
+    pub(crate) fn off() -> Timer {
+        Timer { last: std::time::Instant::now(), totals: None }
+    }
+
+    /// A timer adding to `totals` when it is `Some`.
+    pub(crate) fn new(totals: Option<std::collections::BTreeMap<&'static str, f64>>) -> Timer {
+        Timer { last: std::time::Instant::now(), totals }
+    }
+
+    fn mark(&mut self, device: &Device, stage: &'static str) -> Result<(), DeviceError> {
+        if let Some(totals) = self.totals.as_mut() {
+            device.default_stream().synchronize()?;
+            let now = std::time::Instant::now();
+            *totals.entry(stage).or_insert(0.0) += (now - self.last).as_secs_f64();
+            self.last = now;
+        }
+        Ok(())
+    }
+}
+
+/// Where a rows pass's MoE finds each layer's experts: the resident stacks, or (staged) the
+/// layers streamed into `LayerStaging`'s two sets on its copy stream, one layer ahead — layer
+/// 0 is queued by `start`, layer i + 1 by layer i's MoE — ordered by events.
+pub(crate) struct LayerStream<'a> {
+    device: &'a Device,
+    staged: Option<(&'a ExpertStore, &'a mut LayerStaging)>,
+}
+
+impl<'a> LayerStream<'a> {
+    pub(crate) fn start(device: &'a Device, slots: Option<&'a DecodeSlots>, staging: Option<&'a mut LayerStaging>) -> Result<LayerStream<'a>, DeviceError> {
+        let mut staged = match (slots, staging) {
+            (Some(slots), Some(staging)) => Some((slots.store(), staging)),
+            _ => None,
+        };
+        if let Some((store, staging)) = staged.as_mut() {
+            staging.stage(device, store, 0, 0)?;
+        }
+        Ok(LayerStream { device, staged })
+    }
+
+    /// Runs `f` on layer `i`'s experts (of `n_layers`): resident, or the staged set holding
+    /// it, after queueing layer i + 1 into the other set.
+    fn with_layer<T>(&mut self, resident: Option<&ExpertMatrices>, i: usize, n_layers: usize, f: impl FnOnce(&ExpertMatrices) -> Result<T, DeviceError>) -> Result<T, EngineError> {
+        match (resident, self.staged.as_mut()) {
+            (Some(resident), _) => Ok(f(resident)?),
+            (None, Some((store, staging))) => {
+                let (set, compute) = (i % 2, self.device.default_stream());
+                if i + 1 < n_layers {
+                    staging.stage(self.device, store, i + 1, 1 - set)?;
+                }
+                let out = f(staging.wait(compute, set)?)?;
+                staging.release(compute, set)?;
+                Ok(out)
+            }
+            (None, None) => Err(neither()),
+        }
+    }
+}
+
+fn neither() -> EngineError {
+    EngineError::Unsupported { what: "routed experts", expected: "resident or staged".into(), found: "neither (a bug in baro)".into() }
+}
+
+fn layer_mismatch() -> EngineError {
+    EngineError::Unsupported { what: "layer state", expected: "the weights' layer kind".into(), found: "another kind (a bug in baro)".into() }
+}
+
+/// One sequence's state as a pass over its rows sees it.
+pub(crate) struct Sequence<'a> {
+    pub(crate) layers: &'a mut [LayerState],
+    pub(crate) rope_cos: &'a Buffer,
+    pub(crate) rope_sin: &'a Buffer,
+    /// The position of the pass's first row.
+    pub(crate) pos: usize,
+    pub(crate) max_ctx: usize,
+}
+
+/// What a pass's rows are (module docs).
+pub(crate) enum Mode<'a, 'b> {
+    /// One token through the m = 1 kernels; staged experts come through the decode slot cache.
+    Decode { seq: Sequence<'a>, slots: Option<&'a mut DecodeSlots> },
+    /// Consecutive tokens of one sequence through the rows kernels. `reordered`: the negative
+    /// control's attention (`Engine::set_reordered_attention`).
+    Chunk { seq: Sequence<'a>, experts: LayerStream<'a>, reordered: bool },
+    /// One token of each sequence `rows[r].0` (row r).
+    Batch { rows: &'a mut [(&'b mut State, TokenId)], experts: LayerStream<'a> },
+}
+
+/// Runs `tokens` (one per row) through every layer and the final norm, into `p.xn`.
+pub(crate) fn forward(device: &Device, k: &Kernels, w: &Weights, p: &mut Scratch, tokens: &[TokenId], mut mode: Mode<'_, '_>, timer: &mut Timer) -> Result<(), EngineError> {
+    let cfg = &w.config;
+    let width = match mode {
+        Mode::Decode { .. } => Width::One,
+        Mode::Chunk { .. } | Mode::Batch { .. } => Width::Rows(tokens.len()),
+    };
+    let pass = Pass::new(device, k, width);
+    let (h, eps) = (cfg.hidden_dim, cfg.rms_eps);
+    pass.embed(w, p, tokens)?;
+    timer.mark(device, "embed")?;
+    // Each residual add is fused with the norm after it: the layer's post-attention norm,
+    // then the next layer's input norm (the output norm after the last layer).
+    pass.rmsnorm(&p.x, w.layers.first().map_or(&w.output_norm, |l| &l.attn_norm), &mut p.xn, h, eps)?;
+    for (i, lw) in w.layers.iter().enumerate() {
+        match &lw.mixer {
+            MixerWeights::Gdn(g) => {
+                gdn(&pass, cfg, g, p, &mut mode, i, timer)?;
+                timer.mark(device, "gdn: gated norm, out projection")?;
+            }
+            MixerWeights::Attention(a) => {
+                attention(&pass, cfg, a, p, &mut mode, i)?;
+                timer.mark(device, "attention mixer")?;
+            }
+        }
+        pass.add_rmsnorm(&p.x, &p.mix, &lw.post_attention_norm, &mut p.h, &mut p.xn, h, eps)?;
+        moe(&pass, cfg, &lw.moe, &mut mode, i, w.layers.len(), p, timer)?;
+        timer.mark(device, "moe: shared expert, combine")?;
+        let next_norm = w.layers.get(i + 1).map_or(&w.output_norm, |l| &l.attn_norm);
+        pass.add_rmsnorm(&p.h, &p.mix, next_norm, &mut p.x, &mut p.xn, h, eps)?;
+    }
+    timer.mark(device, "residual and norms")?;
+    Ok(())
+}
+
+/// The gated delta net of layer `i` on `p.xn`, into `p.mix`.
+fn gdn(pass: &Pass<'_>, cfg: &ModelConfig, w: &GdnWeights, p: &mut Scratch, mode: &mut Mode<'_, '_>, i: usize, timer: &mut Timer) -> Result<(), EngineError> {
+    let ids = &p.zero_ids;
+    pass.matvec(&w.qkv, &p.xn, ids, &mut p.qkv)?;
+    pass.matvec(&w.gate_z, &p.xn, ids, &mut p.z)?;
+    pass.matvec(&w.beta_alpha, &p.xn, ids, &mut p.ba)?;
+    timer.mark(pass.device, "gdn: in projections")?;
+    match mode {
+        Mode::Decode { seq, .. } | Mode::Chunk { seq, .. } => {
+            let Some(LayerState::Gdn { conv_ring, ssm }) = seq.layers.get_mut(i) else { return Err(layer_mismatch()) };
+            gdn_conv(pass, cfg, w, conv_ring, p, seq.pos)?;
+            timer.mark(pass.device, "gdn: conv")?;
+            gdn_scan(pass, cfg, w, ssm, p)?;
+            timer.mark(pass.device, "gdn: delta-rule scan")?;
+        }
+        Mode::Batch { rows, .. } => {
+            let (one, nv) = (pass.at(Width::One), cfg.gdn_n_value_heads);
+            for (r, (state, _)) in rows.iter_mut().enumerate() {
+                let State { pos, layers, s, .. } = &mut **state;
+                let Some(LayerState::Gdn { conv_ring, ssm }) = layers.get_mut(i) else { return Err(layer_mismatch()) };
+                pass.copy_row(&p.qkv, r, &mut s.qkv, cfg.gdn_conv_dim())?;
+                pass.copy_row(&p.ba, r, &mut s.ba, 2 * nv)?;
+                gdn_conv(&one, cfg, w, conv_ring, s, *pos)?;
+                gdn_scan(&one, cfg, w, ssm, s)?;
+                pass.put_row(&s.o, &mut p.o, r, nv * cfg.gdn_value_dim)?;
+            }
+        }
+    }
+    pass.run(&pass.k.gated_rmsnorm, vec![A::buf(&p.o), A::buf(&p.z), A::buf(&w.norm), A::buf_mut(&mut p.o_normed), A::from(cfg.gdn_value_dim), A::from(cfg.gdn_n_value_heads), A::from(cfg.rms_eps)])?;
+    Ok(pass.matvec(&w.out, &p.o_normed, &p.zero_ids, &mut p.mix)?)
+}
+
+/// The GDN's causal conv on `p.qkv` through `conv_ring` from position `pos`, into `p.conv_out`.
+fn gdn_conv(pass: &Pass<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer, p: &mut Scratch, pos: usize) -> Result<(), DeviceError> {
+    pass.run(&pass.k.gdn_conv, vec![A::buf(&p.qkv), A::buf(&w.conv), A::buf_mut(conv_ring), A::buf_mut(&mut p.conv_out), A::from(cfg.gdn_conv_dim()), A::from(cfg.conv_kernel), A::from(pos)])
+}
+
+/// The delta rule on `p.conv_out` and `p.ba` (beta | alpha) with the state `ssm`, into `p.o`.
+fn gdn_scan(pass: &Pass<'_>, cfg: &ModelConfig, w: &GdnWeights, ssm: &mut Buffer, p: &mut Scratch) -> Result<(), DeviceError> {
+    let (dk, dv) = (cfg.gdn_key_dim, cfg.gdn_value_dim);
+    let args = vec![
+        A::buf(&p.conv_out),
+        A::buf(&p.ba),
+        A::buf(&w.ssm_a),
+        A::buf(&w.dt_bias),
+        A::buf_mut(ssm),
+        A::buf_mut(&mut p.o),
+        A::from(dk),
+        A::from(dv),
+        A::from(cfg.gdn_n_key_heads),
+        A::from(cfg.gdn_n_value_heads),
+        A::from(true), // tiled: value heads in GGUF's order (`weights`)
+        A::from(cfg.gdn_q_scale()),
+    ];
+    pass.run(&pass.k.gdn_scan, args)
+}
+
+/// Full gated attention of layer `i` on `p.xn`, into `p.mix`.
+fn attention(pass: &Pass<'_>, cfg: &ModelConfig, w: &AttentionWeights, p: &mut Scratch, mode: &mut Mode<'_, '_>, i: usize) -> Result<(), EngineError> {
+    let ids = &p.zero_ids;
+    let (hd, nh, nkv, eps) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.rms_eps);
+    pass.matvec(&w.q, &p.xn, ids, &mut p.q_gate)?;
+    pass.matvec(&w.k, &p.xn, ids, &mut p.k_raw)?;
+    pass.matvec(&w.v, &p.xn, ids, &mut p.v)?;
+    pass.run(&pass.k.head_rmsnorm, vec![A::buf(&p.q_gate), A::buf(&w.q_norm), A::buf_mut(&mut p.q), A::from(hd), A::from(2 * hd), A::from(hd), A::from(nh), A::from(eps)])?;
+    pass.run(&pass.k.head_rmsnorm, vec![A::buf(&p.k_raw), A::buf(&w.k_norm), A::buf_mut(&mut p.k), A::from(hd), A::from(hd), A::from(hd), A::from(nkv), A::from(eps)])?;
+    let reordered = matches!(mode, Mode::Chunk { reordered: true, .. });
+    match mode {
+        Mode::Decode { seq, .. } | Mode::Chunk { seq, .. } => {
+            let Some(LayerState::Attention { k_cache, v_cache }) = seq.layers.get_mut(i) else { return Err(layer_mismatch()) };
+            let kernel = if reordered { &pass.k.attention_reordered } else { pass.pick(&pass.k.attention) };
+            attention_cached(pass, cfg, kernel, k_cache, v_cache, (seq.rope_cos, seq.rope_sin), p, seq.pos, seq.max_ctx)?;
+        }
+        Mode::Batch { rows, .. } => {
+            let one = pass.at(Width::One);
+            let (q_dim, kv_dim) = (nh * hd, nkv * hd);
+            for (r, (state, _)) in rows.iter_mut().enumerate() {
+                let State { pos, max_ctx, layers, rope_cos, rope_sin, s } = &mut **state;
+                let Some(LayerState::Attention { k_cache, v_cache }) = layers.get_mut(i) else { return Err(layer_mismatch()) };
+                pass.copy_row(&p.q_gate, r, &mut s.q_gate, 2 * q_dim)?;
+                pass.copy_row(&p.q, r, &mut s.q, q_dim)?;
+                pass.copy_row(&p.k, r, &mut s.k, kv_dim)?;
+                pass.copy_row(&p.v, r, &mut s.v, kv_dim)?;
+                attention_cached(&one, cfg, &pass.k.attention.one, k_cache, v_cache, (rope_cos, rope_sin), s, *pos, *max_ctx)?;
+                pass.put_row(&s.attn, &mut p.attn, r, q_dim)?;
+            }
+        }
+    }
+    Ok(pass.matvec(&w.o, &p.attn, &p.zero_ids, &mut p.mix)?)
+}
+
+/// Attention's stateful part from position `pos`: RoPE on `p.q` and `p.k`, the KV append,
+/// attention (`kernel`) over positions 0..=pos (per row) gated by `p.q_gate`, into `p.attn`.
+#[allow(clippy::too_many_arguments)]
+fn attention_cached(pass: &Pass<'_>, cfg: &ModelConfig, kernel: &DeviceKernel, k_cache: &mut Buffer, v_cache: &mut Buffer, rope: (&Buffer, &Buffer), p: &mut Scratch, pos: usize, max_ctx: usize) -> Result<(), DeviceError> {
+    let (hd, nh, nkv) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads);
+    for (x, n) in [(&mut p.q, nh), (&mut p.k, nkv)] {
+        pass.run(&pass.k.rope_neox, vec![A::buf_mut(x), A::buf(rope.0), A::buf(rope.1), A::from(pos), A::from(cfg.rope_dim), A::from(hd), A::from(n)])?;
+    }
+    pass.run(&pass.k.kv_append, vec![A::buf(&p.k), A::buf(&p.v), A::buf_mut(k_cache), A::buf_mut(v_cache), A::from(pos), A::from(nkv * hd)])?;
+    let scale = (1.0 / (hd as f64).sqrt()) as f32;
+    let args = vec![
+        A::buf(&p.q),
+        A::buf(k_cache),
+        A::buf(v_cache),
+        A::buf(&p.q_gate),
+        A::buf_mut(&mut p.probs_attn),
+        A::buf_mut(&mut p.attn),
+        A::from(hd),
+        A::from(nh),
+        A::from(nkv),
+        A::from(pos + 1),
+        A::from(max_ctx),
+        A::from(2 * hd),
+        A::from(hd),
+        A::from(scale),
+    ];
+    pass.run_kernel(kernel, args)
+}
+
+/// The MoE block of layer `i` (of `n_layers`) on `p.xn`, into `p.mix`: the router per row, the
+/// routed experts, the shared expert, and the combine in top-k order. One token: the m = 1
+/// matvecs run the k experts as k slots (staged: the router's ids come back to the host and
+/// the decode slot cache maps them to slots). Rows: the (row, k) pairs are sorted by expert
+/// on the device (`moe_count`, `moe_scatter`), gathered, projected one pair per row, and
+/// gathered back into (row, k) order. When profiling, `timer` splits a rows pass's block into
+/// router and sort, the routed experts' matvecs (and SwiGLU), and the rest (the caller's mark).
+#[allow(clippy::too_many_arguments)]
+fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '_>, i: usize, n_layers: usize, p: &mut Scratch, timer: &mut Timer) -> Result<(), EngineError> {
+    let ids = &p.zero_ids;
+    let (k, fi, fs, h, ne) = (cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim, cfg.hidden_dim, cfg.n_experts);
+    pass.matvec(&w.router, &p.xn, ids, &mut p.router_logits)?;
+    pass.run(&pass.k.router_topk, vec![A::buf(&p.router_logits), A::buf_mut(&mut p.router_probs), A::buf_mut(&mut p.expert_ids), A::buf_mut(&mut p.expert_weights), A::from(ne), A::from(k)])?;
+    match mode {
+        Mode::Decode { slots, .. } => {
+            let (experts, expert_ids) = match (&w.experts, slots.as_deref_mut()) {
+                (Some(resident), _) => (resident, &p.expert_ids),
+                (None, Some(decode)) => decode.map(pass.device, pass.device.default_stream(), i, &p.expert_ids)?,
+                (None, None) => return Err(neither()),
+            };
+            pass.matvec_slots(&experts.gate_up, &p.xn, expert_ids, &mut p.gate_up, 0, k)?;
+            pass.swiglu_pairs(&p.gate_up, &mut p.act, fi, k)?;
+            pass.matvec_slots(&experts.down, &p.act, expert_ids, &mut p.down, fi, k)?;
+        }
+        Mode::Chunk { experts, .. } | Mode::Batch { experts, .. } => {
+            let pairs = pass.rows() * k;
+            let by_pair = pass.at(Width::Rows(pairs));
+            pass.launch(&pass.k.moe_count, &mut [A::buf(&p.expert_ids), A::buf_mut(&mut p.counts), A::from(pairs), A::from(ne)])?;
+            pass.launch(
+                &pass.k.moe_scatter,
+                &mut [A::buf(&p.expert_ids), A::buf(&p.counts), A::buf_mut(&mut p.pair_of), A::buf_mut(&mut p.slot_of), A::buf_mut(&mut p.sorted_ids), A::from(pairs), A::from(ne)],
+            )?;
+            pass.launch(&pass.k.moe_gather, &mut [A::buf(&p.xn), A::buf(&p.pair_of), A::buf_mut(&mut p.xs), A::from(h), A::from(k), A::from(pairs)])?;
+            timer.mark(pass.device, "moe: router, sort, gather")?;
+            experts.with_layer(w.experts.as_ref(), i, n_layers, |e| {
+                by_pair.matvec(&e.gate_up, &p.xs, &p.sorted_ids, &mut p.gate_up)?;
+                by_pair.swiglu_pairs(&p.gate_up, &mut p.act, fi, 1)?;
+                by_pair.matvec(&e.down, &p.act, &p.sorted_ids, &mut p.down_sorted)
+            })?;
+            timer.mark(pass.device, "moe: routed experts")?;
+            pass.launch(&pass.k.moe_ungather, &mut [A::buf(&p.down_sorted), A::buf(&p.slot_of), A::buf_mut(&mut p.down), A::from(h), A::from(pairs)])?;
+        }
+    }
+    pass.matvec(&w.gate_up_shexp, &p.xn, ids, &mut p.sh_gate_up)?;
+    pass.swiglu_pairs(&p.sh_gate_up, &mut p.sh_act, fs, 1)?;
+    pass.matvec(&w.down_shexp, &p.sh_act, ids, &mut p.sh_out)?;
+    pass.matvec(&w.shared_gate, &p.xn, ids, &mut p.sh_logit)?;
+    pass.run(&pass.k.moe_combine, vec![A::buf(&p.down), A::buf(&p.expert_weights), A::buf(&p.sh_out), A::buf(&p.sh_logit), A::buf_mut(&mut p.mix), A::from(h), A::from(k)])?;
+    Ok(())
+}

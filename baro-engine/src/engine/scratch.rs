@@ -1,0 +1,128 @@
+//! The buffers one forward pass writes, for up to `rows` rows: one plan for all three uses.
+//! A sequence's `State` holds one of one row (its decode step); the engine holds one of a
+//! chunk's rows for batched prefill and the batched decode step. Every buffer is (row, …)
+//! row-major, so row 0 of a rows scratch is laid out as a one-row scratch; MoE pair buffers
+//! hold rows · top_k pairs. Sizes come from the config; nothing here launches a kernel.
+
+use baro_dsl::runtime::{Buffer, Device, DeviceError};
+use baro_dsl::ScalarType;
+
+use crate::model::ModelConfig;
+
+/// Rows the output head computes per launch: the logits buffer holds this many rows whatever
+/// the chunk or batch (a 248 320-entry vocabulary makes a row ≈ 1 MB), and each row's logits
+/// do not depend on which tile it is in (the rows matvec is proven per row).
+pub(crate) const HEAD_TILE: usize = 8;
+
+/// Buffers a pass overwrites; shared by all layers (they run in order).
+pub struct Scratch {
+    /// Rows every buffer holds.
+    pub rows: usize,
+    pub tokens: Buffer,   // (row) u32: the tokens being fed
+    pub zero_ids: Buffer, // (row) u32 = 0: the `ids` of a single-matrix projection
+    pub x: Buffer,        // (row, hidden): the residual stream entering a layer
+    pub h: Buffer,        // (row, hidden): the residual after the mixer
+    pub xn: Buffer,       // (row, hidden): the normed input of the mixer or the MoE block
+    pub mix: Buffer,      // (row, hidden): the mixer's or the MoE block's output
+    // gated delta net
+    pub qkv: Buffer,      // (row, q | k | v channel)
+    pub conv_out: Buffer, // (row, q | k | v channel)
+    pub z: Buffer,        // (row, v_head, value_dim)
+    pub ba: Buffer,       // (row, beta | alpha · v_head)
+    pub o: Buffer,        // (row, v_head, value_dim)
+    pub o_normed: Buffer, // (row, v_head, value_dim)
+    // full attention
+    pub q_gate: Buffer,     // (row, head, query | gate, head_dim): the q_proj output
+    pub q: Buffer,          // (row, head, head_dim)
+    pub k_raw: Buffer,      // (row, kv_head, head_dim)
+    pub k: Buffer,          // (row, kv_head, head_dim)
+    pub v: Buffer,          // (row, kv_head, head_dim)
+    pub probs_attn: Buffer, // (row, head, max_ctx)
+    pub attn: Buffer,       // (row, head, head_dim)
+    // MoE
+    pub router_logits: Buffer,  // (row, expert)
+    pub router_probs: Buffer,   // (row, expert)
+    pub expert_ids: Buffer,     // (row, top_k) u32
+    pub expert_weights: Buffer, // (row, top_k)
+    pub counts: Buffer,         // (expert) u32
+    pub pair_of: Buffer,        // (slot) u32: the (row · top_k + k) pair in each expert-sorted slot
+    pub slot_of: Buffer,        // (pair) u32
+    pub sorted_ids: Buffer,     // (slot) u32: the slot's expert
+    pub xs: Buffer,             // (slot, hidden): each slot's token row
+    pub gate_up: Buffer,        // (pair, gate | up · expert_ffn): by (row, k) in a one-token pass, by slot in a rows pass
+    pub act: Buffer,            // (pair, expert_ffn)
+    pub down_sorted: Buffer,    // (slot, hidden)
+    pub down: Buffer,           // (pair, hidden): in (row, k) order
+    pub sh_gate_up: Buffer,     // (row, gate | up · shared_ffn)
+    pub sh_act: Buffer,         // (row, shared_ffn)
+    pub sh_out: Buffer,         // (row, hidden)
+    pub sh_logit: Buffer,       // (row)
+    // the output head
+    pub head_row: Buffer, // (hidden): one row on its way into `head_x`
+    pub head_x: Buffer,   // (HEAD_TILE, hidden): rows c.. of `xn` for a head tile past the first
+    pub logits: Buffer,   // (min(rows, HEAD_TILE), vocab)
+    // the greedy pick on the device (`kernels::pick`): per chunk, then the answer (4 u32)
+    pub pick_best: Buffer,   // (chunk)
+    pub pick_at: Buffer,     // (chunk) u32
+    pub pick_nan_at: Buffer, // (chunk) u32
+    pub pick_inf_at: Buffer, // (chunk) u32
+    pub pick: Buffer,        // (4) u32
+}
+
+impl Scratch {
+    pub fn new(device: &Device, cfg: &ModelConfig, rows: usize, max_ctx: usize) -> Result<Scratch, DeviceError> {
+        let rows = rows.max(1);
+        let f = |n: usize| device.alloc(ScalarType::F32, rows * n);
+        let u = |n: usize| device.alloc(ScalarType::U32, rows * n);
+        let (h, k, fi, fs) = (cfg.hidden_dim, cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim);
+        let (nv, vd, kv_dim) = (cfg.gdn_n_value_heads, cfg.gdn_value_dim, cfg.n_kv_heads * cfg.head_dim);
+        let chunks = crate::kernels::pick::pick_chunks(cfg.vocab_size);
+        Ok(Scratch {
+            rows,
+            tokens: u(1)?,
+            zero_ids: device.upload(&vec![0u32; rows])?,
+            x: f(h)?,
+            h: f(h)?,
+            xn: f(h)?,
+            mix: f(h)?,
+            qkv: f(cfg.gdn_conv_dim())?,
+            conv_out: f(cfg.gdn_conv_dim())?,
+            z: f(nv * vd)?,
+            ba: f(2 * nv)?,
+            o: f(nv * vd)?,
+            o_normed: f(nv * vd)?,
+            q_gate: f(2 * cfg.n_heads * cfg.head_dim)?,
+            q: f(cfg.n_heads * cfg.head_dim)?,
+            k_raw: f(kv_dim)?,
+            k: f(kv_dim)?,
+            v: f(kv_dim)?,
+            probs_attn: f(cfg.n_heads * max_ctx)?,
+            attn: f(cfg.n_heads * cfg.head_dim)?,
+            router_logits: f(cfg.n_experts)?,
+            router_probs: f(cfg.n_experts)?,
+            expert_ids: u(k)?,
+            expert_weights: f(k)?,
+            counts: device.alloc(ScalarType::U32, cfg.n_experts.max(1))?,
+            pair_of: u(k)?,
+            slot_of: u(k)?,
+            sorted_ids: u(k)?,
+            xs: f(k * h)?,
+            gate_up: f(k * 2 * fi)?,
+            act: f(k * fi)?,
+            down_sorted: f(k * h)?,
+            down: f(k * h)?,
+            sh_gate_up: f(2 * fs)?,
+            sh_act: f(fs)?,
+            sh_out: f(h)?,
+            sh_logit: f(1)?,
+            head_row: device.alloc(ScalarType::F32, h)?,
+            head_x: device.alloc(ScalarType::F32, HEAD_TILE * h)?,
+            logits: device.alloc(ScalarType::F32, rows.min(HEAD_TILE) * cfg.vocab_size)?,
+            pick_best: device.alloc(ScalarType::F32, chunks)?,
+            pick_at: device.alloc(ScalarType::U32, chunks)?,
+            pick_nan_at: device.alloc(ScalarType::U32, chunks)?,
+            pick_inf_at: device.alloc(ScalarType::U32, chunks)?,
+            pick: device.alloc(ScalarType::U32, 4)?,
+        })
+    }
+}
