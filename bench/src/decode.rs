@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use baro_dsl::runtime::{Device, DeviceKind};
-use baro_engine::engine::{Engine, EngineOptions, ModelSource};
+use baro_engine::engine::{Engine, EngineOptions, ModelSource, Precision};
 use baro_engine::model::{LayerKind, ModelConfig, TensorType};
 use baro_engine::sampling;
 use baro_engine::tokenizer::TokenId;
@@ -28,6 +28,8 @@ pub struct DecodeOptions {
     pub model: PathBuf,
     /// A device-memory budget in bytes (staged experts when the pack does not fit).
     pub vram_budget: Option<u64>,
+    /// The activations of the quantized matvecs.
+    pub precision: Precision,
     pub target: DeviceKind,
     pub ordinal: usize,
     /// Timed tokens.
@@ -213,7 +215,7 @@ pub fn run(o: &DecodeOptions) -> Result<DecodeReport, String> {
     println!("kernels compiled in {compile_s:.2} s");
     let upload_bytes: u64 = fl.tensors.iter().filter(|t| t.rule != crate::floor::Rule::NotRead).map(|t| t.stored).sum();
     let t = Instant::now();
-    let mut engine = Engine::new(dev, &source, EngineOptions { max_ctx, vram_budget: o.vram_budget, ..EngineOptions::default() }).map_err(|e| e.to_string())?;
+    let mut engine = Engine::new(dev, &source, EngineOptions { max_ctx, vram_budget: o.vram_budget, precision: o.precision, ..EngineOptions::default() }).map_err(|e| e.to_string())?;
     let upload_s = t.elapsed().as_secs_f64();
     println!(
         "engine built in {upload_s:.2} s: {:.3} GB of weights uploaded from the map, {:.2} GB/s ({:.2} of the pinned upload rate)",
@@ -258,7 +260,7 @@ pub fn run(o: &DecodeOptions) -> Result<DecodeReport, String> {
         timed_ids.push(next);
         token = next;
     }
-    println!("memory: {}", engine.memory_plan());
+    println!("memory: {}; precision: {}", engine.memory_plan(), engine.precision().name());
     if let Some(c) = engine.expert_cache_stats() {
         println!("expert cache (whole run): {} lookups, {} hits ({:.3}), {} misses, {} evictions", c.lookups, c.hits, c.hits as f64 / c.lookups.max(1) as f64, c.misses, c.evictions);
     }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use baro_dsl::runtime::DeviceKind;
 use baro_engine::engine::staging::{self, format_bytes};
-use baro_engine::engine::{Engine, EngineOptions, PrefillMode};
+use baro_engine::engine::{Engine, EngineOptions, PrefillMode, Precision};
 use baro_engine::sampling::{SampleError, Sampler, SamplerConfig, StopReason};
 use baro_engine::tokenizer::{ChatMessage, ChatOptions, Specials, TokenId};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
@@ -79,6 +79,9 @@ pub struct RunArgs {
     /// Decode expert slots per layer on the device when experts are staged (at least the model's top-k)
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub expert_slots: usize,
+    /// Activations of the quantized matvecs: f32 (exact f32 activations) or q8 (8-bit blocks of 32, exact integer dots per block); decode and batched prefill agree byte for byte in either mode
+    #[arg(long, value_name = "MODE", default_value = "f32", value_parser = PossibleValuesParser::new(Precision::NAMES).try_map(|s| s.parse::<Precision>()))]
+    pub precision: Precision,
 }
 
 pub(crate) fn parse_budget(text: &str) -> Result<u64, String> {
@@ -264,7 +267,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     if args.expert_slots < loaded.config.n_experts_used {
         return Err(format!("--expert-slots: expected at least the model's top-k ({}), found {}", loaded.config.n_experts_used, args.expert_slots));
     }
-    let options = EngineOptions { max_ctx: args.max_context, vram_budget: args.vram_budget, expert_slots: args.expert_slots };
+    let options = EngineOptions { max_ctx: args.max_context, vram_budget: args.vram_budget, expert_slots: args.expert_slots, precision: args.precision };
     let (engine, engine_time) = spin("compiling kernels and uploading weights", || Engine::new(device, &loaded.source, options));
     let mut engine = engine.map_err(|e| e.to_string())?;
     let mut sampler = Sampler::new(sampler_config).map_err(|e| e.to_string())?;

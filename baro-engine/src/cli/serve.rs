@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use baro_dsl::runtime::DeviceKind;
-use baro_engine::engine::{Engine, EngineOptions};
+use baro_engine::engine::{Engine, EngineOptions, Precision};
 use baro_engine::server::{Limits, SchedulerConfig, Server, ServerConfig, ServerModel, DEFAULT_MAX_BODY};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 
@@ -54,6 +54,9 @@ pub struct ServeArgs {
     /// Decode expert slots per layer on the device when experts are staged (at least the model's top-k)
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub expert_slots: usize,
+    /// Activations of the quantized matvecs: f32 (exact f32 activations) or q8 (8-bit blocks of 32, exact integer dots per block); decode and batched prefill agree byte for byte in either mode
+    #[arg(long, value_name = "MODE", default_value = "f32", value_parser = PossibleValuesParser::new(Precision::NAMES).try_map(|s| s.parse::<Precision>()))]
+    pub precision: Precision,
     /// Finished sequences' states kept for prompts that extend them; 0 is off
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub prefix_cache: usize,
@@ -151,7 +154,7 @@ pub fn run(args: &ServeArgs) -> Result<(), String> {
     if args.expert_slots < loaded.config.n_experts_used {
         return Err(format!("--expert-slots: expected at least the model's top-k ({}), found {}", loaded.config.n_experts_used, args.expert_slots));
     }
-    let options = EngineOptions { max_ctx: args.max_context, vram_budget: args.vram_budget, expert_slots: args.expert_slots };
+    let options = EngineOptions { max_ctx: args.max_context, vram_budget: args.vram_budget, expert_slots: args.expert_slots, precision: args.precision };
     let (engine, _) = spin("compiling kernels and uploading weights", || Engine::new(device, &loaded.source, options));
     let engine = engine.map_err(|e| e.to_string())?;
     let target = format!("{} - {}", engine.device().kind(), engine.device().name());

@@ -90,8 +90,8 @@ impl Engine {
         let tokens: Vec<TokenId> = rows.iter().map(|(_, t)| *t).collect();
         // Staged: each layer's experts stream into one of two sets, exactly as in batched prefill.
         let experts = LayerStream::start(&self.device, self.slots.as_ref(), self.layer_staging.as_mut())?;
-        forward(&self.device, &self.kernels, w, p, &tokens, Mode::Batch { rows, experts }, &mut Timer::off())?;
-        let logits = Pass::new(&self.device, &self.kernels, Width::Rows(n)).head_rows(w, p, n)?;
+        forward(&self.device, &self.kernels, self.precision, w, p, &tokens, Mode::Batch { rows, experts }, &mut Timer::off())?;
+        let logits = Pass::new(&self.device, &self.kernels, Width::Rows(n), self.precision).head_rows(w, p, n)?;
         for (state, _) in rows.iter_mut() {
             state.pos += 1;
         }

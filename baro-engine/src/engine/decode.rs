@@ -62,11 +62,51 @@ pub struct EngineOptions {
     /// Decode expert slots per layer in staged mode (at least top-k; capped at the expert
     /// count and at what the budget holds).
     pub expert_slots: usize,
+    /// What the quantized matvecs multiply the weights with.
+    pub precision: Precision,
 }
 
 impl Default for EngineOptions {
     fn default() -> EngineOptions {
-        EngineOptions { max_ctx: 4096, vram_budget: None, expert_slots: 64 }
+        EngineOptions { max_ctx: 4096, vram_budget: None, expert_slots: 64, precision: Precision::F32 }
+    }
+}
+
+/// The activations the quantized matvecs (Q8_0, Q4_K, Q5_K, Q6_K weights) read. Either way
+/// decode, batched prefill and the batched step give the same bits; the modes differ from
+/// each other.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// The f32 activations themselves, each weight dequantized to f32 inside the dot.
+    #[default]
+    F32,
+    /// Activations quantized to 8-bit blocks of 32 (`kernels::q8act`: a scale per block,
+    /// int8 rounded half to even) and exact integer dots per block; only the scales are
+    /// multiplied in f32, in a declared order. Matrices of other types (F32, F16, BF16) and
+    /// inputs whose length is not a multiple of 32 keep the f32 path.
+    Q8,
+}
+
+impl Precision {
+    pub const NAMES: [&'static str; 2] = ["f32", "q8"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::Q8 => "q8",
+        }
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Precision, String> {
+        match s {
+            "f32" => Ok(Precision::F32),
+            "q8" => Ok(Precision::Q8),
+            other => Err(format!("precision: expected one of f32, q8, found {other:?}")),
+        }
     }
 }
 
@@ -76,6 +116,7 @@ pub struct Engine {
     pub(crate) kernels: Kernels,
     pub(crate) weights: Weights,
     pub(crate) state: State,
+    pub(crate) precision: Precision,
     /// The rows pass's buffers (batched prefill chunks, batched decode steps), allocated at the
     /// first one.
     pub(crate) rows_scratch: Option<Scratch>,
@@ -113,7 +154,12 @@ impl Engine {
         let mut weights = Weights::load_dense(&device, source, &cfg)?;
         let fixed = device.allocated_bytes() - before;
         let (memory, slots) = staging::place_experts(&device, source, &cfg, &mut weights, budget, fixed, options.expert_slots)?;
-        Ok(Engine { device, kernels, weights, state, rows_scratch: None, reordered_attention: false, prefill_profile: None, memory, slots, layer_staging: None })
+        Ok(Engine { device, kernels, weights, state, precision: options.precision, rows_scratch: None, reordered_attention: false, prefill_profile: None, memory, slots, layer_staging: None })
+    }
+
+    /// The activations the quantized matvecs read.
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     /// Where the weights live and why.
@@ -190,7 +236,7 @@ impl Engine {
     /// integers back instead of the vocabulary's logits.
     pub fn step_greedy(&mut self, token: TokenId) -> Result<TokenId, EngineError> {
         self.queue_step(token)?;
-        let run = Pass::new(&self.device, &self.kernels, Width::One);
+        let run = Pass::new(&self.device, &self.kernels, Width::One, self.precision);
         let s = &mut self.state.s;
         let n = self.weights.config.vocab_size;
         let chunks = crate::kernels::pick::pick_chunks(n);
@@ -224,9 +270,10 @@ impl Engine {
         let State { layers, rope_cos, rope_sin, s, max_ctx, pos } = &mut self.state;
         let seq = Sequence { layers, rope_cos, rope_sin, pos: *pos, max_ctx: *max_ctx };
         let w = &self.weights;
-        forward(&self.device, &self.kernels, w, s, &[token], Mode::Decode { seq, slots: self.slots.as_mut() }, &mut Timer::off())?;
-        let run = Pass::new(&self.device, &self.kernels, Width::One);
-        Ok(run.matvec(w.lm_head(), &s.xn, &s.zero_ids, &mut s.logits)?)
+        forward(&self.device, &self.kernels, self.precision, w, s, &[token], Mode::Decode { seq, slots: self.slots.as_mut() }, &mut Timer::off())?;
+        let run = Pass::new(&self.device, &self.kernels, Width::One, self.precision);
+        let x = run.input(&s.xn, w.config.hidden_dim, &mut s.q8_in)?;
+        Ok(run.matvec(w.lm_head(), &x, &s.zero_ids, &mut s.logits)?)
     }
 
     /// What `step` would refuse for `token` fed to `state` (a token past the vocabulary, a

@@ -16,9 +16,9 @@
 
 use baro_dsl::runtime::{Buffer, Device, DeviceArg as A, DeviceError, DeviceKernel};
 
-use crate::engine::decode::EngineError;
+use crate::engine::decode::{EngineError, Precision};
 use crate::engine::registry::{KernelPair, Kernels};
-use crate::engine::scratch::{Scratch, HEAD_TILE};
+use crate::engine::scratch::{Q8Blocks, Scratch, HEAD_TILE};
 use crate::engine::staging::{DecodeSlots, ExpertStore, LayerStaging};
 use crate::engine::state::{LayerState, State};
 use crate::engine::weights::{AttentionWeights, ExpertMatrices, GdnWeights, Matrix, MixerWeights, MoeWeights, Weights};
@@ -32,18 +32,27 @@ pub(crate) enum Width {
     Rows(usize),
 }
 
-/// Launches on the device's default stream at one width.
+/// Launches on the device's default stream at one width and precision.
 pub(crate) struct Pass<'a> {
     pub(crate) device: &'a Device,
     pub(crate) k: &'a Kernels,
     pub(crate) width: Width,
+    pub(crate) precision: Precision,
+}
+
+/// A matvec input: `n` rows of `cols` f32 in `x` and, in the q8 mode, the same rows quantized
+/// to 8-bit blocks (`q8`), which the matrices with a q8 kernel read instead.
+pub(crate) struct Input<'b> {
+    x: &'b Buffer,
+    q8: Option<&'b Q8Blocks>,
 }
 
 /// A matrix's raw bytes as the matvec `kernel` reads them: little-endian u32 words where its
-/// weight parameter (the second) is `&[u32]` and the matrix holds bytes (the `_xs` quantized
+/// weight parameter (`w`) is `&[u32]` and the matrix holds bytes (the `_xs` and q8 quantized
 /// matvecs), else the buffer itself.
 pub fn weight_arg<'a>(kernel: &baro_dsl::Kernel, w: &'a Buffer) -> A<'a> {
-    let words = matches!(kernel.params.get(1).map(|p| &p.kind), Some(baro_dsl::ir::ParamKind::Buffer { elem: baro_dsl::ScalarType::U32, .. }));
+    let param = kernel.params.iter().find(|p| p.name == "w");
+    let words = matches!(param.map(|p| &p.kind), Some(baro_dsl::ir::ParamKind::Buffer { elem: baro_dsl::ScalarType::U32, .. }));
     if words && w.elem() == baro_dsl::ScalarType::U8 {
         A::words(w)
     } else {
@@ -52,13 +61,13 @@ pub fn weight_arg<'a>(kernel: &baro_dsl::Kernel, w: &'a Buffer) -> A<'a> {
 }
 
 impl<'a> Pass<'a> {
-    pub(crate) fn new(device: &'a Device, k: &'a Kernels, width: Width) -> Pass<'a> {
-        Pass { device, k, width }
+    pub(crate) fn new(device: &'a Device, k: &'a Kernels, width: Width, precision: Precision) -> Pass<'a> {
+        Pass { device, k, width, precision }
     }
 
-    /// The same device and kernels at another width.
+    /// The same device, kernels and precision at another width.
     pub(crate) fn at(&self, width: Width) -> Pass<'a> {
-        Pass { device: self.device, k: self.k, width }
+        Pass { width, ..*self }
     }
 
     pub(crate) fn launch(&self, kernel: &DeviceKernel, args: &mut [A<'_>]) -> Result<(), DeviceError> {
@@ -95,17 +104,48 @@ impl<'a> Pass<'a> {
         self.run_kernel(self.pick(pair), args)
     }
 
+    /// `x`'s rows (one per row of this width, `cols` wide) as a matvec input: in the q8 mode
+    /// also quantized into `q8` (when `cols` is a multiple of 32).
+    pub(crate) fn input<'b>(&self, x: &'b Buffer, cols: usize, q8: &'b mut Q8Blocks) -> Result<Input<'b>, DeviceError> {
+        self.input_rows(x, cols, self.rows(), q8)
+    }
+
+    /// `input` for `n` rows of x (a one-token MoE's k slots).
+    fn input_rows<'b>(&self, x: &'b Buffer, cols: usize, n: usize, q8: &'b mut Q8Blocks) -> Result<Input<'b>, DeviceError> {
+        if self.precision != Precision::Q8 || cols % crate::kernels::q8act::Q8_BLOCK != 0 {
+            return Ok(Input { x, q8: None });
+        }
+        let nb = n * cols / crate::kernels::q8act::Q8_BLOCK;
+        self.launch(&self.k.q8act, &mut [A::buf(x), A::buf_mut(&mut q8.q), A::buf_mut(&mut q8.d), A::buf_mut(&mut q8.sum), A::from(nb)])?;
+        Ok(Input { x, q8: Some(q8) })
+    }
+
+    /// The m = 1 arguments of the matvec for `w` reading `x`, and the kernel pair: the q8
+    /// matvec where the input is quantized and `w`'s type has one, else the f32 one.
+    fn matvec_args<'b>(&self, w: &'b Matrix, x: &Input<'b>, ids: &'b Buffer, y: &'b mut Buffer, x_stride: usize, n_slots: usize) -> (&'a KernelPair, Vec<A<'b>>) {
+        let dims = [A::from(w.cols), A::from(w.rows), A::from(x_stride), A::from(n_slots)];
+        if let (Some(q), Some(pair)) = (x.q8, self.k.matvec_q8_for(w.ty)) {
+            let mut args = vec![A::buf(&q.q), A::buf(&q.d), weight_arg(pair.one.kernel(), &w.buf), A::buf(ids), A::buf_mut(y)];
+            args.extend(dims);
+            return (pair, args);
+        }
+        let pair = self.k.matvec_for(w.ty, w.cols);
+        let mut args = vec![A::buf(x.x), weight_arg(pair.one.kernel(), &w.buf), A::buf(ids), A::buf_mut(y)];
+        args.extend(dims);
+        (pair, args)
+    }
+
     /// y = w · x for one matrix (`ids` = 0), per row.
-    pub(crate) fn matvec(&self, w: &Matrix, x: &Buffer, ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
-        let kernel = self.pick(self.k.matvec_for(w.ty, w.cols));
-        self.run_kernel(kernel, vec![A::buf(x), weight_arg(kernel.kernel(), &w.buf), A::buf(ids), A::buf_mut(y), A::from(w.cols), A::from(w.rows), A::from(0usize), A::from(1usize)])
+    pub(crate) fn matvec(&self, w: &Matrix, x: &Input<'_>, ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
+        let (pair, args) = self.matvec_args(w, x, ids, y, 0, 1);
+        self.run(pair, args)
     }
 
     /// y[slot] = w[ids[slot]] · x[slot · x_stride ..] for `n_slots` slots: the m = 1 kernel's
     /// expert slots (a one-token MoE).
-    fn matvec_slots(&self, w: &Matrix, x: &Buffer, ids: &Buffer, y: &mut Buffer, x_stride: usize, n_slots: usize) -> Result<(), DeviceError> {
-        let kernel = &self.k.matvec_for(w.ty, w.cols).one;
-        self.launch(kernel, &mut [A::buf(x), weight_arg(kernel.kernel(), &w.buf), A::buf(ids), A::buf_mut(y), A::from(w.cols), A::from(w.rows), A::from(x_stride), A::from(n_slots)])
+    fn matvec_slots(&self, w: &Matrix, x: &Input<'_>, ids: &Buffer, y: &mut Buffer, x_stride: usize, n_slots: usize) -> Result<(), DeviceError> {
+        let (pair, mut args) = self.matvec_args(w, x, ids, y, x_stride, n_slots);
+        self.launch(&pair.one, &mut args)
     }
 
     pub(crate) fn rmsnorm(&self, x: &Buffer, w: &Buffer, y: &mut Buffer, n: usize, eps: f32) -> Result<(), DeviceError> {
@@ -153,7 +193,7 @@ impl<'a> Pass<'a> {
     /// `p.head_x` first).
     pub(crate) fn head_rows(&self, w: &Weights, p: &mut Scratch, t: usize) -> Result<Vec<f32>, DeviceError> {
         let (vocab, h) = (w.config.vocab_size, w.config.hidden_dim);
-        let Scratch { xn, head_row, head_x, zero_ids, logits, .. } = p;
+        let Scratch { xn, head_row, head_x, zero_ids, logits, q8_in, .. } = p;
         let mut out = Vec::with_capacity(t * vocab);
         for c in (0..t).step_by(HEAD_TILE) {
             let n = HEAD_TILE.min(t - c);
@@ -163,7 +203,9 @@ impl<'a> Pass<'a> {
                     self.put_row(head_row, head_x, j, h)?;
                 }
             }
-            self.at(Width::Rows(n)).matvec(w.lm_head(), if c == 0 { xn } else { head_x }, zero_ids, logits)?;
+            let tile = self.at(Width::Rows(n));
+            let x = tile.input(if c == 0 { xn } else { head_x }, h, q8_in)?;
+            tile.matvec(w.lm_head(), &x, zero_ids, logits)?;
             self.device.default_stream().synchronize()?;
             out.extend(self.device.read_prefix::<f32>(logits, n * vocab)?);
         }
@@ -269,13 +311,14 @@ pub(crate) enum Mode<'a, 'b> {
 }
 
 /// Runs `tokens` (one per row) through every layer and the final norm, into `p.xn`.
-pub(crate) fn forward(device: &Device, k: &Kernels, w: &Weights, p: &mut Scratch, tokens: &[TokenId], mut mode: Mode<'_, '_>, timer: &mut Timer) -> Result<(), EngineError> {
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn forward(device: &Device, k: &Kernels, precision: Precision, w: &Weights, p: &mut Scratch, tokens: &[TokenId], mut mode: Mode<'_, '_>, timer: &mut Timer) -> Result<(), EngineError> {
     let cfg = &w.config;
     let width = match mode {
         Mode::Decode { .. } => Width::One,
         Mode::Chunk { .. } | Mode::Batch { .. } => Width::Rows(tokens.len()),
     };
-    let pass = Pass::new(device, k, width);
+    let pass = Pass::new(device, k, width, precision);
     let (h, eps) = (cfg.hidden_dim, cfg.rms_eps);
     pass.embed(w, p, tokens)?;
     timer.mark(device, "embed")?;
@@ -306,9 +349,10 @@ pub(crate) fn forward(device: &Device, k: &Kernels, w: &Weights, p: &mut Scratch
 /// The gated delta net of layer `i` on `p.xn`, into `p.mix`.
 fn gdn(pass: &Pass<'_>, cfg: &ModelConfig, w: &GdnWeights, p: &mut Scratch, mode: &mut Mode<'_, '_>, i: usize, timer: &mut Timer) -> Result<(), EngineError> {
     let ids = &p.zero_ids;
-    pass.matvec(&w.qkv, &p.xn, ids, &mut p.qkv)?;
-    pass.matvec(&w.gate_z, &p.xn, ids, &mut p.z)?;
-    pass.matvec(&w.beta_alpha, &p.xn, ids, &mut p.ba)?;
+    let x = pass.input(&p.xn, cfg.hidden_dim, &mut p.q8_in)?;
+    pass.matvec(&w.qkv, &x, ids, &mut p.qkv)?;
+    pass.matvec(&w.gate_z, &x, ids, &mut p.z)?;
+    pass.matvec(&w.beta_alpha, &x, ids, &mut p.ba)?;
     timer.mark(pass.device, "gdn: in projections")?;
     match mode {
         Mode::Decode { seq, .. } | Mode::Chunk { seq, .. } => {
@@ -332,7 +376,8 @@ fn gdn(pass: &Pass<'_>, cfg: &ModelConfig, w: &GdnWeights, p: &mut Scratch, mode
         }
     }
     pass.run(&pass.k.gated_rmsnorm, vec![A::buf(&p.o), A::buf(&p.z), A::buf(&w.norm), A::buf_mut(&mut p.o_normed), A::from(cfg.gdn_value_dim), A::from(cfg.gdn_n_value_heads), A::from(cfg.rms_eps)])?;
-    Ok(pass.matvec(&w.out, &p.o_normed, &p.zero_ids, &mut p.mix)?)
+    let o = pass.input(&p.o_normed, cfg.gdn_n_value_heads * cfg.gdn_value_dim, &mut p.q8_mid)?;
+    Ok(pass.matvec(&w.out, &o, &p.zero_ids, &mut p.mix)?)
 }
 
 /// The GDN's causal conv on `p.qkv` through `conv_ring` from position `pos`, into `p.conv_out`.
@@ -364,9 +409,10 @@ fn gdn_scan(pass: &Pass<'_>, cfg: &ModelConfig, w: &GdnWeights, ssm: &mut Buffer
 fn attention(pass: &Pass<'_>, cfg: &ModelConfig, w: &AttentionWeights, p: &mut Scratch, mode: &mut Mode<'_, '_>, i: usize) -> Result<(), EngineError> {
     let ids = &p.zero_ids;
     let (hd, nh, nkv, eps) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.rms_eps);
-    pass.matvec(&w.q, &p.xn, ids, &mut p.q_gate)?;
-    pass.matvec(&w.k, &p.xn, ids, &mut p.k_raw)?;
-    pass.matvec(&w.v, &p.xn, ids, &mut p.v)?;
+    let x = pass.input(&p.xn, cfg.hidden_dim, &mut p.q8_in)?;
+    pass.matvec(&w.q, &x, ids, &mut p.q_gate)?;
+    pass.matvec(&w.k, &x, ids, &mut p.k_raw)?;
+    pass.matvec(&w.v, &x, ids, &mut p.v)?;
     pass.run(&pass.k.head_rmsnorm, vec![A::buf(&p.q_gate), A::buf(&w.q_norm), A::buf_mut(&mut p.q), A::from(hd), A::from(2 * hd), A::from(hd), A::from(nh), A::from(eps)])?;
     pass.run(&pass.k.head_rmsnorm, vec![A::buf(&p.k_raw), A::buf(&w.k_norm), A::buf_mut(&mut p.k), A::from(hd), A::from(hd), A::from(hd), A::from(nkv), A::from(eps)])?;
     let reordered = matches!(mode, Mode::Chunk { reordered: true, .. });
@@ -391,7 +437,8 @@ fn attention(pass: &Pass<'_>, cfg: &ModelConfig, w: &AttentionWeights, p: &mut S
             }
         }
     }
-    Ok(pass.matvec(&w.o, &p.attn, &p.zero_ids, &mut p.mix)?)
+    let a = pass.input(&p.attn, nh * hd, &mut p.q8_mid)?;
+    Ok(pass.matvec(&w.o, &a, &p.zero_ids, &mut p.mix)?)
 }
 
 /// Attention's stateful part from position `pos`: RoPE on `p.q` and `p.k`, the KV append,
@@ -434,7 +481,8 @@ fn attention_cached(pass: &Pass<'_>, cfg: &ModelConfig, kernel: &DeviceKernel, k
 fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '_>, i: usize, n_layers: usize, p: &mut Scratch, timer: &mut Timer) -> Result<(), EngineError> {
     let ids = &p.zero_ids;
     let (k, fi, fs, h, ne) = (cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim, cfg.hidden_dim, cfg.n_experts);
-    pass.matvec(&w.router, &p.xn, ids, &mut p.router_logits)?;
+    let x = pass.input(&p.xn, h, &mut p.q8_in)?;
+    pass.matvec(&w.router, &x, ids, &mut p.router_logits)?;
     pass.run(&pass.k.router_topk, vec![A::buf(&p.router_logits), A::buf_mut(&mut p.router_probs), A::buf_mut(&mut p.expert_ids), A::buf_mut(&mut p.expert_weights), A::from(ne), A::from(k)])?;
     match mode {
         Mode::Decode { slots, .. } => {
@@ -443,9 +491,10 @@ fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '
                 (None, Some(decode)) => decode.map(pass.device, pass.device.default_stream(), i, &p.expert_ids)?,
                 (None, None) => return Err(neither()),
             };
-            pass.matvec_slots(&experts.gate_up, &p.xn, expert_ids, &mut p.gate_up, 0, k)?;
+            pass.matvec_slots(&experts.gate_up, &x, expert_ids, &mut p.gate_up, 0, k)?;
             pass.swiglu_pairs(&p.gate_up, &mut p.act, fi, k)?;
-            pass.matvec_slots(&experts.down, &p.act, expert_ids, &mut p.down, fi, k)?;
+            let act = pass.input_rows(&p.act, fi, k, &mut p.q8_mid)?;
+            pass.matvec_slots(&experts.down, &act, expert_ids, &mut p.down, fi, k)?;
         }
         Mode::Chunk { experts, .. } | Mode::Batch { experts, .. } => {
             let pairs = pass.rows() * k;
@@ -458,18 +507,21 @@ fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '
             pass.launch(&pass.k.moe_gather, &mut [A::buf(&p.xn), A::buf(&p.pair_of), A::buf_mut(&mut p.xs), A::from(h), A::from(k), A::from(pairs)])?;
             timer.mark(pass.device, "moe: router, sort, gather")?;
             experts.with_layer(w.experts.as_ref(), i, n_layers, |e| {
-                by_pair.matvec(&e.gate_up, &p.xs, &p.sorted_ids, &mut p.gate_up)?;
+                let xs = by_pair.input(&p.xs, h, &mut p.q8_mid)?;
+                by_pair.matvec(&e.gate_up, &xs, &p.sorted_ids, &mut p.gate_up)?;
                 by_pair.swiglu_pairs(&p.gate_up, &mut p.act, fi, 1)?;
-                by_pair.matvec(&e.down, &p.act, &p.sorted_ids, &mut p.down_sorted)
+                let act = by_pair.input(&p.act, fi, &mut p.q8_mid)?;
+                by_pair.matvec(&e.down, &act, &p.sorted_ids, &mut p.down_sorted)
             })?;
             timer.mark(pass.device, "moe: routed experts")?;
             pass.launch(&pass.k.moe_ungather, &mut [A::buf(&p.down_sorted), A::buf(&p.slot_of), A::buf_mut(&mut p.down), A::from(h), A::from(pairs)])?;
         }
     }
-    pass.matvec(&w.gate_up_shexp, &p.xn, ids, &mut p.sh_gate_up)?;
+    pass.matvec(&w.gate_up_shexp, &x, ids, &mut p.sh_gate_up)?;
     pass.swiglu_pairs(&p.sh_gate_up, &mut p.sh_act, fs, 1)?;
-    pass.matvec(&w.down_shexp, &p.sh_act, ids, &mut p.sh_out)?;
-    pass.matvec(&w.shared_gate, &p.xn, ids, &mut p.sh_logit)?;
+    let sh_act = pass.input(&p.sh_act, fs, &mut p.q8_mid)?;
+    pass.matvec(&w.down_shexp, &sh_act, ids, &mut p.sh_out)?;
+    pass.matvec(&w.shared_gate, &x, ids, &mut p.sh_logit)?;
     pass.run(&pass.k.moe_combine, vec![A::buf(&p.down), A::buf(&p.expert_weights), A::buf(&p.sh_out), A::buf(&p.sh_logit), A::buf_mut(&mut p.mix), A::from(h), A::from(k)])?;
     Ok(())
 }

@@ -18,7 +18,7 @@ pub mod state;
 pub mod weights;
 
 pub use batch_step::Stepped;
-pub use decode::{Engine, EngineError, EngineOptions};
+pub use decode::{Engine, EngineError, EngineOptions, Precision};
 pub use forward::weight_arg;
 pub use prefill::{Logits, PrefillMode, Prefilled};
 pub use scratch::Scratch;

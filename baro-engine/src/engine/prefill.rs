@@ -165,7 +165,7 @@ impl Engine {
         let seq = Sequence { layers, rope_cos, rope_sin, pos: *pos, max_ctx: *max_ctx };
         let experts = LayerStream::start(&self.device, self.slots.as_ref(), self.layer_staging.as_mut())?;
         let mut timer = Timer::new(self.prefill_profile.take());
-        let done = forward(&self.device, &self.kernels, w, p, tokens, Mode::Chunk { seq, experts, reordered: self.reordered_attention }, &mut timer);
+        let done = forward(&self.device, &self.kernels, self.precision, w, p, tokens, Mode::Chunk { seq, experts, reordered: self.reordered_attention }, &mut timer);
         self.prefill_profile = timer.totals;
         done?;
         *pos += t;
@@ -173,13 +173,15 @@ impl Engine {
             self.device.default_stream().synchronize()?;
             return Ok(Vec::new());
         }
-        let run = Pass::new(&self.device, &self.kernels, Width::Rows(t));
+        let run = Pass::new(&self.device, &self.kernels, Width::Rows(t), self.precision);
         if all {
             return Ok(run.head_rows(w, p, t)?);
         }
         // The last row through the decode step's own head: the same kernels a replay ends with.
         run.copy_row(&p.xn, t - 1, &mut s.xn, h)?;
-        run.at(Width::One).matvec(w.lm_head(), &s.xn, &s.zero_ids, &mut s.logits)?;
+        let one = run.at(Width::One);
+        let x = one.input(&s.xn, h, &mut s.q8_in)?;
+        one.matvec(w.lm_head(), &x, &s.zero_ids, &mut s.logits)?;
         self.device.default_stream().synchronize()?;
         Ok(self.device.read::<f32>(&s.logits)?)
     }

@@ -9,7 +9,7 @@ use baro_dsl::runtime::{Device, DeviceError, DeviceKernel};
 use baro_dsl::Kernel;
 
 use crate::engine::decode::EngineError;
-use crate::kernels::{self, attention, embed, gdn, matvec, moe, norm, pick, quant, rope};
+use crate::kernels::{self, attention, embed, gdn, matvec, moe, norm, pick, q8act, quant, rope};
 use crate::model::TensorType;
 
 /// One operation's two kernels: `one` for a single token (decode), `rows` its rows sibling
@@ -29,6 +29,11 @@ pub(crate) struct Kernels {
     pub(crate) matvec: HashMap<TensorType, KernelPair>,
     /// The quantized matvecs with x staged in workgroup memory (`quant::XS_KERNELS`, k ≤ XS_MAX_K).
     pub(crate) matvec_xs: HashMap<TensorType, KernelPair>,
+    /// The q8 mode's matvecs by weight type: weights times `q8act` blocks (`Precision::Q8`).
+    pub(crate) matvec_q8: HashMap<TensorType, KernelPair>,
+    /// Activations to 8-bit blocks of 32; one kernel for any number of rows (each block is
+    /// quantized on its own).
+    pub(crate) q8act: DeviceKernel,
     pub(crate) rmsnorm: KernelPair,
     pub(crate) head_rmsnorm: KernelPair,
     pub(crate) add_rmsnorm: KernelPair,
@@ -139,6 +144,8 @@ impl Kernels {
                 (T::Q5_K, quant::matvec_q5_k_xs_rows),
                 (T::Q6_K, quant::matvec_q6_k_xs_rows),
             ])?,
+            matvec_q8: by_type(&[(T::Q8_0, q8act::matvec_q8_0_q8_rows)])?,
+            q8act: c.one(q8act::q8act)?,
             rmsnorm: c.pair(norm::rmsnorm_rows)?,
             head_rmsnorm: c.pair(norm::head_rmsnorm_rows)?,
             add_rmsnorm: c.pair(norm::add_rmsnorm_rows)?,
@@ -171,5 +178,10 @@ impl Kernels {
         let pair = staged.unwrap_or(&self.matvec[&ty]);
         debug_assert_eq!(pair.one.name(), kernels::decode_matvec_name(ty, cols), "matvec_for and kernels::decode_matvec_name disagree");
         pair
+    }
+
+    /// The q8 matvec pair for a `ty` matrix, if the type has one.
+    pub(crate) fn matvec_q8_for(&self, ty: TensorType) -> Option<&KernelPair> {
+        self.matvec_q8.get(&ty)
     }
 }

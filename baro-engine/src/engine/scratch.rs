@@ -61,12 +61,31 @@ pub struct Scratch {
     pub head_row: Buffer, // (hidden): one row on its way into `head_x`
     pub head_x: Buffer,   // (HEAD_TILE, hidden): rows c.. of `xn` for a head tile past the first
     pub logits: Buffer,   // (min(rows, HEAD_TILE), vocab)
+    // the q8 precision mode's quantized inputs (`kernels::q8act`): `q8_in` the normed rows
+    // (`xn`, read by several projections), `q8_mid` any other input, quantized just before
+    // its one use
+    pub q8_in: Q8Blocks,
+    pub q8_mid: Q8Blocks,
     // the greedy pick on the device (`kernels::pick`): per chunk, then the answer (4 u32)
     pub pick_best: Buffer,   // (chunk)
     pub pick_at: Buffer,     // (chunk) u32
     pub pick_nan_at: Buffer, // (chunk) u32
     pub pick_inf_at: Buffer, // (chunk) u32
     pub pick: Buffer,        // (4) u32
+}
+
+/// Activations quantized to 8-bit blocks of 32 by `q8act`, for every row (and MoE pair) of
+/// the widest matrix input.
+pub struct Q8Blocks {
+    pub q: Buffer,   // (block, 8) u32: 32 i8, four to a word
+    pub d: Buffer,   // (block) f32: the scale
+    pub sum: Buffer, // (block) i32: the sum of the block's 32 i8
+}
+
+impl Q8Blocks {
+    fn new(device: &Device, blocks: usize) -> Result<Q8Blocks, DeviceError> {
+        Ok(Q8Blocks { q: device.alloc(ScalarType::U32, blocks * 8)?, d: device.alloc(ScalarType::F32, blocks)?, sum: device.alloc(ScalarType::I32, blocks)? })
+    }
 }
 
 impl Scratch {
@@ -77,6 +96,8 @@ impl Scratch {
         let (h, k, fi, fs) = (cfg.hidden_dim, cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim);
         let (nv, vd, kv_dim) = (cfg.gdn_n_value_heads, cfg.gdn_value_dim, cfg.n_kv_heads * cfg.head_dim);
         let chunks = crate::kernels::pick::pick_chunks(cfg.vocab_size);
+        // The widest input of any matrix, in blocks of 32; the MoE's inputs hold top-k per row.
+        let widest = [h, fi, fs, nv * vd, cfg.n_heads * cfg.head_dim].into_iter().max().unwrap_or(0).div_ceil(32);
         Ok(Scratch {
             rows,
             tokens: u(1)?,
@@ -118,6 +139,8 @@ impl Scratch {
             head_row: device.alloc(ScalarType::F32, h)?,
             head_x: device.alloc(ScalarType::F32, HEAD_TILE * h)?,
             logits: device.alloc(ScalarType::F32, rows.min(HEAD_TILE) * cfg.vocab_size)?,
+            q8_in: Q8Blocks::new(device, rows * widest)?,
+            q8_mid: Q8Blocks::new(device, rows * k.max(1) * widest)?,
             pick_best: device.alloc(ScalarType::F32, chunks)?,
             pick_at: device.alloc(ScalarType::U32, chunks)?,
             pick_nan_at: device.alloc(ScalarType::U32, chunks)?,

@@ -114,6 +114,8 @@ pub fn decode() -> Vec<baro::dsl::Kernel> {
         gdn::gdn_conv_step(),
         gdn::gdn_step(),
         gdn::gated_rmsnorm(),
+        q8act::q8act(),
+        q8act::matvec_q8_0_q8(),
     ]
 }
 
@@ -160,6 +162,7 @@ pub fn rows() -> Vec<baro::dsl::Kernel> {
         gdn::gdn_conv_rows(),
         gdn::gdn_scan_rows(),
         gdn::gated_rmsnorm_rows(),
+        q8act::matvec_q8_0_q8_rows(),
     ]
 }
 

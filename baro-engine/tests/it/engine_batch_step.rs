@@ -13,7 +13,7 @@ use crate::common;
 
 use baro_dsl::runtime::DeviceArg as A;
 use baro_engine::engine::staging::MemoryMode;
-use baro_engine::engine::{Engine, EngineError, EngineOptions, Logits, ModelSource, PrefillMode, State};
+use baro_engine::engine::{Engine, EngineError, EngineOptions, Logits, ModelSource, Precision, PrefillMode, State};
 use baro_engine::kernels::embed;
 use common::{dev, tiny_f32, tiny_q8_0, Rng};
 
@@ -105,11 +105,15 @@ fn compare(want: &Trace, got: &Trace, what: &str) {
 }
 
 fn engine(source: &ModelSource, vram_budget: Option<u64>) -> Engine {
-    Engine::new(dev(), source, EngineOptions { max_ctx: MAX_CTX, vram_budget, expert_slots: 64 }).unwrap()
+    Engine::new(dev(), source, EngineOptions { max_ctx: MAX_CTX, vram_budget, expert_slots: 64, precision: Precision::F32 }).unwrap()
 }
 
 fn batch_equals_alone(source: &ModelSource, what: &str) {
-    let mut e = engine(source, None);
+    batch_equals_alone_in(source, what, Precision::F32)
+}
+
+pub(crate) fn batch_equals_alone_in(source: &ModelSource, what: &str, precision: Precision) {
+    let mut e = Engine::new(dev(), source, EngineOptions { max_ctx: MAX_CTX, vram_budget: None, expert_slots: 64, precision }).unwrap();
     assert_eq!(e.memory_plan().mode, MemoryMode::Resident);
     for (n, seed) in [(1usize, 10u64), (2, 20), (5, 30), (11, 40)] {
         let want = alone(&mut e, n, seed);

@@ -2,11 +2,12 @@
 //! safetensors and from a Q8_0 GGUF: the logits of every prompt position byte for byte, and
 //! the greedy tokens after, for prompts that cross chunk boundaries with chunk sizes that do
 //! not divide them, and for a prompt fed in two calls (state and KV carried across calls).
+//! `engine_q8` runs the same checks in the q8 precision mode.
 //! Runs on the host, or with `BARO_TEST_DEVICE=cuda` (or `hip`) on a GPU.
 
 use crate::common;
 
-use baro_engine::engine::{Engine, EngineOptions, Logits, ModelSource, PrefillMode};
+use baro_engine::engine::{Engine, EngineOptions, Logits, ModelSource, Precision, PrefillMode};
 use baro_engine::model::{GgufFile, HfCheckpoint, TensorType};
 use common::{canonical_f32, dev, fixture, gguf_from, pick_type, Rng};
 
@@ -27,7 +28,11 @@ fn first_difference(a: &[f32], b: &[f32], vocab: usize) -> String {
 }
 
 fn check(source: &ModelSource, what: &str) {
-    let mut engine = Engine::new(dev(), source, EngineOptions { max_ctx: 512, ..EngineOptions::default() }).unwrap();
+    check_in(source, what, Precision::F32)
+}
+
+pub(crate) fn check_in(source: &ModelSource, what: &str, precision: Precision) {
+    let mut engine = Engine::new(dev(), source, EngineOptions { max_ctx: 512, precision, ..EngineOptions::default() }).unwrap();
     let vocab = engine.config().vocab_size;
     for (seed, len, chunk) in [(1u64, 37usize, 8usize), (2, 64, 64), (3, 100, 33), (4, 5, 16), (5, 129, 128)] {
         let p = prompt(seed, len, vocab);

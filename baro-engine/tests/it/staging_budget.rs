@@ -96,7 +96,7 @@ fn tiny() -> ModelSource {
 }
 
 fn engine(vram_budget: Option<u64>, expert_slots: usize) -> Result<Engine, EngineError> {
-    Engine::new(dev(), &tiny(), EngineOptions { max_ctx: 64, vram_budget, expert_slots })
+    Engine::new(dev(), &tiny(), EngineOptions { max_ctx: 64, vram_budget, expert_slots, ..EngineOptions::default() })
 }
 
 #[test]

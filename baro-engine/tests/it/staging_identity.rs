@@ -21,7 +21,7 @@ fn sequences(name: &str) -> Vec<(Vec<u32>, Vec<u32>)> {
 }
 
 fn engine(source: &ModelSource, vram_budget: Option<u64>, expert_slots: usize) -> Engine {
-    Engine::new(dev(), source, EngineOptions { max_ctx: MAX_CTX, vram_budget, expert_slots }).unwrap()
+    Engine::new(dev(), source, EngineOptions { max_ctx: MAX_CTX, vram_budget, expert_slots, ..EngineOptions::default() }).unwrap()
 }
 
 /// Logits (as bits) of every position of every sequence, then greedy generation from each

@@ -57,6 +57,9 @@ struct Cli {
     /// The commit measured (default: $BARO_COMMIT).
     #[arg(long)]
     commit: Option<String>,
+    /// Activations of the quantized matvecs: f32 or q8 (8-bit blocks, exact integer dots).
+    #[arg(long, default_value = "f32")]
+    precision: baro_engine::engine::Precision,
 }
 
 pub fn main() -> ExitCode {
@@ -73,6 +76,7 @@ fn main_inner(cli: Cli) -> Result<(), String> {
     let target: DeviceKind = cli.target.parse().map_err(|e: baro_dsl::runtime::DeviceError| e.to_string())?;
     let opts = DecodeOptions {
         model: cli.model.clone(),
+        precision: cli.precision,
         vram_budget: cli.vram_budget.as_deref().map(baro_engine::engine::staging::parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?,
         target,
         ordinal: cli.ordinal,

@@ -12,7 +12,7 @@ use baro_bench::identity::{self, case_line, Case};
 use baro_bench::report::Meta;
 use baro_dsl::runtime::{Device, DeviceKind};
 use baro_engine::engine::staging::parse_bytes;
-use baro_engine::engine::{Engine, EngineOptions, ModelSource};
+use baro_engine::engine::{Engine, EngineOptions, ModelSource, Precision};
 use clap::Parser;
 
 #[derive(Parser)]
@@ -49,6 +49,9 @@ struct Cli {
     out: Option<PathBuf>,
     #[arg(long)]
     commit: Option<String>,
+    /// Activations of the quantized matvecs: f32 or q8 (8-bit blocks, exact integer dots).
+    #[arg(long, default_value = "f32")]
+    precision: Precision,
 }
 
 pub fn main() -> ExitCode {
@@ -84,14 +87,14 @@ fn main_inner(cli: Cli) -> Result<bool, String> {
     let source = ModelSource::open(&cli.model).map_err(|e| format!("{}: {e}", cli.model.display()))?;
     let started = std::time::Instant::now();
     let vram_budget = cli.vram_budget.as_deref().map(parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?;
-    let options = EngineOptions { max_ctx: longest + cli.greedy + 1, vram_budget, expert_slots: cli.expert_slots };
+    let options = EngineOptions { max_ctx: longest + cli.greedy + 1, vram_budget, expert_slots: cli.expert_slots, precision: cli.precision };
     let mut engine = Engine::new(device, &source, options).map_err(|e| e.to_string())?;
     engine.set_reordered_attention(cli.negative_control);
     let cfg = engine.config().clone();
     let mut lines = vec![
         meta.markdown_header(),
         format!(
-            "model {} (hidden {}, {} layers, {} experts top-{}, vocab {}), {} prompts, seed {:#x}, memory: {}, batched attention: {}",
+            "model {} (hidden {}, {} layers, {} experts top-{}, vocab {}), {} prompts, seed {:#x}, memory: {}, precision: {}, batched attention: {}",
             cli.model.display(),
             cfg.hidden_dim,
             cfg.n_layers,
@@ -101,6 +104,7 @@ fn main_inner(cli: Cli) -> Result<bool, String> {
             cases.len(),
             cli.seed,
             engine.memory_plan(),
+            engine.precision().name(),
             if cli.negative_control { "REORDERED (negative control, opted out of identity)" } else { "attention_rows (the verified sibling)" }
         ),
     ];

@@ -19,7 +19,7 @@ use baro_bench::identity::sequence;
 use baro_bench::report::Meta;
 use baro_dsl::runtime::{Device, DeviceKind};
 use baro_engine::engine::staging::parse_bytes;
-use baro_engine::engine::{Engine, EngineOptions, Logits, ModelSource, PrefillMode};
+use baro_engine::engine::{Engine, EngineOptions, Logits, ModelSource, PrefillMode, Precision};
 use clap::Parser;
 
 #[derive(Parser)]
@@ -49,6 +49,9 @@ struct Cli {
     out: Option<PathBuf>,
     #[arg(long)]
     commit: Option<String>,
+    /// Activations of the quantized matvecs: f32 or q8 (8-bit blocks, exact integer dots).
+    #[arg(long, default_value = "f32")]
+    precision: Precision,
 }
 
 pub fn main() -> ExitCode {
@@ -85,12 +88,12 @@ fn main_inner(cli: Cli) -> Result<(), String> {
     let meta = Meta::new(device.name(), device.driver_version(), cli.commit.clone());
     let source = ModelSource::open(&cli.model).map_err(|e| format!("{}: {e}", cli.model.display()))?;
     let vram_budget = cli.vram_budget.as_deref().map(parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?;
-    let mut engine = Engine::new(device, &source, EngineOptions { max_ctx: longest + 1, vram_budget, ..EngineOptions::default() }).map_err(|e| e.to_string())?;
+    let mut engine = Engine::new(device, &source, EngineOptions { max_ctx: longest + 1, vram_budget, precision: cli.precision, ..EngineOptions::default() }).map_err(|e| e.to_string())?;
     let cfg = engine.config().clone();
     let seq = sequence(7, longest, cfg.vocab_size);
     let mut lines = vec![
         meta.markdown_header(),
-        format!("model {} ({} layers, hidden {}, {} experts top-{}), chunk {}, memory: {}", cli.model.display(), cfg.n_layers, cfg.hidden_dim, cfg.n_experts, cfg.n_experts_used, cli.chunk, engine.memory_plan()),
+        format!("model {} ({} layers, hidden {}, {} experts top-{}), chunk {}, precision {}, memory: {}", cli.model.display(), cfg.n_layers, cfg.hidden_dim, cfg.n_experts, cfg.n_experts_used, cli.chunk, engine.precision().name(), engine.memory_plan()),
         "| prompt tokens | batched s | batched tok/s | replay ms/token (ctx 0, L/2, end) | replay tok/s (est.) | batched / replay |".to_string(),
         "|---:|---:|---:|---:|---:|---:|".to_string(),
     ];

@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use baro_bench::report::Meta;
 use baro_dsl::runtime::{Device, DeviceKind};
 use baro_engine::engine::staging::parse_bytes;
-use baro_engine::engine::{Engine, EngineOptions, ModelSource};
+use baro_engine::engine::{Engine, EngineOptions, ModelSource, Precision};
 use baro_engine::model::GgufFile;
 use baro_engine::server::{Limits, SchedulerConfig, Server, ServerConfig, ServerModel};
 use baro_engine::tokenizer::{ChatTemplate, Tokenizer};
@@ -72,6 +72,9 @@ struct Cli {
     /// The commit measured [default: $BARO_COMMIT].
     #[arg(long)]
     commit: Option<String>,
+    /// Activations of the quantized matvecs: f32 or q8 (8-bit blocks, exact integer dots).
+    #[arg(long, default_value = "f32")]
+    precision: Precision,
 }
 
 struct Level {
@@ -155,7 +158,7 @@ fn model(cli: &Cli, target: DeviceKind) -> Result<(ServerModel, String, Meta), S
     let meta = Meta::new(device.name(), device.driver_version(), cli.commit.clone());
     let described = format!("{shown} on {} ({})", device.name(), device.driver_version());
     let vram_budget = cli.vram_budget.as_deref().map(parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?;
-    let engine = Engine::new(device, &source, EngineOptions { max_ctx: cli.ctx, vram_budget, ..EngineOptions::default() }).map_err(|e| e.to_string())?;
+    let engine = Engine::new(device, &source, EngineOptions { max_ctx: cli.ctx, vram_budget, precision: cli.precision, ..EngineOptions::default() }).map_err(|e| e.to_string())?;
     let described = format!("{described}, memory: {}", engine.memory_plan());
     let size_bytes = cli.model.as_ref().and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| m.len());
     Ok((ServerModel { engine, tokenizer, template: ChatTemplate::qwen35(), name: "baro-load".into(), size_bytes }, described, meta))

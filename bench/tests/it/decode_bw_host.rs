@@ -97,6 +97,7 @@ fn decode_bw_runs_on_the_host_with_deterministic_ids() {
         context_tokens: 3,
         first_token: 7,
         vram_budget: None,
+        precision: baro_engine::engine::Precision::F32,
         copy_bytes: 1 << 20,
         copy_iters: 3,
         filler_bytes: 1 << 20,
