@@ -12,6 +12,9 @@
 #   conformance host JIT vs CUDA, byte for byte
 #   matvec      matvec_bw (engine kernels on the model's shapes, against a copy of the same bytes)
 #   prefill     (not in the default list) prefill_speed resident at PREFILL_LENGTHS (default 1024)
+#   decode_q8, prefill_q8  (not in the default list) decode / prefill in the q8 precision mode
+#   gate_synth  (not in the default list) identity gate on the tiny synthetic pack (K-quants,
+#               Q8_0) in both precisions: digests to compare with the same command on the host
 # Outputs go to /tmp/profile_run/, packed into $OUT/profile_run.tgz after every step.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -48,6 +51,11 @@ for s in $steps; do
     conformance) cmd=("$bin/conformance" --target cuda --out "$out/conformance.md") ;;
     matvec) cmd=("$bin/matvec_bw" --target cuda --out "$out/matvec_bw.md") ;;
     prefill) need_pack; cmd=("$bin/prefill_speed" --target cuda --model "$pack" --lengths "${PREFILL_LENGTHS:-1024}" --out "$out/prefill.md") ;;
+    decode_q8) need_pack; cmd=("$bin/decode_bw" --target cuda --model "$pack" --tokens 32 --precision q8 --out "$out/decode_q8.md") ;;
+    prefill_q8) need_pack; cmd=("$bin/prefill_speed" --target cuda --model "$pack" --lengths "${PREFILL_LENGTHS:-1024}" --precision q8 --out "$out/prefill_q8.md") ;;
+    gate_synth) tiny=/tmp/baro_pack/tiny_community.gguf
+                [ -f "$tiny" ] || { mkdir -p /tmp/baro_pack && "$bin/baro-synth-pack" --out "$tiny" --config tiny --mix community > "$out/tiny_pack.log" 2>&1; }
+                cmd=(bash -c "'$bin/identity_gate' --target cuda --model '$tiny' --max-len 256 --out '$out/gate_synth_f32.md' && '$bin/identity_gate' --target cuda --model '$tiny' --max-len 256 --precision q8 --out '$out/gate_synth_q8.md'") ;;
     *) echo "profile_run.sh: unknown step $s" >&2; summary="$summary $s unknown;"; continue ;;
   esac
   echo "== $s: ${cmd[*]}"

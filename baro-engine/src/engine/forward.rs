@@ -122,29 +122,43 @@ impl<'a> Pass<'a> {
 
     /// The m = 1 arguments of the matvec for `w` reading `x`, and the kernel pair: the q8
     /// matvec where the input is quantized and `w`'s type has one, else the f32 one.
-    fn matvec_args<'b>(&self, w: &'b Matrix, x: &Input<'b>, ids: &'b Buffer, y: &'b mut Buffer, x_stride: usize, n_slots: usize) -> (&'a KernelPair, Vec<A<'b>>) {
+    fn matvec_args<'b>(&self, w: &'b Matrix, x: &Input<'b>, ids: &'b Buffer, y: &'b mut Buffer, x_stride: usize, n_slots: usize) -> Result<(&'a KernelPair, Vec<A<'b>>), DeviceError> {
         let dims = [A::from(w.cols), A::from(w.rows), A::from(x_stride), A::from(n_slots)];
         if let (Some(q), Some(pair)) = (x.q8, self.k.matvec_q8_for(w.ty)) {
-            let mut args = vec![A::buf(&q.q), A::buf(&q.d), weight_arg(pair.one.kernel(), &w.buf), A::buf(ids), A::buf_mut(y)];
+            // The q8 matvecs read the blocks' words and scales, and the K-quants with mins
+            // their sums too (`xsum`): the buffers go in the kernel's own parameter order.
+            let mut args = Vec::with_capacity(10);
+            let mut y = Some(y);
+            for p in pair.one.kernel().params.iter().take_while(|p| p.name != "k") {
+                args.push(match p.name.as_str() {
+                    "xq" => A::buf(&q.q),
+                    "xd" => A::buf(&q.d),
+                    "xsum" => A::buf(&q.sum),
+                    "w" => weight_arg(pair.one.kernel(), &w.buf),
+                    "ids" => A::buf(ids),
+                    "y" if y.is_some() => A::buf_mut(y.take().expect("checked just above")),
+                    other => return Err(DeviceError::Mismatch { what: "q8 matvec", expected: "parameters xq, xd, xsum, w, ids, y before k".into(), found: format!("{other} in {} (a bug in baro)", pair.one.name()) }),
+                });
+            }
             args.extend(dims);
-            return (pair, args);
+            return Ok((pair, args));
         }
         let pair = self.k.matvec_for(w.ty, w.cols);
         let mut args = vec![A::buf(x.x), weight_arg(pair.one.kernel(), &w.buf), A::buf(ids), A::buf_mut(y)];
         args.extend(dims);
-        (pair, args)
+        Ok((pair, args))
     }
 
     /// y = w · x for one matrix (`ids` = 0), per row.
     pub(crate) fn matvec(&self, w: &Matrix, x: &Input<'_>, ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
-        let (pair, args) = self.matvec_args(w, x, ids, y, 0, 1);
+        let (pair, args) = self.matvec_args(w, x, ids, y, 0, 1)?;
         self.run(pair, args)
     }
 
     /// y[slot] = w[ids[slot]] · x[slot · x_stride ..] for `n_slots` slots: the m = 1 kernel's
     /// expert slots (a one-token MoE).
     fn matvec_slots(&self, w: &Matrix, x: &Input<'_>, ids: &Buffer, y: &mut Buffer, x_stride: usize, n_slots: usize) -> Result<(), DeviceError> {
-        let (pair, mut args) = self.matvec_args(w, x, ids, y, x_stride, n_slots);
+        let (pair, mut args) = self.matvec_args(w, x, ids, y, x_stride, n_slots)?;
         self.launch(&pair.one, &mut args)
     }
 
