@@ -18,6 +18,7 @@ mod device_cuda;
 mod device_host;
 #[cfg(feature = "llvm")]
 mod device_transfer;
+mod filetests;
 mod gpu_codegen_amdgpu;
 mod gpu_codegen_cache;
 mod gpu_codegen_ptx;
