@@ -135,6 +135,13 @@ fn a_check_that_is_not_in_the_output_fails() {
 }
 
 #[test]
+fn whitespace_runs_compare_as_one_space() {
+    let text = format!("; test expand\n; check: lanes   v2:lane\tin 4\n; check: store  p1:y[0:usize] =\tv1:red\n{SUM}");
+    assert_eq!(run_file(&text), Ok(Verdict::Pass));
+    fails_with(&format!("; test expand\n; check: lanesv2:lane\n{SUM}"), "`; check: lanesv2:lane` not found");
+}
+
+#[test]
 fn a_not_between_its_checks_fails() {
     let not_there = format!("; test expand\n; check: lanes v2:lane\n; not: barrier\n; check: store p1:y\n{SUM}");
     assert_eq!(run_file(&not_there), Ok(Verdict::Pass));

@@ -2,7 +2,8 @@
 //! against its `; error:` lines. Pure functions over text: each returns what failed, in words.
 //!
 //! - `; check: TEXT`: the first output line at or after the line following the previous
-//!   check's line that contains TEXT (a plain substring, case and spaces as written). A check
+//!   check's line that contains TEXT (a plain substring, case as written; runs of spaces and
+//!   tabs compare as one space, in the text and in the output, like FileCheck's). A check
 //!   not found ends the matching: later positions would mean nothing.
 //! - `; not: TEXT`: no output line strictly between the previous check's line (or the start)
 //!   and the next check's line (or the end) contains TEXT.
@@ -11,9 +12,29 @@
 
 use super::format::{Directive, Pattern};
 
+/// `s` with every run of spaces and tabs as one space.
+fn squeeze(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let c = if c == '\t' { ' ' } else { c };
+        if !(c == ' ' && out.ends_with(' ')) {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Every way `output` fails `patterns` (empty: it passes).
 pub fn check_output(output: &str, patterns: &[Pattern]) -> Vec<String> {
-    let lines: Vec<&str> = output.lines().collect();
+    let squeezed: Vec<String> = output.lines().map(squeeze).collect();
+    let lines: Vec<&str> = squeezed.iter().map(String::as_str).collect();
+    let patterns: Vec<Pattern> = patterns
+        .iter()
+        .map(|p| match p {
+            Pattern::Check(d) => Pattern::Check(Directive { line: d.line, text: squeeze(&d.text) }),
+            Pattern::Not(d) => Pattern::Not(Directive { line: d.line, text: squeeze(&d.text) }),
+        })
+        .collect();
     let mut fails = Vec::new();
     let mut from = 0; // first line the next check may match
     let mut nots: Vec<&Directive> = Vec::new();
@@ -31,7 +52,7 @@ pub fn check_output(output: &str, patterns: &[Pattern]) -> Vec<String> {
             }
         }
     };
-    for p in patterns {
+    for p in &patterns {
         match p {
             Pattern::Not(d) => nots.push(d),
             Pattern::Check(d) => match (from..lines.len()).find(|&j| lines[j].contains(&d.text)) {
