@@ -4,6 +4,8 @@
 //! Every line whose first non-blank character is `;` is a directive (free comments are the
 //! IR's own `//`), so a misspelt directive is an error rather than a check silently skipped.
 //! Directive lines are blanked, not removed, so parse errors keep the file's line numbers.
+//! A `; output:` line starts the snapshot block, which ends the file: every line after it is
+//! `; TEXT` (or a bare `;` for an empty line), one output line each.
 
 use baro_dsl::target::Target;
 
@@ -72,6 +74,30 @@ pub struct FileTest {
     pub errors: Vec<Directive>,
     /// The file with every directive line blanked.
     pub ir: String,
+    pub snapshot: Option<Snapshot>,
+}
+
+/// The `; output:` block: the exact text the test must print.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// 0-based index of the `; output:` line: blessing keeps the file's lines before it.
+    pub start: usize,
+    pub lines: Vec<String>,
+}
+
+/// A snapshot block for `output`, the lines that replace the file's from `; output:` on.
+pub fn snapshot_block(output: &str) -> String {
+    let mut s = String::from("; output:\n");
+    for l in output.lines() {
+        if l.is_empty() {
+            s.push_str(";\n");
+        } else {
+            s.push_str("; ");
+            s.push_str(l);
+            s.push('\n');
+        }
+    }
+    s
 }
 
 fn lower_kind(args: &str) -> Result<Kind, String> {
@@ -112,9 +138,21 @@ pub fn read(text: &str) -> Result<FileTest, Vec<String>> {
     let (mut patterns, mut errors) = (Vec::new(), Vec::new());
     let mut ir = String::with_capacity(text.len());
     let mut seen_ir = false;
+    let mut snapshot: Option<Snapshot> = None;
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let t = raw.trim();
+        if let Some(snap) = &mut snapshot {
+            match raw.strip_prefix(';') {
+                Some(rest) => snap.lines.push(rest.strip_prefix(' ').unwrap_or(rest).to_string()),
+                None => problems.push(format!("line {line}: `{raw}` after `; output:`: expected the block to end the file, each line `; TEXT`")),
+            }
+            continue;
+        }
+        if t == "; output:" {
+            snapshot = Some(Snapshot { start: i, lines: Vec::new() });
+            continue;
+        }
         let Some(d) = t.strip_prefix(';') else {
             if !t.is_empty() && !t.starts_with("//") {
                 seen_ir = true;
@@ -163,14 +201,18 @@ pub fn read(text: &str) -> Result<FileTest, Vec<String>> {
     if kind == Kind::Verify && !patterns.is_empty() {
         problems.push("`; check:`/`; not:` in a verify test, which prints no text: expected `; error:` lines only".into());
     }
-    if !errors.is_empty() && !patterns.is_empty() {
-        problems.push("both `; error:` and `; check:`/`; not:`: a file that expects errors has no output to check".into());
+    if kind == Kind::Verify && snapshot.is_some() {
+        problems.push("an `; output:` block in a verify test, which prints no text".into());
     }
-    if kind != Kind::Verify && !patterns.iter().any(|p| matches!(p, Pattern::Check(_))) && errors.is_empty() {
-        problems.push(format!("a `{}` test with no `; check:` and no `; error:` checks nothing", kind.name()));
+    if !errors.is_empty() && (!patterns.is_empty() || snapshot.is_some()) {
+        problems.push("both `; error:` and output checks: a file that expects errors has no output to check".into());
+    }
+    let checks_output = patterns.iter().any(|p| matches!(p, Pattern::Check(_))) || snapshot.is_some();
+    if kind != Kind::Verify && !checks_output && errors.is_empty() {
+        problems.push(format!("a `{}` test with no `; check:`, `; output:` or `; error:` checks nothing", kind.name()));
     }
     if problems.is_empty() {
-        Ok(FileTest { kind, patterns, errors, ir })
+        Ok(FileTest { kind, patterns, errors, ir, snapshot })
     } else {
         Err(problems)
     }
