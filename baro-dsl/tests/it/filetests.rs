@@ -179,6 +179,9 @@ fn a_not_between_its_checks_fails() {
     let not_there = format!("; test expand\n; check: lanes v2:lane\n; not: barrier\n; check: store p1:y\n{SUM}");
     assert_eq!(run_file(&not_there, false), Ok(Verdict::Pass));
     fails_with(&format!("; test expand\n; check: lanes v2:lane\n; not: shuffle_xor\n; check: store p1:y\n{SUM}"), "`; not: shuffle_xor` found at output line");
+    // `; nowhere:` holds over the whole output, wherever it is written.
+    fails_with(&format!("; test expand\n; nowhere: shuffle_xor\n; check: store p1:y\n{SUM}"), "`; nowhere: shuffle_xor` found at output line 17");
+    assert_eq!(run_file(&format!("; test expand\n; check: store p1:y\n; nowhere: barrier\n{SUM}"), false), Ok(Verdict::Pass));
     // Outside its checks a forbidden text may appear: `reduce` is in the `implements` line.
     let outside = format!("; test expand\n; check: let v3:partial\n; not: reduce(\n{SUM}");
     assert_eq!(run_file(&outside, false), Ok(Verdict::Pass));

@@ -1,4 +1,5 @@
-//! Reads a filetest's directive lines (`; test`, `; check:`, `; not:`, `; error:`) and leaves
+//! Reads a filetest's directive lines (`; test`, `; check:`, `; not:`, `; nowhere:`, `; error:`,
+//! `; output:`) and leaves
 //! the IR text for the parser. It only reads the file; it never runs anything.
 //!
 //! Every line whose first non-blank character is `;` is a directive (free comments are the
@@ -65,6 +66,8 @@ pub enum Pattern {
     Check(Directive),
     /// `; not: TEXT`: no output line between the surrounding checks contains TEXT.
     Not(Directive),
+    /// `; nowhere: TEXT`: no output line at all contains TEXT (wherever the line stands).
+    Nowhere(Directive),
 }
 
 #[derive(Clone, Debug)]
@@ -186,11 +189,13 @@ pub fn read(text: &str) -> Result<FileTest, Vec<String>> {
             patterns.extend(payload(rest, "check", &mut problems).map(Pattern::Check));
         } else if let Some(rest) = d.strip_prefix("not:") {
             patterns.extend(payload(rest, "not", &mut problems).map(Pattern::Not));
+        } else if let Some(rest) = d.strip_prefix("nowhere:") {
+            patterns.extend(payload(rest, "nowhere", &mut problems).map(Pattern::Nowhere));
         } else if let Some(rest) = d.strip_prefix("error:") {
             errors.extend(payload(rest, "error", &mut problems));
         } else {
             problems.push(format!(
-                "line {line}: unknown directive `{t}`: expected `; test`, `; check:`, `; not:` or `; error:` (comments are `//`)"
+                "line {line}: unknown directive `{t}`: expected `; test`, `; check:`, `; not:`, `; nowhere:`, `; error:` or `; output:` (comments are `//`)"
             ));
         }
     }
@@ -199,7 +204,7 @@ pub fn read(text: &str) -> Result<FileTest, Vec<String>> {
         return Err(problems);
     };
     if kind == Kind::Verify && !patterns.is_empty() {
-        problems.push("`; check:`/`; not:` in a verify test, which prints no text: expected `; error:` lines only".into());
+        problems.push("`; check:`/`; not:`/`; nowhere:` in a verify test, which prints no text: expected `; error:` lines only".into());
     }
     if kind == Kind::Verify && snapshot.is_some() {
         problems.push("an `; output:` block in a verify test, which prints no text".into());
@@ -207,7 +212,7 @@ pub fn read(text: &str) -> Result<FileTest, Vec<String>> {
     if !errors.is_empty() && (!patterns.is_empty() || snapshot.is_some()) {
         problems.push("both `; error:` and output checks: a file that expects errors has no output to check".into());
     }
-    let checks_output = patterns.iter().any(|p| matches!(p, Pattern::Check(_))) || snapshot.is_some();
+    let checks_output = patterns.iter().any(|p| matches!(p, Pattern::Check(_) | Pattern::Nowhere(_))) || snapshot.is_some();
     if kind != Kind::Verify && !checks_output && errors.is_empty() {
         problems.push(format!("a `{}` test with no `; check:`, `; output:` or `; error:` checks nothing", kind.name()));
     }

@@ -7,6 +7,8 @@
 //!   not found ends the matching: later positions would mean nothing.
 //! - `; not: TEXT`: no output line strictly between the previous check's line (or the start)
 //!   and the next check's line (or the end) contains TEXT.
+//! - `; nowhere: TEXT`: no output line contains TEXT (FileCheck's `--implicit-check-not`),
+//!   checked whether or not a check failed.
 //! - `; error: TEXT`: in file order, each takes the first not yet taken reported error that
 //!   contains TEXT; every expectation must take one and every reported error must be taken.
 
@@ -33,9 +35,17 @@ pub fn check_output(output: &str, patterns: &[Pattern]) -> Vec<String> {
         .map(|p| match p {
             Pattern::Check(d) => Pattern::Check(Directive { line: d.line, text: squeeze(&d.text) }),
             Pattern::Not(d) => Pattern::Not(Directive { line: d.line, text: squeeze(&d.text) }),
+            Pattern::Nowhere(d) => Pattern::Nowhere(Directive { line: d.line, text: squeeze(&d.text) }),
         })
         .collect();
     let mut fails = Vec::new();
+    for p in &patterns {
+        if let Pattern::Nowhere(d) = p {
+            if let Some(j) = lines.iter().position(|l| l.contains(&d.text)) {
+                fails.push(format!("line {}: `; nowhere: {}` found at output line {}: {}", d.line, d.text, j + 1, lines[j].trim()));
+            }
+        }
+    }
     let mut from = 0; // first line the next check may match
     let mut nots: Vec<&Directive> = Vec::new();
     let scan_nots = |nots: &mut Vec<&Directive>, lo: usize, hi: usize, until: &str, fails: &mut Vec<String>| {
@@ -55,6 +65,7 @@ pub fn check_output(output: &str, patterns: &[Pattern]) -> Vec<String> {
     for p in &patterns {
         match p {
             Pattern::Not(d) => nots.push(d),
+            Pattern::Nowhere(_) => {}
             Pattern::Check(d) => match (from..lines.len()).find(|&j| lines[j].contains(&d.text)) {
                 Some(j) => {
                     scan_nots(&mut nots, from, j, &(j + 1).to_string(), &mut fails);
