@@ -37,7 +37,12 @@ fn run_file(text: &str, bless: bool) -> Result<Verdict, Vec<String>> {
     if let Some(why) = outcome.not_run {
         return if fails.is_empty() { Ok(Verdict::NotRun(why)) } else { Err(fails) };
     }
-    fails.extend(matching::check_errors(&t.errors, &outcome.errors));
+    let error_fails = matching::check_errors(&t.errors, &outcome.errors);
+    let show_statements = !error_fails.is_empty() && !outcome.statements.is_empty();
+    fails.extend(error_fails);
+    if show_statements {
+        fails.push(format!("the statements they name:\n    {}", outcome.statements.join("\n    ")));
+    }
     let (mut blessed, mut snapshot_differs) = (None, false);
     if let (Some(output), Some(snap)) = (&outcome.output, &t.snapshot) {
         let found: Vec<&str> = output.lines().collect();
@@ -191,6 +196,8 @@ fn a_not_between_its_checks_fails() {
 fn expected_errors_must_all_be_reported_and_all_reported_expected() {
     fails_with(&format!("; test verify\n; error: undeclared reduction\n{SUM}"), "expected errors, found none");
     fails_with(&format!("; test verify\n{UNDECLARED}"), "unexpected error (no `; error:` line matches it): acc: undeclared reduction at [1, 0]");
+    // The failure shows the statement the error names.
+    fails_with(&format!("; test verify\n{UNDECLARED}"), "the statements they name:\n    acc at [1, 0]: v0:s = add(v0:s, load(p0:x, v1:i))");
     let right = format!("; test verify\n; error: acc: undeclared reduction at [1, 0]:\n{UNDECLARED}");
     assert_eq!(run_file(&right, false), Ok(Verdict::Pass));
     fails_with(&format!("; test verify\n; error: at [1]:\n{UNDECLARED}"), "`; error: at [1]:` matches no reported error");

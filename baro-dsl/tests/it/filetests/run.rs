@@ -7,7 +7,7 @@
 //! order); multi-line messages are joined with ` | `. A parse error is `parse: LINE:COLUMN:
 //! expected X, found Y`.
 
-use baro_dsl::ir::Kernel;
+use baro_dsl::ir::{Kernel, Stmt};
 use baro_dsl::verify::{check_sibling, verify_kernel, ErrorKind, Location, SiblingError, VerifyError};
 
 use super::format::{FileTest, Kind};
@@ -19,6 +19,48 @@ pub struct Outcome {
     pub output: Option<String>,
     /// Why the test did not run here (a lowering without feature `llvm`).
     pub not_run: Option<String>,
+    /// For each error that names a statement, that statement's first line (shown when the
+    /// errors do not match, so a reader sees the failing entity without counting paths).
+    pub statements: Vec<String>,
+}
+
+impl Outcome {
+    fn failed(errors: Vec<String>, statements: Vec<String>) -> Outcome {
+        Outcome { errors, output: None, not_run: None, statements }
+    }
+}
+
+/// The statement at `path`: an index into the body, then into each statement's nested blocks
+/// taken one after another (an `if`'s else block numbered on from its then block), as
+/// `wellformed` counts.
+fn stmt_at<'k>(k: &'k Kernel, path: &[u32]) -> Option<&'k Stmt> {
+    let (first, rest) = path.split_first()?;
+    let mut s = k.body.get(*first as usize)?;
+    for &i in rest {
+        let nested: Vec<&Stmt> = match s {
+            Stmt::For { body, .. } | Stmt::ParFor { body, .. } | Stmt::Lanes { body, .. } => body.iter().collect(),
+            Stmt::If { then_body, else_body, .. } => then_body.iter().chain(else_body).collect(),
+            _ => return None,
+        };
+        s = nested.get(i as usize)?;
+    }
+    Some(s)
+}
+
+/// `kernel [path]: first line of the statement` for every error naming a statement.
+fn statements(kernels: &[Kernel], errs: &[VerifyError]) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in errs {
+        let Some(k) = kernels.iter().find(|k| k.name == e.kernel) else { continue };
+        if let Some(s) = stmt_at(k, &e.location.stmt_path) {
+            let text = k.stmt_text(s);
+            let line = format!("{}{}: {}", e.kernel, location(&e.location), text.lines().next().unwrap_or(""));
+            if !out.contains(&line) {
+                out.push(line);
+            }
+        }
+    }
+    out
 }
 
 fn one_line(s: &str) -> String {
@@ -69,10 +111,12 @@ pub fn sibling_error(rows: &Kernel, e: &SiblingError) -> Vec<String> {
 
 /// Every kernel's own proof, then every sibling proof the file holds both kernels of.
 /// Identical lines (a malformed kernel reported by both proofs) are kept once.
-fn verify_all(kernels: &[Kernel], errors: &mut Vec<String>, problems: &mut Vec<String>) {
+fn verify_all(kernels: &[Kernel], errors: &mut Vec<String>, problems: &mut Vec<String>) -> Vec<String> {
+    let mut named: Vec<VerifyError> = Vec::new();
     for k in kernels {
         if let Err(errs) = verify_kernel(k) {
             errors.extend(errs.iter().map(verify_error));
+            named.extend(errs);
         }
     }
     for rows in kernels {
@@ -81,6 +125,16 @@ fn verify_all(kernels: &[Kernel], errors: &mut Vec<String>, problems: &mut Vec<S
             Some(m1) => {
                 if let Err(e) = check_sibling(rows, m1) {
                     errors.extend(sibling_error(rows, &e));
+                    match e {
+                        SiblingError::Invalid(errs) => named.extend(errs),
+                        SiblingError::Arithmetic(m) => named.push(VerifyError {
+                            kernel: rows.name.clone(),
+                            location: m.location.clone(),
+                            kind: ErrorKind::Malformed,
+                            message: String::new(),
+                        }),
+                        SiblingError::Schedule { .. } => {}
+                    }
                 }
             }
             None => problems.push(format!(
@@ -91,24 +145,25 @@ fn verify_all(kernels: &[Kernel], errors: &mut Vec<String>, problems: &mut Vec<S
     }
     let mut seen = std::collections::HashSet::new();
     errors.retain(|e| seen.insert(e.clone()));
+    statements(kernels, &named)
 }
 
 /// Runs `t`. `problems` collects what is wrong with the file itself (not matchable errors).
 pub fn run(t: &FileTest, problems: &mut Vec<String>) -> Outcome {
     let kernels = match Kernel::many_from_text(&t.ir) {
         Ok(k) => k,
-        Err(e) => return Outcome { errors: vec![format!("parse: {e}")], output: None, not_run: None },
+        Err(e) => return Outcome::failed(vec![format!("parse: {e}")], Vec::new()),
     };
     let mut errors = Vec::new();
     match &t.kind {
         Kind::Verify => {
-            verify_all(&kernels, &mut errors, problems);
-            Outcome { errors, output: None, not_run: None }
+            let statements = verify_all(&kernels, &mut errors, problems);
+            Outcome::failed(errors, statements)
         }
         Kind::Expand => {
-            verify_all(&kernels, &mut errors, problems);
+            let statements = verify_all(&kernels, &mut errors, problems);
             if !errors.is_empty() {
-                return Outcome { errors, output: None, not_run: None };
+                return Outcome::failed(errors, statements);
             }
             let mut out = String::new();
             for k in &kernels {
@@ -118,12 +173,12 @@ pub fn run(t: &FileTest, problems: &mut Vec<String>) -> Outcome {
                 }
             }
             let output = errors.is_empty().then_some(out);
-            Outcome { errors, output, not_run: None }
+            Outcome { errors, output, not_run: None, statements: Vec::new() }
         }
         Kind::Lower { target, stage } => {
-            verify_all(&kernels, &mut errors, problems);
+            let statements = verify_all(&kernels, &mut errors, problems);
             if !errors.is_empty() {
-                return Outcome { errors, output: None, not_run: None };
+                return Outcome::failed(errors, statements);
             }
             lower(&kernels, target, *stage)
         }
@@ -132,7 +187,7 @@ pub fn run(t: &FileTest, problems: &mut Vec<String>) -> Outcome {
 
 #[cfg(not(feature = "llvm"))]
 fn lower(_: &[Kernel], _: &baro_dsl::target::Target, _: super::format::Stage) -> Outcome {
-    Outcome { errors: Vec::new(), output: None, not_run: Some("lowering needs feature `llvm`".into()) }
+    Outcome { errors: Vec::new(), output: None, not_run: Some("lowering needs feature `llvm`".into()), statements: Vec::new() }
 }
 
 #[cfg(feature = "llvm")]
@@ -160,7 +215,7 @@ fn lower(kernels: &[Kernel], target: &baro_dsl::target::Target, stage: super::fo
         }
     }
     let output = errors.is_empty().then_some(out);
-    Outcome { errors, output, not_run: None }
+    Outcome { errors, output, not_run: None, statements: Vec::new() }
 }
 
 /// One host runtime for every host lowering (sequential order, no disk cache: the text is
