@@ -1,7 +1,8 @@
 //! The filetest runner: every `.ir` file under `tests/filetests/` is one test, its directives
-//! (`; test`, `; check:`, `; not:`, `; error:`; see `tests/filetests/README.md`) saying what
-//! to run and what must come out. One `#[test]` runs them all and reports every failing file
-//! with what was expected and what was found, never stopping at the first.
+//! (`; test`, `; check:`, `; not:`, `; nowhere:`, `; error:`, `; output:`; see
+//! `tests/filetests/README.md`) saying what to run and what must come out. One `#[test]` runs
+//! them all and reports every failing file with what was expected and what was found, never
+//! stopping at the first; `BARO_BLESS=1` rewrites `; output:` blocks.
 //!
 //! `format` reads the directives, `run` runs a kind (verify, expand, lower) and renders
 //! errors, `matching` compares. Lowering files need feature `llvm`; without it they are
@@ -212,9 +213,11 @@ fn malformed_directives_fail_instead_of_checking_nothing() {
     fails_with(&format!("; test expand\n{SUM}"), "checks nothing");
     fails_with(&format!("; test verify\n; check: lanes\n{SUM}"), "in a verify test");
     fails_with(&format!("; test lower sm_90 s\n; check: x\n{SUM}"), "stage `s` for sm_90: expected `ll` or `ptx`");
+    fails_with(&format!("; test lower host s\n; check: x\n{SUM}"), "stage `s` for host: expected `ll`");
+    fails_with(&format!("; test lower sm_9\n; check: x\n{SUM}"), "`sm_9` is not a target");
     fails_with(&format!("; test verify\n; error:\n{SUM}"), "`; error:` with no text");
     fails_with(&format!("{SUM}; test verify\n"), "`; test` after the IR");
-    fails_with(&format!("; test verify\nkernel rows {{ param p0 m: usize sibling of absent rows p0:m strides [] body {{ }} }}"), "which this file does not hold");
+    fails_with("; test verify\nkernel rows { param p0 m: usize sibling of absent rows p0:m strides [] body { } }", "which this file does not hold");
 }
 
 #[test]

@@ -116,6 +116,7 @@ fn lower_kind(args: &str) -> Result<Kind, String> {
         None => default,
         Some("ll") => Stage::Ll,
         Some(s) if s == default.ext() => default,
+        Some(s) if default == Stage::Ll => return Err(format!("stage `{s}` for {target}: expected `ll`")),
         Some(s) => return Err(format!("stage `{s}` for {target}: expected `ll` or `{}`", default.ext())),
     };
     if let Some(extra) = words.next() {
