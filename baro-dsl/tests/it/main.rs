@@ -1,8 +1,10 @@
 //! baro-dsl's integration tests as one binary (STYLE 18: one link of LLVM, not one per file):
 //! a module per former `tests/*.rs`, sharing the helper modules `host_common` and
-//! `gpu_codegen_common`; test data stays in `tests/text/`. One module: `cargo test -p baro-dsl
-//! --features llvm --test it host_ops::`. Without `llvm` (no JIT, no runtime) the binary holds
-//! the verifier and IR-text tests only; `./dev test` builds the workspace, which enables it.
+//! `gpu_codegen_common`; test data stays in `tests/text/` and `tests/filetests/` (run by
+//! `filetests`). One module: `cargo test -p baro-dsl --features llvm --test it host_ops::`.
+//! Without `llvm` (no JIT, no runtime) the binary holds the verifier and IR-text tests only
+//! (the lowering filetests are listed as not run); `./dev test` builds the workspace, which
+//! enables it.
 //!
 //! The GPU tier lives here too, `#[ignore]`d (STYLE 19): `device_cuda` (feature `cuda`) and
 //! `hip_runtime` (feature `hip`). `./dev test-gpu cuda|hip` runs exactly their ignored tests by
@@ -18,6 +20,7 @@ mod device_cuda;
 mod device_host;
 #[cfg(feature = "llvm")]
 mod device_transfer;
+mod filetests;
 mod gpu_codegen_amdgpu;
 mod gpu_codegen_cache;
 mod gpu_codegen_ptx;

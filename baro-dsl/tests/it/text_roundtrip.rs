@@ -385,3 +385,22 @@ fn single_expressions_and_statements_print_with_names() {
         "if lt(v0:i, p2:n) {\n    store p1:y[v0:i] = select(true, v1:acc, -1.5:f32)\n} else {\n    barrier\n}"
     );
 }
+
+/// A file may hold several kernels (an m=1 kernel and its rows sibling): printed one after
+/// another they read back in order with `many_from_text`, while `from_text` still reads
+/// exactly one and names what follows it.
+#[test]
+fn several_kernels_in_one_text_round_trip_in_order() {
+    let (rows, m1) = baro_dsl::testkernels::pairs().remove(0);
+    let text = format!("{m1}\n// the rows sibling\n{rows}");
+    let back = Kernel::many_from_text(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(back, vec![m1.clone(), rows.clone()]);
+    let reprinted: Vec<String> = back.iter().map(|k| k.to_string()).collect();
+    assert_eq!(reprinted, vec![m1.to_string(), rows.to_string()]);
+    assert_eq!(Kernel::many_from_text(&every_variant().to_string()), Ok(vec![every_variant()]));
+    let one = Kernel::from_text(&text).unwrap_err();
+    assert_eq!((one.expected.as_str(), one.found.as_str()), ("end of input after the kernel", "`kernel`"));
+    let junk = Kernel::many_from_text(&format!("{m1} extra")).unwrap_err();
+    assert_eq!((junk.expected.as_str(), junk.found.as_str()), ("`kernel` or end of input", "`extra`"));
+    assert_eq!(Kernel::many_from_text("").unwrap_err().expected, "`kernel`");
+}

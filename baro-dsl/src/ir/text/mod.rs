@@ -11,6 +11,7 @@
 //! printer's habit):
 //!
 //! ```text
+//! file      = kernel+                   (`Kernel::many_from_text`; `from_text` reads exactly one)
 //! kernel    = "kernel" IDENT "{" param* shared* var* grid? sibling? verify* "body" block "}"
 //! param     = "param" PID IDENT ":" ( "&" "[" TYPE "]" | "&" "mut" "[" TYPE "]" | TYPE )
 //! shared    = "shared" SID IDENT ":" "[" TYPE ";" INT "]"
@@ -72,6 +73,12 @@ impl Kernel {
     /// Parses the text form printed by `Display for Kernel`.
     pub fn from_text(text: &str) -> Result<Kernel, ParseError> {
         parse::kernel(text)
+    }
+
+    /// Parses one or more kernels printed one after another (`kernels_text`), e.g. an m=1
+    /// kernel and its rows sibling in one file.
+    pub fn many_from_text(text: &str) -> Result<Vec<Kernel>, ParseError> {
+        parse::kernels(text)
     }
 
     /// `e` in the text form, named from this kernel's declarations (for diagnostics).

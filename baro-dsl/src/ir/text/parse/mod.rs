@@ -18,7 +18,25 @@ type R<T> = Result<T, ParseError>;
 pub(super) fn kernel(text: &str) -> R<Kernel> {
     let toks = lex::tokens(text)?;
     let mut p = Parser { toks, pos: 0, k: Kernel::new(""), depth: 0 };
-    p.kernel()
+    let k = p.kernel()?;
+    if p.peek() != Tok::Eof {
+        return p.fail("end of input after the kernel");
+    }
+    Ok(k)
+}
+
+/// One or more kernels, one after another (a file holding an m=1 kernel and its rows sibling).
+pub(super) fn kernels(text: &str) -> R<Vec<Kernel>> {
+    let toks = lex::tokens(text)?;
+    let mut p = Parser { toks, pos: 0, k: Kernel::new(""), depth: 0 };
+    let mut out = vec![p.kernel()?];
+    while p.peek() != Tok::Eof {
+        if p.peek() != Tok::Ident("kernel") {
+            return p.fail("`kernel` or end of input");
+        }
+        out.push(p.kernel()?);
+    }
+    Ok(out)
 }
 
 /// The header sections in the order they must appear, and whether each may repeat.
@@ -57,9 +75,6 @@ impl<'a> Parser<'a> {
         }
         self.k.body = self.block()?;
         self.punct("}")?;
-        if self.peek() != Tok::Eof {
-            return self.fail("end of input after the kernel");
-        }
         Ok(std::mem::replace(&mut self.k, Kernel::new("")))
     }
 
