@@ -15,6 +15,7 @@
 pub mod attention;
 pub mod embed;
 pub mod gdn;
+pub mod kquant_q8;
 pub mod matvec;
 pub mod moe;
 pub mod norm;
