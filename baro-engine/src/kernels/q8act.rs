@@ -1,5 +1,6 @@
 //! The q8 precision mode's kernels (issue 14, not yet used by the engine): activation
 //! quantization to 8-bit blocks, and the Q8_0 matvec on those blocks with exact integer dots.
+//! The K-quant matvecs on the same blocks are in `kquant_q8.rs`.
 //!
 //! Activation quantization to 8-bit blocks: per
 //! block of 32 floats, the scale `d = max|x| / 127` (f32, the maximum taken in sequence), the

@@ -1,6 +1,7 @@
-//! Host tests of the q8 precision mode's kernels (`kernels::q8act`): the activation
-//! quantization and the Q8_0 × q8 matvec against their plain-Rust references byte for byte,
-//! the verifier on both, and their offline sm_90 / gfx1100 compiles.
+//! Host tests of the q8 precision mode's kernels (`kernels::q8act`, `kernels::kquant_q8`): the
+//! activation quantization and the Q8_0, Q4_K, Q5_K and Q6_K × q8 matvecs against their
+//! plain-Rust references byte for byte, the verifier and rows siblings, and their offline
+//! sm_90 / gfx1100 compiles.
 
 use baro_engine::kernels::q8act::*;
 use baro_dsl::runtime::{Device, DeviceArg as A};
@@ -312,7 +313,7 @@ fn kquant_q8_matvecs_on_edge_bytes() {
                 b[208..210].copy_from_slice(&f16_max);
                 blocks.push(b);
             }
-            let mut sub = vec![0x5au8; size];
+            let mut sub = vec![0x6cu8; size];
             sub[208..210].copy_from_slice(&[1, 0]);
             blocks.push(sub);
         } else {
@@ -320,7 +321,7 @@ fn kquant_q8_matvecs_on_edge_bytes() {
             max[0..2].copy_from_slice(&f16_max);
             max[2..4].copy_from_slice(&f16_max);
             blocks.push(max);
-            let mut sub = vec![0xa5u8; size];
+            let mut sub = vec![0x6cu8; size];
             sub[0..4].copy_from_slice(&[1, 0, 1, 0]);
             blocks.push(sub);
         }
