@@ -86,6 +86,22 @@ fn q8act_equals_its_reference_byte_for_byte() {
     assert_eq!(nb, zero + 7);
 }
 
+/// Several workgroups of 32 blocks (the last one ragged), the edge blocks among random ones.
+#[test]
+fn q8act_equals_its_reference_over_several_workgroups() {
+    let mut rng = baro::reference::Rng::new(8);
+    let mut x = rng.vec_f32(40 * Q8_BLOCK);
+    x.extend(blocks());
+    x.extend(rng.vec_f32(6 * Q8_BLOCK));
+    let nb = x.len() / Q8_BLOCK;
+    assert!(nb > 64 && nb % 32 != 0, "{nb} blocks");
+    let (q, d, s) = run(&x);
+    let (wq, wd, ws) = q8act_reference(&x);
+    assert_eq!(d.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), wd.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), "scales");
+    assert_eq!(q, wq, "packed q");
+    assert_eq!(s, ws, "block sums");
+}
+
 /// Offline code generation only (no GPU here): the kernel lowers for sm_90 and gfx1100.
 #[test]
 fn q8act_compiles_for_sm90_and_gfx1100() {
