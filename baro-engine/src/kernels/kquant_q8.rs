@@ -30,7 +30,14 @@
 //! half-word when odd, so its 32-byte runs are read as nine words, joined in pairs where odd.
 //! Each lane reads its unit's 32-byte run of codes as 8 words (Q6_K: 9 + 9) plus its scale
 //! bytes: the quant bytes shared by two units (Q4_K/Q5_K low and high nibbles, Q6_K's ql) or
-//! by four/eight (Q6_K's qh, Q5_K's qh) are loaded by each of them.
+//! by four/eight (Q6_K's qh, Q5_K's qh) are loaded by each of them. Word i of a unit's codes
+//! holds elements 4i..4i + 4, one per byte: Q4_K the nibble `(qs >> 4·(j % 2)) & 0x0F0F0F0F`
+//! of sub-block j's byte run; Q5_K that nibble `| ((qh >> j) & 0x01010101) << 4`; Q6_K the
+//! `ql` nibble `| ((qh >> 2·(b % 4)) & 0x03030303) << 4` (`model::dequant`'s layout: half
+//! b / 4, group b % 4), made signed as `(c + 0x60606060) ^ 0x80808080`, which is c − 32 per
+//! byte as an i8 with no carry between bytes (c + 0x60 ≤ 0x9f). These word reads are written
+//! out in the kernels, not in helpers: an index behind a helper's `let` is not one the loop
+//! versioning recognises, and the bounds checks would stay in the dot loops.
 //!
 //! Expert-capable as every matvec: slot s uses matrix ids[s] and q8 blocks from element
 //! s · x_stride (a multiple of 32); eight outputs per 256-thread workgroup, one 32-lane team
@@ -70,40 +77,6 @@ pub fn k4_min(w: &[u32], sb: usize, j: usize) -> i32 {
     (if j < 4 { b & 63 } else { (b >> 4) | ((a >> 6) << 4) }) as i32
 }
 
-/// Word `i` (0..8) of sub-block `j`'s Q4_K codes, one per byte (0..15): elements 4i..4i + 4.
-/// The codes of sub-blocks 2p and 2p + 1 are the low and high nibbles of bytes 16 + 32p...
-#[kernel_helper]
-pub fn q4_k_word(w: &[u32], sb: usize, j: usize, i: usize) -> u32 {
-    (w[sb + 4 + j / 2 * 8 + i] >> ((j % 2 * 4) as u32)) & 0x0F0F0F0F
-}
-
-/// Word `i` (0..8) of sub-block `j`'s Q5_K codes (0..31): the nibble from `qs` (bytes 48..)
-/// and bit j of the `qh` byte (bytes 16..48) as bit 4.
-#[kernel_helper]
-pub fn q5_k_word(w: &[u32], sb: usize, j: usize, i: usize) -> u32 {
-    ((w[sb + 12 + j / 2 * 8 + i] >> ((j % 2 * 4) as u32)) & 0x0F0F0F0F) | (((w[sb + 4 + i] >> (j as u32)) & 0x01010101) << 4)
-}
-
-/// Bytes `at + 4i .. at + 4i + 4` (`at` even) as a little-endian word: word-aligned runs are
-/// one word, half-word ones two joined. Both arms read in-range words for Q6_K's runs.
-#[kernel_helper]
-pub fn run_word(w: &[u32], at: usize, i: usize) -> u32 {
-    let a = w[at / 4 + i];
-    let b = w[at / 4 + i + 1];
-    if at % 4 == 0 { a } else { (a >> 16) | (b << 16) }
-}
-
-/// Word `i` (0..8) of q8 block `b` (0..8) of the Q6_K super-block at byte `bb`, as signed
-/// bytes q − 32 (−32..31): the 6-bit code from its `ql` nibble and `qh` bit pair
-/// (`model::dequant`'s layout: half b / 4, group b % 4), then `(c + 0x60) ^ 0x80` per byte,
-/// which is c − 32 as an i8 with no carry between bytes (c + 0x60 ≤ 0x9f).
-#[kernel_helper]
-pub fn q6_k_word(w: &[u32], bb: usize, b: usize, i: usize) -> u32 {
-    let lo = (run_word(w, bb + 64 * (b / 4) + 32 * (b % 2), i) >> ((b % 4 / 2 * 4) as u32)) & 0x0F0F0F0F;
-    let hi = ((run_word(w, bb + 128 + 32 * (b / 4), i) >> ((b % 4 * 2) as u32)) & 0x03030303) << 4;
-    ((lo | hi) + 0x60606060) ^ 0x80808080
-}
-
 /// The i8 at byte `at` (a Q6_K sub-scale), widened.
 #[kernel_helper]
 pub fn byte_i8(w: &[u32], at: usize) -> i32 {
@@ -114,7 +87,7 @@ pub fn byte_i8(w: &[u32], at: usize) -> i32 {
 /// scale and one block sum per 32 elements; k a multiple of 256). Unit u of row o is
 /// sub-block u % 8 of super-block u / 8; y = Σ_u r_u in `lanes(32).butterfly()` order,
 /// `r_u = (d·xd_u)·(sc_u·idot_u) − (dmin·xd_u)·(m_u·xsum_u)` (module doc).
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min, q4_k_word],
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min],
          verify(k = [256, 512, 1280], n = [1, 9], x_stride = [0, 256], n_slots = [1, 2]),
          rows(name = matvec_q4_k_q8_rows, tile = 8, axis = 1, row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(k = [256, 1280], rows = [1, 3, 9])))]
 pub fn matvec_q4_k_q8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
@@ -127,13 +100,13 @@ pub fn matvec_q4_k_q8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u3
         let sb = (e * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
             (f16_bits(w[(sb + u / 8) * 36] & 65535) * xd[xb + u])
-                * ((k4_sc(w, (sb + u / 8) * 36, u % 8) * sum!(i in 0..8, order = any, dot4_u8i8(q4_k_word(w, (sb + u / 8) * 36, u % 8, i), xq[(xb + u) * 8 + i], 0))) as f32)
+                * ((k4_sc(w, (sb + u / 8) * 36, u % 8) * sum!(i in 0..8, order = any, dot4_u8i8((w[(sb + u / 8) * 36 + 4 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F, xq[(xb + u) * 8 + i], 0))) as f32)
             - (f16_bits(w[(sb + u / 8) * 36] >> 16) * xd[xb + u]) * ((k4_min(w, (sb + u / 8) * 36, u % 8) * xsum[xb + u]) as f32));
     }
 }
 
 /// Q5_K weights × q8 activations: `matvec_q4_k_q8` with 5-bit codes (176-byte super-blocks).
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min, q5_k_word],
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min],
          verify(k = [256, 512, 1280], n = [1, 9], x_stride = [0, 256], n_slots = [1, 2]),
          rows(name = matvec_q5_k_q8_rows, tile = 8, axis = 1, row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(k = [256, 1280], rows = [1, 3, 9])))]
 pub fn matvec_q5_k_q8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
@@ -146,7 +119,8 @@ pub fn matvec_q5_k_q8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u3
         let sb = (e * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
             (f16_bits(w[(sb + u / 8) * 44] & 65535) * xd[xb + u])
-                * ((k4_sc(w, (sb + u / 8) * 44, u % 8) * sum!(i in 0..8, order = any, dot4_u8i8(q5_k_word(w, (sb + u / 8) * 44, u % 8, i), xq[(xb + u) * 8 + i], 0))) as f32)
+                * ((k4_sc(w, (sb + u / 8) * 44, u % 8) * sum!(i in 0..8, order = any, dot4_u8i8(((w[(sb + u / 8) * 44 + 12 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F)
+                        | (((w[(sb + u / 8) * 44 + 4 + i] >> ((u % 8) as u32)) & 0x01010101) << 4), xq[(xb + u) * 8 + i], 0))) as f32)
             - (f16_bits(w[(sb + u / 8) * 44] >> 16) * xd[xb + u]) * ((k4_min(w, (sb + u / 8) * 44, u % 8) * xsum[xb + u]) as f32));
     }
 }
@@ -154,7 +128,7 @@ pub fn matvec_q5_k_q8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u3
 /// Q6_K weights × q8 activations (no block sums: the codes are made signed). Unit u is q8
 /// block u % 8 of super-block u / 8 (its sub-blocks 2(u % 8) and 2(u % 8) + 1); y = Σ_u r_u in
 /// `lanes(32).butterfly()` order, `r_u = (d·xd_u)·(sc_lo·idot_lo + sc_hi·idot_hi)` (module doc).
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_at_words, f16_bits, run_word, q6_k_word, byte_i8],
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_at_words, f16_bits, byte_i8],
          verify(k = [256, 512, 1280], n = [1, 9], x_stride = [0, 256], n_slots = [1, 2]),
          rows(name = matvec_q6_k_q8_rows, tile = 8, axis = 1, row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(k = [256, 1280], rows = [1, 3, 9])))]
 pub fn matvec_q6_k_q8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
@@ -167,8 +141,10 @@ pub fn matvec_q6_k_q8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f
         let sb = (e * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
             (f16_at_words(w, (sb + u / 8) * 210 + 208) * xd[xb + u])
-                * ((byte_i8(w, (sb + u / 8) * 210 + 192 + u % 8 * 2) * sum!(i in 0..4, order = any, dot4_i8(q6_k_word(w, (sb + u / 8) * 210, u % 8, i), xq[(xb + u) * 8 + i], 0))
-                    + byte_i8(w, (sb + u / 8) * 210 + 193 + u % 8 * 2) * sum!(i in 0..4, order = any, dot4_i8(q6_k_word(w, (sb + u / 8) * 210, u % 8, i + 4), xq[(xb + u) * 8 + i + 4], 0))) as f32));
+                * ((byte_i8(w, (sb + u / 8) * 210 + 192 + u % 8 * 2) * sum!(i in 0..4, order = any, dot4_i8((((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i] } else { (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i] >> 16) | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 1] << 16) }) >> ((u % 4 / 2 * 4) as u32)) & 0x0F0F0F0F)
+                        | ((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] } else { (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] >> 16) | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 1] << 16) }) >> ((u % 4 * 2) as u32)) & 0x03030303) << 4)) + 0x60606060) ^ 0x80808080, xq[(xb + u) * 8 + i], 0))
+                    + byte_i8(w, (sb + u / 8) * 210 + 193 + u % 8 * 2) * sum!(i in 0..4, order = any, dot4_i8((((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] } else { (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] >> 16) | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4 + 1] << 16) }) >> ((u % 4 / 2 * 4) as u32)) & 0x0F0F0F0F)
+                        | ((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] } else { (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] >> 16) | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4 + 1] << 16) }) >> ((u % 4 * 2) as u32)) & 0x03030303) << 4)) + 0x60606060) ^ 0x80808080, xq[(xb + u) * 8 + i + 4], 0))) as f32));
     }
 }
 
