@@ -4,7 +4,7 @@
 //! and a plain-Rust reference in its order; nothing here launches them.
 //!
 //! The unit of every kernel is one 32-element block of the row, the q8 block it meets (a
-//! Q4_K/Q5_K sub-block; half a Q6_K half-group, two of its 16-element sub-blocks). Per unit u
+//! Q4_K/Q5_K sub-block; two consecutive 16-element Q6_K sub-blocks). Per unit u
 //! everything integer is exact, and the float part is a short, fixed expression:
 //!
 //! - Q4_K, Q5_K: `r_u = (d · xd_u) · (A_u as f32) − (dmin · xd_u) · (B_u as f32)`, with
