@@ -251,6 +251,8 @@ fn run(target: &str) -> Result<bool, String> {
         return Ok(false);
     }
     let mut filler = Filler::new(&device, 256 << 20)?;
+    let (_, copy_bw) = crate::bandwidth::copy_bandwidth(&device, 1 << 30, 3, 20, &mut filler)?;
+    println!("\ndevice-to-device copy (read + written): {:.0} GB/s", copy_bw / 1e9);
     // (label, type, k, n, matrices in the stack, slots per launch): the routed experts'
     // gate/up (8 of 256) and down shapes, and one dense 2048 × 4096 matrix, as decode meets them.
     let cases = [
@@ -260,7 +262,11 @@ fn run(target: &str) -> Result<bool, String> {
     ];
     println!("\nmedian µs per launch (q8 kernel | f32 _xs kernel | f32/q8), weights rotating beyond L2:");
     for ty in TYPES {
-        for (label, k, n, mats, slots) in cases {
+        // The output head (Q6_K in the community mix; Q8_0 beside it): 2048 × 248,320, one
+        // matrix of 417–540 MB, bandwidth-bound.
+        let head = [("head", 2048usize, 248_320usize, 1usize, 1usize)];
+        let extra: &[_] = if ty == TensorType::Q6_K || ty == TensorType::Q8_0 { &head } else { &[] };
+        for &(label, k, n, mats, slots) in cases.iter().chain(extra) {
             let (q, f) = time_pair(&device, &mut filler, ty, k, n, mats, slots, 50)?;
             let bytes = (slots * n * k / ty.block_len() * ty.block_bytes()) as f64;
             println!("{ty:?} {label:<16} k={k:<5} n={n:<5} slots={slots}: {q:>8.2} | {f:>8.2} | {:>5.2}   q8 weights {:.0} GB/s", f / q, bytes / q / 1e3);
