@@ -1,5 +1,6 @@
 //! baro's benchmarks and the cross-target conformance suite, as a library shared by the
-//! binaries (`conformance`, `matvec_bw`, `decode_bw`, `identity_gate`, `prefill_speed`) that are
+//! binaries (`conformance`, `matvec_bw`, `decode_bw`, `identity_gate`, `prefill_speed`, and
+//! `q8_bench` inside `baro_gpu`) that are
 //! carried to a GPU machine.
 
 pub mod bandwidth;
@@ -9,4 +10,5 @@ pub mod floor;
 pub mod identity;
 pub mod matvec_cases;
 pub mod matvec_engine;
+pub mod q8;
 pub mod report;

@@ -9,7 +9,7 @@ use baro_dsl::runtime::{Device, DeviceError, DeviceKernel};
 use baro_dsl::Kernel;
 
 use crate::engine::decode::EngineError;
-use crate::kernels::{self, attention, embed, gdn, matvec, moe, norm, pick, q8act, quant, rope};
+use crate::kernels::{self, attention, embed, gdn, kquant_q8, matvec, moe, norm, pick, q8act, quant, rope};
 use crate::model::TensorType;
 
 /// One operation's two kernels: `one` for a single token (decode), `rows` its rows sibling
@@ -144,7 +144,12 @@ impl Kernels {
                 (T::Q5_K, quant::matvec_q5_k_xs_rows),
                 (T::Q6_K, quant::matvec_q6_k_xs_rows),
             ])?,
-            matvec_q8: by_type(&[(T::Q8_0, q8act::matvec_q8_0_q8_rows)])?,
+            matvec_q8: by_type(&[
+                (T::Q8_0, q8act::matvec_q8_0_q8_rows),
+                (T::Q4_K, kquant_q8::matvec_q4_k_q8_rows),
+                (T::Q5_K, kquant_q8::matvec_q5_k_q8_rows),
+                (T::Q6_K, kquant_q8::matvec_q6_k_q8_rows),
+            ])?,
             q8act: c.one(q8act::q8act)?,
             rmsnorm: c.pair(norm::rmsnorm_rows)?,
             head_rmsnorm: c.pair(norm::head_rmsnorm_rows)?,

@@ -15,6 +15,7 @@
 pub mod attention;
 pub mod embed;
 pub mod gdn;
+pub mod kquant_q8;
 pub mod matvec;
 pub mod moe;
 pub mod norm;
@@ -116,6 +117,9 @@ pub fn decode() -> Vec<baro::dsl::Kernel> {
         gdn::gated_rmsnorm(),
         q8act::q8act(),
         q8act::matvec_q8_0_q8(),
+        kquant_q8::matvec_q4_k_q8(),
+        kquant_q8::matvec_q5_k_q8(),
+        kquant_q8::matvec_q6_k_q8(),
     ]
 }
 
@@ -163,6 +167,9 @@ pub fn rows() -> Vec<baro::dsl::Kernel> {
         gdn::gdn_scan_rows(),
         gdn::gated_rmsnorm_rows(),
         q8act::matvec_q8_0_q8_rows(),
+        kquant_q8::matvec_q4_k_q8_rows(),
+        kquant_q8::matvec_q5_k_q8_rows(),
+        kquant_q8::matvec_q6_k_q8_rows(),
     ]
 }
 

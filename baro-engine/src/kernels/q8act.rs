@@ -1,12 +1,13 @@
-//! The q8 precision mode's kernels (issue 14, not yet used by the engine): activation
+//! The q8 precision mode's kernels (issue 14; the engine's `Precision::Q8`): activation
 //! quantization to 8-bit blocks, and the Q8_0 matvec on those blocks with exact integer dots.
+//! The K-quant matvecs on the same blocks are in `kquant_q8.rs`.
 //!
 //! Activation quantization to 8-bit blocks: per
-//! block of 32 floats, the scale `d = max|x| / 127` (f32, the maximum taken in sequence), the
+//! block of 32 floats, the scale `d = max|x| / 127` (f32), the
 //! 32 values `q = x / d` rounded half to even as i8 packed four to a u32 (little-endian,
 //! element 4w + t in byte t of word w), and the block sum of the q (i32, an order-free sum
-//! the verifier proves cannot overflow: 32 · 127). Not registered in the engine's kernel
-//! lists; nothing here launches it.
+//! the verifier proves cannot overflow: 32 · 127). Listed in `kernels::decode()`; the
+//! engine's `Pass::input` launches it in the q8 mode.
 //!
 //! Exactly, for every input (the same bits on every target):
 //! - `d` is `max|x_j| / 127` rounded once. If the block holds a NaN, `d` is the canonical
@@ -18,8 +19,12 @@
 //!   over an infinite `d` gives ±0, so 0. `−0.0` gives 0.
 //! - the block sum is the exact integer Σ q_j (|sum| ≤ 4064).
 //!
-//! One thread per block (a `par` loop over 256 blocks per workgroup): simple and exact, not
-//! yet the coalesced layout a fast kernel wants.
+//! 32 blocks per 256-thread workgroup, in three `par` phases that read x coalesced: a team of
+//! 32 lanes per block takes max|x| (one element per lane, `lanes(32).butterfly()`; every
+//! order gives the same bits here: |x| has no −0, the maximum of non-NaN values is one of
+//! them, and a NaN anywhere gives a NaN, which becomes the canonical one) and writes `d`; a
+//! thread per word reads its four floats (16 bytes), quantizes and packs them; a thread per
+//! block sums its eight words as `dot4_i8(word, 0x01010101)` (`order = any`).
 //!
 //! `matvec_q8_0_q8`: Q8_0 weights times quantized activations. Per block b of a row, the
 //! integer dot Σ_j q_w[j] · q_x[j] is exact (eight `dot4_i8` of packed words, summed
@@ -50,22 +55,30 @@ pub fn q8_of(x: f32, d: f32) -> i32 {
 }
 
 /// x: (nb, 32) f32 → q: (nb, 8) u32 (four i8 each), d: (nb) f32, s: (nb) i32.
-#[kernel(grid = [(nb + 255) / 256], block = 256, uses = [q8_of], verify(nb = [1, 2, 3, 257]))]
+#[kernel(grid = [(nb + 31) / 32], block = 256, uses = [q8_of], verify(nb = [1, 2, 3, 33, 70]))]
 pub fn q8act(x: &[f32], q: &mut [u32], d: &mut [f32], s: &mut [i32], nb: usize) {
-    let base = group_id(0) * 256;
-    for t in par(0..if nb - base < 256 { nb - base } else { 256 }) {
-        let b = base + t;
-        let amax = max!(j in 0..32, order = seq, x[b * 32 + j].abs());
+    let base = group_id(0) * 32;
+    let nblk = if nb - base < 32 { nb - base } else { 32 };
+    let scales = shared::<f32, 32>();
+    let words = shared::<u32, 256>();
+    for t in par_team(0..nblk, 32) {
+        let amax = max!(j in 0..32, order = lanes(32).butterfly(), x[(base + t) * 32 + j].abs());
         let scale = if amax != amax { f32::from_bits(0x7fc00000) } else { amax / 127.0 };
-        d[b] = scale;
-        for w in 0..8 {
-            let e = b * 32 + w * 4;
-            q[b * 8 + w] = ((q8_of(x[e], scale) as u32) & 255)
-                | (((q8_of(x[e + 1], scale) as u32) & 255) << 8)
-                | (((q8_of(x[e + 2], scale) as u32) & 255) << 16)
-                | (((q8_of(x[e + 3], scale) as u32) & 255) << 24);
-        }
-        s[b] = sum!(j in 0..32, order = any, q8_of(x[b * 32 + j], scale));
+        d[base + t] = scale;
+        scales[t] = scale;
+    }
+    for i in par(0..nblk * 8) {
+        let e = base * 32 + i * 4;
+        let scale = scales[i / 8];
+        let word = ((q8_of(x[e], scale) as u32) & 255)
+            | (((q8_of(x[e + 1], scale) as u32) & 255) << 8)
+            | (((q8_of(x[e + 2], scale) as u32) & 255) << 16)
+            | (((q8_of(x[e + 3], scale) as u32) & 255) << 24);
+        q[base * 8 + i] = word;
+        words[i] = word;
+    }
+    for t in par(0..nblk) {
+        s[base + t] = sum!(w in 0..8, order = any, dot4_i8(words[t * 8 + w], 0x01010101, 0));
     }
 }
 

@@ -7,6 +7,8 @@
 //!   (teacher-forced top-1 agreement against the bar written in bench/NOTES.md before the first
 //!   run, met; the largest difference against a bound at the measured value, the bar having
 //!   been missed);
+//! - on the vocab fixture (hidden 256) as Q4_K, Q5_K and Q6_K GGUFs, whose matrices take the
+//!   K-quant q8 matvecs, batched prefill is replay and the batched step each sequence alone;
 //! - its logits hash to the digest committed beside the fixture (`BARO_BLESS=1` writes it on
 //!   the host), so a GPU run with `BARO_TEST_DEVICE=cuda` proves the device's bits equal.
 
@@ -14,8 +16,9 @@ use crate::common;
 use crate::engine_batch_step::batch_equals_alone_in;
 use crate::prefill_identity::check_in;
 
-use baro_engine::engine::{Engine, EngineOptions, ModelSource, Precision};
-use common::{dev, fixture, tiny_q8_0};
+use baro_engine::engine::{Engine, EngineOptions, Logits, ModelSource, Precision, PrefillMode};
+use baro_engine::model::{GgufFile, HfCheckpoint, TensorType};
+use common::{canonical_f32, dev, fixture, gguf_from, pick_type, tiny_q8_0, Rng};
 use sha2::{Digest, Sha256};
 
 /// Teacher-forced top-1 agreement of the q8 mode with the f32 mode (fraction of positions).
@@ -93,4 +96,55 @@ fn q8_logits_digest_equals_host() {
     let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (write it on the host with BARO_BLESS=1)", path.display()));
     println!("tiny Q8_0 GGUF, q8 mode: {} logits, sha256 {got} on {}", logits.len(), std::env::var("BARO_TEST_DEVICE").unwrap_or_else(|_| "host".into()));
     assert_eq!(got, want.trim(), "the q8 mode's logits differ in at least one bit from the committed host digest");
+}
+
+/// The vocab fixture (hidden 256: whole K-quant super-blocks) as a GGUF of `ty` matrices
+/// (`pick_type`: Q8_0 or F32 where a row is not whole super-blocks).
+fn vocab_as(ty: TensorType) -> ModelSource {
+    let ck = HfCheckpoint::open(&fixture("vocab")).unwrap();
+    let bytes = gguf_from(&ck.config, &canonical_f32(&ck), &|shape| pick_type(ty, shape));
+    ModelSource::Gguf(GgufFile::from_vec(bytes).unwrap())
+}
+
+#[test]
+fn q8_k_quants_batched_prefill_is_replay_and_batched_step_is_alone() {
+    for ty in [TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K] {
+        let source = vocab_as(ty);
+        let mut engine = Engine::new(dev(), &source, EngineOptions { max_ctx: 96, precision: Precision::Q8, ..EngineOptions::default() }).unwrap();
+        let vocab = engine.config().vocab_size;
+        let mut rng = Rng(7);
+        let prompt: Vec<u32> = (0..37).map(|_| (rng.next_u64() % vocab as u64) as u32).collect();
+        let batched = engine.prefill(&prompt, PrefillMode::Batched { chunk: 16 }, Logits::All).unwrap();
+        engine.reset().unwrap();
+        let replay = engine.prefill(&prompt, PrefillMode::Replay, Logits::All).unwrap();
+        let differ = batched.logits.iter().zip(&replay.logits).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(differ, 0, "{ty} GGUF, q8 mode: {differ} of {} logits of batched prefill differ from replay", replay.logits.len());
+        // The batched step over three sequences at different positions, against each alone.
+        let mut states: Vec<_> = (0..3).map(|_| engine.new_state().unwrap()).collect();
+        for (r, st) in states.iter_mut().enumerate() {
+            engine.swap_state(st);
+            engine.reset().unwrap();
+            engine.prefill(&prompt[..5 + 9 * r], PrefillMode::Replay, Logits::Last).unwrap();
+            engine.swap_state(st);
+        }
+        let alone: Vec<Vec<f32>> = states
+            .iter()
+            .enumerate()
+            .map(|(r, st)| {
+                let mut copy = st.snapshot(engine.device(), engine.config()).unwrap();
+                engine.swap_state(&mut copy);
+                let l = engine.step(prompt[30 + r]).unwrap();
+                engine.swap_state(&mut copy);
+                l
+            })
+            .collect();
+        let mut rows: Vec<_> = states.iter_mut().enumerate().map(|(r, st)| (st, prompt[30 + r])).collect();
+        let together = engine.step_batch(&mut rows).unwrap();
+        assert_eq!(together.rows_batched, 3);
+        for (r, (a, b)) in alone.iter().zip(&together.logits).enumerate() {
+            assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()), "{ty} GGUF, q8 mode: row {r} of the batched step differs from the sequence alone");
+        }
+        assert!(alone[0] != alone[1], "rows 0 and 1 should be different sequences");
+        println!("{ty} GGUF, q8 mode: batched prefill of 37 tokens (chunk 16) = replay; a 3-row batched step = each sequence alone");
+    }
 }

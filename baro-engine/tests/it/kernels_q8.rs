@@ -1,6 +1,7 @@
-//! Host tests of the q8 precision mode's kernels (`kernels::q8act`): the activation
-//! quantization and the Q8_0 × q8 matvec against their plain-Rust references byte for byte,
-//! the verifier on both, and their offline sm_90 / gfx1100 compiles.
+//! Host tests of the q8 precision mode's kernels (`kernels::q8act`, `kernels::kquant_q8`): the
+//! activation quantization and the Q8_0, Q4_K, Q5_K and Q6_K × q8 matvecs against their
+//! plain-Rust references byte for byte, the verifier and rows siblings, and their offline
+//! sm_90 / gfx1100 compiles.
 
 use baro_engine::kernels::q8act::*;
 use baro_dsl::runtime::{Device, DeviceArg as A};
@@ -83,6 +84,22 @@ fn q8act_equals_its_reference_byte_for_byte() {
     let (sq, _, _) = block(zero + 6);
     assert!(sq.iter().flat_map(|w| w.to_le_bytes()).all(|b| (b as i8) >= -127), "clamped at -127");
     assert_eq!(nb, zero + 7);
+}
+
+/// Several workgroups of 32 blocks (the last one ragged), the edge blocks among random ones.
+#[test]
+fn q8act_equals_its_reference_over_several_workgroups() {
+    let mut rng = baro::reference::Rng::new(8);
+    let mut x = rng.vec_f32(40 * Q8_BLOCK);
+    x.extend(blocks());
+    x.extend(rng.vec_f32(6 * Q8_BLOCK));
+    let nb = x.len() / Q8_BLOCK;
+    assert!(nb > 64 && nb % 32 != 0, "{nb} blocks");
+    let (q, d, s) = run(&x);
+    let (wq, wd, ws) = q8act_reference(&x);
+    assert_eq!(d.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), wd.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), "scales");
+    assert_eq!(q, wq, "packed q");
+    assert_eq!(s, ws, "block sums");
 }
 
 /// Offline code generation only (no GPU here): the kernel lowers for sm_90 and gfx1100.
@@ -175,6 +192,261 @@ fn matvec_q8_0_q8_compiles_for_sm90_and_gfx1100() {
                 let ptx = String::from_utf8_lossy(&a.image);
                 assert!(ptx.matches("dp4a.s32.s32").count() >= 8, "{}: expected the 8 dp4a of a block in the PTX", kern.name);
             }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The K-quant × q8 matvecs (`kernels::kquant_q8`): Q4_K, Q5_K, Q6_K weights on q8act blocks.
+// ---------------------------------------------------------------------------------------------
+
+use baro_engine::kernels::kquant_q8::{self as kq, matvec_kquant_q8_reference};
+use baro_engine::model::quantize::quantize;
+use baro_engine::model::TensorType;
+
+const KQUANTS: [TensorType; 3] = [TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K];
+
+/// (m = 1 kernel, derived rows kernel) of a K-quant type.
+fn kq_kernels(ty: TensorType) -> (baro_dsl::ir::Kernel, baro_dsl::ir::Kernel) {
+    match ty {
+        TensorType::Q4_K => (kq::matvec_q4_k_q8(), kq::matvec_q4_k_q8_rows()),
+        TensorType::Q5_K => (kq::matvec_q5_k_q8(), kq::matvec_q5_k_q8_rows()),
+        TensorType::Q6_K => (kq::matvec_q6_k_q8(), kq::matvec_q6_k_q8_rows()),
+        other => panic!("no q8 kernel for {other:?}"),
+    }
+}
+
+/// q8 activations: packed words, scales, block sums.
+struct Q8x {
+    q: Vec<u32>,
+    d: Vec<f32>,
+    s: Vec<i32>,
+}
+
+fn q8x(x: &[f32]) -> Q8x {
+    let (q, d, s) = q8act_reference(x);
+    Q8x { q, d, s }
+}
+
+/// Runs `kern` (an m = 1 kernel, or with `rows` its rows sibling) on the host; Q6_K's kernels
+/// take no block sums. Returns (slots or rows) · n outputs.
+#[allow(clippy::too_many_arguments)]
+fn run_kq(ty: TensorType, kern: &baro_dsl::ir::Kernel, x: &Q8x, w: &[u8], ids: &[u32], k: usize, n: usize, x_stride: usize, rows: Option<usize>) -> Vec<f32> {
+    let dev = Device::host().expect("host device");
+    let compiled = dev.compile(kern).unwrap_or_else(|e| panic!("{}: {e}", kern.name));
+    let (qb, db, sb, ib) = (dev.upload(&x.q).unwrap(), dev.upload(&x.d).unwrap(), dev.upload(&x.s).unwrap(), dev.upload(ids).unwrap());
+    let wb = dev.upload_bytes(ScalarType::U8, w).unwrap();
+    let mut y = dev.alloc(ScalarType::F32, ids.len() * n).unwrap();
+    {
+        let mut args = vec![A::buf(&qb), A::buf(&db)];
+        if ty != TensorType::Q6_K {
+            args.push(A::buf(&sb));
+        }
+        args.extend([A::words(&wb), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(n)]);
+        match rows {
+            None => args.extend([A::from(x_stride), A::from(ids.len())]),
+            Some(r) => args.extend([A::from(0usize), A::from(1usize), A::from(r)]),
+        }
+        dev.run(&compiled, &mut args).unwrap_or_else(|e| panic!("{}: {e}", kern.name));
+    }
+    dev.read(&y).unwrap()
+}
+
+/// `n_blocks` super-blocks of `ty` from baro's GGUF quantizer, on values in [-1, 1) with a
+/// spread of magnitudes (so sub-block mins and scales vary).
+fn kq_quantized(ty: TensorType, n_blocks: usize, seed: u64) -> Vec<u8> {
+    let values = baro::reference::Rng::new(seed).vec_f32(n_blocks * 256);
+    quantize(ty, &values).expect("whole super-blocks")
+}
+
+/// `n_blocks` super-blocks of random bytes (every scale, min and code pattern), with finite
+/// f16 super-scales in [-0.05, 0.05).
+fn kq_random_bytes(ty: TensorType, n_blocks: usize, seed: u64) -> Vec<u8> {
+    let mut rng = baro::reference::Rng::new(seed);
+    let size = ty.block_bytes();
+    let mut w: Vec<u8> = (0..n_blocks * size).map(|_| rng.next_u64() as u8).collect();
+    for blk in w.chunks_exact_mut(size) {
+        let scales: &[usize] = if ty == TensorType::Q6_K { &[208] } else { &[0, 2] };
+        for &at in scales {
+            blk[at..at + 2].copy_from_slice(&half::f16::from_f32(rng.f32() * 0.05).to_le_bytes());
+        }
+    }
+    w
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|f| f.to_bits()).collect()
+}
+
+#[test]
+fn kquant_q8_matvecs_equal_their_reference_byte_for_byte() {
+    let mut rng = baro::reference::Rng::new(14);
+    let mut compared = 0;
+    // (k, n, matrices, ids, one input per slot?, random bytes instead of quantized values):
+    // one super-block; three per row (Q6_K: both alignments in a row, and rows starting on
+    // either); expert slots sharing x, ragged n; per-slot x; 136 units per row (four full
+    // rounds of 32 lanes and a ragged fifth); random bytes.
+    let cases = [
+        (256usize, 1usize, 1usize, vec![0u32], false, false),
+        (768, 3, 1, vec![0], false, false),
+        (2048, 17, 3, vec![2, 0], false, false),
+        (1280, 9, 4, vec![3, 1, 2], true, false),
+        (4352, 5, 1, vec![0], false, false),
+        (768, 11, 2, vec![1, 0], true, true),
+        (2048, 8, 1, vec![0], false, true),
+    ];
+    for ty in KQUANTS {
+        let (m1, _) = kq_kernels(ty);
+        for (k, n, n_mats, ids, per_slot, random) in &cases {
+            let (k, n) = (*k, *n);
+            let x_stride = if *per_slot { k } else { 0 };
+            let x = q8x(&rng.vec_f32(if *per_slot { ids.len() * k } else { k }));
+            let blocks = n_mats * n * k / 256;
+            let w = if *random { kq_random_bytes(ty, blocks, k as u64 + 1) } else { kq_quantized(ty, blocks, k as u64) };
+            let got = run_kq(ty, &m1, &x, &w, ids, k, n, x_stride, None);
+            let want = matvec_kquant_q8_reference(ty, &x.q, &x.d, &x.s, &w, ids, k, n, x_stride);
+            assert_eq!(bits(&got), bits(&want), "{ty:?} k={k} n={n} ids={ids:?} per_slot={per_slot} random={random}");
+            assert!(got.iter().any(|v| *v != 0.0), "{ty:?} k={k}: all zero, the comparison would be vacuous");
+            compared += got.len();
+        }
+    }
+    println!("{compared} outputs byte-equal");
+}
+
+/// Edge bytes: an all-zero super-block, every scale/min/code at its maximum (Q6_K: −128 and
+/// 127 sub-scales with codes −32 and 31) with the largest f16 super-scales, a subnormal d,
+/// on q8act's blocks and on raw q8 bytes at −128 and 127.
+#[test]
+fn kquant_q8_matvecs_on_edge_bytes() {
+    for ty in KQUANTS {
+        let size = ty.block_bytes();
+        let f16_max = half::f16::MAX.to_le_bytes();
+        let mut blocks: Vec<Vec<u8>> = vec![vec![0u8; size]];
+        if ty == TensorType::Q6_K {
+            for (code_byte, scale) in [(0x00u8, 0x80u8), (0xff, 0x7f), (0x00, 0x7f), (0xff, 0x80)] {
+                let mut b = vec![code_byte; size];
+                b[192..208].fill(scale);
+                b[208..210].copy_from_slice(&f16_max);
+                blocks.push(b);
+            }
+            let mut sub = vec![0x6cu8; size];
+            sub[208..210].copy_from_slice(&[1, 0]);
+            blocks.push(sub);
+        } else {
+            let mut max = vec![0xffu8; size];
+            max[0..2].copy_from_slice(&f16_max);
+            max[2..4].copy_from_slice(&f16_max);
+            blocks.push(max);
+            let mut sub = vec![0x6cu8; size];
+            sub[0..4].copy_from_slice(&[1, 0, 1, 0]);
+            blocks.push(sub);
+        }
+        // Rows: each edge block alone (k = 256), then all of them in one row.
+        let n = blocks.len();
+        let w1: Vec<u8> = blocks.concat();
+        let mut rng = baro::reference::Rng::new(99);
+        let raw = {
+            // Raw q8 bytes: −128 / 127 / random, scale 1, sums consistent with the bytes.
+            let bytes: Vec<i8> = (0..256).map(|i| match i % 3 { 0 => -128, 1 => 127, _ => rng.next_u64() as i8 }).collect();
+            let q = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8])).collect();
+            let s = bytes.chunks_exact(32).map(|c| c.iter().map(|&b| i32::from(b)).sum()).collect();
+            Q8x { q, d: vec![1.0; 8], s }
+        };
+        let from_act = q8x(&rng.vec_f32(256));
+        for x in [&raw, &from_act] {
+            let (m1, _) = kq_kernels(ty);
+            let got = run_kq(ty, &m1, x, &w1, &[0], 256, n, 0, None);
+            let want = matvec_kquant_q8_reference(ty, &x.q, &x.d, &x.s, &w1, &[0], 256, n, 0);
+            assert_eq!(bits(&got), bits(&want), "{ty:?} edge blocks");
+            assert_eq!(got[0].to_bits(), 0, "{ty:?}: an all-zero super-block gives +0.0");
+            assert!(got.iter().all(|v| v.is_finite()), "{ty:?}: {got:?}");
+            assert!(got[1..].iter().all(|v| *v != 0.0), "{ty:?}: {got:?}");
+        }
+        // The same blocks as one row of n super-blocks (Q6_K: both alignments).
+        let k = 256 * n;
+        let x = q8x(&rng.vec_f32(k));
+        let got = run_kq(ty, &kq_kernels(ty).0, &x, &w1, &[0], k, 1, 0, None);
+        let want = matvec_kquant_q8_reference(ty, &x.q, &x.d, &x.s, &w1, &[0], k, 1, 0);
+        assert_eq!(bits(&got), bits(&want), "{ty:?} edge row");
+    }
+}
+
+#[test]
+fn kquant_q8_matvecs_are_close_to_the_f32_matvecs() {
+    // q8 activations carry a relative step of 1/254 of each block's max|x|: stated bar 5 % of
+    // the largest |y|, on baro-quantized weights and random x.
+    let mut rng = baro::reference::Rng::new(5);
+    for ty in KQUANTS {
+        let (k, n, ids) = (2048usize, 64usize, vec![1u32, 0]);
+        let x = rng.vec_f32(k);
+        let w = kq_quantized(ty, 2 * n * k / 256, 3);
+        let xq = q8x(&x);
+        let got = run_kq(ty, &kq_kernels(ty).0, &xq, &w, &ids, k, n, 0, None);
+        let exact = baro_engine::kernels::quant::matvec_quant_reference(ty, &x, &w, &ids, k, n, 0);
+        let scale = exact.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        assert!(scale > 0.0);
+        let worst = got.iter().zip(&exact).map(|(a, b)| (a - b).abs() / scale).fold(0.0f32, f32::max);
+        println!("{ty:?}: worst |q8 − f32| / max|y| = {worst:.5}");
+        assert!(worst <= 0.05, "{ty:?}: {worst}");
+    }
+}
+
+#[test]
+fn kquant_q8_matvecs_verify_with_their_rows_siblings() {
+    for ty in KQUANTS {
+        let (m1, rows) = kq_kernels(ty);
+        baro_dsl::verify::verify_kernel(&m1).unwrap_or_else(|e| panic!("{ty:?}: {e:?}"));
+        assert!(m1.to_string().contains(", any, "), "{ty:?}: the integer dots are declared order-free");
+        assert_eq!(rows.sibling.as_ref().map(|s| s.of.as_str()), Some(m1.name.as_str()), "declared the m = 1 kernel's sibling");
+        baro_dsl::verify::check_sibling(&rows, &m1).unwrap_or_else(|e| panic!("{ty:?}: {e:?}"));
+    }
+}
+
+#[test]
+fn kquant_q8_rows_equal_m1_per_row() {
+    // Nine rows (a full tile of 8 and one more), each its own expert and activations.
+    let mut rng = baro::reference::Rng::new(21);
+    let (k, n, n_mats, rows) = (768usize, 9usize, 3usize, 9usize);
+    for ty in KQUANTS {
+        let (_, rows_kernel) = kq_kernels(ty);
+        let x = q8x(&rng.vec_f32(rows * k));
+        let ids: Vec<u32> = (0..rows as u32).map(|r| (r * 2 + 1) % n_mats as u32).collect();
+        let w = kq_quantized(ty, n_mats * n * k / 256, 77);
+        let got = run_kq(ty, &rows_kernel, &x, &w, &ids, k, n, 0, Some(rows));
+        // Row r alone: the m = 1 reference with slot ids[r] and x from row r.
+        let want = matvec_kquant_q8_reference(ty, &x.q, &x.d, &x.s, &w, &ids, k, n, k);
+        assert_eq!(bits(&got), bits(&want), "{ty:?} rows");
+    }
+}
+
+#[test]
+fn kquant_q8_matvecs_compile_to_dp4a_and_v_dot4() {
+    use baro_dsl::cache::CompileCache;
+    use baro_dsl::compile::compile_gpu;
+    use baro_dsl::options::CompileOptions;
+    let objdump = ["/usr/bin/llvm-objdump-19", "/usr/lib/llvm-19/bin/llvm-objdump"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).is_file())
+        .unwrap_or_else(|| panic!("llvm-objdump-19 not found: install Debian's llvm-19; this offline check never skips"));
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = CompileCache::new(None);
+    for ty in KQUANTS {
+        let (dp4a, flags) = if ty == TensorType::Q6_K { ("dp4a.s32.s32", "neg_lo:[1,1,0]") } else { ("dp4a.u32.s32", "neg_lo:[0,1,0]") };
+        let (m1, rows) = kq_kernels(ty);
+        for kern in [m1, rows] {
+            let a = compile_gpu(&kern, &"sm_90".parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{} sm_90: {e}", kern.name));
+            let ptx = String::from_utf8_lossy(&a.image);
+            let dots: Vec<&str> = ptx.lines().filter(|l| l.contains("dp4a")).collect();
+            assert!(dots.len() >= 8 && dots.iter().all(|l| l.trim_start().starts_with(dp4a)), "{}: expected {dp4a}, found {dots:?}", kern.name);
+            println!("{} sm_90: {} {dp4a}, {} ld.global", kern.name, dots.len(), ptx.matches("ld.global").count());
+            let a = compile_gpu(&kern, &"gfx1100".parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{} gfx1100: {e}", kern.name));
+            let path = tmp.path().join(format!("{}.hsaco", a.entry));
+            std::fs::write(&path, &a.image).unwrap();
+            let out = std::process::Command::new(objdump).args(["-d", "--mcpu=gfx1100"]).arg(&path).output().unwrap();
+            let disasm = String::from_utf8_lossy(&out.stdout);
+            let dots: Vec<&str> = disasm.lines().filter(|l| l.contains("v_dot4")).collect();
+            assert!(!dots.is_empty() && dots.iter().all(|l| l.contains("v_dot4_i32_iu8") && l.contains(flags) && !l.contains("clamp")), "{}: expected v_dot4_i32_iu8 {flags}, found {dots:?}", kern.name);
+            println!("{} gfx1100: {} v_dot4_i32_iu8", kern.name, dots.len());
         }
     }
 }

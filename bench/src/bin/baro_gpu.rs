@@ -1,6 +1,6 @@
 //! `baro_gpu`: every GPU benchmark in one executable, chosen by the name it is called under
 //! (`identity_gate`, `prefill_speed`, `decode_bw`, `conformance`, `matvec_bw`, `serve_load`,
-//! `baro-synth-pack`), like a multi-call binary. Each is linked with LLVM statically (about
+//! `q8_bench`, `baro-synth-pack`), like a multi-call binary. Each is linked with LLVM statically (about
 //! 23 MB gzipped), so one executable instead of six lets a single carry to the GPU machine
 //! (64 MiB, the repository included) hold all of them; `bench/gpu/run.sh` makes the links.
 //! Arguments and output are those of the binary of that name.
@@ -23,7 +23,7 @@ mod serve_load;
 #[path = "../../../baro-engine/src/cli/synth_pack.rs"]
 mod synth_pack;
 
-const NAMES: [&str; 7] = ["identity_gate", "prefill_speed", "decode_bw", "conformance", "matvec_bw", "serve_load", "baro-synth-pack"];
+const NAMES: [&str; 8] = ["identity_gate", "prefill_speed", "decode_bw", "conformance", "matvec_bw", "serve_load", "q8_bench", "baro-synth-pack"];
 
 #[derive(clap::Parser)]
 #[command(name = "baro-synth-pack", about = "Write a synthetic qwen35moe GGUF pack", long_about = synth_pack::LONG_ABOUT)]
@@ -42,6 +42,7 @@ fn main() -> ExitCode {
         "conformance" => conformance::main(),
         "matvec_bw" => matvec_bw::main(),
         "serve_load" => serve_load::main(),
+        "q8_bench" => baro_bench::q8::main(),
         "baro-synth-pack" => {
             let cli = <SynthCli as clap::Parser>::parse();
             match synth_pack::run(&cli.args) {
