@@ -32,7 +32,7 @@ fn children_mut(e: &mut Expr) -> Vec<&mut Expr> {
 
 fn stmt_exprs_mut(s: &mut Stmt) -> Vec<&mut Expr> {
     match s {
-        Stmt::Let { value, .. } | Stmt::Assign { value, .. } => vec![value],
+        Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::LetRows { value, .. } => vec![value],
         Stmt::Store { index, value, .. } => vec![index, value],
         Stmt::For { start, end, step, .. } => vec![start, end, step],
         Stmt::If { cond, .. } => vec![cond],
@@ -208,10 +208,14 @@ fn var_sets(s: &Stmt) -> (HashSet<Var>, HashSet<Var>) {
             Stmt::Let { var, .. } | Stmt::Assign { var, .. } | Stmt::For { var, .. } | Stmt::ParFor { var, .. } => {
                 w.insert(*var);
             }
+            Stmt::LetRows { vars, row, .. } => {
+                w.extend(vars.iter().copied());
+                w.insert(*row);
+            }
             Stmt::Lanes { lane, implements, .. } => {
                 w.insert(*lane);
                 if let Some(i) = implements {
-                    w.insert(i.result);
+                    w.extend(i.results.iter().copied());
                 }
             }
             _ => {}
