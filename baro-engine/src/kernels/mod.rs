@@ -144,6 +144,8 @@ pub fn rows() -> Vec<baro::dsl::Kernel> {
         quant::matvec_q4_k_xs_rows(),
         quant::matvec_q5_k_xs_rows(),
         quant::matvec_q6_k_xs_rows(),
+        matvec::matvec_f32_rows8(),
+        quant::matvec_q8_0_rows8(),
         rope::rope_neox_rows(),
         attention::kv_append_rows(),
         attention::attention_rows(),
