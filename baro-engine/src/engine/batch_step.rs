@@ -128,7 +128,7 @@ impl Engine {
                         attention_cached(&one, cfg, k_cache, v_cache, &Rope { cos: rope_cos, sin: rope_sin }, s, *pos, *max_ctx)?;
                         run.put_row(&s.attn, &mut p.attn, r, q_dim)?;
                     }
-                    run.matvec(&a.o, &p.attn, &p.zero_ids, &mut p.mix, n)?;
+                    run.matvec_one(&a.o, &p.attn, &p.zero_ids, &mut p.mix, n)?;
                 }
             }
             run.add_rmsnorm(&p.x, &p.mix, &lw.post_attention_norm, &mut p.h, &mut p.xn, h, eps, n)?;

@@ -75,6 +75,9 @@ pub(crate) struct RowsKernels {
     matvec: HashMap<TensorType, DeviceKernel>,
     /// The quantized rows matvecs with each row's x staged in workgroup memory (k ≤ XS_MAX_K).
     matvec_xs: HashMap<TensorType, DeviceKernel>,
+    /// The rows matvecs of one matrix over 8 rows at once (one reduction over rows: each
+    /// weight loaded and unpacked once per 8 rows), for the types that have one.
+    matvec_one: HashMap<TensorType, DeviceKernel>,
     rmsnorm: DeviceKernel,
     head_rmsnorm: DeviceKernel,
     add_rmsnorm: DeviceKernel,
@@ -129,6 +132,7 @@ impl RowsKernels {
                 .into_iter()
                 .map(|(ty, _, name)| Ok((ty, take(name)?)))
                 .collect::<Result<_, EngineError>>()?,
+            matvec_one: crate::kernels::ROWS8_KERNELS.into_iter().map(|(ty, name)| Ok((ty, take(name)?))).collect::<Result<_, EngineError>>()?,
             rmsnorm: take("rmsnorm_rows")?,
             head_rmsnorm: take("head_rmsnorm_rows")?,
             add_rmsnorm: take("add_rmsnorm_rows")?,
@@ -271,6 +275,13 @@ impl Rows<'_> {
         self.launch(kernel, &mut [A::buf(x), super::decode::weight_arg(kernel.kernel(), &w.buf), A::buf(ids), A::buf_mut(y), A::from(w.cols), A::from(w.rows), A::from(0usize), A::from(1usize), A::from(rows)])
     }
 
+    /// `matvec` where every row uses one matrix (`zero_ids`, all zero: a projection, not the
+    /// experts): the 8-row kernel of `w`'s type where there is one, the same bytes.
+    pub(super) fn matvec_one(&self, w: &Matrix, x: &Buffer, zero_ids: &Buffer, y: &mut Buffer, rows: usize) -> Result<(), DeviceError> {
+        let Some(kernel) = self.k.matvec_one.get(&w.ty) else { return self.matvec(w, x, zero_ids, y, rows) };
+        self.launch(kernel, &mut [A::buf(x), super::decode::weight_arg(kernel.kernel(), &w.buf), A::buf(zero_ids), A::buf_mut(y), A::from(w.cols), A::from(w.rows), A::from(0usize), A::from(1usize), A::from(rows)])
+    }
+
     pub(super) fn rmsnorm(&self, x: &Buffer, w: &Buffer, y: &mut Buffer, n: usize, eps: f32, rows: usize) -> Result<(), DeviceError> {
         self.launch(&self.k.rmsnorm, &mut [A::buf(x), A::buf(w), A::buf_mut(y), A::from(n), A::from(eps), A::from(rows)])
     }
@@ -327,7 +338,7 @@ impl Rows<'_> {
                     self.put_row(head_row, head_x, j, h)?;
                 }
             }
-            self.matvec(w.lm_head(), if c == 0 { xn } else { head_x }, zero_ids, logits, n)?;
+            self.matvec_one(w.lm_head(), if c == 0 { xn } else { head_x }, zero_ids, logits, n)?;
             self.device.default_stream().synchronize()?;
             out.extend(self.device.read_prefix::<f32>(logits, n * vocab)?);
         }
@@ -588,16 +599,16 @@ fn gdn(run: &Rows<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer
 /// The GDN's input projections over `t` rows of `p.xn`: `p.qkv`, `p.z`, `p.ba` (beta | alpha).
 pub(super) fn gdn_project(run: &Rows<'_>, w: &GdnWeights, p: &mut PrefillScratch, t: usize) -> Result<(), DeviceError> {
     let ids = &p.zero_ids;
-    run.matvec(&w.qkv, &p.xn, ids, &mut p.qkv, t)?;
-    run.matvec(&w.gate_z, &p.xn, ids, &mut p.z, t)?;
-    run.matvec(&w.beta_alpha, &p.xn, ids, &mut p.ba, t)
+    run.matvec_one(&w.qkv, &p.xn, ids, &mut p.qkv, t)?;
+    run.matvec_one(&w.gate_z, &p.xn, ids, &mut p.z, t)?;
+    run.matvec_one(&w.beta_alpha, &p.xn, ids, &mut p.ba, t)
 }
 
 /// The GDN's output over `t` rows of `p.o`: the gated norm with `p.z`, the out projection, into
 /// `p.mix`.
 pub(super) fn gdn_output(run: &Rows<'_>, cfg: &ModelConfig, w: &GdnWeights, p: &mut PrefillScratch, t: usize) -> Result<(), DeviceError> {
     run.launch(&run.k.gated_rmsnorm, &mut [A::buf(&p.o), A::buf(&p.z), A::buf(&w.norm), A::buf_mut(&mut p.o_normed), A::from(cfg.gdn_value_dim), A::from(cfg.gdn_n_value_heads), A::from(cfg.rms_eps), A::from(t)])?;
-    run.matvec(&w.out, &p.o_normed, &p.zero_ids, &mut p.mix, t)
+    run.matvec_one(&w.out, &p.o_normed, &p.zero_ids, &mut p.mix, t)
 }
 
 /// Causal gated attention over `t` rows at positions pos..pos+t, into `p.mix`.
@@ -631,7 +642,7 @@ fn attention(run: &Rows<'_>, cfg: &ModelConfig, w: &AttentionWeights, k_cache: &
             A::from(t),
         ],
     )?;
-    run.matvec(&w.o, &p.attn, &p.zero_ids, &mut p.mix, t)
+    run.matvec_one(&w.o, &p.attn, &p.zero_ids, &mut p.mix, t)
 }
 
 /// Attention's projections over `t` rows of `p.xn` and the per-head norms: `p.q_gate` (query
@@ -639,9 +650,9 @@ fn attention(run: &Rows<'_>, cfg: &ModelConfig, w: &AttentionWeights, k_cache: &
 pub(super) fn attention_project(run: &Rows<'_>, cfg: &ModelConfig, w: &AttentionWeights, p: &mut PrefillScratch, t: usize) -> Result<(), DeviceError> {
     let ids = &p.zero_ids;
     let (hd, nh, nkv, eps) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.rms_eps);
-    run.matvec(&w.q, &p.xn, ids, &mut p.q_gate, t)?;
-    run.matvec(&w.k, &p.xn, ids, &mut p.k_raw, t)?;
-    run.matvec(&w.v, &p.xn, ids, &mut p.v, t)?;
+    run.matvec_one(&w.q, &p.xn, ids, &mut p.q_gate, t)?;
+    run.matvec_one(&w.k, &p.xn, ids, &mut p.k_raw, t)?;
+    run.matvec_one(&w.v, &p.xn, ids, &mut p.v, t)?;
     run.launch(&run.k.head_rmsnorm, &mut [A::buf(&p.q_gate), A::buf(&w.q_norm), A::buf_mut(&mut p.q), A::from(hd), A::from(2 * hd), A::from(hd), A::from(nh), A::from(eps), A::from(t)])?;
     run.launch(&run.k.head_rmsnorm, &mut [A::buf(&p.k_raw), A::buf(&w.k_norm), A::buf_mut(&mut p.k), A::from(hd), A::from(hd), A::from(hd), A::from(nkv), A::from(eps), A::from(t)])
 }
@@ -656,7 +667,7 @@ pub(super) fn moe(run: &Rows<'_>, cfg: &ModelConfig, w: &MoeWeights, experts: &E
     let ids = &p.zero_ids;
     let (k, fi, fs, h, ne) = (cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim, cfg.hidden_dim, cfg.n_experts);
     let pairs = t * k;
-    run.matvec(&w.router, &p.xn, ids, &mut p.router_logits, t)?;
+    run.matvec_one(&w.router, &p.xn, ids, &mut p.router_logits, t)?;
     run.launch(
         &run.k.router_topk,
         &mut [A::buf(&p.router_logits), A::buf_mut(&mut p.router_probs), A::buf_mut(&mut p.expert_ids), A::buf_mut(&mut p.expert_weights), A::from(ne), A::from(k), A::from(t)],
@@ -673,9 +684,9 @@ pub(super) fn moe(run: &Rows<'_>, cfg: &ModelConfig, w: &MoeWeights, experts: &E
     run.matvec(&experts.down, &p.act, &p.sorted_ids, &mut p.down_sorted, pairs)?;
     timer.mark(run.device, "moe: routed experts")?;
     run.launch(&run.k.moe_ungather, &mut [A::buf(&p.down_sorted), A::buf(&p.slot_of), A::buf_mut(&mut p.down), A::from(h), A::from(pairs)])?;
-    run.matvec(&w.gate_up_shexp, &p.xn, ids, &mut p.sh_gate_up, t)?;
+    run.matvec_one(&w.gate_up_shexp, &p.xn, ids, &mut p.sh_gate_up, t)?;
     run.swiglu_pairs(&p.sh_gate_up, &mut p.sh_act, fs, t)?;
-    run.matvec(&w.down_shexp, &p.sh_act, ids, &mut p.sh_out, t)?;
-    run.matvec(&w.shared_gate, &p.xn, ids, &mut p.sh_logit, t)?;
+    run.matvec_one(&w.down_shexp, &p.sh_act, ids, &mut p.sh_out, t)?;
+    run.matvec_one(&w.shared_gate, &p.xn, ids, &mut p.sh_logit, t)?;
     run.launch(&run.k.moe_combine, &mut [A::buf(&p.down), A::buf(&p.expert_weights), A::buf(&p.sh_out), A::buf(&p.sh_logit), A::buf_mut(&mut p.mix), A::from(h), A::from(k), A::from(t)])
 }

@@ -165,6 +165,11 @@ pub fn rows() -> Vec<baro::dsl::Kernel> {
     ]
 }
 
+/// The rows matvecs of one matrix over 8 rows at once (a reduction over rows per output), by
+/// weight type: the prefill projections (`zero_ids`) use them where their type has one.
+pub const ROWS8_KERNELS: [(crate::model::TensorType, &str); 2] =
+    [(crate::model::TensorType::F32, "matvec_f32_rows8"), (crate::model::TensorType::Q8_0, "matvec_q8_0_rows8")];
+
 /// Every (rows kernel, m = 1 kernel) pair declared with `rows_of`, for the proof count and
 /// the tests that re-run the sibling check at run time.
 pub fn sibling_pairs() -> Vec<(baro::dsl::Kernel, baro::dsl::Kernel)> {
