@@ -432,7 +432,7 @@ pub fn preserving_rewrites(k: &Kernel) -> Vec<(String, Kernel)> {
         Some(format!("split loop `{}` at its midpoint", k.var(*var).name))
     }));
     out.extend(block_mutants(k, &|_, b, pos| {
-        if matches!(b[pos], Stmt::Let { .. }) {
+        if matches!(b[pos], Stmt::Let { .. } | Stmt::LetRows { .. }) {
             return None;
         }
         let s = b[pos].clone();

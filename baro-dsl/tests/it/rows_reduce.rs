@@ -286,3 +286,49 @@ fn host_rows_kernel_equals_m1_per_row_byte_for_byte() {
     }
     assert_eq!(compared, 22 * 18);
 }
+
+/// Malformed reductions over rows are reported, each with what was expected: a value that
+/// is not a reduction, results of the wrong type, no results, a row read outside its
+/// reduction, a row defined twice.
+#[test]
+fn malformed_reductions_over_rows_are_reported() {
+    use baro_dsl::verify::check_wellformed;
+    let s: Schedule = "seq".parse().unwrap();
+    let base = || rows(ReduceOp::Add, &s, false, |j| j);
+    let errors = |k: &Kernel| check_wellformed(k).expect_err("malformed").iter().map(|e| e.message.clone()).collect::<Vec<_>>().join("\n");
+    fn at(k: &mut Kernel) -> &mut Stmt {
+        k.body.iter_mut().find(|s| matches!(s, Stmt::LetRows { .. })).unwrap()
+    }
+
+    let mut k = base();
+    if let Stmt::LetRows { value, .. } = at(&mut k) {
+        *value = Expr::f32(1.0);
+    }
+    assert!(errors(&k).contains("the value of a `let [..] = rows(..)` is `1.0:f32`: expected a reduction"), "{}", errors(&k));
+
+    let mut k = base();
+    let wrong = k.add_var("wrong", T::I32, false);
+    if let Stmt::LetRows { vars, .. } = at(&mut k) {
+        vars[1] = wrong;
+    }
+    assert!(errors(&k).contains("result `wrong` of a reduction over rows has type i32: expected f32"), "{}", errors(&k));
+
+    let mut k = base();
+    if let Stmt::LetRows { vars, .. } = at(&mut k) {
+        vars.clear();
+    }
+    assert!(errors(&k).contains("a reduction over rows with no results: expected at least one"), "{}", errors(&k));
+
+    let mut k = base();
+    let row = match at(&mut k) {
+        Stmt::LetRows { row, .. } => *row,
+        _ => unreachable!(),
+    };
+    k.body.push(Stmt::Store { buf: Buf::Param(k.param_by_name("y").unwrap()), index: Expr::Var(row), value: Expr::f32(0.0) });
+    assert!(errors(&k).contains("variable `row` (v1) is used before it is defined"), "{}", errors(&k));
+
+    let mut k = base();
+    let dup = at(&mut k).clone();
+    k.body.push(dup);
+    assert!(errors(&k).contains("is defined more than once"), "{}", errors(&k));
+}
