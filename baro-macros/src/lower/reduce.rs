@@ -5,6 +5,10 @@
 //! `chunked(C)`, `chunked(C).pairwise()`, `blocked(B, ORDER)`, and `any` for an integer
 //! reduction the verifier proves the same in every order).
 //!
+//! A reduction over rows, `let [y0, .., yR-1] = sum!(r in 0..R, i in 0..len, order = ORDER,
+//! body);` (R an integer literal, one name per row; `r` readable in the body), is one
+//! `Stmt::LetRows`: result j is the reduction with `r` = j, each in ORDER.
+//!
 //! The order the user writes becomes the `Schedule` verbatim; nothing here picks one.
 
 use super::spans::SpanRange;
