@@ -10,6 +10,8 @@
 use crate::ir::{BinOp, Const, Expr, Implements, Kernel, Reduce, ReduceOp, ScalarType, Stmt, Var};
 use crate::schedule::{Combine, Schedule};
 
+mod rows;
+
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("kernel `{kernel}`: {message}")]
 pub struct ExpandError {
@@ -83,6 +85,18 @@ impl Cx<'_> {
     fn stmt(&mut self, s: Stmt, out: &mut Vec<Stmt>) -> Result<(), ExpandError> {
         let s = match s {
             Stmt::Let { var, value } => Stmt::Let { var, value: self.expr(value, out)? },
+            Stmt::LetRows { vars, row, value } => {
+                let Expr::Reduce(r) = value else {
+                    return self.err(format!("the value of a `let [..] = rows(..)` is `{}`: expected a reduction", self.k.expr_text(&value)));
+                };
+                let ty = r.ty;
+                let reds: Vec<Var> = vars.iter().map(|_| self.k.add_var("red", ty, true)).collect();
+                self.reduce(*r, Some(row), &reds, out)?;
+                for (v, red) in vars.into_iter().zip(reds) {
+                    out.push(Stmt::Let { var: v, value: Expr::Var(red) });
+                }
+                return Ok(());
+            }
             Stmt::Assign { var, value } => Stmt::Assign { var, value: self.expr(value, out)? },
             Stmt::Store { buf, index, value } => {
                 let index = self.expr(index, out)?;
@@ -126,7 +140,7 @@ impl Cx<'_> {
         Ok(match e {
             Expr::Reduce(r) => {
                 let result = self.k.add_var("red", r.ty, true);
-                self.reduce(*r, result, out)?;
+                self.reduce(*r, None, &[result], out)?;
                 Expr::Var(result)
             }
             Expr::Let { .. } => return self.err("a reduction inside a `let` expression cannot be expanded: bind it with a `let` statement first"),
@@ -176,8 +190,11 @@ impl Cx<'_> {
         }
     }
 
-    /// Emits statements that leave `op` over the reduction in `result`.
-    fn reduce(&mut self, r: Reduce, result: Var, out: &mut Vec<Stmt>) -> Result<(), ExpandError> {
+    /// Emits statements that leave `op` over the reduction in `results[0]`, or, for a
+    /// reduction over rows (`row` set), the reduction with `row` = j in `results[j]`: one
+    /// loop over the elements updating one partial per row, each partial's operations in
+    /// exactly its declared order.
+    fn reduce(&mut self, r: Reduce, row: Option<Var>, results: &[Var], out: &mut Vec<Stmt>) -> Result<(), ExpandError> {
         if let Err(e) = r.schedule.validate() {
             return self.err(e.to_string());
         }
@@ -194,14 +211,14 @@ impl Cx<'_> {
                     (false, Some(Some(team))) if !short => Schedule::lanes(team, Combine::Butterfly),
                     _ => Schedule::Sequential,
                 };
-                self.reduce(Reduce { schedule, ..r }, result, out)?;
+                self.reduce(Reduce { schedule, ..r }, row, results, out)?;
             }
             Schedule::Sequential => {
-                out.push(Stmt::Let { var: result, value: zero });
+                for &result in results {
+                    out.push(Stmt::Let { var: result, value: zero.clone() });
+                }
                 let mut body = Vec::new();
-                let item = self.expr(r.body, &mut body)?;
-                let value = self.accumulate(r.op, result, item, &mut body)?;
-                body.push(Stmt::Assign { var: result, value });
+                self.update(&r, row, results, &mut body)?;
                 out.push(Stmt::For { var: r.var, start: Expr::index(0), end: r.len, step: Expr::index(1), body });
             }
             Schedule::Chunked { size, combine } => {
@@ -214,9 +231,11 @@ impl Cx<'_> {
                 // chunk j: c = (0 + a[j*size]) + ...; total = c0, then total = total + c_j.
                 let len = self.k.add_var("len", ScalarType::INDEX, false);
                 out.push(Stmt::Let { var: len, value: r.len.clone() });
-                out.push(Stmt::Let { var: result, value: zero.clone() });
+                for &result in results {
+                    out.push(Stmt::Let { var: result, value: zero.clone() });
+                }
                 let j = self.k.add_var("chunk", ScalarType::INDEX, false);
-                let c = self.k.add_var("part", r.ty, true);
+                let parts: Vec<Var> = results.iter().map(|_| self.k.add_var("part", r.ty, true)).collect();
                 let size_e = Expr::index(size as u64);
                 let n_chunks = Expr::bin(
                     BinOp::Max,
@@ -224,24 +243,26 @@ impl Cx<'_> {
                     Expr::index(1),
                 );
                 let mut inner = Vec::new();
-                let item = self.expr(r.body, &mut inner)?;
-                let value = self.accumulate(r.op, c, item, &mut inner)?;
-                inner.push(Stmt::Assign { var: c, value });
+                self.update(&r, row, &parts, &mut inner)?;
                 let chunk_start = Expr::bin(BinOp::Mul, Expr::Var(j), size_e.clone());
                 let chunk_end = Expr::bin(BinOp::Min, Expr::bin(BinOp::Add, chunk_start.clone(), size_e), Expr::Var(len));
-                let body = vec![
-                    Stmt::Let { var: c, value: zero },
-                    Stmt::For { var: r.var, start: chunk_start, end: chunk_end, step: Expr::index(1), body: inner },
-                    Stmt::If {
-                        cond: Expr::bin(BinOp::Eq, Expr::Var(j), Expr::index(0)),
-                        then_body: vec![Stmt::Assign { var: result, value: Expr::Var(c) }],
-                        else_body: vec![Stmt::Assign { var: result, value: Expr::bin(r.op.bin_op(), Expr::Var(result), Expr::Var(c)) }],
-                    },
-                ];
+                let mut body: Vec<Stmt> = parts.iter().map(|&c| Stmt::Let { var: c, value: zero.clone() }).collect();
+                body.push(Stmt::For { var: r.var, start: chunk_start, end: chunk_end, step: Expr::index(1), body: inner });
+                body.push(Stmt::If {
+                    cond: Expr::bin(BinOp::Eq, Expr::Var(j), Expr::index(0)),
+                    then_body: results.iter().zip(&parts).map(|(&res, &c)| Stmt::Assign { var: res, value: Expr::Var(c) }).collect(),
+                    else_body: results
+                        .iter()
+                        .zip(&parts)
+                        .map(|(&res, &c)| Stmt::Assign { var: res, value: Expr::bin(r.op.bin_op(), Expr::Var(res), Expr::Var(c)) })
+                        .collect(),
+                });
                 out.push(Stmt::For { var: j, start: Expr::index(0), end: n_chunks, step: Expr::index(1), body });
             }
             Schedule::Blocked { block, across } => {
                 // A reduction over blocks (by `across`) of sequential per-block reductions.
+                // Over rows, the per-block reduction reads the row too and becomes one over
+                // rows itself (`rows::items`), so a block's weights are unpacked once.
                 let b = self.k.add_var("block", ScalarType::INDEX, false);
                 let jv = self.k.add_var("in_block", ScalarType::INDEX, false);
                 let bsz = Expr::index(block as u64);
@@ -259,7 +280,7 @@ impl Cx<'_> {
                 // Block sums are combined by additions; only elements are fused into partials.
                 let across_op = if r.op == ReduceOp::FmaSum { ReduceOp::Add } else { r.op };
                 let outer = Reduce { op: across_op, ty: r.ty, schedule: *across, var: b, len: n_blocks, body: Expr::Reduce(Box::new(inner)) };
-                self.reduce(outer, result, out)?;
+                self.reduce(outer, row, results, out)?;
             }
             Schedule::Lanes { count, combine } => {
                 if self.in_lanes {
@@ -280,20 +301,19 @@ impl Cx<'_> {
                     }
                     _ => {}
                 }
-                out.push(Stmt::Let { var: result, value: zero.clone() });
+                for &result in results {
+                    out.push(Stmt::Let { var: result, value: zero.clone() });
+                }
                 let lane = self.k.add_var("lane", ScalarType::INDEX, false);
-                let p = self.k.add_var("partial", r.ty, true);
+                let parts: Vec<Var> = results.iter().map(|_| self.k.add_var("partial", r.ty, true)).collect();
                 let was = std::mem::replace(&mut self.in_lanes, true);
                 let mut strided = Vec::new();
-                let item = self.expr(r.body.clone(), &mut strided);
+                let updated = self.update(&r, row, &parts, &mut strided);
                 self.in_lanes = was;
-                let value = self.accumulate(r.op, p, item?, &mut strided)?;
-                strided.push(Stmt::Assign { var: p, value });
-                let mut body = vec![
-                    Stmt::Let { var: p, value: zero },
-                    Stmt::For { var: r.var, start: Expr::Var(lane), end: r.len.clone(), step: Expr::index(count as u64), body: strided },
-                ];
-                let shuffle = |m: u32| Expr::ShuffleXor { value: Box::new(Expr::Var(p)), mask: m };
+                updated?;
+                let mut body: Vec<Stmt> = parts.iter().map(|&p| Stmt::Let { var: p, value: zero.clone() }).collect();
+                body.push(Stmt::For { var: r.var, start: Expr::Var(lane), end: r.len.clone(), step: Expr::index(count as u64), body: strided });
+                let shuffle = |p: Var, m: u32| Expr::ShuffleXor { value: Box::new(Expr::Var(p)), mask: m };
                 let op = r.op.bin_op();
                 let masks: Vec<u32> = match combine {
                     Combine::Butterfly => std::iter::successors(Some(count / 2), |m| Some(m / 2)).take_while(|&m| m > 0).collect(),
@@ -301,22 +321,44 @@ impl Cx<'_> {
                     Combine::Sequential => Vec::new(),
                 };
                 let lane0 = Expr::bin(BinOp::Eq, Expr::Var(lane), Expr::index(0));
-                if combine == Combine::Sequential {
+                // Each row's partials are combined in the declared order; the rows' steps are
+                // interleaved (independent, so their latencies overlap).
+                let finals = if combine == Combine::Sequential {
                     // Lane 0 reads lane j's partial through mask j, in lane order.
-                    let q = self.k.add_var("combined", r.ty, true);
-                    body.push(Stmt::Let { var: q, value: Expr::Var(p) });
-                    for j in 1..count {
-                        body.push(Stmt::Assign { var: q, value: Expr::bin(op, Expr::Var(q), shuffle(j)) });
+                    let qs: Vec<Var> = results.iter().map(|_| self.k.add_var("combined", r.ty, true)).collect();
+                    for (&q, &p) in qs.iter().zip(&parts) {
+                        body.push(Stmt::Let { var: q, value: Expr::Var(p) });
                     }
-                    body.push(Stmt::If { cond: lane0, then_body: vec![Stmt::Assign { var: result, value: Expr::Var(q) }], else_body: vec![] });
+                    for j in 1..count {
+                        for (&q, &p) in qs.iter().zip(&parts) {
+                            body.push(Stmt::Assign { var: q, value: Expr::bin(op, Expr::Var(q), shuffle(p, j)) });
+                        }
+                    }
+                    qs
                 } else {
                     for m in masks {
-                        body.push(Stmt::Assign { var: p, value: Expr::bin(op, Expr::Var(p), shuffle(m)) });
+                        for &p in &parts {
+                            body.push(Stmt::Assign { var: p, value: Expr::bin(op, Expr::Var(p), shuffle(p, m)) });
+                        }
                     }
-                    body.push(Stmt::If { cond: lane0, then_body: vec![Stmt::Assign { var: result, value: Expr::Var(p) }], else_body: vec![] });
-                }
-                out.push(Stmt::Lanes { lane, count, implements: Some(Implements { result, reduce: Box::new(r) }), body });
+                    parts
+                };
+                let then_body = results.iter().zip(&finals).map(|(&res, &q)| Stmt::Assign { var: res, value: Expr::Var(q) }).collect();
+                body.push(Stmt::If { cond: lane0, then_body, else_body: vec![] });
+                let implements = Implements { results: results.to_vec(), row, reduce: Box::new(r) };
+                out.push(Stmt::Lanes { lane, count, implements: Some(implements), body });
             }
+        }
+        Ok(())
+    }
+
+    /// Appends to `body` the update of each partial in `parts` by the current element (the
+    /// element of its row, for a reduction over rows).
+    fn update(&mut self, r: &Reduce, row: Option<Var>, parts: &[Var], body: &mut Vec<Stmt>) -> Result<(), ExpandError> {
+        let items = self.items(r.body.clone(), r.op, row, parts.len(), body)?;
+        for (&p, item) in parts.iter().zip(items) {
+            let value = self.accumulate(r.op, p, item, body)?;
+            body.push(Stmt::Assign { var: p, value });
         }
         Ok(())
     }

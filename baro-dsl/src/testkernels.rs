@@ -172,6 +172,40 @@ pub fn matvec_tiled_rows() -> Kernel {
     )
 }
 
+/// `matvec_rows` with a tile of 4 rows per workgroup in one reduction over rows (`LetRows`):
+/// each weight is read once for the 4 rows, each row in the m=1 order; a row past the last
+/// reads the last row's x and is not stored.
+fn matvec_multirow_rows(name: &str, of: &str, form: MatvecForm) -> Kernel {
+    let mut b = Kb::new(name);
+    let w = b.buf("w", F32, false); // (m, k)
+    let x = b.buf("x", F32, false); // (rows, k)
+    let y = b.buf("y", F32, true); // (rows, m)
+    let k = b.scalar("k", IDX);
+    let m = b.scalar("m", IDX);
+    let rows = b.scalar("rows", IDX);
+    let (o, wrow, r0, row) = (b.var("o", IDX), b.var("wrow", IDX), b.var("r0", IDX), b.var("row", IDX));
+    let last = Expr::bin(BinOp::Sub, pe(rows), Expr::index(1));
+    let xrow = mul(Expr::bin(BinOp::Min, add(ve(r0), ve(row)), last), pe(k));
+    let dot = b.reduce(form.op(), butterfly32(), pe(k), |_, i| product(form, ld(x, add(xrow, i.clone())), ld(w, add(ve(wrow), i))));
+    let ys: Vec<Var> = (0..4).map(|j| b.var(&format!("y{j}"), F32)).collect();
+    b.sibling(of, rows, vec![(x, pe(k)), (y, pe(m))]);
+    let mut body = vec![
+        let_(o, Expr::GroupId(0)),
+        let_(wrow, mul(ve(o), pe(k))),
+        let_(r0, mul(Expr::GroupId(1), Expr::index(4))),
+        Stmt::LetRows { vars: ys.clone(), row, value: dot },
+    ];
+    for (j, yj) in ys.into_iter().enumerate() {
+        let at = add(ve(r0), Expr::index(j as u64));
+        body.push(Stmt::If {
+            cond: Expr::bin(BinOp::Lt, at.clone(), pe(rows)),
+            then_body: vec![store(y, add(mul(at, pe(m)), ve(o)), ve(yj))],
+            else_body: Vec::new(),
+        });
+    }
+    b.done(vec![pe(m), div(add(pe(rows), Expr::index(3)), Expr::index(4))], body)
+}
+
 const F32_FORM: MatvecForm = MatvecForm { weight: F32, swapped: false, fused: false };
 const BF16_FORM: MatvecForm = MatvecForm { weight: ScalarType::BF16, swapped: false, fused: false };
 const FUSED_FORM: MatvecForm = MatvecForm { weight: F32, swapped: false, fused: true };
@@ -418,6 +452,8 @@ pub fn verifier_pairs() -> Vec<(Kernel, Kernel)> {
     v.push((matvec_rows("matvec_fused_blocked_rows", "matvec_fused_blocked", fused_blocked(), FUSED_FORM), matvec_m1("matvec_fused_blocked", fused_blocked(), FUSED_FORM)));
     v.push((matvec_affine("matvec_affine_rows", false, Some("matvec_affine")), matvec_affine("matvec_affine", false, None)));
     v.push((matvec_rows("matvec_seq_rows", "matvec_seq", Schedule::Sequential, F32_FORM), matvec_m1("matvec_seq", Schedule::Sequential, F32_FORM)));
+    v.push((matvec_multirow_rows("matvec_multirow_rows", "matvec", F32_FORM), matvec()));
+    v.push((matvec_multirow_rows("matvec_fused_multirow_rows", "matvec_fused", FUSED_FORM), matvec_fused()));
     v
 }
 

@@ -160,6 +160,10 @@ fn stmt(s: &Stmt) -> TokenStream {
             let (v, value) = (var(*v), expr(value));
             quote!(::baro_dsl::ir::Stmt::Assign { var: #v, value: #value })
         }
+        Stmt::LetRows { vars, row, value } => {
+            let (vars, row, value) = (vars.iter().map(|v| var(*v)), var(*row), expr(value));
+            quote!(::baro_dsl::ir::Stmt::LetRows { vars: ::std::vec![#(#vars),*], row: #row, value: #value })
+        }
         Stmt::Store { buf: b, index, value } => {
             let (b, index, value) = (buf(*b), expr(index), expr(value));
             quote!(::baro_dsl::ir::Stmt::Store { buf: #b, index: #index, value: #value })
@@ -184,9 +188,18 @@ fn stmt(s: &Stmt) -> TokenStream {
             let (lane, body) = (var(*lane), block(body));
             let implements = match implements {
                 None => quote!(::core::option::Option::None),
-                Some(Implements { result, reduce: r }) => {
-                    let (result, r) = (var(*result), reduce(r));
-                    quote!(::core::option::Option::Some(::baro_dsl::ir::Implements { result: #result, reduce: ::std::boxed::Box::new(#r) }))
+                Some(Implements { results, row, reduce: r }) => {
+                    let (results, r) = (results.iter().map(|v| var(*v)), reduce(r));
+                    let row = match row {
+                        None => quote!(::core::option::Option::None),
+                        Some(v) => {
+                            let v = var(*v);
+                            quote!(::core::option::Option::Some(#v))
+                        }
+                    };
+                    quote!(::core::option::Option::Some(::baro_dsl::ir::Implements {
+                        results: ::std::vec![#(#results),*], row: #row, reduce: ::std::boxed::Box::new(#r)
+                    }))
                 }
             };
             quote!(::baro_dsl::ir::Stmt::Lanes { lane: #lane, count: #count, implements: #implements, body: #body })

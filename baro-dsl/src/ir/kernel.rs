@@ -138,6 +138,13 @@ pub enum Buf {
 pub enum Stmt {
     /// Defines `var` (first and only definition).
     Let { var: Var, value: Expr },
+    /// A reduction with one result per row of a tile: defines `vars[j]` (each its first and
+    /// only definition) as `value` evaluated with `row` = j, for j in `0..vars.len()`. `value`
+    /// is an `Expr::Reduce` whose body may read `row` (an index, in scope only there), so each
+    /// result is exactly the one-row reduction of its row, in its own declared order. What
+    /// does not depend on `row` (the weight loads and their unpacking) is the same for every
+    /// row: `lanes::expand` computes it once per element and updates one partial per row.
+    LetRows { vars: Vec<Var>, row: Var, value: Expr },
     /// Updates a mutable `var`. A float update inside a loop is an accumulation and must be
     /// a declared reduction (the verifier rejects it otherwise).
     Assign { var: Var, value: Expr },
@@ -159,11 +166,21 @@ pub enum Stmt {
     Barrier,
 }
 
-/// What a `Lanes` region claims to compute: `result = reduce(op, schedule, i in 0..len, body)`.
+/// What a `Lanes` region claims to compute: `results[0] = reduce(op, schedule, i in 0..len,
+/// body)`; for a region expanded from a `LetRows` (`row` set), `results[j]` is the reduction
+/// with `row` = j, each checked against its own tree.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Implements {
-    pub result: Var,
+    pub results: Vec<Var>,
+    pub row: Option<Var>,
     pub reduce: Box<Reduce>,
+}
+
+impl Implements {
+    /// The claim of a one-result region.
+    pub fn one(result: Var, reduce: Reduce) -> Implements {
+        Implements { results: vec![result], row: None, reduce: Box::new(reduce) }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

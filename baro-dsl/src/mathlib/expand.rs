@@ -154,6 +154,7 @@ fn stmt(k: &mut Kernel, s: Stmt) -> Stmt {
     match s {
         Stmt::Let { var, value } => Stmt::Let { var, value: expr(k, value) },
         Stmt::Assign { var, value } => Stmt::Assign { var, value: expr(k, value) },
+        Stmt::LetRows { vars, row, value } => Stmt::LetRows { vars, row, value: expr(k, value) },
         Stmt::Store { buf, index, value } => {
             let index = expr(k, index);
             Stmt::Store { buf, index, value: expr(k, value) }

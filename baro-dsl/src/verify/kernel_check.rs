@@ -39,6 +39,15 @@ pub fn verify_kernel(k: &Kernel) -> Result<KernelProof, Vec<VerifyError>> {
     let x = lanes::expand(k).map_err(|e| {
         vec![VerifyError { kernel: k.name.clone(), location: Location::default(), kind: ErrorKind::Unsupported, message: e.message }]
     })?;
+    check_expanded(k, &x)
+}
+
+/// The second half of `verify_kernel`: `x`, an expansion of the well-formed kernel `k`, writes
+/// on every default shape what `k` means, and each of its `Lanes` regions computes the
+/// reduction (for a reduction over rows, each row's) it claims. Public so that tests can hand
+/// it an expansion they altered.
+pub fn check_expanded(k: &Kernel, x: &Kernel) -> Result<KernelProof, Vec<VerifyError>> {
+    let x = x.clone();
     let mut errs = wellformed::check(&x, false);
     if !errs.is_empty() {
         for e in &mut errs {

@@ -48,6 +48,12 @@ impl<'a> Definitions<'a> {
                     self.add(*var, value);
                     self.expr(value);
                 }
+                Stmt::LetRows { vars, value, .. } => {
+                    for v in vars {
+                        self.add(*v, value);
+                    }
+                    self.expr(value);
+                }
                 Stmt::Store { index, value, .. } => {
                     self.expr(index);
                     self.expr(value);

@@ -18,7 +18,7 @@ mod sibling;
 mod symbolic;
 mod wellformed;
 
-pub use kernel_check::{check_races, verify_kernel};
+pub use kernel_check::{check_expanded, check_races, verify_kernel};
 pub use report::{ErrorKind, KernelProof, Location, Mismatch, SiblingError, SiblingProof, VerifyError};
 pub use shapes::{default_shapes, MAX_SHAPES};
 pub use sibling::{check_sibling, compare_rows_arithmetic};

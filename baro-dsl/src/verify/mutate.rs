@@ -32,7 +32,7 @@ fn children_mut(e: &mut Expr) -> Vec<&mut Expr> {
 
 fn stmt_exprs_mut(s: &mut Stmt) -> Vec<&mut Expr> {
     match s {
-        Stmt::Let { value, .. } | Stmt::Assign { value, .. } => vec![value],
+        Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::LetRows { value, .. } => vec![value],
         Stmt::Store { index, value, .. } => vec![index, value],
         Stmt::For { start, end, step, .. } => vec![start, end, step],
         Stmt::If { cond, .. } => vec![cond],
@@ -208,10 +208,14 @@ fn var_sets(s: &Stmt) -> (HashSet<Var>, HashSet<Var>) {
             Stmt::Let { var, .. } | Stmt::Assign { var, .. } | Stmt::For { var, .. } | Stmt::ParFor { var, .. } => {
                 w.insert(*var);
             }
+            Stmt::LetRows { vars, row, .. } => {
+                w.extend(vars.iter().copied());
+                w.insert(*row);
+            }
             Stmt::Lanes { lane, implements, .. } => {
                 w.insert(*lane);
                 if let Some(i) = implements {
-                    w.insert(i.result);
+                    w.extend(i.results.iter().copied());
                 }
             }
             _ => {}
@@ -428,7 +432,7 @@ pub fn preserving_rewrites(k: &Kernel) -> Vec<(String, Kernel)> {
         Some(format!("split loop `{}` at its midpoint", k.var(*var).name))
     }));
     out.extend(block_mutants(k, &|_, b, pos| {
-        if matches!(b[pos], Stmt::Let { .. }) {
+        if matches!(b[pos], Stmt::Let { .. } | Stmt::LetRows { .. }) {
             return None;
         }
         let s = b[pos].clone();

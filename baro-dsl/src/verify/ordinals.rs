@@ -11,7 +11,7 @@ use std::collections::HashMap;
 /// Calls `f` on every expression of `s` itself (not of its nested blocks), in order.
 pub fn stmt_exprs<'a>(s: &'a Stmt, mut f: impl FnMut(&'a Expr)) {
     match s {
-        Stmt::Let { value, .. } | Stmt::Assign { value, .. } => f(value),
+        Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::LetRows { value, .. } => f(value),
         Stmt::Store { index, value, .. } => {
             f(index);
             f(value)

@@ -286,6 +286,10 @@ fn defined_vars(body: &[Stmt], out: &mut Vec<Var>) {
     for s in body {
         match s {
             Stmt::Let { var, .. } | Stmt::For { var, .. } | Stmt::ParFor { var, .. } => out.push(*var),
+            Stmt::LetRows { vars, row, .. } => {
+                out.extend(vars.iter().copied());
+                out.push(*row)
+            }
             Stmt::Lanes { lane, .. } => out.push(*lane),
             _ => {}
         }
@@ -462,18 +466,7 @@ impl Exec<'_, '_> {
                 self.set(*var, x)?;
                 self.eval(body)?
             }
-            Expr::Reduce(r) => {
-                let x = self.reduce(r)?;
-                if self.iters.is_empty() && self.cur.is_none() && lane_region(&r.schedule) {
-                    // Its lane region ends in a broadcast from lane 0 (a barrier, or a wave
-                    // shuffle where the workgroup is one wave): every thread's reads are done.
-                    self.barrier();
-                }
-                if let (Value::S(n, _), Some(ord)) = (x, self.ords.reduce.get(&(&**r as *const Reduce)).copied()) {
-                    self.reduce_of.entry(n).or_insert(ord);
-                }
-                x
-            }
+            Expr::Reduce(r) => self.source_reduce(r)?,
             Expr::ShuffleXor { value, mask } => {
                 let Some(l) = self.cur else {
                     return Err(self.unsupported("shuffle_xor outside a lanes region".to_string()));
@@ -488,6 +481,33 @@ impl Exec<'_, '_> {
                 x?
             }
         })
+    }
+
+    /// A reduction the author wrote (not a region's claim): its value from its tree, then
+    /// the broadcast that ends its lane region.
+    fn source_reduce(&mut self, r: &Reduce) -> Result<Value, VerifyError> {
+        let x = self.reduce(r)?;
+        if self.iters.is_empty() && self.cur.is_none() && lane_region(&r.schedule) {
+            // Its lane region ends in a broadcast from lane 0 (a barrier, or a wave
+            // shuffle where the workgroup is one wave): every thread's reads are done.
+            self.barrier();
+        }
+        if let (Value::S(n, _), Some(ord)) = (x, self.ords.reduce.get(&(r as *const Reduce)).copied()) {
+            self.reduce_of.entry(n).or_insert(ord);
+        }
+        Ok(x)
+    }
+
+    /// The values of a reduction over rows: the reduction with `row` = j for each j, each
+    /// from its own tree (their one lane region ends in one broadcast, after the last).
+    fn rows_reduce(&mut self, row: Var, r: &Reduce, n: usize) -> Result<Vec<Value>, VerifyError> {
+        let ty = self.k.vars.get(row.index()).map_or(ScalarType::INDEX, |d| d.ty);
+        let mut xs = Vec::with_capacity(n);
+        for j in 0..n {
+            self.set(row, Value::C(Const::new(ty, j as u64)))?;
+            xs.push(self.reduce(r)?);
+        }
+        Ok(xs)
     }
 
     fn load(&mut self, buf: Buf, idx: Value) -> Result<Value, VerifyError> {
@@ -677,6 +697,22 @@ impl Exec<'_, '_> {
             Stmt::Let { var, value } | Stmt::Assign { var, value } => {
                 let x = self.eval(value)?;
                 self.set(*var, x)?;
+            }
+            Stmt::LetRows { vars, row, value } => {
+                let Expr::Reduce(r) = value else {
+                    return Err(self.unsupported(format!("the value of a `let [..] = rows(..)` is `{}`: expected a reduction", self.k.expr_text(value))));
+                };
+                let xs = self.rows_reduce(*row, r, vars.len())?;
+                if self.iters.is_empty() && self.cur.is_none() && lane_region(&r.schedule) {
+                    self.barrier();
+                }
+                let ord = self.ords.reduce.get(&(&**r as *const Reduce)).copied();
+                for (v, x) in vars.iter().zip(xs) {
+                    if let (Value::S(n, _), Some(ord)) = (x, ord) {
+                        self.reduce_of.entry(n).or_insert(ord);
+                    }
+                    self.set(*v, x)?;
+                }
             }
             Stmt::Store { buf, index, value } => {
                 let i = self.eval(index)?;
@@ -927,19 +963,29 @@ impl Exec<'_, '_> {
 
     fn check_region(&mut self, imp: &Implements) -> Result<(), VerifyError> {
         self.regions_checked += 1;
-        let found = self.get(imp.result)?;
-        let expected = self.reduce(&imp.reduce)?;
-        let (nf, ne) = (self.node(found), self.node(expected));
-        if nf != ne {
+        let expected = match imp.row {
+            Some(row) => self.rows_reduce(row, &imp.reduce, imp.results.len())?,
+            None => vec![self.reduce(&imp.reduce)?],
+        };
+        if expected.len() != imp.results.len() {
+            return Err(self.unsupported(format!("lanes region claims {} results without a row variable", imp.results.len())));
+        }
+        for (j, (&result, expected)) in imp.results.iter().zip(expected).enumerate() {
+            let found = self.get(result)?;
+            let (nf, ne) = (self.node(found), self.node(expected));
+            if nf == ne {
+                continue;
+            }
             let len = self.concrete(&imp.reduce.len, "reduction length")?;
             let diff = self.dag.describe_difference(ne, nf, "the schedule", "the code");
+            let row = if imp.row.is_some() { format!(" (row {j} of {})", imp.results.len()) } else { String::new() };
             return Err(self.fail(
                 ErrorKind::ScheduleNotImplemented,
                 format!(
-                    "lanes region does not compute its declared `{}` {} of {len} elements into `{}`: first difference {diff}\n  expected: {}\n  found:    {}",
+                    "lanes region does not compute its declared `{}` {} of {len} elements into `{}`{row}: first difference {diff}\n  expected: {}\n  found:    {}",
                     imp.reduce.schedule,
                     imp.reduce.op.name(),
-                    self.var_name(imp.result),
+                    self.var_name(result),
                     self.dag.show(ne, 16),
                     self.dag.show(nf, 16)
                 ),

@@ -418,6 +418,37 @@ impl Wf<'_> {
                     *x = lane || self.nonuniform > 0;
                 }
             }
+            Stmt::LetRows { vars, row, value } => {
+                let Expr::Reduce(r) = value else {
+                    let found = self.k.expr_text(value);
+                    self.malformed(format!("the value of a `let [..] = rows(..)` is `{found}`: expected a reduction"));
+                    return;
+                };
+                if vars.is_empty() {
+                    self.malformed("a reduction over rows with no results: expected at least one".to_string());
+                }
+                if !self.var_ok(*row) {
+                    return;
+                }
+                if self.var_ty(*row) != Some(ScalarType::INDEX) {
+                    self.malformed(format!("row variable {} has type {}: expected usize", self.name(*row), self.var_ty(*row).unwrap_or(ScalarType::INDEX)));
+                }
+                // The row is a value known from the shape, the same in every lane.
+                self.define(*row);
+                self.per_lane[row.index()] = false;
+                let (lane, _) = self.typed_expr(value, Some(r.ty), "rows reduction");
+                self.undefine(*row);
+                for v in vars {
+                    if self.var_ty(*v).is_some_and(|t| t != r.ty) {
+                        self.malformed(format!("result {} of a reduction over rows has type {}: expected {}", self.name(*v), self.var_ty(*v).unwrap_or(r.ty), r.ty));
+                    }
+                    self.define(*v);
+                    defined.push(*v);
+                    if let Some(x) = self.per_lane.get_mut(v.index()) {
+                        *x = lane || self.nonuniform > 0;
+                    }
+                }
+            }
             Stmt::Assign { var, value } => {
                 let (lane, _) = self.typed_expr(value, self.var_ty(*var), "assigned value");
                 if !self.var_ok(*var) {
@@ -528,9 +559,16 @@ impl Wf<'_> {
             self.malformed("lanes region of 0 lanes: expected at least 1".to_string());
         }
         if let Some(imp) = imp {
-            if self.var_ok(imp.result) {
-                let d = &self.k.vars[imp.result.index()];
-                if !self.in_scope[imp.result.index()] {
+            if imp.results.is_empty() || (imp.row.is_none() && imp.results.len() != 1) {
+                let n = imp.results.len();
+                self.malformed(format!("lanes region claims {n} results: expected one, or one per row with a row variable"));
+            }
+            for &result in &imp.results {
+                if !self.var_ok(result) {
+                    continue;
+                }
+                let d = &self.k.vars[result.index()];
+                if !self.in_scope[result.index()] {
                     self.malformed(format!("lanes region result `{}` is not defined before the region", d.name));
                 }
                 if !d.mutable {
@@ -538,6 +576,11 @@ impl Wf<'_> {
                 }
                 if d.ty != imp.reduce.ty {
                     self.malformed(format!("lanes region result `{}` has type {}: expected {}", d.name, d.ty, imp.reduce.ty));
+                }
+            }
+            if let Some(row) = imp.row {
+                if self.var_ok(row) && self.var_ty(row) != Some(ScalarType::INDEX) {
+                    self.malformed(format!("row variable {} of a lanes region is not an index", self.name(row)));
                 }
             }
             if let Err(se) = imp.reduce.schedule.validate() {

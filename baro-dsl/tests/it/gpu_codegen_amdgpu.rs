@@ -166,8 +166,9 @@ fn an_explicit_fma_is_one_v_fma_on_gfx1100() {
 }
 
 /// The `fma_sum` kernels of the verifier's pairs on gfx1100 (a lane butterfly; blocks of 4
-/// fused then a butterfly over block sums; m=1 and rows): each accumulation is a
-/// `v_fma_f32`/`v_fmac_f32` with no separate float multiply; partials are combined by adds.
+/// fused then a butterfly over block sums; m=1 and rows; 4 rows in one reduction over rows):
+/// each accumulation is a `v_fma_f32`/`v_fmac_f32` with no separate float multiply;
+/// partials are combined by adds.
 #[test]
 fn fused_sums_accumulate_by_v_fma_on_gfx1100() {
     let objdump = tool("llvm-objdump-19", "llvm-19");
@@ -186,5 +187,5 @@ fn fused_sums_accumulate_by_v_fma_on_gfx1100() {
             compiled += 1;
         }
     }
-    assert_eq!(compiled, 4, "matvec_fused(_rows) and matvec_fused_blocked(_rows)");
+    assert_eq!(compiled, 6, "matvec_fused(_rows), matvec_fused_blocked(_rows), and matvec_fused_multirow_rows with matvec_fused again");
 }

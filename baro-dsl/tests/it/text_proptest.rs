@@ -115,7 +115,7 @@ fn stmt() -> impl Strategy<Value = Stmt> {
             (id(), expr(), prop::option::of(any::<u32>()), block()).prop_map(|(v, end, team, body)| Stmt::ParFor { var: Var(v), end, team, body }),
             (id(), any::<u32>(), prop::option::of((id(), reduce(expr()))), block()).prop_map(
                 |(lane, count, imp, body)| {
-                    let implements = imp.map(|(r, red)| Implements { result: Var(r), reduce: Box::new(red) });
+                    let implements = imp.map(|(r, red)| Implements::one(Var(r), red));
                     Stmt::Lanes { lane: Var(lane), count, implements, body }
                 }
             ),

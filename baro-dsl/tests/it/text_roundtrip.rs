@@ -107,10 +107,7 @@ fn every_variant() -> Kernel {
         Stmt::Lanes {
             lane,
             count: 32,
-            implements: Some(Implements {
-                result: r,
-                reduce: Box::new(reduce(Schedule::lanes(32, Combine::Butterfly), ld(Buf::Shared(tile), Expr::Var(j)))),
-            }),
+            implements: Some(Implements::one(r, reduce(Schedule::lanes(32, Combine::Butterfly), ld(Buf::Shared(tile), Expr::Var(j))))),
             body: vec![
                 Stmt::Let { var: p, value: ld(Buf::Shared(tile), Expr::Var(lane)) },
                 Stmt::Assign {
@@ -174,6 +171,18 @@ fn every_variant() -> Kernel {
     body.push(Stmt::Assign { var: acc, value: Expr::fma(Expr::Var(acc), Expr::f32(-0.0), Expr::Var(p)) });
     let products = Expr::bin(BinOp::Mul, ld(Buf::Param(x), Expr::Var(j)), Expr::Var(acc));
     body.push(Stmt::Assign { var: acc, value: Expr::Reduce(Box::new(Reduce { op: ReduceOp::FmaSum, ..reduce(Schedule::lanes(32, Combine::Butterfly), products) })) });
+    // A reduction over rows: `[y0, y1]`, row `row` read by the body.
+    let row = k.add_var("row", T::INDEX, false);
+    let y0 = k.add_var("y0", T::F32, false);
+    let y1 = k.add_var("y1", T::F32, false);
+    let per_row = Expr::bin(BinOp::Mul, ld(Buf::Param(x), Expr::bin(BinOp::Add, Expr::Var(row), Expr::Var(j))), Expr::Var(acc));
+    body.push(Stmt::LetRows { vars: vec![y0, y1], row, value: Expr::Reduce(Box::new(reduce(Schedule::lanes(32, Combine::Butterfly), per_row))) });
+    body.push(Stmt::Lanes {
+        lane,
+        count: 2,
+        implements: Some(Implements { results: vec![y0, y1], row: Some(row), reduce: Box::new(reduce(Schedule::lanes(2, Combine::Sequential), Expr::Var(row))) }),
+        body: vec![],
+    });
     for c in consts {
         body.push(Stmt::Store { buf: Buf::Param(y), index: Expr::index(0), value: Expr::c(c) });
     }
@@ -198,22 +207,41 @@ fn ill_formed_references_round_trip() {
         Stmt::Lanes {
             lane: baro_dsl::ir::Var(1),
             count: 0,
+            implements: Some(Implements::one(baro_dsl::ir::Var(2), Reduce {
+                op: ReduceOp::Add,
+                ty: ScalarType::F16,
+                schedule: Schedule::lanes(12, Combine::Butterfly), // invalid, still representable
+                var: baro_dsl::ir::Var(3),
+                len: Expr::index(0),
+                body: Expr::index(1),
+            })),
+            body: vec![],
+        },
+        // Several results without a row variable, and a reduction over rows with none.
+        Stmt::Lanes {
+            lane: baro_dsl::ir::Var(1),
+            count: 4,
             implements: Some(Implements {
-                result: baro_dsl::ir::Var(2),
+                results: vec![baro_dsl::ir::Var(5), baro_dsl::ir::Var(6)],
+                row: None,
                 reduce: Box::new(Reduce {
                     op: ReduceOp::Add,
-                    ty: ScalarType::F16,
-                    schedule: Schedule::lanes(12, Combine::Butterfly), // invalid, still representable
+                    ty: ScalarType::F32,
+                    schedule: Schedule::Sequential,
                     var: baro_dsl::ir::Var(3),
-                    len: Expr::index(0),
-                    body: Expr::index(1),
+                    len: Expr::index(2),
+                    body: Expr::f32(1.0),
                 }),
             }),
             body: vec![],
         },
+        Stmt::LetRows { vars: vec![], row: baro_dsl::ir::Var(8), value: Expr::index(3) },
     ];
     assert_round_trip(&k);
-    assert!(k.to_string().contains("implements v2 = reduce(sum, f16, lanes(12, butterfly), v3,"));
+    let text = k.to_string();
+    assert!(text.contains("implements v2 = reduce(sum, f16, lanes(12, butterfly), v3,"));
+    assert!(text.contains("implements [v5, v6] = rows(_, reduce(sum, f32, seq, v3, 2:usize, 1.0:f32))"), "{text}");
+    assert!(text.contains("let [] = rows(v8, 3:usize)"), "{text}");
 }
 
 /// `chunk * size` kernels for each schedule kind, expanded by `lanes::expand`.
@@ -254,6 +282,39 @@ fn expanded_kernels_round_trip_for_every_schedule_kind() {
         }
     }
     assert_eq!(expanded, 24);
+}
+
+/// `dot` over 3 rows of x (`x[row · n + i]`): one reduction with three results.
+fn dot_rows(op: ReduceOp, schedule: Schedule) -> Kernel {
+    let mut k = dot(op, schedule);
+    let row = k.add_var("row", ScalarType::INDEX, false);
+    let ys: Vec<_> = (0..3).map(|j| k.add_var(format!("y{j}"), ScalarType::F32, false)).collect();
+    let Stmt::Store { value: Expr::Reduce(mut r), .. } = k.body.pop().unwrap() else { unreachable!() };
+    let (x, w, out, n) = (baro_dsl::ir::ParamId(0), baro_dsl::ir::ParamId(1), baro_dsl::ir::ParamId(2), baro_dsl::ir::ParamId(3));
+    let xi = Expr::load(Buf::Param(x), Expr::bin(BinOp::Add, Expr::bin(BinOp::Mul, Expr::Var(row), Expr::Param(n)), Expr::Var(r.var)));
+    r.body = Expr::bin(BinOp::Mul, xi, Expr::load(Buf::Param(w), Expr::Var(r.var)));
+    k.body.push(Stmt::LetRows { vars: ys.clone(), row, value: Expr::Reduce(r) });
+    for (j, y) in ys.into_iter().enumerate() {
+        k.body.push(Stmt::Store { buf: Buf::Param(out), index: Expr::index(j as u64), value: Expr::Var(y) });
+    }
+    k
+}
+
+#[test]
+fn reductions_over_rows_round_trip_expanded_for_every_schedule_kind() {
+    let schedules = ["seq", "lanes(32, butterfly)", "lanes(4, seq)", "chunked(8, seq)", "blocked(16, lanes(32, butterfly))", "blocked(8, seq)"];
+    for s in schedules {
+        for op in [ReduceOp::Add, ReduceOp::FmaSum, ReduceOp::Max] {
+            let k = dot_rows(op, s.parse().unwrap());
+            assert_round_trip(&k);
+            assert!(k.to_string().contains("let [v2:y0, v3:y1, v4:y2] = rows(v1:row, reduce("), "{k}");
+            let e = baro_dsl::lanes::expand(&k).unwrap_or_else(|e| panic!("{s}: {e}"));
+            assert_round_trip(&e);
+            // The weight is loaded once per element for the three rows.
+            let text = e.to_string();
+            assert_eq!(text.matches("load(p1:w").count(), if s.starts_with("lanes") || s.starts_with("blocked(16") { 2 } else { 1 }, "{s}:\n{text}");
+        }
+    }
 }
 
 #[test]

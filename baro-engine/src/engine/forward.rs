@@ -149,10 +149,15 @@ impl<'a> Pass<'a> {
         Ok((pair, args))
     }
 
-    /// y = w · x for one matrix (`ids` = 0), per row.
+    /// y = w · x for one matrix (`ids` all 0), per row. A rows pass runs the 8-row kernel of
+    /// the chosen m = 1 kernel where there is one (`Kernels::matvec_rows8_for`: the f32 path of
+    /// F32 and Q8_0 matrices).
     pub(crate) fn matvec(&self, w: &Matrix, x: &Input<'_>, ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
         let (pair, args) = self.matvec_args(w, x, ids, y, 0, 1)?;
-        self.run(pair, args)
+        match (self.width, self.k.matvec_rows8_for(w.ty, w.cols)) {
+            (Width::Rows(_), Some(rows8)) if pair.one.name() == rows8.one.name() => self.run_kernel(&rows8.rows, args),
+            _ => self.run(pair, args),
+        }
     }
 
     /// y[slot] = w[ids[slot]] · x[slot · x_stride ..] for `n_slots` slots: the m = 1 kernel's

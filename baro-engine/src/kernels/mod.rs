@@ -150,6 +150,8 @@ pub fn rows() -> Vec<baro::dsl::Kernel> {
         quant::matvec_q4_k_xs_rows(),
         quant::matvec_q5_k_xs_rows(),
         quant::matvec_q6_k_xs_rows(),
+        matvec::matvec_f32_rows8(),
+        quant::matvec_q8_0_rows8(),
         rope::rope_neox_rows(),
         attention::kv_append_rows(),
         attention::attention_rows(),
@@ -172,6 +174,7 @@ pub fn rows() -> Vec<baro::dsl::Kernel> {
         kquant_q8::matvec_q6_k_q8_rows(),
     ]
 }
+
 
 /// Every (rows kernel, m = 1 kernel) pair declared with `rows_of`, for the proof count and
 /// the tests that re-run the sibling check at run time.

@@ -231,6 +231,52 @@ pub fn matvec_q8_0_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
     }
 }
 
+/// `matvec_q8_0_xs` over 8 rows of one matrix at once (`ids[0]` for every row: a plain
+/// projection): each team's output is one reduction over rows, so a lane reads a unit's scale
+/// and its 8–9 weight words and unpacks its 32 bytes once for the 8 rows, keeping 8 partials,
+/// each in `matvec_q8_0_xs`'s own order (lanes over units, butterfly; a sequential dot per
+/// unit). x is read from global memory (8 rows of it would not fit the workgroup array), so
+/// there is no `XS_MAX_K` limit; the staged x of the m = 1 kernel holds the same values, so
+/// the arithmetic is the same. A row past the last reads the last row's x and is not stored.
+#[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits], rows_of = matvec_q8_0_xs, rows = rows,
+         row_stride(x = k, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 7, 8, 9, 17]))]
+pub fn matvec_q8_0_rows8(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+    let ob = group_id(0) * 8;
+    let r0 = group_id(1) * 8;
+    let last = rows - 1;
+    let e = ids[0] as usize;
+    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+        let o = ob + t;
+        let nb = k / 32;
+        let row = (e * n + o) * nb;
+        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, b in 0..nb, order = lanes(32).butterfly(),
+            f16_at_words(w, (row + b) * 34)
+            * sum!(j in 0..32, order = seq, (((if (row + b) % 2 == 0 { w[(row + b) * 34 / 4 + (j + 2) / 4] >> (((j + 2) % 4 * 8) as u32) } else { w[(row + b) * 34 / 4 + 1 + j / 4] >> ((j % 4 * 8) as u32) }) as i8) as f32) * x[(r0 + r).min(last) * k + b * 32 + j]));
+        y[r0 * n + o] = y0;
+        if r0 + 1 < rows {
+            y[(r0 + 1) * n + o] = y1;
+        }
+        if r0 + 2 < rows {
+            y[(r0 + 2) * n + o] = y2;
+        }
+        if r0 + 3 < rows {
+            y[(r0 + 3) * n + o] = y3;
+        }
+        if r0 + 4 < rows {
+            y[(r0 + 4) * n + o] = y4;
+        }
+        if r0 + 5 < rows {
+            y[(r0 + 5) * n + o] = y5;
+        }
+        if r0 + 6 < rows {
+            y[(r0 + 6) * n + o] = y6;
+        }
+        if r0 + 7 < rows {
+            y[(r0 + 7) * n + o] = y7;
+        }
+    }
+}
+
 /// `matvec_q4_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
 /// little-endian u32 words, 8 or 16 outputs per workgroup of 256 threads (`XS_WIDE_OUTPUTS`;
 /// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q4_k`.

@@ -179,6 +179,55 @@ fn matvec_rows_equal_m1_per_row() {
     }
 }
 
+/// The 8-row matvecs of one matrix (a reduction over rows per output) against the plain-Rust
+/// references and against the serial rows kernels they replace, byte for byte: row counts
+/// below, at and across the tile of 8 (not multiples of 8), f32 lengths that are not
+/// multiples of 32 lanes, Q8_0 lengths not a multiple of 32 units per lane, outputs across
+/// workgroups of 8, and matrix 2 of a stack (`ids[0]`).
+#[test]
+fn rows8_matvecs_equal_references_and_serial_rows() {
+    let d = dev();
+    let mut rng = Rng::new(15);
+    let mut compared = 0;
+    let (f32_8, f32_serial) = (matvec::matvec_f32_rows8(), matvec::matvec_f32_rows());
+    let (q8_8, q8_serial) = (quant::matvec_q8_0_rows8(), quant::matvec_q8_0_xs_rows());
+    let ty = TensorType::Q8_0;
+    for (k, n, q8_units) in [(1usize, 3usize, 1usize), (33, 9, 3), (100, 17, 33), (1057, 5, 70)] {
+        let w32 = rng.vec_f32(3 * n * k);
+        let wf = d.upload(&w32).unwrap();
+        let kq = q8_units * 32;
+        let wq = random_blocks(ty, 3 * n * kq / ty.block_len(), &mut rng);
+        let wqb = d.upload(&wq).unwrap();
+        for rows in [1usize, 3, 7, 8, 9, 17] {
+            for (kern, serial, w, kk) in [(&f32_8, &f32_serial, &wf, k), (&q8_8, &q8_serial, &wqb, kq)] {
+                let x = rng.vec_f32(rows * kk);
+                let ids = vec![2u32; rows];
+                let (xb, ib) = (d.upload(&x).unwrap(), d.upload(&ids).unwrap());
+                let mut out = Vec::new();
+                for kern in [kern, serial] {
+                    let mut y = d.alloc(baro_dsl::ScalarType::F32, rows * n).unwrap();
+                    run(&d, kern, &mut [A::buf(&xb), weight_arg(kern, w), A::buf(&ib), A::buf_mut(&mut y), A::from(kk), A::from(n), A::from(0usize), A::from(1usize), A::from(rows)]);
+                    out.push(d.read(&y).unwrap());
+                }
+                let want: Vec<f32> = (0..rows)
+                    .flat_map(|r| {
+                        let xr = &x[r * kk..][..kk];
+                        if kern.name == f32_8.name {
+                            matvec::matvec_reference(xr, &w32, &[2], kk, n, 0)
+                        } else {
+                            quant::matvec_quant_reference(ty, xr, &wq, &[2], kk, n, 0)
+                        }
+                    })
+                    .collect();
+                assert_eq!(bits(&out[0]), bits(&want), "{} rows={rows} k={kk} n={n}: against the reference", kern.name);
+                assert_eq!(bits(&out[0]), bits(&out[1]), "{} rows={rows} k={kk} n={n}: against {}", kern.name, serial.name);
+                compared += want.len();
+            }
+        }
+    }
+    assert_eq!(compared, 2 * (3 + 9 + 17 + 5) * (1 + 3 + 7 + 8 + 9 + 17));
+}
+
 /// The `_xs` matvecs (x staged in workgroup memory) against the plain ones, byte for byte: m = 1
 /// as projections and expert stacks, and rows across the tile of 8, for every quantized type,
 /// k from one block to `XS_MAX_K`; and a k past `XS_MAX_K` is a bounds error, not a result.

@@ -5,19 +5,25 @@
 //! `chunked(C)`, `chunked(C).pairwise()`, `blocked(B, ORDER)`, and `any` for an integer
 //! reduction the verifier proves the same in every order).
 //!
+//! A reduction over rows, `let [y0, .., yR-1] = sum!(r in 0..R, i in 0..len, order = ORDER,
+//! body);` (R an integer literal, one name per row; `r` readable in the body), is one
+//! `Stmt::LetRows`: result j is the reduction with `r` = j, each in ORDER.
+//!
 //! The order the user writes becomes the `Schedule` verbatim; nothing here picks one.
 
 use super::spans::SpanRange;
 use super::stmt::{is_plain_call, strip};
 use super::{Binding, Lower, Typed};
 use crate::diag::{show, R};
-use baro_dsl::ir::{BinOp, Expr, Reduce, ReduceOp, ScalarType};
+use baro_dsl::ir::{BinOp, Expr, Reduce, ReduceOp, ScalarType, Stmt};
 use baro_dsl::schedule::{Combine, Schedule};
 use proc_macro2::TokenStream;
 use syn::parse::{ParseStream, Parser};
 use syn::{Ident, Token};
 
 struct ReduceSyntax {
+    /// `r in 0..R` before the element range: a reduction over R rows.
+    row: Option<(Ident, syn::Expr)>,
     var: Ident,
     range: syn::Expr,
     /// `order = ORDER`, for the span table.
@@ -29,10 +35,19 @@ struct ReduceSyntax {
 const ORDERS: &str = "seq, lanes(N).butterfly(), lanes(N).pairwise(), lanes(N).seq(), chunked(C), chunked(C).pairwise(), blocked(B, ORDER), or any for an integer reduction proven the same in every order";
 
 fn parse_reduce(input: ParseStream) -> syn::Result<ReduceSyntax> {
-    let var: Ident = input.parse()?;
+    let mut var: Ident = input.parse()?;
     input.parse::<Token![in]>()?;
-    let range = syn::Expr::parse_without_eager_brace(input)?;
+    let mut range = syn::Expr::parse_without_eager_brace(input)?;
     input.parse::<Token![,]>()?;
+    // `r in 0..R, i in 0..len, ..`: the first range is the rows'.
+    let mut row = None;
+    if input.peek(Ident) && input.peek2(Token![in]) {
+        let v: Ident = input.parse()?;
+        input.parse::<Token![in]>()?;
+        let rg = syn::Expr::parse_without_eager_brace(input)?;
+        input.parse::<Token![,]>()?;
+        row = Some((std::mem::replace(&mut var, v), std::mem::replace(&mut range, rg)));
+    }
     let key: Ident = input.parse()?;
     if key != "order" {
         return Err(syn::Error::new(key.span(), format!("expected `order = ...` after the range, found `{key}`: every reduction declares its order ({ORDERS})")));
@@ -48,11 +63,66 @@ fn parse_reduce(input: ParseStream) -> syn::Result<ReduceSyntax> {
     if !input.is_empty() {
         return Err(input.error("expected the end of the reduction after its body"));
     }
-    Ok(ReduceSyntax { var, range, order_tokens, order, body })
+    Ok(ReduceSyntax { row, var, range, order_tokens, order, body })
 }
 
 impl Lower<'_> {
     pub(super) fn reduce(&mut self, mac: &syn::Macro, hint: Option<ScalarType>) -> R<Typed> {
+        let Some((r, op)) = self.reduce_syntax(mac)? else { return Err(super::Reported) };
+        if let Some((row, rows)) = &r.row {
+            return Err(self.fail(
+                mac,
+                format!(
+                    "a reduction over rows (`{row} in {}`) has one result per row: bind them with `let [y0, y1, ..] = {}!({row} in {}, ..);`",
+                    show(rows),
+                    op.name(),
+                    show(rows)
+                ),
+            ));
+        }
+        let reduce = self.reduce_parsed(r, op, hint, None)?;
+        Ok(Typed { ty: reduce.ty, e: Expr::Reduce(Box::new(reduce)) })
+    }
+
+    /// `let [y0, .., yR-1] = sum!(r in 0..R, i in 0..len, order = ORDER, body);`: one
+    /// reduction with R results, result j the reduction with `r` = j (`Stmt::LetRows`).
+    pub(super) fn reduce_rows(&mut self, names: &[Ident], mac: &syn::Macro) -> R<Stmt> {
+        let Some((mut r, op)) = self.reduce_syntax(mac)? else { return Err(super::Reported) };
+        let usage = format!("expected `let [y0, y1, ..] = {}!(r in 0..R, i in 0..len, order = ORDER, body)` with R names", op.name());
+        let Some((row, rows)) = r.row.take() else {
+            return Err(self.fail(mac, format!("a reduction with one result bound to {} names: {usage}", names.len())));
+        };
+        let count = match strip(&rows) {
+            syn::Expr::Range(rg) if rg.start.as_deref().is_some_and(|s| matches!(strip(s), syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) if i.base10_digits() == "0")) && matches!(rg.limits, syn::RangeLimits::HalfOpen(_)) => {
+                match rg.end.as_deref().map(strip) {
+                    Some(syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. })) => i.base10_parse::<usize>().ok(),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let Some(count) = count.filter(|c| *c > 0) else {
+            return Err(self.fail(&rows, format!("rows `{}`: expected `0..R` with R an integer literal (rows are fixed when the kernel is written); {usage}", show(&rows))));
+        };
+        if count != names.len() {
+            return Err(self.fail(&rows, format!("{count} rows bound to {} names: expected one name per row", names.len())));
+        }
+        let row_var = self.k.add_var(row.to_string(), ScalarType::INDEX, false);
+        let reduce = self.reduce_parsed(r, op, None, Some((&row, row_var)))?;
+        let vars = names
+            .iter()
+            .map(|n| {
+                let var = self.k.add_var(n.to_string(), reduce.ty, false);
+                let depth = self.loop_depth;
+                self.bind(n, Binding::Local { var, depth });
+                var
+            })
+            .collect();
+        Ok(Stmt::LetRows { vars, row: row_var, value: Expr::Reduce(Box::new(reduce)) })
+    }
+
+    /// The reduction's syntax and op, or `None` with the error reported.
+    fn reduce_syntax(&mut self, mac: &syn::Macro) -> R<Option<(ReduceSyntax, ReduceOp)>> {
         let op = match mac.path.get_ident().map(ToString::to_string).as_deref() {
             Some("sum") => ReduceOp::Add,
             Some("max") => ReduceOp::Max,
@@ -60,14 +130,20 @@ impl Lower<'_> {
             _ => return Err(self.fail(mac, super::expr::unsupported(&syn::Expr::Macro(syn::ExprMacro { attrs: vec![], mac: mac.clone() })))),
         };
         let usage = format!("expected `{}!(i in 0..len, order = ORDER, body)`", op.name());
-        let r = match parse_reduce.parse2(mac.tokens.clone()) {
-            Ok(r) => r,
+        match parse_reduce.parse2(mac.tokens.clone()) {
+            Ok(r) => Ok(Some((r, op))),
             Err(e) => {
                 let msg = format!("{e}; {usage}");
                 self.diag.push(syn::Error::new(e.span(), msg));
-                return Err(super::Reported);
+                Ok(None)
             }
-        };
+        }
+    }
+
+    /// Lowers a parsed reduction; `row`: the row variable of a reduction over rows, in scope
+    /// in the body.
+    fn reduce_parsed(&mut self, r: ReduceSyntax, op: ReduceOp, hint: Option<ScalarType>, row: Option<(&Ident, baro_dsl::ir::Var)>) -> R<Reduce> {
+        let usage = format!("expected `{}!(i in 0..len, order = ORDER, body)`", op.name());
         // Pre-order: this reduction's ordinal comes before any nested one's.
         self.spans.reduces.push(SpanRange::of(&r.order_tokens));
         let schedule = self.schedule(&r.order)?;
@@ -93,6 +169,9 @@ impl Lower<'_> {
         let op = if fused.is_some() { ReduceOp::FmaSum } else { op };
         let body = self.with_scope(|lw| {
             let depth = lw.loop_depth;
+            if let Some((name, v)) = row {
+                lw.bind(name, Binding::Local { var: v, depth });
+            }
             lw.bind(&r.var, Binding::Local { var, depth });
             match fused {
                 Some(c) => {
@@ -111,8 +190,7 @@ impl Lower<'_> {
         if !ok {
             return Err(self.fail(&r.body, format!("`{}!` over {}: expected f32 or an integer body (convert f16/bf16 with `.to_f32()`)", op.name(), body.ty)));
         }
-        let reduce = Reduce { op, ty: body.ty, schedule, var, len, body: body.e };
-        Ok(Typed { ty: reduce.ty, e: Expr::Reduce(Box::new(reduce)) })
+        Ok(Reduce { op, ty: body.ty, schedule, var, len, body: body.e })
     }
 
     /// Parses and validates an ORDER expression.

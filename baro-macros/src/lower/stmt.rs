@@ -60,6 +60,9 @@ impl Lower<'_> {
             syn::Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
             p => (p, None),
         };
+        if let (syn::Pat::Slice(slice), None) = (pat, annotated) {
+            return self.let_rows(local, slice).map(Some);
+        }
         let (name, mutable) = match pat {
             syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => (pi.ident.clone(), pi.mutability.is_some()),
             other => return Err(self.fail(other, "unsupported Rust construct: patterns in `let` are not part of the kernel language; expected `let x = ...` or `let mut x = ...`")),
@@ -111,6 +114,44 @@ impl Lower<'_> {
         let depth = self.loop_depth;
         self.bind(&name, Binding::Local { var, depth });
         Ok(Some(Stmt::Let { var, value: value.e }))
+    }
+
+    /// `let [y0, y1, ..] = sum!(r in 0..R, i in 0..len, order = ORDER, body);`
+    fn let_rows(&mut self, local: &syn::Local, slice: &syn::PatSlice) -> R<Stmt> {
+        let mut names = Vec::new();
+        for p in &slice.elems {
+            match p {
+                syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() && pi.mutability.is_none() => names.push(pi.ident.clone()),
+                other => {
+                    for n in &names {
+                        self.bind(n, Binding::Poisoned);
+                    }
+                    return Err(self.fail(other, format!("`{}` in `let [..]`: expected the name of one row's result", show(other))));
+                }
+            }
+        }
+        let poison = |lw: &mut Self| {
+            for n in &names {
+                lw.bind(n, Binding::Poisoned);
+            }
+        };
+        let mac = match local.init.as_ref().map(|i| (strip(&i.expr), i.diverge.is_some())) {
+            Some((syn::Expr::Macro(m), false)) => &m.mac,
+            _ => {
+                poison(self);
+                return Err(self.fail(
+                    local,
+                    "unsupported Rust construct: `let [..]` binds the results of a reduction over rows; expected `let [y0, y1, ..] = sum!(r in 0..R, i in 0..len, order = ORDER, body);`",
+                ));
+            }
+        };
+        match self.reduce_rows(&names, mac) {
+            Ok(s) => Ok(s),
+            Err(r) => {
+                poison(self);
+                Err(r)
+            }
+        }
     }
 
     /// `Some` if `e` is a `shared::<T, N>()` call: the element type and length.

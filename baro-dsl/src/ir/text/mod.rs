@@ -21,10 +21,12 @@
 //! verify    = "verify" pref "in" "[" ( INT ( "," INT )* )? "]"
 //! block     = "{" stmt* "}"
 //! stmt      = "let" vref "=" expr | vref "=" expr | "store" buf "[" expr "]" "=" expr
+//!           | "let" "[" ( vref ( "," vref )* )? "]" "=" "rows" "(" vref "," expr ")"
 //!           | "for" vref "in" expr ".." expr "step" expr block
 //!           | "if" expr block ( "else" block )?
 //!           | "parfor" vref "in" ".." expr block
-//!           | "lanes" vref "in" INT ( "implements" vref "=" reduce )? block
+//!           | "lanes" vref "in" INT ( "implements" ( vref "=" reduce
+//!                                                  | "[" ( vref ( "," vref )* )? "]" "=" "rows" "(" ( vref | "_" ) "," reduce ")" ) )? block
 //!           | "barrier"
 //! expr      = CONST | vref | pref | "group_id" "(" INT ")" | "load" "(" buf "," expr ")"
 //!           | UNOP "(" expr ")" | BINOP "(" expr "," expr ")" | MATHFN "(" expr ")"
@@ -39,6 +41,8 @@
 //! VID, PID, SID = "v" INT, "p" INT, "s" INT;  TYPE = bool | i8 | u8 | i32 | u32 | i64 | u64 | usize | f16 | bf16 | f32
 //! ```
 //!
+//! `let [a, b] = rows(r, reduce(..))` is a reduction with one result per row: `a` is the
+//! reduction with `r` = 0, `b` with `r` = 1 (`Stmt::LetRows`).
 //! `reduce(op, ty, schedule, var, len, body)` reduces `body` over `var in 0..len` (for
 //! `fma_sum`, `body` is a product `mul(a, b)` whose factors each partial takes in with one fma). Entity ids in
 //! declarations must count up from 0; the `:name` after a reference is optional in hand-written

@@ -135,6 +135,15 @@ impl Printer<'_> {
                 f.write_str(" = ")?;
                 self.expr(value, f)
             }
+            Stmt::LetRows { vars, row, value } => {
+                f.write_str("let ")?;
+                self.var_list(vars, f)?;
+                f.write_str(" = rows(")?;
+                self.var(*row, f)?;
+                f.write_str(", ")?;
+                self.expr(value, f)?;
+                f.write_str(")")
+            }
             Stmt::Assign { var, value } => {
                 self.var(*var, f)?;
                 f.write_str(" = ")?;
@@ -185,9 +194,24 @@ impl Printer<'_> {
                 write!(f, " in {count}")?;
                 if let Some(imp) = implements {
                     f.write_str(" implements ")?;
-                    self.var(imp.result, f)?;
-                    f.write_str(" = ")?;
-                    self.reduce(&imp.reduce, f)?;
+                    match imp.row {
+                        None if imp.results.len() == 1 => {
+                            self.var(imp.results[0], f)?;
+                            f.write_str(" = ")?;
+                            self.reduce(&imp.reduce, f)?;
+                        }
+                        row => {
+                            self.var_list(&imp.results, f)?;
+                            f.write_str(" = rows(")?;
+                            match row {
+                                Some(r) => self.var(r, f)?,
+                                None => f.write_str("_")?,
+                            }
+                            f.write_str(", ")?;
+                            self.reduce(&imp.reduce, f)?;
+                            f.write_str(")")?;
+                        }
+                    }
                 }
                 self.block(body, depth, f)
             }
@@ -253,6 +277,18 @@ impl Printer<'_> {
         f.write_str(", ")?;
         self.expr(&r.body, f)?;
         f.write_str(")")
+    }
+
+    /// `[v1:a, v2:b]`.
+    fn var_list(&self, vars: &[Var], f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, v) in vars.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            self.var(*v, f)?;
+        }
+        f.write_str("]")
     }
 
     fn var(&self, v: Var, f: &mut Formatter<'_>) -> fmt::Result {

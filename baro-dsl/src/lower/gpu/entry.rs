@@ -216,6 +216,7 @@ fn collect_defs(stmts: &[Stmt], all: &mut Vec<Var>) {
     for s in stmts {
         match s {
             Stmt::Let { var, .. } | Stmt::Assign { var, .. } => all.push(*var),
+            Stmt::LetRows { vars, .. } => all.extend(vars.iter().copied()),
             Stmt::For { var, body, .. } | Stmt::ParFor { var, body, .. } => {
                 all.push(*var);
                 collect_defs(body, all);

@@ -191,6 +191,7 @@ fn outer_assigns(stmts: &[Stmt], defined: &mut HashSet<Var>, assigned: &mut Vec<
             Stmt::Let { var, .. } => {
                 defined.insert(*var);
             }
+            Stmt::LetRows { vars, .. } => defined.extend(vars.iter().copied()),
             Stmt::Assign { var, .. } => {
                 if !assigned.contains(var) {
                     assigned.push(*var);

@@ -47,6 +47,8 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
                 let v = self.expr(value)?;
                 self.store_var(*var, v.v)
             }
+            // Expanded away (`lanes::expand`): lowering its value reports the unexpanded reduction.
+            Stmt::LetRows { value, .. } => self.expr(value).map(|_| ()),
             Stmt::Store { buf, index, value } => {
                 let (idx, signed) = self.index(index)?;
                 let v = self.expr(value)?;

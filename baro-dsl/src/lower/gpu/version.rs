@@ -123,7 +123,7 @@ fn simple_body(body: &[Stmt], varying: &mut HashSet<Var>) -> bool {
         }
         Stmt::Store { index, value, .. } => plain(index, varying) && plain(value, varying),
         Stmt::If { cond, then_body, else_body } => plain(cond, varying) && simple_body(then_body, varying) && simple_body(else_body, varying),
-        Stmt::For { .. } | Stmt::ParFor { .. } | Stmt::Lanes { .. } | Stmt::Barrier => false,
+        Stmt::For { .. } | Stmt::ParFor { .. } | Stmt::Lanes { .. } | Stmt::LetRows { .. } | Stmt::Barrier => false,
     })
 }
 
@@ -148,7 +148,7 @@ fn collect_stmt<'a>(s: &'a Stmt, cx: &Cx, out: &mut Vec<Affine<'a>>) {
                 collect_stmt(s, cx, out);
             }
         }
-        Stmt::For { .. } | Stmt::ParFor { .. } | Stmt::Lanes { .. } | Stmt::Barrier => {}
+        Stmt::For { .. } | Stmt::ParFor { .. } | Stmt::Lanes { .. } | Stmt::LetRows { .. } | Stmt::Barrier => {}
     }
 }
 

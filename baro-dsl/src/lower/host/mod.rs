@@ -244,6 +244,7 @@ fn collect_defs(stmts: &[Stmt], region: Option<u32>, lanes: &mut HashMap<Var, u3
     for s in stmts {
         match s {
             Stmt::Let { var, .. } => def(*var, lanes, all),
+            Stmt::LetRows { vars, .. } => vars.iter().for_each(|v| def(*v, lanes, all)),
             Stmt::Assign { var, .. } => all.push(*var),
             Stmt::For { var, body, .. } | Stmt::ParFor { var, body, .. } => {
                 def(*var, lanes, all);

@@ -18,7 +18,7 @@ fn expr_has_shuffle(e: &Expr) -> bool {
 
 fn stmt_has_shuffle(s: &Stmt) -> bool {
     match s {
-        Stmt::Let { value, .. } | Stmt::Assign { value, .. } => expr_has_shuffle(value),
+        Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::LetRows { value, .. } => expr_has_shuffle(value),
         Stmt::Store { index, value, .. } => expr_has_shuffle(index) || expr_has_shuffle(value),
         Stmt::For { start, end, step, body, .. } => {
             expr_has_shuffle(start) || expr_has_shuffle(end) || expr_has_shuffle(step) || body.iter().any(stmt_has_shuffle)
@@ -111,7 +111,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let c = self.uniform(cond)?;
                 self.if_else(c, then_body, else_body)
             }
-            Stmt::Let { value, .. } | Stmt::Assign { value, .. } => {
+            Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::LetRows { value, .. } => {
                 self.precompute_shuffles(&[value])?;
                 let r = self.lane_loop(&mut |cg| cg.stmt(s));
                 self.shuffles.clear();

@@ -7,7 +7,7 @@
 use super::{entity_id, word, Parser, R};
 use crate::ir::text::lex::{Tok, Token};
 use crate::ir::text::literal;
-use crate::ir::{BinOp, Const, Dot4Kind, Expr, Implements, MathFn, Reduce, ReduceOp, Stmt, UnOp};
+use crate::ir::{BinOp, Const, Dot4Kind, Expr, Implements, MathFn, Reduce, ReduceOp, Stmt, UnOp, Var};
 use crate::schedule::{Combine, Schedule};
 
 const STATEMENT: &str = "a statement (`let`, `store`, `for`, `if`, `parfor`, `lanes`, `barrier` or `vN = ...`) or `}`";
@@ -42,9 +42,41 @@ impl<'a> Parser<'a> {
     }
 
     fn let_stmt(&mut self, _: Token<'a>) -> R<Stmt> {
+        if self.eat_punct("[") {
+            let vars = self.var_list()?;
+            self.punct("=")?;
+            let (row, value) = self.rows(|p| p.var_ref(), |p| p.expr())?;
+            return Ok(Stmt::LetRows { vars, row, value });
+        }
         let var = self.var_ref()?;
         self.punct("=")?;
         Ok(Stmt::Let { var, value: self.expr()? })
+    }
+
+    /// `v1, v2, ..]` after its `[` (possibly empty: an ill-formed kernel still reads back).
+    fn var_list(&mut self) -> R<Vec<Var>> {
+        let mut vars = Vec::new();
+        if self.eat_punct("]") {
+            return Ok(vars);
+        }
+        loop {
+            vars.push(self.var_ref()?);
+            if self.eat_punct("]") {
+                return Ok(vars);
+            }
+            self.punct(",")?;
+        }
+    }
+
+    /// `rows(ROW, VALUE)`.
+    fn rows<T, U>(&mut self, row: impl FnOnce(&mut Self) -> R<T>, value: impl FnOnce(&mut Self) -> R<U>) -> R<(T, U)> {
+        self.keyword("rows")?;
+        self.punct("(")?;
+        let r = row(self)?;
+        self.punct(",")?;
+        let v = value(self)?;
+        self.punct(")")?;
+        Ok((r, v))
     }
 
     fn assign(&mut self, t: Token<'a>) -> R<Stmt> {
@@ -94,10 +126,23 @@ impl<'a> Parser<'a> {
         self.keyword("in")?;
         let count = self.int("a lane count (u32)")?;
         let implements = if self.eat_keyword("implements") {
-            let result = self.var_ref()?;
-            self.punct("=")?;
-            self.keyword("reduce")?;
-            Some(Implements { result, reduce: Box::new(self.reduce()?) })
+            if self.eat_punct("[") {
+                let results = self.var_list()?;
+                self.punct("=")?;
+                let (row, reduce) = self.rows(
+                    |p| if p.eat_keyword("_") { Ok(None) } else { p.var_ref().map(Some) },
+                    |p| {
+                        p.keyword("reduce")?;
+                        p.reduce()
+                    },
+                )?;
+                Some(Implements { results, row, reduce: Box::new(reduce) })
+            } else {
+                let result = self.var_ref()?;
+                self.punct("=")?;
+                self.keyword("reduce")?;
+                Some(Implements::one(result, self.reduce()?))
+            }
         } else {
             None
         };
