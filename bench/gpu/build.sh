@@ -18,7 +18,9 @@ root=$PWD
 out=$root/.carry
 stage=$out/src
 mkdir -p "$out"
-grep -qx '/.carry/' .git/info/exclude 2>/dev/null || echo '/.carry/' >> .git/info/exclude
+# In a worktree .git is a file: ask git where the (shared) exclude file is.
+exclude=$(git rev-parse --git-path info/exclude)
+grep -qx '/.carry/' "$exclude" 2>/dev/null || echo '/.carry/' >> "$exclude"
 
 # The commit is read when the sources are staged, not after the (long) build.
 commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)

@@ -168,6 +168,7 @@ fn f32_xs(ty: TensorType) -> Kernel {
 /// Median µs of the q8 matvec and of the f32 `_xs` matvec of `ty` on one stack of
 /// `n_mats` (k × n) matrices, `slots` experts per launch rotating over the stack (so a launch's
 /// weights are not in L2 from the one before), alternating the two kernels.
+#[allow(clippy::too_many_arguments)]
 fn time_pair(dev: &Device, filler: &mut Filler, ty: TensorType, k: usize, n: usize, n_mats: usize, slots: usize, iters: usize) -> Result<(f64, f64), String> {
     let s = dev.default_stream();
     let w = dev.upload_bytes(ScalarType::U8, &weights(ty, n_mats * n * k, 7)).map_err(err)?;

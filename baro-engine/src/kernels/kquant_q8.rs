@@ -159,11 +159,11 @@ fn code(ty: TensorType, blk: &[u8], e: usize) -> i32 {
     match ty {
         TensorType::Q4_K => {
             let byte = blk[16 + (e / 64) * 32 + e % 32];
-            i32::from(if sub % 2 == 0 { byte & 0xF } else { byte >> 4 })
+            i32::from(if sub.is_multiple_of(2) { byte & 0xF } else { byte >> 4 })
         }
         TensorType::Q5_K => {
             let byte = blk[48 + (e / 64) * 32 + e % 32];
-            let low = if sub % 2 == 0 { byte & 0xF } else { byte >> 4 };
+            let low = if sub.is_multiple_of(2) { byte & 0xF } else { byte >> 4 };
             i32::from(low | (((blk[16 + e % 32] >> sub) & 1) << 4))
         }
         _ => {

@@ -94,7 +94,7 @@ fn q8act_equals_its_reference_over_several_workgroups() {
     x.extend(blocks());
     x.extend(rng.vec_f32(6 * Q8_BLOCK));
     let nb = x.len() / Q8_BLOCK;
-    assert!(nb > 64 && nb % 32 != 0, "{nb} blocks");
+    assert!(nb > 64 && !nb.is_multiple_of(32), "{nb} blocks");
     let (q, d, s) = run(&x);
     let (wq, wd, ws) = q8act_reference(&x);
     assert_eq!(d.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), wd.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), "scales");
