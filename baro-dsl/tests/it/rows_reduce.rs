@@ -157,8 +157,16 @@ fn alter_region(k: &mut Kernel, f: &dyn Fn(&mut Vec<Stmt>, &[Var])) -> bool {
                     f(body, &parts);
                     return true;
                 }
-                Stmt::For { body, .. } | Stmt::ParFor { body, .. } | Stmt::Lanes { body, .. } if walk(body, f) => return true,
-                Stmt::If { then_body, else_body, .. } if walk(then_body, f) || walk(else_body, f) => return true,
+                Stmt::For { body, .. } | Stmt::ParFor { body, .. } | Stmt::Lanes { body, .. } => {
+                    if walk(body, f) {
+                        return true;
+                    }
+                }
+                Stmt::If { then_body, else_body, .. } => {
+                    if walk(then_body, f) || walk(else_body, f) {
+                        return true;
+                    }
+                }
                 _ => {}
             }
         }

@@ -149,21 +149,12 @@ impl<'a> Pass<'a> {
         Ok((pair, args))
     }
 
-    /// y = w · x for one matrix (`ids` all 0: `Scratch::zero_ids`), per row. A rows pass runs
-    /// the 8-row kernel of the chosen m = 1 kernel where there is one
-    /// (`Kernels::matvec_rows8_for`: the f32 path of F32 and Q8_0 matrices).
+    /// y[r] = w[ids[r]] · x[r] per row: a projection passes `Scratch::zero_ids` (one matrix), a
+    /// rows pass's routed experts each pair's expert. The 8-row matvecs (`matvec_f32_rows8`,
+    /// `matvec_q8_0_rows8`, one reduction over 8 rows of one matrix, so only ever for
+    /// `zero_ids`) are not launched: on an H100 they made the projections ≈ 3× slower than the
+    /// serial rows kernels (bench/NOTES.md, 2026-12-07), their x read from global memory.
     pub(crate) fn matvec(&self, w: &Matrix, x: &Input<'_>, ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
-        let (pair, args) = self.matvec_args(w, x, ids, y, 0, 1)?;
-        match (self.width, self.k.matvec_rows8_for(w.ty, w.cols)) {
-            (Width::Rows(_), Some(rows8)) if pair.one.name() == rows8.one.name() => self.run_kernel(&rows8.rows, args),
-            _ => self.run(pair, args),
-        }
-    }
-
-    /// y[r] = w[ids[r]] · x[r] per row, each row its own matrix of the stack (a rows pass's
-    /// routed experts, one (token, k) pair per row): never the 8-row kernels, whose rows share
-    /// one matrix.
-    fn matvec_by_row(&self, w: &Matrix, x: &Input<'_>, ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
         let (pair, args) = self.matvec_args(w, x, ids, y, 0, 1)?;
         self.run(pair, args)
     }
@@ -535,10 +526,10 @@ fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '
             timer.mark(pass.device, "moe: router, sort, gather")?;
             experts.with_layer(w.experts.as_ref(), i, n_layers, |e| {
                 let xs = by_pair.input(&p.xs, h, &mut p.q8_mid)?;
-                by_pair.matvec_by_row(&e.gate_up, &xs, &p.sorted_ids, &mut p.gate_up)?;
+                by_pair.matvec(&e.gate_up, &xs, &p.sorted_ids, &mut p.gate_up)?;
                 by_pair.swiglu_pairs(&p.gate_up, &mut p.act, fi, 1)?;
                 let act = by_pair.input(&p.act, fi, &mut p.q8_mid)?;
-                by_pair.matvec_by_row(&e.down, &act, &p.sorted_ids, &mut p.down_sorted)
+                by_pair.matvec(&e.down, &act, &p.sorted_ids, &mut p.down_sorted)
             })?;
             timer.mark(pass.device, "moe: routed experts")?;
             pass.launch(&pass.k.moe_ungather, &mut [A::buf(&p.down_sorted), A::buf(&p.slot_of), A::buf_mut(&mut p.down), A::from(h), A::from(pairs)])?;

@@ -29,11 +29,6 @@ pub(crate) struct Kernels {
     pub(crate) matvec: HashMap<TensorType, KernelPair>,
     /// The quantized matvecs with x staged in workgroup memory (`quant::XS_KERNELS`, k ≤ XS_MAX_K).
     pub(crate) matvec_xs: HashMap<TensorType, KernelPair>,
-    /// Rows matvecs of one matrix (`ids` all 0) over 8 rows in one reduction over rows (each
-    /// weight loaded and unpacked once per 8 rows), each the proven rows sibling of the m = 1
-    /// matvec named by its `rows_of`: `matvec_f32_rows8` (of `matvec_f32`) and
-    /// `matvec_q8_0_rows8` (of `matvec_q8_0_xs`).
-    pub(crate) matvec_rows8: HashMap<TensorType, KernelPair>,
     /// The q8 mode's matvecs by weight type: weights times `q8act` blocks (`Precision::Q8`).
     pub(crate) matvec_q8: HashMap<TensorType, KernelPair>,
     /// Activations to 8-bit blocks of 32; one kernel for any number of rows (each block is
@@ -149,7 +144,6 @@ impl Kernels {
                 (T::Q5_K, quant::matvec_q5_k_xs_rows),
                 (T::Q6_K, quant::matvec_q6_k_xs_rows),
             ])?,
-            matvec_rows8: by_type(&[(T::F32, matvec::matvec_f32_rows8), (T::Q8_0, quant::matvec_q8_0_rows8)])?,
             matvec_q8: by_type(&[
                 (T::Q8_0, q8act::matvec_q8_0_q8_rows),
                 (T::Q4_K, kquant_q8::matvec_q4_k_q8_rows),
@@ -189,13 +183,6 @@ impl Kernels {
         let pair = staged.unwrap_or(&self.matvec[&ty]);
         debug_assert_eq!(pair.one.name(), kernels::decode_matvec_name(ty, cols), "matvec_for and kernels::decode_matvec_name disagree");
         pair
-    }
-
-    /// The 8-row matvec of one `ty` matrix of `cols` columns, where there is one whose m = 1
-    /// kernel is the one decode runs for that matrix (so it is that kernel's proven sibling).
-    pub(crate) fn matvec_rows8_for(&self, ty: TensorType, cols: usize) -> Option<&KernelPair> {
-        let one = &self.matvec_for(ty, cols).one;
-        self.matvec_rows8.get(&ty).filter(|p| p.one.name() == one.name())
     }
 
     /// The q8 matvec pair for a `ty` matrix, if the type has one.
