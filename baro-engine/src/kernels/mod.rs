@@ -72,8 +72,16 @@ pub fn decode_matvec(ty: crate::model::TensorType, cols: usize) -> baro::dsl::Ke
 pub fn all() -> Vec<baro::dsl::Kernel> {
     let mut all = decode();
     all.extend(rows());
+    all.extend(any_rows());
     all.extend(sampling());
     all
+}
+
+/// Kernels whose work units do not depend on how many rows they cover, so one kernel serves
+/// a token and a chunk alike and needs no rows sibling: `q8act` quantizes each block of 32 on
+/// its own (the q8 mode's inputs, any number of rows).
+pub fn any_rows() -> Vec<baro::dsl::Kernel> {
+    vec![q8act::q8act()]
 }
 
 /// Kernels after the forward pass: the greedy pick on the device (`pick`). Not part of a
@@ -115,7 +123,6 @@ pub fn decode() -> Vec<baro::dsl::Kernel> {
         gdn::gdn_conv_step(),
         gdn::gdn_step(),
         gdn::gated_rmsnorm(),
-        q8act::q8act(),
         q8act::matvec_q8_0_q8(),
         kquant_q8::matvec_q4_k_q8(),
         kquant_q8::matvec_q5_k_q8(),

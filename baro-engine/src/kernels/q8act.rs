@@ -6,7 +6,7 @@
 //! block of 32 floats, the scale `d = max|x| / 127` (f32), the
 //! 32 values `q = x / d` rounded half to even as i8 packed four to a u32 (little-endian,
 //! element 4w + t in byte t of word w), and the block sum of the q (i32, an order-free sum
-//! the verifier proves cannot overflow: 32 · 127). Listed in `kernels::decode()`; the
+//! the verifier proves cannot overflow: 32 · 127). Listed in `kernels::any_rows()`; the
 //! engine's `Pass::input` launches it in the q8 mode.
 //!
 //! Exactly, for every input (the same bits on every target):
