@@ -13,7 +13,7 @@ mod format;
 mod matching;
 mod run;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// What one file's run came to.
 #[derive(Debug, PartialEq, Eq)]
@@ -78,14 +78,7 @@ fn run_file(text: &str, bless: bool) -> Result<Verdict, Vec<String>> {
 }
 
 fn files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("readable directory entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "ir"))
-        .collect();
-    files.sort();
-    files
+    crate::text_files::ir_files_in("filetests")
 }
 
 #[test]

@@ -27,8 +27,9 @@ fn check_snapshot(path: &Path, actual: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn ir_files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/text");
+/// The `.ir` files directly under `tests/DIR` of this crate, sorted (also the filetests' list).
+pub(crate) fn ir_files_in(dir: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(dir);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.expect("readable directory entry").path())
@@ -36,6 +37,10 @@ fn ir_files() -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
+}
+
+fn ir_files() -> Vec<PathBuf> {
+    ir_files_in("text")
 }
 
 fn check_file(ir: &Path) -> Result<(), String> {
