@@ -13,6 +13,10 @@
 #   matvec      matvec_bw (engine kernels on the model's shapes, against a copy of the same bytes)
 #   prefill     (not in the default list) prefill_speed resident at PREFILL_LENGTHS (default 1024)
 #   decode_q8, prefill_q8  (not in the default list) decode / prefill in the q8 precision mode
+#   ncu_kernels_q8 (not in the default list) ncu_kernels in the q8 precision mode
+#   ncu_prefill (not in the default list) ncu per-kernel GPU time over the first NCU_PREFILL_LAUNCHES
+#               (default 3000) launches of prefill_speed: its warm-up chunk of 512 rows, then the
+#               timed prefill's first chunk (precision NCU_PRECISION, default f32)
 #   gate_synth  (not in the default list) identity gate on the tiny synthetic pack (K-quants,
 #               Q8_0) in both precisions: digests to compare with the same command on the host
 # Outputs go to /tmp/profile_run/, packed into $OUT/profile_run.tgz after every step.
@@ -47,6 +51,10 @@ for s in $steps; do
     ncu_matvec) need_pack; cmd=(ncu --clock-control none --cache-control none -k "$ncu_matvec" -c 8
                   --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis
                   "$bin/decode_bw" --target cuda --model "$pack" --tokens 1 --warmup 0 "${small[@]}") ;;
+    ncu_kernels_q8) need_pack; cmd=(ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --print-summary per-kernel
+                  "$bin/decode_bw" --target cuda --model "$pack" --tokens "$ncu_tokens" --warmup 0 --precision q8 "${small[@]}") ;;
+    ncu_prefill) need_pack; cmd=(ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --print-summary per-kernel -c "${NCU_PREFILL_LAUNCHES:-3000}"
+                  "$bin/prefill_speed" --target cuda --model "$pack" --lengths 1024 --replay-tokens 1 --no-profile --precision "${NCU_PRECISION:-f32}") ;;
     gate_tiny) cmd=("$bin/identity_gate" --target cuda --out "$out/gate_tiny.md") ;;
     conformance) cmd=("$bin/conformance" --target cuda --out "$out/conformance.md") ;;
     matvec) cmd=("$bin/matvec_bw" --target cuda --out "$out/matvec_bw.md") ;;
