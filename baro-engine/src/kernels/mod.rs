@@ -176,6 +176,7 @@ pub fn rows() -> Vec<baro::dsl::Kernel> {
         gdn::gdn_scan_rows(),
         gdn::gated_rmsnorm_rows(),
         q8act::matvec_q8_0_q8_rows(),
+        q8act::matvec_q8_0_q8_rows8(),
         kquant_q8::matvec_q4_k_q8_rows(),
         kquant_q8::matvec_q5_k_q8_rows(),
         kquant_q8::matvec_q6_k_q8_rows(),

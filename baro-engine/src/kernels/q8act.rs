@@ -133,6 +133,64 @@ pub fn matvec_q8_0_q8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f
     }
 }
 
+/// The largest k `matvec_q8_0_q8_rows8` takes: its workgroup arrays hold 8 rows of that many
+/// quantized activations (9 words per block of 32: 8 and a pad, so that the 32 lanes' blocks
+/// fall in 32 different banks) and their scales: 36 KiB + 4 KiB.
+pub const Q8_ROWS8_MAX_K: usize = 4096;
+
+/// `matvec_q8_0_q8` over 8 rows of one matrix at once (`ids[0]` for every row: a projection),
+/// x staged: the 8 rows' blocks and scales are copied into workgroup memory once, then each
+/// lane reads a block's scale and 8 weight words once for the 8 rows and keeps 8 partials, each
+/// in `matvec_q8_0_q8`'s order (lanes over blocks, butterfly; the block's integer dot exact).
+/// Eight outputs per workgroup of 256 threads, one 32-lane team each. A row past the last reads
+/// the last row's blocks and is not stored. k ≤ `Q8_ROWS8_MAX_K`.
+#[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits], rows_of = matvec_q8_0_q8, rows = rows,
+         row_stride(xq = k / 4, xd = k / 32, y = n), verify(k = [32, 1056], n = [1, 9], x_stride = [0], n_slots = [1], rows = [1, 3, 7, 8, 9, 17]))]
+pub fn matvec_q8_0_q8_rows8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+    let ob = group_id(0) * 8;
+    let r0 = group_id(1) * 8;
+    let last = rows - 1;
+    let e = ids[0] as usize;
+    let nb = k / 32;
+    let xs = shared::<u32, 9216>();
+    let ds = shared::<f32, 1024>();
+    for j in par(0..8 * nb * 8) {
+        xs[j / 8 * 9 + j % 8] = xq[(r0 + j / (nb * 8)).min(last) * (k / 4) + j % (nb * 8)];
+    }
+    for j in par(0..8 * nb) {
+        ds[j] = xd[(r0 + j / nb).min(last) * nb + j % nb];
+    }
+    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+        let o = ob + t;
+        let row = (e * n + o) * nb;
+        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, b in 0..nb, order = lanes(32).butterfly(),
+            (f16_at_words(w, (row + b) * 34) * ds[r * nb + b])
+            * (sum!(j in 0..8, order = any, dot4_i8(if (row + b) % 2 == 0 { (w[(row + b) * 34 / 4 + j] >> 16) | (w[(row + b) * 34 / 4 + j + 1] << 16) } else { w[((row + b) * 34 + 2) / 4 + j] }, xs[(r * nb + b) * 9 + j], 0)) as f32));
+        y[r0 * n + o] = y0;
+        if r0 + 1 < rows {
+            y[(r0 + 1) * n + o] = y1;
+        }
+        if r0 + 2 < rows {
+            y[(r0 + 2) * n + o] = y2;
+        }
+        if r0 + 3 < rows {
+            y[(r0 + 3) * n + o] = y3;
+        }
+        if r0 + 4 < rows {
+            y[(r0 + 4) * n + o] = y4;
+        }
+        if r0 + 5 < rows {
+            y[(r0 + 5) * n + o] = y5;
+        }
+        if r0 + 6 < rows {
+            y[(r0 + 6) * n + o] = y6;
+        }
+        if r0 + 7 < rows {
+            y[(r0 + 7) * n + o] = y7;
+        }
+    }
+}
+
 /// `matvec_q8_0_q8` in plain Rust (bytes, not words; `half`'s f16), same order: for each slot
 /// and output, the block results `(d_w · xd[b]) · (Σ_j q_w · q_x as f32)` summed by
 /// `sum_lanes_butterfly(.., 32, ..)`. `w` is the Q8_0 stack's raw bytes.
