@@ -149,14 +149,29 @@ impl<'a> Pass<'a> {
         Ok((pair, args))
     }
 
-    /// y[r] = w[ids[r]] · x[r] per row: a projection passes `Scratch::zero_ids` (one matrix), a
-    /// rows pass's routed experts each pair's expert. The 8-row matvecs (`matvec_f32_rows8`,
-    /// `matvec_q8_0_rows8`, one reduction over 8 rows of one matrix, so only ever for
-    /// `zero_ids`) are not launched: on an H100 they made the projections ≈ 3× slower than the
-    /// serial rows kernels (bench/NOTES.md, 2026-12-07), their x read from global memory.
+    /// y[r] = w[ids[r]] · x[r] per row: a rows pass's routed experts pass each pair's expert
+    /// (`project` is the one-matrix form).
     pub(crate) fn matvec(&self, w: &Matrix, x: &Input<'_>, ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
         let (pair, args) = self.matvec_args(w, x, ids, y, 0, 1)?;
         self.run(pair, args)
+    }
+
+    /// y[r] = w · x[r] per row, one matrix (`zero_ids` is `Scratch::zero_ids`). A rows pass in
+    /// the q8 mode runs the type's 8-row q8 matvec where it has one and k fits
+    /// (`Kernels::matvec_q8_rows8_for`: the 8 rows' blocks staged in workgroup memory, the
+    /// weights unpacked once for the 8), a proven sibling of the m = 1 q8 matvec, so the bits
+    /// are `matvec`'s. The f32 8-row matvecs (`matvec_f32_rows8`, `matvec_q8_0_rows8`) are not
+    /// launched: on an H100 they made the projections ≈ 3× slower than the serial rows kernels
+    /// (bench/NOTES.md, 2026-12-07), their x read from global memory.
+    pub(crate) fn project(&self, w: &Matrix, x: &Input<'_>, zero_ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
+        if let (Width::Rows(t), Some(_)) = (self.width, x.q8.as_ref()) {
+            if let Some(rows8) = self.k.matvec_q8_rows8_for(w.ty, w.cols) {
+                let (_, mut args) = self.matvec_args(w, x, zero_ids, y, 0, 1)?;
+                args.push(A::from(t));
+                return self.launch(rows8, &mut args);
+            }
+        }
+        self.matvec(w, x, zero_ids, y)
     }
 
     /// y[slot] = w[ids[slot]] · x[slot · x_stride ..] for `n_slots` slots: the m = 1 kernel's
@@ -223,7 +238,7 @@ impl<'a> Pass<'a> {
             }
             let tile = self.at(Width::Rows(n));
             let x = tile.input(if c == 0 { xn } else { head_x }, h, q8_in)?;
-            tile.matvec(w.lm_head(), &x, zero_ids, logits)?;
+            tile.project(w.lm_head(), &x, zero_ids, logits)?;
             self.device.default_stream().synchronize()?;
             out.extend(self.device.read_prefix::<f32>(logits, n * vocab)?);
         }
@@ -368,9 +383,9 @@ pub(crate) fn forward(device: &Device, k: &Kernels, precision: Precision, w: &We
 fn gdn(pass: &Pass<'_>, cfg: &ModelConfig, w: &GdnWeights, p: &mut Scratch, mode: &mut Mode<'_, '_>, i: usize, timer: &mut Timer) -> Result<(), EngineError> {
     let ids = &p.zero_ids;
     let x = pass.input(&p.xn, cfg.hidden_dim, &mut p.q8_in)?;
-    pass.matvec(&w.qkv, &x, ids, &mut p.qkv)?;
-    pass.matvec(&w.gate_z, &x, ids, &mut p.z)?;
-    pass.matvec(&w.beta_alpha, &x, ids, &mut p.ba)?;
+    pass.project(&w.qkv, &x, ids, &mut p.qkv)?;
+    pass.project(&w.gate_z, &x, ids, &mut p.z)?;
+    pass.project(&w.beta_alpha, &x, ids, &mut p.ba)?;
     timer.mark(pass.device, "gdn: in projections")?;
     match mode {
         Mode::Decode { seq, .. } | Mode::Chunk { seq, .. } => {
@@ -395,7 +410,7 @@ fn gdn(pass: &Pass<'_>, cfg: &ModelConfig, w: &GdnWeights, p: &mut Scratch, mode
     }
     pass.run(&pass.k.gated_rmsnorm, vec![A::buf(&p.o), A::buf(&p.z), A::buf(&w.norm), A::buf_mut(&mut p.o_normed), A::from(cfg.gdn_value_dim), A::from(cfg.gdn_n_value_heads), A::from(cfg.rms_eps)])?;
     let o = pass.input(&p.o_normed, cfg.gdn_n_value_heads * cfg.gdn_value_dim, &mut p.q8_mid)?;
-    Ok(pass.matvec(&w.out, &o, &p.zero_ids, &mut p.mix)?)
+    Ok(pass.project(&w.out, &o, &p.zero_ids, &mut p.mix)?)
 }
 
 /// The GDN's causal conv on `p.qkv` through `conv_ring` from position `pos`, into `p.conv_out`.
@@ -428,9 +443,9 @@ fn attention(pass: &Pass<'_>, cfg: &ModelConfig, w: &AttentionWeights, p: &mut S
     let ids = &p.zero_ids;
     let (hd, nh, nkv, eps) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.rms_eps);
     let x = pass.input(&p.xn, cfg.hidden_dim, &mut p.q8_in)?;
-    pass.matvec(&w.q, &x, ids, &mut p.q_gate)?;
-    pass.matvec(&w.k, &x, ids, &mut p.k_raw)?;
-    pass.matvec(&w.v, &x, ids, &mut p.v)?;
+    pass.project(&w.q, &x, ids, &mut p.q_gate)?;
+    pass.project(&w.k, &x, ids, &mut p.k_raw)?;
+    pass.project(&w.v, &x, ids, &mut p.v)?;
     pass.run(&pass.k.head_rmsnorm, vec![A::buf(&p.q_gate), A::buf(&w.q_norm), A::buf_mut(&mut p.q), A::from(hd), A::from(2 * hd), A::from(hd), A::from(nh), A::from(eps)])?;
     pass.run(&pass.k.head_rmsnorm, vec![A::buf(&p.k_raw), A::buf(&w.k_norm), A::buf_mut(&mut p.k), A::from(hd), A::from(hd), A::from(hd), A::from(nkv), A::from(eps)])?;
     let reordered = matches!(mode, Mode::Chunk { reordered: true, .. });
@@ -456,7 +471,7 @@ fn attention(pass: &Pass<'_>, cfg: &ModelConfig, w: &AttentionWeights, p: &mut S
         }
     }
     let a = pass.input(&p.attn, nh * hd, &mut p.q8_mid)?;
-    Ok(pass.matvec(&w.o, &a, &p.zero_ids, &mut p.mix)?)
+    Ok(pass.project(&w.o, &a, &p.zero_ids, &mut p.mix)?)
 }
 
 /// Attention's stateful part from position `pos`: RoPE on `p.q` and `p.k`, the KV append,
@@ -500,7 +515,7 @@ fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '
     let ids = &p.zero_ids;
     let (k, fi, fs, h, ne) = (cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim, cfg.hidden_dim, cfg.n_experts);
     let x = pass.input(&p.xn, h, &mut p.q8_in)?;
-    pass.matvec(&w.router, &x, ids, &mut p.router_logits)?;
+    pass.project(&w.router, &x, ids, &mut p.router_logits)?;
     pass.run(&pass.k.router_topk, vec![A::buf(&p.router_logits), A::buf_mut(&mut p.router_probs), A::buf_mut(&mut p.expert_ids), A::buf_mut(&mut p.expert_weights), A::from(ne), A::from(k)])?;
     match mode {
         Mode::Decode { slots, .. } => {
@@ -535,11 +550,11 @@ fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '
             pass.launch(&pass.k.moe_ungather, &mut [A::buf(&p.down_sorted), A::buf(&p.slot_of), A::buf_mut(&mut p.down), A::from(h), A::from(pairs)])?;
         }
     }
-    pass.matvec(&w.gate_up_shexp, &x, ids, &mut p.sh_gate_up)?;
+    pass.project(&w.gate_up_shexp, &x, ids, &mut p.sh_gate_up)?;
     pass.swiglu_pairs(&p.sh_gate_up, &mut p.sh_act, fs, 1)?;
     let sh_act = pass.input(&p.sh_act, fs, &mut p.q8_mid)?;
-    pass.matvec(&w.down_shexp, &sh_act, ids, &mut p.sh_out)?;
-    pass.matvec(&w.shared_gate, &x, ids, &mut p.sh_logit)?;
+    pass.project(&w.down_shexp, &sh_act, ids, &mut p.sh_out)?;
+    pass.project(&w.shared_gate, &x, ids, &mut p.sh_logit)?;
     pass.run(&pass.k.moe_combine, vec![A::buf(&p.down), A::buf(&p.expert_weights), A::buf(&p.sh_out), A::buf(&p.sh_logit), A::buf_mut(&mut p.mix), A::from(h), A::from(k)])?;
     Ok(())
 }

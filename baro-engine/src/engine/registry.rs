@@ -31,6 +31,9 @@ pub(crate) struct Kernels {
     pub(crate) matvec_xs: HashMap<TensorType, KernelPair>,
     /// The q8 mode's matvecs by weight type: weights times `q8act` blocks (`Precision::Q8`).
     pub(crate) matvec_q8: HashMap<TensorType, KernelPair>,
+    /// The q8 mode's 8-row matvecs of one matrix by weight type, each with the largest k its
+    /// workgroup arrays hold: rows siblings of `matvec_q8`'s m = 1 kernels for projections.
+    pub(crate) matvec_q8_rows8: HashMap<TensorType, (DeviceKernel, usize)>,
     /// Activations to 8-bit blocks of 32; one kernel for any number of rows (each block is
     /// quantized on its own).
     pub(crate) q8act: DeviceKernel,
@@ -150,6 +153,7 @@ impl Kernels {
                 (T::Q5_K, kquant_q8::matvec_q5_k_q8_rows),
                 (T::Q6_K, kquant_q8::matvec_q6_k_q8_rows),
             ])?,
+            matvec_q8_rows8: [(T::Q8_0, c.one(q8act::matvec_q8_0_q8_rows8)?, q8act::Q8_ROWS8_MAX_K)].into_iter().map(|(ty, k, max_k)| (ty, (k, max_k))).collect(),
             q8act: c.one(q8act::q8act)?,
             rmsnorm: c.pair(norm::rmsnorm_rows)?,
             head_rmsnorm: c.pair(norm::head_rmsnorm_rows)?,
@@ -183,6 +187,12 @@ impl Kernels {
         let pair = staged.unwrap_or(&self.matvec[&ty]);
         debug_assert_eq!(pair.one.name(), kernels::decode_matvec_name(ty, cols), "matvec_for and kernels::decode_matvec_name disagree");
         pair
+    }
+
+    /// The q8 mode's 8-row matvec of one `ty` matrix of `cols` columns, if the type has one
+    /// and its workgroup arrays hold `cols`.
+    pub(crate) fn matvec_q8_rows8_for(&self, ty: TensorType, cols: usize) -> Option<&DeviceKernel> {
+        self.matvec_q8_rows8.get(&ty).filter(|(_, max_k)| cols <= *max_k).map(|(k, _)| k)
     }
 
     /// The q8 matvec pair for a `ty` matrix, if the type has one.

@@ -168,6 +168,49 @@ fn matvec_q8_0_q8_equals_its_reference_byte_for_byte() {
     }
 }
 
+/// `matvec_q8_0_q8_rows8` (8 rows of one matrix, the rows' blocks staged in workgroup memory)
+/// against the m = 1 kernel row by row and against the derived serial rows kernel, byte for
+/// byte: row counts below, at and across the tile of 8, one block, both alignments of a
+/// block's quants, ragged outputs across workgroups of 8, k at `Q8_ROWS8_MAX_K`, and matrix 2
+/// of a stack (`ids[0]`); a k past `Q8_ROWS8_MAX_K` is a bounds error, not a result.
+#[test]
+fn matvec_q8_0_q8_rows8_equals_the_m1_kernel_per_row() {
+    let dev = Device::host().expect("host device");
+    let (k8, serial) = (dev.compile(&matvec_q8_0_q8_rows8()).unwrap_or_else(|e| panic!("{e}")), dev.compile(&matvec_q8_0_q8_rows()).unwrap_or_else(|e| panic!("{e}")));
+    let mut rng = baro::reference::Rng::new(8);
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    let mut compared = 0;
+    for (k, n) in [(32usize, 3usize), (96, 9), (1056, 17), (Q8_ROWS8_MAX_K, 8)] {
+        let w = q8_0_bytes(3 * n * k / 32, k as u64 + 1);
+        let wb = dev.upload_bytes(ScalarType::U8, &w).unwrap();
+        for rows in [1usize, 3, 8, 9, 17] {
+            let x = rng.vec_f32(rows * k);
+            let (xq, xd, _) = q8act_reference(&x);
+            let ids = vec![2u32; rows];
+            let (qb, db, ib) = (dev.upload(&xq).unwrap(), dev.upload(&xd).unwrap(), dev.upload(&ids).unwrap());
+            let mut out = Vec::new();
+            for kern in [&k8, &serial] {
+                let mut y = dev.alloc(ScalarType::F32, rows * n).unwrap();
+                dev.run(kern, &mut [A::buf(&qb), A::buf(&db), A::words(&wb), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(n), A::from(0usize), A::from(1usize), A::from(rows)]).unwrap_or_else(|e| panic!("{e}"));
+                out.push(dev.read(&y).unwrap());
+            }
+            let want: Vec<f32> = (0..rows).flat_map(|r| matvec_q8(&xq[r * k / 4..][..k / 4], &xd[r * k / 32..][..k / 32], &w, &[2], k, n, 0)).collect();
+            assert_eq!(bits(&out[0]), bits(&want), "rows8 k={k} n={n} rows={rows}: against the m = 1 kernel per row");
+            assert_eq!(bits(&out[0]), bits(&out[1]), "rows8 k={k} n={n} rows={rows}: against matvec_q8_0_q8_rows");
+            compared += want.len();
+        }
+    }
+    assert_eq!(compared, (3 + 9 + 17 + 8) * (1 + 3 + 8 + 9 + 17));
+    // Past the workgroup arrays: a bounds error naming the kernel.
+    let k = Q8_ROWS8_MAX_K + 32;
+    let (xq, xd, _) = q8act_reference(&vec![0.5f32; k]);
+    let w = q8_0_bytes(k / 32, 3);
+    let (qb, db, wb, ib) = (dev.upload(&xq).unwrap(), dev.upload(&xd).unwrap(), dev.upload_bytes(ScalarType::U8, &w).unwrap(), dev.upload(&[0u32]).unwrap());
+    let mut y = dev.alloc(ScalarType::F32, 1).unwrap();
+    let err = dev.run(&k8, &mut [A::buf(&qb), A::buf(&db), A::words(&wb), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(1usize), A::from(0usize), A::from(1usize), A::from(1usize)]).expect_err("k past Q8_ROWS8_MAX_K must fail");
+    assert!(err.to_string().contains("matvec_q8_0_q8_rows8"), "the error names the kernel: {err}");
+}
+
 #[test]
 fn matvec_q8_0_q8_verifies_with_its_rows_sibling() {
     let k = matvec_q8_0_q8();
@@ -183,7 +226,7 @@ fn matvec_q8_0_q8_compiles_for_sm90_and_gfx1100() {
     use baro_dsl::compile::compile_gpu;
     use baro_dsl::options::CompileOptions;
     let cache = CompileCache::new(None);
-    for kern in [matvec_q8_0_q8(), matvec_q8_0_q8_rows()] {
+    for kern in [matvec_q8_0_q8(), matvec_q8_0_q8_rows(), matvec_q8_0_q8_rows8()] {
         for target in ["sm_90", "gfx1100"] {
             let a = compile_gpu(&kern, &target.parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{} {target}: {e}", kern.name));
             assert!(!a.image.is_empty(), "{} {target}", kern.name);
