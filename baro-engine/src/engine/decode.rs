@@ -272,7 +272,8 @@ impl Engine {
         let w = &self.weights;
         forward(&self.device, &self.kernels, self.precision, w, s, &[token], Mode::Decode { seq, slots: self.slots.as_mut() }, &mut Timer::off())?;
         let run = Pass::new(&self.device, &self.kernels, Width::One, self.precision);
-        let x = run.input(&s.xn, w.config.hidden_dim, &mut s.q8_in)?;
+        // The final norm wrote `xn`'s q8 blocks too (`Pass::normed`).
+        let x = run.normed(&s.xn, w.config.hidden_dim, &s.q8_in);
         Ok(run.matvec(w.lm_head(), &x, &s.zero_ids, &mut s.logits)?)
     }
 

@@ -112,7 +112,7 @@ impl<'a> Pass<'a> {
 
     /// `input` for `n` rows of x (a one-token MoE's k slots).
     fn input_rows<'b>(&self, x: &'b Buffer, cols: usize, n: usize, q8: &'b mut Q8Blocks) -> Result<Input<'b>, DeviceError> {
-        if self.precision != Precision::Q8 || cols % crate::kernels::q8act::Q8_BLOCK != 0 {
+        if !self.quantizes(cols) {
             return Ok(Input { x, q8: None });
         }
         let nb = n * cols / crate::kernels::q8act::Q8_BLOCK;
@@ -185,10 +185,29 @@ impl<'a> Pass<'a> {
         self.run(&self.k.rmsnorm, vec![A::buf(x), A::buf(w), A::buf_mut(y), A::from(n), A::from(eps)])
     }
 
-    /// h = a + b, then y = rmsnorm(h, w): the residual add and the norm after it, one launch.
+    /// h = a + b, then y = rmsnorm(h, w): the residual add and the norm after it, one launch;
+    /// in the q8 mode (n a multiple of 32) y's blocks go into `q8` in the same launch
+    /// (`add_rmsnorm_q8`: `q8act`'s bits), for `normed`.
     #[allow(clippy::too_many_arguments)]
-    fn add_rmsnorm(&self, a: &Buffer, b: &Buffer, w: &Buffer, h: &mut Buffer, y: &mut Buffer, n: usize, eps: f32) -> Result<(), DeviceError> {
+    fn add_rmsnorm(&self, a: &Buffer, b: &Buffer, w: &Buffer, h: &mut Buffer, y: &mut Buffer, q8: &mut Q8Blocks, n: usize, eps: f32) -> Result<(), DeviceError> {
+        if self.quantizes(n) {
+            let Q8Blocks { q, d, sum } = q8;
+            return self.run(&self.k.add_rmsnorm_q8, vec![A::buf(a), A::buf(b), A::buf(w), A::buf_mut(h), A::buf_mut(y), A::buf_mut(q), A::buf_mut(d), A::buf_mut(sum), A::from(n), A::from(eps)]);
+        }
         self.run(&self.k.add_rmsnorm, vec![A::buf(a), A::buf(b), A::buf(w), A::buf_mut(h), A::buf_mut(y), A::from(n), A::from(eps)])
+    }
+
+    /// Whether this pass's matvec inputs of `cols` columns are quantized (the q8 mode, `cols` a
+    /// multiple of 32).
+    fn quantizes(&self, cols: usize) -> bool {
+        self.precision == Precision::Q8 && cols % crate::kernels::q8act::Q8_BLOCK == 0
+    }
+
+    /// The normed rows `xn` as a matvec input whose q8 blocks are already in `q8_in` (the norm
+    /// before it wrote them: `add_rmsnorm`, or `forward`'s `input` after the first norm): no
+    /// launch.
+    pub(crate) fn normed<'b>(&self, xn: &'b Buffer, cols: usize, q8_in: &'b Q8Blocks) -> Input<'b> {
+        Input { x: xn, q8: self.quantizes(cols).then_some(q8_in) }
     }
 
     /// h = silu(gate) · up for `n_slots` slots per row of a fused gate-and-up output `gu`
@@ -358,6 +377,9 @@ pub(crate) fn forward(device: &Device, k: &Kernels, precision: Precision, w: &We
     // Each residual add is fused with the norm after it: the layer's post-attention norm,
     // then the next layer's input norm (the output norm after the last layer).
     pass.rmsnorm(&p.x, w.layers.first().map_or(&w.output_norm, |l| &l.attn_norm), &mut p.xn, h, eps)?;
+    // In the q8 mode `q8_in` holds `xn`'s blocks wherever `xn` is read (`Pass::normed`): here
+    // from `q8act`, after each fused add and norm from the norm's own launch.
+    pass.input(&p.xn, h, &mut p.q8_in)?;
     for (i, lw) in w.layers.iter().enumerate() {
         match &lw.mixer {
             MixerWeights::Gdn(g) => {
@@ -369,11 +391,11 @@ pub(crate) fn forward(device: &Device, k: &Kernels, precision: Precision, w: &We
                 timer.mark(device, "attention mixer")?;
             }
         }
-        pass.add_rmsnorm(&p.x, &p.mix, &lw.post_attention_norm, &mut p.h, &mut p.xn, h, eps)?;
+        pass.add_rmsnorm(&p.x, &p.mix, &lw.post_attention_norm, &mut p.h, &mut p.xn, &mut p.q8_in, h, eps)?;
         moe(&pass, cfg, &lw.moe, &mut mode, i, w.layers.len(), p, timer)?;
         timer.mark(device, "moe: shared expert, combine")?;
         let next_norm = w.layers.get(i + 1).map_or(&w.output_norm, |l| &l.attn_norm);
-        pass.add_rmsnorm(&p.h, &p.mix, next_norm, &mut p.x, &mut p.xn, h, eps)?;
+        pass.add_rmsnorm(&p.h, &p.mix, next_norm, &mut p.x, &mut p.xn, &mut p.q8_in, h, eps)?;
     }
     timer.mark(device, "residual and norms")?;
     Ok(())
@@ -382,7 +404,7 @@ pub(crate) fn forward(device: &Device, k: &Kernels, precision: Precision, w: &We
 /// The gated delta net of layer `i` on `p.xn`, into `p.mix`.
 fn gdn(pass: &Pass<'_>, cfg: &ModelConfig, w: &GdnWeights, p: &mut Scratch, mode: &mut Mode<'_, '_>, i: usize, timer: &mut Timer) -> Result<(), EngineError> {
     let ids = &p.zero_ids;
-    let x = pass.input(&p.xn, cfg.hidden_dim, &mut p.q8_in)?;
+    let x = pass.normed(&p.xn, cfg.hidden_dim, &p.q8_in);
     pass.project(&w.qkv, &x, ids, &mut p.qkv)?;
     pass.project(&w.gate_z, &x, ids, &mut p.z)?;
     pass.project(&w.beta_alpha, &x, ids, &mut p.ba)?;
@@ -442,7 +464,7 @@ fn gdn_scan(pass: &Pass<'_>, cfg: &ModelConfig, w: &GdnWeights, ssm: &mut Buffer
 fn attention(pass: &Pass<'_>, cfg: &ModelConfig, w: &AttentionWeights, p: &mut Scratch, mode: &mut Mode<'_, '_>, i: usize) -> Result<(), EngineError> {
     let ids = &p.zero_ids;
     let (hd, nh, nkv, eps) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.rms_eps);
-    let x = pass.input(&p.xn, cfg.hidden_dim, &mut p.q8_in)?;
+    let x = pass.normed(&p.xn, cfg.hidden_dim, &p.q8_in);
     pass.project(&w.q, &x, ids, &mut p.q_gate)?;
     pass.project(&w.k, &x, ids, &mut p.k_raw)?;
     pass.project(&w.v, &x, ids, &mut p.v)?;
@@ -514,7 +536,7 @@ fn attention_cached(pass: &Pass<'_>, cfg: &ModelConfig, kernel: &DeviceKernel, k
 fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '_>, i: usize, n_layers: usize, p: &mut Scratch, timer: &mut Timer) -> Result<(), EngineError> {
     let ids = &p.zero_ids;
     let (k, fi, fs, h, ne) = (cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim, cfg.hidden_dim, cfg.n_experts);
-    let x = pass.input(&p.xn, h, &mut p.q8_in)?;
+    let x = pass.normed(&p.xn, h, &p.q8_in);
     pass.project(&w.router, &x, ids, &mut p.router_logits)?;
     pass.run(&pass.k.router_topk, vec![A::buf(&p.router_logits), A::buf_mut(&mut p.router_probs), A::buf_mut(&mut p.expert_ids), A::buf_mut(&mut p.expert_weights), A::from(ne), A::from(k)])?;
     match mode {

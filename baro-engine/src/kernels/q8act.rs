@@ -82,6 +82,47 @@ pub fn q8act(x: &[f32], q: &mut [u32], d: &mut [f32], s: &mut [i32], nb: usize) 
     }
 }
 
+/// `add_rmsnorm` and then `q8act` of its output in one launch (the q8 mode's normed input):
+/// h = a + b, y = rmsnorm(h, w), and y's blocks of 32 quantized into q, d, s exactly as `q8act`
+/// quantizes them (the same max, scale, rounding and block sum on the same y values), so every
+/// output is `add_rmsnorm`'s and then `q8act`'s bits, without y's round trip or a launch. Each
+/// workgroup writes its 256 elements of h and y and their 8 blocks. n a multiple of 32.
+#[kernel(grid = [(n + 255) / 256], block = 256, uses = [q8_of], verify(n = [32, 96, 256, 288, 608]),
+         rows(name = add_rmsnorm_q8_rows, row_stride(a = n, b = n, h = n, y = n, q = n / 4, d = n / 32, s = n / 32), verify(n = [32, 288])))]
+pub fn add_rmsnorm_q8(a: &[f32], b: &[f32], w: &[f32], h: &mut [f32], y: &mut [f32], q: &mut [u32], d: &mut [f32], s: &mut [i32], n: usize, eps: f32) {
+    let base = group_id(0) * 256;
+    let m = if n - base < 256 { n - base } else { 256 };
+    let ss = sum!(i in 0..n, order = lanes(32).butterfly(), (a[i] + b[i]) * (a[i] + b[i]));
+    let scale = rsqrt(ss / (n as f32) + eps);
+    let ys = shared::<f32, 256>();
+    let scales = shared::<f32, 8>();
+    let words = shared::<u32, 64>();
+    for j in par(0..m) {
+        h[base + j] = a[base + j] + b[base + j];
+        let v = (a[base + j] + b[base + j]) * scale * w[base + j];
+        y[base + j] = v;
+        ys[j] = v;
+    }
+    for t in par_team(0..m / 32, 32) {
+        let amax = max!(j in 0..32, order = lanes(32).butterfly(), ys[t * 32 + j].abs());
+        let sc = if amax != amax { f32::from_bits(0x7fc00000) } else { amax / 127.0 };
+        d[base / 32 + t] = sc;
+        scales[t] = sc;
+    }
+    for i in par(0..m / 4) {
+        let sc = scales[i / 8];
+        let word = ((q8_of(ys[i * 4], sc) as u32) & 255)
+            | (((q8_of(ys[i * 4 + 1], sc) as u32) & 255) << 8)
+            | (((q8_of(ys[i * 4 + 2], sc) as u32) & 255) << 16)
+            | (((q8_of(ys[i * 4 + 3], sc) as u32) & 255) << 24);
+        q[base / 4 + i] = word;
+        words[i] = word;
+    }
+    for t in par(0..m / 32) {
+        s[base / 32 + t] = sum!(v in 0..8, order = any, dot4_i8(words[t * 8 + v], 0x01010101, 0));
+    }
+}
+
 /// What `q8act` computes, written independently in plain Rust: (q words, d, block sums).
 /// `x.len()` must be a multiple of 32.
 pub fn q8act_reference(x: &[f32]) -> (Vec<u32>, Vec<f32>, Vec<i32>) {

@@ -109,10 +109,12 @@ fn q8act_compiles_for_sm90_and_gfx1100() {
     use baro_dsl::compile::compile_gpu;
     use baro_dsl::options::CompileOptions;
     let cache = CompileCache::new(None);
-    for target in ["sm_90", "gfx1100"] {
-        let a = compile_gpu(&q8act(), &target.parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{target}: {e}"));
-        assert!(!a.image.is_empty(), "{target}");
-        assert_eq!(a.block_dim, 256, "{target}");
+    for kern in [q8act(), add_rmsnorm_q8(), add_rmsnorm_q8_rows()] {
+        for target in ["sm_90", "gfx1100"] {
+            let a = compile_gpu(&kern, &target.parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{} {target}: {e}", kern.name));
+            assert!(!a.image.is_empty(), "{} {target}", kern.name);
+            assert_eq!(a.block_dim, 256, "{} {target}", kern.name);
+        }
     }
 }
 
@@ -209,6 +211,62 @@ fn matvec_q8_0_q8_rows8_equals_the_m1_kernel_per_row() {
     let mut y = dev.alloc(ScalarType::F32, 1).unwrap();
     let err = dev.run(&k8, &mut [A::buf(&qb), A::buf(&db), A::words(&wb), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(1usize), A::from(0usize), A::from(1usize), A::from(1usize)]).expect_err("k past Q8_ROWS8_MAX_K must fail");
     assert!(err.to_string().contains("matvec_q8_0_q8_rows8"), "the error names the kernel: {err}");
+}
+
+/// `add_rmsnorm_q8` (and its derived rows sibling) against `add_rmsnorm` then `q8act`, byte for
+/// byte: h and y, the q words, scales and block sums; lengths of one block, across the 256
+/// elements of a workgroup and not a multiple of 256, values at many scales, several rows.
+#[test]
+fn add_rmsnorm_q8_is_add_rmsnorm_then_q8act() {
+    let dev = Device::host().expect("host device");
+    let compile = |k: baro_dsl::ir::Kernel| dev.compile(&k).unwrap_or_else(|e| panic!("{e}"));
+    let (fused, fused_rows, norm, quant) = (compile(add_rmsnorm_q8()), compile(add_rmsnorm_q8_rows()), compile(baro_engine::kernels::norm::add_rmsnorm()), compile(q8act()));
+    let mut rng = baro::reference::Rng::new(9);
+    let eps = 1e-6f32;
+    for n in [32usize, 256, 288, 2048] {
+        for rows in [1usize, 3] {
+            let scale = if n == 288 { 1e3 } else { 1.0 };
+            let (a, b, w) = (rng.vec_f32(rows * n).iter().map(|v| v * scale).collect::<Vec<_>>(), rng.vec_f32(rows * n), rng.vec_f32(n));
+            let (ab, bb, wb) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap(), dev.upload(&w).unwrap());
+            let nb = rows * n / 32;
+            let mut outs = Vec::new();
+            for (kern, is_rows) in [(&fused, false), (&fused_rows, true)] {
+                if !is_rows && rows > 1 {
+                    continue;
+                }
+                let (mut h, mut y) = (dev.alloc(ScalarType::F32, rows * n).unwrap(), dev.alloc(ScalarType::F32, rows * n).unwrap());
+                let (mut q, mut d, mut s) = (dev.alloc(ScalarType::U32, nb * 8).unwrap(), dev.alloc(ScalarType::F32, nb).unwrap(), dev.alloc(ScalarType::I32, nb).unwrap());
+                let mut args = vec![A::buf(&ab), A::buf(&bb), A::buf(&wb), A::buf_mut(&mut h), A::buf_mut(&mut y), A::buf_mut(&mut q), A::buf_mut(&mut d), A::buf_mut(&mut s), A::from(n), A::from(eps)];
+                if is_rows {
+                    args.push(A::from(rows));
+                }
+                dev.run(kern, &mut args).unwrap_or_else(|e| panic!("{e}"));
+                let f = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+                outs.push((kern, f(dev.read(&h).unwrap()), f(dev.read(&y).unwrap()), dev.read::<u32>(&q).unwrap(), f(dev.read(&d).unwrap()), dev.read::<i32>(&s).unwrap()));
+            }
+            // The separate kernels, row by row.
+            let (mut hw, mut yw) = (Vec::new(), Vec::new());
+            for r in 0..rows {
+                let (ar, br) = (dev.upload(&a[r * n..][..n]).unwrap(), dev.upload(&b[r * n..][..n]).unwrap());
+                let (mut h, mut y) = (dev.alloc(ScalarType::F32, n).unwrap(), dev.alloc(ScalarType::F32, n).unwrap());
+                dev.run(&norm, &mut [A::buf(&ar), A::buf(&br), A::buf(&wb), A::buf_mut(&mut h), A::buf_mut(&mut y), A::from(n), A::from(eps)]).unwrap_or_else(|e| panic!("{e}"));
+                hw.extend(dev.read::<f32>(&h).unwrap());
+                yw.extend(dev.read::<f32>(&y).unwrap());
+            }
+            let yb = dev.upload(&yw).unwrap();
+            let (mut q, mut d, mut s) = (dev.alloc(ScalarType::U32, nb * 8).unwrap(), dev.alloc(ScalarType::F32, nb).unwrap(), dev.alloc(ScalarType::I32, nb).unwrap());
+            dev.run(&quant, &mut [A::buf(&yb), A::buf_mut(&mut q), A::buf_mut(&mut d), A::buf_mut(&mut s), A::from(nb)]).unwrap_or_else(|e| panic!("{e}"));
+            let want_d: Vec<u32> = dev.read::<f32>(&d).unwrap().into_iter().map(f32::to_bits).collect();
+            let (want_q, want_s) = (dev.read::<u32>(&q).unwrap(), dev.read::<i32>(&s).unwrap());
+            assert!(!outs.is_empty());
+            for (kern, h, y, q, d, s) in outs {
+                let at = format!("{} n={n} rows={rows}", kern.name());
+                assert_eq!(h, hw.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{at}: h");
+                assert_eq!(y, yw.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{at}: y");
+                assert_eq!((q, d, s), (want_q.clone(), want_d.clone(), want_s.clone()), "{at}: the q8 blocks");
+            }
+        }
+    }
 }
 
 #[test]
