@@ -216,6 +216,18 @@ impl<'a> Pass<'a> {
         self.run(&self.k.swiglu_pairs, vec![A::buf(gu), A::buf_mut(h), A::from(n), A::from(n_slots)])
     }
 
+    /// `swiglu_pairs` into `h`, as a matvec input: in the q8 mode (n a multiple of 32) h's
+    /// blocks go into `q8` in the same launch (`swiglu_pairs_q8`: `q8act`'s bits).
+    fn swiglu_input<'b>(&self, gu: &Buffer, h: &'b mut Buffer, n: usize, n_slots: usize, q8: &'b mut Q8Blocks) -> Result<Input<'b>, DeviceError> {
+        if !self.quantizes(n) {
+            self.swiglu_pairs(gu, h, n, n_slots)?;
+            return Ok(Input { x: h, q8: None });
+        }
+        let Q8Blocks { q, d, sum } = &mut *q8;
+        self.run(&self.k.swiglu_pairs_q8, vec![A::buf(gu), A::buf_mut(h), A::buf_mut(q), A::buf_mut(d), A::buf_mut(sum), A::from(n), A::from(n_slots)])?;
+        Ok(Input { x: h, q8: Some(q8) })
+    }
+
     /// y[..dim] = row `row` of x (dim wide): an exact copy.
     pub(crate) fn copy_row(&self, x: &Buffer, row: usize, y: &mut Buffer, dim: usize) -> Result<(), DeviceError> {
         self.launch(&self.k.copy_row, &mut [A::buf(x), A::buf_mut(y), A::from(row), A::from(dim)])
@@ -547,8 +559,7 @@ fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '
                 (None, None) => return Err(neither()),
             };
             pass.matvec_slots(&experts.gate_up, &x, expert_ids, &mut p.gate_up, 0, k)?;
-            pass.swiglu_pairs(&p.gate_up, &mut p.act, fi, k)?;
-            let act = pass.input_rows(&p.act, fi, k, &mut p.q8_mid)?;
+            let act = pass.swiglu_input(&p.gate_up, &mut p.act, fi, k, &mut p.q8_mid)?;
             pass.matvec_slots(&experts.down, &act, expert_ids, &mut p.down, fi, k)?;
         }
         Mode::Chunk { experts, .. } | Mode::Batch { experts, .. } => {
@@ -573,8 +584,7 @@ fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '
         }
     }
     pass.project(&w.gate_up_shexp, &x, ids, &mut p.sh_gate_up)?;
-    pass.swiglu_pairs(&p.sh_gate_up, &mut p.sh_act, fs, 1)?;
-    let sh_act = pass.input(&p.sh_act, fs, &mut p.q8_mid)?;
+    let sh_act = pass.swiglu_input(&p.sh_gate_up, &mut p.sh_act, fs, 1, &mut p.q8_mid)?;
     pass.project(&w.down_shexp, &sh_act, ids, &mut p.sh_out)?;
     pass.project(&w.shared_gate, &x, ids, &mut p.sh_logit)?;
     pass.run(&pass.k.moe_combine, vec![A::buf(&p.down), A::buf(&p.expert_weights), A::buf(&p.sh_out), A::buf(&p.sh_logit), A::buf_mut(&mut p.mix), A::from(h), A::from(k)])?;

@@ -123,6 +123,46 @@ pub fn add_rmsnorm_q8(a: &[f32], b: &[f32], w: &[f32], h: &mut [f32], y: &mut [f
     }
 }
 
+/// `moe::swiglu_pairs` and then `q8act` of its output in one launch (the q8 mode's expert
+/// input): h[sl · n + j] = silu(gate) · up for each slot sl, and h's blocks of 32 quantized into
+/// q, d, s exactly as `q8act` quantizes them, so every output is `swiglu_pairs`' and then
+/// `q8act`'s bits. Each workgroup writes 256 elements of one slot and their 8 blocks. n a
+/// multiple of 32.
+#[kernel(grid = [(n + 255) / 256, n_slots], block = 256, uses = [q8_of], verify(n = [32, 96, 256, 288, 608], n_slots = [1, 3]),
+         rows(name = swiglu_pairs_q8_rows, axis = 1, row_stride(gu = 2 * n, h = n, q = n / 4, d = n / 32, s = n / 32), fix(n_slots = 1), verify(n = [32, 288])))]
+pub fn swiglu_pairs_q8(gu: &[f32], h: &mut [f32], q: &mut [u32], d: &mut [f32], s: &mut [i32], n: usize, n_slots: usize) {
+    let base = group_id(0) * 256;
+    let sl = group_id(1);
+    let m = if n - base < 256 { n - base } else { 256 };
+    let at = sl * n + base;
+    let hs = shared::<f32, 256>();
+    let scales = shared::<f32, 8>();
+    let words = shared::<u32, 64>();
+    for j in par(0..m) {
+        let v = silu(gu[sl * 2 * n + base + j]) * gu[sl * 2 * n + n + base + j];
+        h[at + j] = v;
+        hs[j] = v;
+    }
+    for t in par_team(0..m / 32, 32) {
+        let amax = max!(j in 0..32, order = lanes(32).butterfly(), hs[t * 32 + j].abs());
+        let sc = if amax != amax { f32::from_bits(0x7fc00000) } else { amax / 127.0 };
+        d[at / 32 + t] = sc;
+        scales[t] = sc;
+    }
+    for i in par(0..m / 4) {
+        let sc = scales[i / 8];
+        let word = ((q8_of(hs[i * 4], sc) as u32) & 255)
+            | (((q8_of(hs[i * 4 + 1], sc) as u32) & 255) << 8)
+            | (((q8_of(hs[i * 4 + 2], sc) as u32) & 255) << 16)
+            | (((q8_of(hs[i * 4 + 3], sc) as u32) & 255) << 24);
+        q[at / 4 + i] = word;
+        words[i] = word;
+    }
+    for t in par(0..m / 32) {
+        s[at / 32 + t] = sum!(v in 0..8, order = any, dot4_i8(words[t * 8 + v], 0x01010101, 0));
+    }
+}
+
 /// What `q8act` computes, written independently in plain Rust: (q words, d, block sums).
 /// `x.len()` must be a multiple of 32.
 pub fn q8act_reference(x: &[f32]) -> (Vec<u32>, Vec<f32>, Vec<i32>) {

@@ -109,7 +109,7 @@ fn q8act_compiles_for_sm90_and_gfx1100() {
     use baro_dsl::compile::compile_gpu;
     use baro_dsl::options::CompileOptions;
     let cache = CompileCache::new(None);
-    for kern in [q8act(), add_rmsnorm_q8(), add_rmsnorm_q8_rows()] {
+    for kern in [q8act(), add_rmsnorm_q8(), add_rmsnorm_q8_rows(), swiglu_pairs_q8(), swiglu_pairs_q8_rows()] {
         for target in ["sm_90", "gfx1100"] {
             let a = compile_gpu(&kern, &target.parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{} {target}: {e}", kern.name));
             assert!(!a.image.is_empty(), "{} {target}", kern.name);
@@ -267,6 +267,45 @@ fn add_rmsnorm_q8_is_add_rmsnorm_then_q8act() {
             }
         }
     }
+}
+
+/// `swiglu_pairs_q8` (m = 1 with several slots, and its derived rows sibling) against
+/// `swiglu_pairs` then `q8act`, byte for byte: h, the q words, scales and block sums.
+#[test]
+fn swiglu_pairs_q8_is_swiglu_pairs_then_q8act() {
+    let dev = Device::host().expect("host device");
+    let compile = |k: baro_dsl::ir::Kernel| dev.compile(&k).unwrap_or_else(|e| panic!("{e}"));
+    let (fused, fused_rows, plain, quant) = (compile(swiglu_pairs_q8()), compile(swiglu_pairs_q8_rows()), compile(baro_engine::kernels::moe::swiglu_pairs()), compile(q8act()));
+    let mut rng = baro::reference::Rng::new(10);
+    let mut cases = 0;
+    for n in [32usize, 288, 512] {
+        for (slots, rows_kernel) in [(1usize, false), (3, false), (3, true)] {
+            let gu: Vec<f32> = rng.vec_f32(slots * 2 * n).iter().map(|v| v * 4.0).collect();
+            let gb = dev.upload(&gu).unwrap();
+            let nb = slots * n / 32;
+            let mut run_q8 = |x: &baro_dsl::runtime::Buffer| {
+                let (mut q, mut d, mut s) = (dev.alloc(ScalarType::U32, nb * 8).unwrap(), dev.alloc(ScalarType::F32, nb).unwrap(), dev.alloc(ScalarType::I32, nb).unwrap());
+                dev.run(&quant, &mut [A::buf(x), A::buf_mut(&mut q), A::buf_mut(&mut d), A::buf_mut(&mut s), A::from(nb)]).unwrap_or_else(|e| panic!("{e}"));
+                (dev.read::<u32>(&q).unwrap(), dev.read::<f32>(&d).unwrap().into_iter().map(f32::to_bits).collect::<Vec<_>>(), dev.read::<i32>(&s).unwrap())
+            };
+            let mut h = dev.alloc(ScalarType::F32, slots * n).unwrap();
+            dev.run(&plain, &mut [A::buf(&gb), A::buf_mut(&mut h), A::from(n), A::from(slots)]).unwrap_or_else(|e| panic!("{e}"));
+            let want_h: Vec<u32> = dev.read::<f32>(&h).unwrap().into_iter().map(f32::to_bits).collect();
+            let want_q = run_q8(&h);
+            let (mut h2, mut q, mut d, mut s) = (dev.alloc(ScalarType::F32, slots * n).unwrap(), dev.alloc(ScalarType::U32, nb * 8).unwrap(), dev.alloc(ScalarType::F32, nb).unwrap(), dev.alloc(ScalarType::I32, nb).unwrap());
+            let kern = if rows_kernel { &fused_rows } else { &fused };
+            let mut args = vec![A::buf(&gb), A::buf_mut(&mut h2), A::buf_mut(&mut q), A::buf_mut(&mut d), A::buf_mut(&mut s), A::from(n)];
+            // The rows kernel takes one slot per row (n_slots fixed at 1).
+            args.extend(if rows_kernel { vec![A::from(1usize), A::from(slots)] } else { vec![A::from(slots)] });
+            dev.run(kern, &mut args).unwrap_or_else(|e| panic!("{e}"));
+            let at = format!("{} n={n} slots/rows={slots}", kern.name());
+            assert_eq!(dev.read::<f32>(&h2).unwrap().into_iter().map(f32::to_bits).collect::<Vec<_>>(), want_h, "{at}: h");
+            let got = (dev.read::<u32>(&q).unwrap(), dev.read::<f32>(&d).unwrap().into_iter().map(f32::to_bits).collect::<Vec<_>>(), dev.read::<i32>(&s).unwrap());
+            assert_eq!(got, want_q, "{at}: the q8 blocks");
+            cases += 1;
+        }
+    }
+    assert_eq!(cases, 9);
 }
 
 #[test]
