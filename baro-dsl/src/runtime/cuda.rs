@@ -138,6 +138,15 @@ impl Drop for CudaPinned {
     }
 }
 
+/// A launch's arguments as `CudaDevice::check_launch` found them.
+struct Checked {
+    /// Each parameter's element count (0 for scalars).
+    lens: Vec<u64>,
+    /// The scalars' bits by parameter (0 for buffers).
+    scalars: Vec<u64>,
+    grid: [u32; 3],
+}
+
 /// A CUDA stream and its error-record ring.
 pub(crate) struct CudaQueue {
     stream: Arc<CudaStream>,
@@ -299,9 +308,8 @@ impl CudaDevice {
         Ok(super::device::MemoryInfo { free: free as u64, total: total as u64 })
     }
 
-    /// Checks a launch like the host does: each parameter's element count (0 for scalars),
-    /// the scalars' bits by parameter (0 for buffers), and the grid.
-    fn check_launch(&self, k: &CudaKernel, args: &[DeviceArg<'_>]) -> Result<(Vec<u64>, Vec<u64>, [u32; 3]), DeviceError> {
+    /// Checks a launch like the host does.
+    fn check_launch(&self, k: &CudaKernel, args: &[DeviceArg<'_>]) -> Result<Checked, DeviceError> {
         let kernel = &k.artifact.kernel;
         check_args(kernel, args.iter().map(DeviceArg::shape))?;
         let mut lens = vec![0u64; args.len()];
@@ -317,7 +325,7 @@ impl CudaDevice {
             _ => None,
         }));
         let grid = check_limits(kernel, grid_size(kernel, &scalars)?, GRID_LIMITS)?;
-        Ok((lens, scalars, grid))
+        Ok(Checked { lens, scalars, grid })
     }
 
     /// A launch checked as `launch` checks it, as a graph node: per buffer its device address
@@ -325,7 +333,7 @@ impl CudaDevice {
     /// Taking the addresses makes `q` wait for earlier writes on other streams (cudarc's event
     /// tracking); later users on other streams must order themselves with `Event`s.
     pub(crate) fn record(&self, q: &CudaQueue, k: &Arc<CudaKernel>, args: &mut [DeviceArg<'_>]) -> Result<Node, DeviceError> {
-        let (lens, scalars, grid) = self.check_launch(k, args)?;
+        let Checked { lens, scalars, grid } = self.check_launch(k, args)?;
         let mut words = Vec::with_capacity(2 * args.len());
         for (i, a) in args.iter().enumerate() {
             match a.buffer()? {
@@ -372,7 +380,7 @@ impl CudaDevice {
     }
 
     pub(crate) fn launch(&self, q: &CudaQueue, k: &Arc<CudaKernel>, args: &mut [DeviceArg<'_>]) -> Result<(), DeviceError> {
-        let (lens, scalars, grid) = self.check_launch(k, args)?;
+        let Checked { lens, scalars, grid } = self.check_launch(k, args)?;
         let mut records = q.records.lock().unwrap_or_else(|e| e.into_inner());
         if records.used == RECORD_SLOTS {
             q.check(&mut records)?;

@@ -69,7 +69,7 @@ impl GraphPending {
     /// and describes the first failed node, in recording order.
     pub(crate) fn take_first_error(&self, q: &CudaQueue) -> Result<Option<DeviceError>, DeviceError> {
         let mut slots = self.area.slots.lock().unwrap_or_else(|e| e.into_inner());
-        let words = q.take_records(&mut *slots, self.nodes.len())?;
+        let words = q.take_records(&mut slots, self.nodes.len())?;
         for (node, w) in self.nodes.iter().zip(words.chunks_exact(RECORD_WORDS)) {
             if w[0] != 0 {
                 let kernel = node.kernel.kernel();
