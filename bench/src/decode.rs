@@ -50,6 +50,8 @@ pub struct DecodeOptions {
     pub pinned_iters: usize,
     /// Read the logits back and pick on the host (`sampling::greedy`) instead of on the device.
     pub host_pick: bool,
+    /// `EngineOptions::graphs`: replay each resident decode step as a launch graph.
+    pub graphs: bool,
 }
 
 /// Everything `run` measured.
@@ -80,6 +82,21 @@ pub struct DecodeReport {
     pub timed_ids: Vec<TokenId>,
     /// The KV length (position) of the first timed token.
     pub first_timed_pos: usize,
+    /// Whether the steps replayed launch graphs (`Engine::decode_graphs`: asked for, and
+    /// the experts resident), and the graphs' counters over the whole run.
+    pub graphs: bool,
+    pub graph_stats: Option<baro_dsl::runtime::GraphStats>,
+}
+
+impl DecodeReport {
+    /// The launch mode as the report's header says it.
+    pub fn launch_mode(&self, asked: bool) -> String {
+        match (asked, self.graphs, self.graph_stats) {
+            (_, true, Some(s)) => format!("launch graphs on ({} replays, {} builds, {} nodes updated in place)", s.replays, s.builds, s.updated_nodes),
+            (true, false, _) => "launch graphs asked for but off (staged experts launch one by one)".to_string(),
+            _ => "launch graphs off (--no-graphs): one launch per kernel".to_string(),
+        }
+    }
 }
 
 /// Latency percentiles of the timed tokens, seconds.
@@ -215,7 +232,7 @@ pub fn run(o: &DecodeOptions) -> Result<DecodeReport, String> {
     println!("kernels compiled in {compile_s:.2} s");
     let upload_bytes: u64 = fl.tensors.iter().filter(|t| t.rule != crate::floor::Rule::NotRead).map(|t| t.stored).sum();
     let t = Instant::now();
-    let mut engine = Engine::new(dev, &source, EngineOptions { max_ctx, vram_budget: o.vram_budget, precision: o.precision, ..EngineOptions::default() }).map_err(|e| e.to_string())?;
+    let mut engine = Engine::new(dev, &source, EngineOptions { max_ctx, vram_budget: o.vram_budget, precision: o.precision, graphs: o.graphs, ..EngineOptions::default() }).map_err(|e| e.to_string())?;
     let upload_s = t.elapsed().as_secs_f64();
     println!(
         "engine built in {upload_s:.2} s: {:.3} GB of weights uploaded from the map, {:.2} GB/s ({:.2} of the pinned upload rate)",
@@ -260,7 +277,7 @@ pub fn run(o: &DecodeOptions) -> Result<DecodeReport, String> {
         timed_ids.push(next);
         token = next;
     }
-    println!("memory: {}; precision: {}", engine.memory_plan(), engine.precision().name());
+    println!("memory: {}; precision: {}; launch graphs: {}", engine.memory_plan(), engine.precision().name(), if engine.decode_graphs() { "on" } else { "off" });
     if let Some(c) = engine.expert_cache_stats() {
         println!("expert cache (whole run): {} lookups, {} hits ({:.3}), {} misses, {} evictions", c.lookups, c.hits, c.hits as f64 / c.lookups.max(1) as f64, c.misses, c.evictions);
     }
@@ -281,6 +298,8 @@ pub fn run(o: &DecodeOptions) -> Result<DecodeReport, String> {
         pick_s,
         timed_ids,
         first_timed_pos,
+        graphs: engine.decode_graphs(),
+        graph_stats: engine.decode_graph_stats(),
     })
 }
 

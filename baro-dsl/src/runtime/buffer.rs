@@ -85,6 +85,23 @@ impl Buffer {
             _ => None,
         }
     }
+    /// The address of a host buffer's words (`Vec::as_ptr`: no reference to them is made),
+    /// for a recorded launch.
+    pub(crate) fn host_addr(&self) -> Option<*const u8> {
+        match &self.mem {
+            Mem::Host(w) => Some(w.as_ptr().cast()),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+    /// `host_addr` for writing (`Vec::as_mut_ptr`).
+    pub(crate) fn host_addr_mut(&mut self) -> Option<*mut u8> {
+        match &mut self.mem {
+            Mem::Host(w) => Some(w.as_mut_ptr().cast()),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
     pub(crate) fn host_bytes_mut(&mut self) -> Option<&mut [u8]> {
         let n = self.byte_len();
         match &mut self.mem {

@@ -6,7 +6,9 @@
 //! GPU kernel ABI: per buffer (pointer, i64 element count), per scalar one i64 of canonical
 //! bits, then a pointer to a zeroed `ErrorRecord`. Each stream owns a ring of error records,
 //! one slot per launch since its last synchronisation, so launches stay asynchronous and a
-//! failed bounds check is still attributed to the right kernel with the host's message.
+//! failed bounds check is still attributed to the right kernel with the host's message. A
+//! replayed launch graph (`cuda_graph`) brings its own records, one per node, checked at the
+//! same synchronisation in the same launch order.
 //!
 //! This module never calls into cudarc before `is_culib_present()` said the library loads
 //! (cudarc panics when it cannot load a symbol), and never lets a driver error become a panic.
@@ -14,12 +16,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DriverError, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError, LaunchConfig, PinnedHostSlice, PushKernelArg};
 
 use super::buffer::{PinnedBuffer, PinnedMem};
 use super::check::{check_args, scalar_bits};
-use super::device::{DeviceArg, DeviceError, DeviceKind};
+use super::cuda_graph::{CudaGraph, GraphPending};
+use super::device::{DeviceArg, DeviceError, DeviceKind, KernelImpl};
 use super::error::describe_record;
+use super::graph::{changed_nodes, LaunchGraph, Node, Replay};
 use super::grid::{check_limits, grid_size};
 use super::stream::{Event, EventImpl, Stream, StreamImpl};
 use crate::cache::CompileCache;
@@ -34,7 +38,7 @@ const GRID_LIMITS: [u64; 3] = [(1 << 31) - 1, 65535, 65535];
 /// Error-record slots per stream: launches between two synchronisations before an
 /// automatic one.
 const RECORD_SLOTS: usize = 1024;
-const RECORD_WORDS: usize = 4;
+pub(crate) const RECORD_WORDS: usize = 4;
 
 /// A driver call failed.
 pub(crate) fn driver_error(call: &'static str, e: DriverError) -> DeviceError {
@@ -87,6 +91,15 @@ impl CudaKernel {
     pub(crate) fn kernel(&self) -> &Kernel {
         &self.artifact.kernel
     }
+
+    pub(crate) fn cu_function(&self) -> sys::CUfunction {
+        self.func.cu_function()
+    }
+
+    /// Lanes per workgroup (the block's x size; y and z are 1).
+    pub(crate) fn block_dim(&self) -> u32 {
+        self.artifact.block_dim
+    }
 }
 
 /// Device memory. At least one byte is allocated (the driver rejects empty allocations);
@@ -125,6 +138,15 @@ impl Drop for CudaPinned {
     }
 }
 
+/// A launch's arguments as `CudaDevice::check_launch` found them.
+struct Checked {
+    /// Each parameter's element count (0 for scalars).
+    lens: Vec<u64>,
+    /// The scalars' bits by parameter (0 for buffers).
+    scalars: Vec<u64>,
+    grid: [u32; 3],
+}
+
 /// A CUDA stream and its error-record ring.
 pub(crate) struct CudaQueue {
     stream: Arc<CudaStream>,
@@ -133,13 +155,17 @@ pub(crate) struct CudaQueue {
 
 struct Records {
     slots: CudaSlice<u64>, // (slot, 4): one ErrorRecord per launch since the last check
+    /// Ring slots taken since the last check: the `Launch` entries of `pending`, in order.
+    used: usize,
     pending: Vec<Pending>,
 }
 
-/// A launch whose error record has not been read yet.
-struct Pending {
-    kernel: Arc<CudaKernel>,
-    lens: Vec<u64>,
+/// Work whose error records have not been read yet, in launch order.
+enum Pending {
+    /// A launch; its ring slot is its index among the `Launch` entries.
+    Launch { kernel: Arc<CudaKernel>, lens: Vec<u64> },
+    /// A replayed graph, whose nodes write their own records (at most one entry per graph).
+    Graph(GraphPending),
 }
 
 impl CudaDevice {
@@ -174,17 +200,17 @@ impl CudaDevice {
 
     fn queue(&self, stream: Arc<CudaStream>) -> Result<CudaQueue, DeviceError> {
         let slots = stream.alloc_zeros::<u64>(RECORD_SLOTS * RECORD_WORDS).map_err(|e| driver_error("cuMemAlloc (error records)", e))?;
-        Ok(CudaQueue { stream, records: Mutex::new(Records { slots, pending: Vec::new() }) })
+        Ok(CudaQueue { stream, records: Mutex::new(Records { slots, used: 0, pending: Vec::new() }) })
     }
 
     /// The legacy default stream: with only it in use, cudarc tracks no events per buffer.
     pub(crate) fn default_stream_queue(&self) -> Result<Stream, DeviceError> {
-        Ok(Stream { inner: StreamImpl::Cuda(self.queue(self.ctx.default_stream())?) })
+        Ok(Stream::new(StreamImpl::Cuda(self.queue(self.ctx.default_stream())?)))
     }
 
     pub(crate) fn new_stream(&self) -> Result<Stream, DeviceError> {
         let s = self.ctx.new_stream().map_err(|e| driver_error("cuStreamCreate", e))?;
-        Ok(Stream { inner: StreamImpl::Cuda(self.queue(s)?) })
+        Ok(Stream::new(StreamImpl::Cuda(self.queue(s)?)))
     }
 
     pub(crate) fn new_event(&self) -> Result<Event, DeviceError> {
@@ -282,7 +308,8 @@ impl CudaDevice {
         Ok(super::device::MemoryInfo { free: free as u64, total: total as u64 })
     }
 
-    pub(crate) fn launch(&self, q: &CudaQueue, k: &Arc<CudaKernel>, args: &mut [DeviceArg<'_>]) -> Result<(), DeviceError> {
+    /// Checks a launch like the host does.
+    fn check_launch(&self, k: &CudaKernel, args: &[DeviceArg<'_>]) -> Result<Checked, DeviceError> {
         let kernel = &k.artifact.kernel;
         check_args(kernel, args.iter().map(DeviceArg::shape))?;
         let mut lens = vec![0u64; args.len()];
@@ -298,11 +325,67 @@ impl CudaDevice {
             _ => None,
         }));
         let grid = check_limits(kernel, grid_size(kernel, &scalars)?, GRID_LIMITS)?;
+        Ok(Checked { lens, scalars, grid })
+    }
+
+    /// A launch checked as `launch` checks it, as a graph node: per buffer its device address
+    /// and element count, per scalar its bits (the words `launch` passes, less the record).
+    /// Taking the addresses makes `q` wait for earlier writes on other streams (cudarc's event
+    /// tracking); later users on other streams must order themselves with `Event`s.
+    pub(crate) fn record(&self, q: &CudaQueue, k: &Arc<CudaKernel>, args: &mut [DeviceArg<'_>]) -> Result<Node, DeviceError> {
+        let Checked { lens, scalars, grid } = self.check_launch(k, args)?;
+        let mut words = Vec::with_capacity(2 * args.len());
+        for (i, a) in args.iter().enumerate() {
+            match a.buffer()? {
+                Some((buf, _)) => {
+                    if let super::buffer::Mem::Cuda(m) = &buf.mem {
+                        let (addr, _record) = m.slice.device_ptr(&q.stream);
+                        words.extend([addr, lens[i]]);
+                    }
+                }
+                None => words.push(scalars[i]),
+            }
+        }
+        Ok(Node { kernel: KernelImpl::Cuda(k.clone()), grid, words })
+    }
+
+    /// Replays `nodes` (just recorded, their buffers alive) on `q` through `graph`'s CUDA
+    /// graph: built when there is none or the shape changed, else updated where the words
+    /// changed; then one `cuGraphLaunch`.
+    pub(crate) fn replay(&self, q: &CudaQueue, graph: &mut LaunchGraph, nodes: Vec<Node>) -> Result<Replay, DeviceError> {
+        let nodes = Arc::new(nodes);
+        let n = nodes.len();
+        let replay = match (graph.cuda.as_mut(), changed_nodes(&graph.nodes, &nodes)) {
+            (Some(g), Some(changed)) => {
+                g.update(&nodes, &changed)?;
+                Replay::Updated { nodes: n, changed: changed.len() }
+            }
+            _ => {
+                graph.cuda = None;
+                if n > 0 {
+                    graph.cuda = Some(CudaGraph::build(&self.ctx, &q.stream, &nodes)?);
+                }
+                Replay::Built { nodes: n }
+            }
+        };
+        if let Some(g) = graph.cuda.as_ref() {
+            let mut records = q.records.lock().unwrap_or_else(|e| e.into_inner());
+            g.launch(&q.stream)?;
+            if !records.pending.iter().any(|p| matches!(p, Pending::Graph(x) if x.is_of(g))) {
+                records.pending.push(Pending::Graph(g.pending(nodes.clone())));
+            }
+        }
+        graph.settle(nodes, replay);
+        Ok(replay)
+    }
+
+    pub(crate) fn launch(&self, q: &CudaQueue, k: &Arc<CudaKernel>, args: &mut [DeviceArg<'_>]) -> Result<(), DeviceError> {
+        let Checked { lens, scalars, grid } = self.check_launch(k, args)?;
         let mut records = q.records.lock().unwrap_or_else(|e| e.into_inner());
-        if records.pending.len() == RECORD_SLOTS {
+        if records.used == RECORD_SLOTS {
             q.check(&mut records)?;
         }
-        let slot = records.pending.len();
+        let slot = records.used;
         // Kernel parameter values: each `push` borrows its value until the launch.
         let counts: Vec<i64> = lens.iter().map(|&n| n as i64).collect();
         let scalar_words: Vec<i64> = scalars.iter().map(|&b| b as i64).collect();
@@ -334,7 +417,8 @@ impl CudaDevice {
         // it), per scalar its canonical bits, then a 32-byte zeroed error record; every
         // buffer is a live allocation of this context of at least that many elements.
         unsafe { b.launch(cfg) }.map_err(|e| driver_error("cuLaunchKernel", e))?;
-        records.pending.push(Pending { kernel: k.clone(), lens });
+        records.used += 1;
+        records.pending.push(Pending::Launch { kernel: k.clone(), lens });
         Ok(())
     }
 }
@@ -353,24 +437,46 @@ impl CudaQueue {
         self.stream.wait(e).map_err(|e| driver_error("cuStreamWaitEvent", e))
     }
 
-    /// Waits for the stream, reads the error records of the pending launches, clears them and
-    /// reports the first failure in launch order.
+    /// Reads `n` error records from the start of `slots` and zeroes them (queued on this
+    /// stream; the caller synchronises before trusting the zeroes).
+    pub(crate) fn take_records(&self, slots: &mut CudaSlice<u64>, n: usize) -> Result<Vec<u64>, DeviceError> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let words = self.stream.clone_dtoh(&slots.slice(0..n * RECORD_WORDS)).map_err(|e| driver_error("cuMemcpyDtoH (error records)", e))?;
+        self.stream.memset_zeros(&mut slots.slice_mut(0..n * RECORD_WORDS)).map_err(|e| driver_error("cuMemsetD8 (error records)", e))?;
+        Ok(words)
+    }
+
+    /// Waits for the stream, reads the error records of the pending launches and replayed
+    /// graphs, clears them and reports the first failure in launch order.
     fn check(&self, records: &mut Records) -> Result<(), DeviceError> {
         self.stream.synchronize().map_err(|e| driver_error("cuStreamSynchronize", e))?;
-        let n = records.pending.len();
-        if n == 0 {
+        if records.pending.is_empty() {
             return Ok(());
         }
-        let words = self.stream.clone_dtoh(&records.slots.slice(0..n * RECORD_WORDS)).map_err(|e| driver_error("cuMemcpyDtoH (error records)", e))?;
-        self.stream.memset_zeros(&mut records.slots.slice_mut(0..n * RECORD_WORDS)).map_err(|e| driver_error("cuMemsetD8 (error records)", e))?;
-        self.stream.synchronize().map_err(|e| driver_error("cuStreamSynchronize", e))?;
+        let ring = self.take_records(&mut records.slots, records.used)?;
         let pending = std::mem::take(&mut records.pending);
-        for (p, w) in pending.iter().zip(words.chunks_exact(RECORD_WORDS)) {
-            if w[0] != 0 {
-                let rec = ErrorRecord { kind: w[0], id: w[1], index: w[2], signed: w[3] };
-                return Err(DeviceError::Launch(describe_record(p.kernel.kernel(), rec, &p.lens)));
+        records.used = 0;
+        let mut first = None;
+        let mut launches = ring.chunks_exact(RECORD_WORDS);
+        for p in &pending {
+            match p {
+                Pending::Launch { kernel, lens } => {
+                    let w = launches.next().unwrap_or(&[0; RECORD_WORDS]);
+                    if first.is_none() && w[0] != 0 {
+                        let rec = ErrorRecord { kind: w[0], id: w[1], index: w[2], signed: w[3] };
+                        first = Some(DeviceError::Launch(describe_record(kernel.kernel(), rec, lens)));
+                    }
+                }
+                // Every graph's records are read (and so cleared), also after a failure.
+                Pending::Graph(g) => {
+                    let failed = g.take_first_error(self)?;
+                    first = first.or(failed);
+                }
             }
         }
-        Ok(())
+        self.stream.synchronize().map_err(|e| driver_error("cuStreamSynchronize", e))?;
+        first.map_or(Ok(()), Err)
     }
 }

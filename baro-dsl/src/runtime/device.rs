@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use super::buffer::{Buffer, Mem, PinnedBuffer};
 use super::error::LaunchError;
+use super::graph::{LaunchGraph, Node, Replay};
 use super::host_device::HostDevice;
 use super::stream::{Event, Stream};
 use super::Element;
@@ -58,7 +59,8 @@ impl std::str::FromStr for DeviceKind {
 
 /// Anything that can go wrong on a device. `NoDriver`, `NoDevice`, `NotBuilt` are the
 /// environment's; `Driver` is the driver's (or a bug in baro); `Compile` is the kernel
-/// author's or baro's (the message says which); `Launch` and `Mismatch` are the caller's.
+/// author's or baro's (the message says which); `Launch`, `Mismatch` and `Recording` are the
+/// caller's.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DeviceError {
     #[error("{message}")]
@@ -77,6 +79,9 @@ pub enum DeviceError {
     Mismatch { what: &'static str, expected: String, found: String },
     #[error("unknown device `{found}`: expected cuda, hip or host")]
     UnknownKind { found: String },
+    /// Something other than a kernel launch while `Device::replay` records the stream.
+    #[error("{op} while the stream records launches for `Device::replay`: expected only kernel launches until its closure returns")]
+    Recording { op: &'static str },
 }
 
 /// One launch argument, in the kernel's parameter order.
@@ -162,7 +167,16 @@ pub(crate) enum KernelImpl {
 impl DeviceKernel {
     /// The kernel's IR (as the backend compiled it: the host keeps the expanded form).
     pub fn kernel(&self) -> &Kernel {
-        match &self.inner {
+        self.inner.kernel()
+    }
+    pub fn name(&self) -> &str {
+        &self.kernel().name
+    }
+}
+
+impl KernelImpl {
+    pub(crate) fn kernel(&self) -> &Kernel {
+        match self {
             KernelImpl::Host(h) => h.kernel(),
             #[cfg(feature = "cuda")]
             KernelImpl::Cuda(c) => c.kernel(),
@@ -170,8 +184,18 @@ impl DeviceKernel {
             KernelImpl::Hip(h) => h.kernel(),
         }
     }
-    pub fn name(&self) -> &str {
-        &self.kernel().name
+
+    /// The same loaded kernel (not merely an equal one).
+    pub(crate) fn same(&self, other: &KernelImpl) -> bool {
+        match (self, other) {
+            (KernelImpl::Host(a), KernelImpl::Host(b)) => Arc::ptr_eq(a, b),
+            #[cfg(feature = "cuda")]
+            (KernelImpl::Cuda(a), KernelImpl::Cuda(b)) => Arc::ptr_eq(a, b),
+            #[cfg(feature = "hip")]
+            (KernelImpl::Hip(a), KernelImpl::Hip(b)) => Arc::ptr_eq(a, b),
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
     }
 }
 
@@ -356,6 +380,7 @@ impl Device {
 
     /// Overwrites all of `buf` with `bytes` (exactly `buf.byte_len()` of them). Synchronous.
     pub fn write_bytes(&self, buf: &mut Buffer, bytes: &[u8]) -> Result<(), DeviceError> {
+        self.default_stream.refuse_while_recording("a buffer write")?;
         if bytes.len() != buf.byte_len() {
             return Err(DeviceError::Mismatch { what: "write", expected: format!("{} bytes", buf.byte_len()), found: format!("{} bytes", bytes.len()) });
         }
@@ -386,6 +411,7 @@ impl Device {
 
     /// A copy of the first `len` bytes of `buf` (at most its length).
     fn read_bytes_prefix(&self, buf: &Buffer, len: usize) -> Result<Vec<u8>, DeviceError> {
+        self.default_stream.refuse_while_recording("a buffer read")?;
         if len > buf.byte_len() {
             return Err(DeviceError::Mismatch { what: "read", expected: format!("at most the buffer's {} bytes", buf.byte_len()), found: format!("{len} bytes") });
         }
@@ -416,6 +442,7 @@ impl Device {
 
     /// Queues a device-to-device copy of all of `src` into `dst` (same byte length) on `stream`.
     pub fn copy(&self, stream: &Stream, src: &Buffer, dst: &mut Buffer) -> Result<(), DeviceError> {
+        stream.refuse_while_recording("a device-to-device copy")?;
         if src.byte_len() != dst.byte_len() {
             return Err(DeviceError::Mismatch { what: "copy", expected: format!("{} bytes in the destination", src.byte_len()), found: format!("{} bytes", dst.byte_len()) });
         }
@@ -443,6 +470,7 @@ impl Device {
     /// it is a plain copy; on HIP, whose pinned memory is pageable for now, it waits for
     /// `stream` before returning.
     pub fn copy_from_pinned(&self, stream: &Stream, src: &PinnedBuffer, src_off: usize, dst: &mut Buffer, dst_off: usize, len: usize) -> Result<(), DeviceError> {
+        stream.refuse_while_recording("a copy from pinned memory")?;
         check_range("copy source", "bytes of pinned memory", src_off, len, src.len())?;
         check_range("copy destination", "bytes in the buffer", dst_off, len, dst.byte_len())?;
         if len == 0 {
@@ -508,7 +536,11 @@ impl Device {
     /// Queues `kernel` on `stream`. Arguments are checked now (count, element type,
     /// writability, scalar type: the host's messages); a failed bounds check inside the
     /// kernel is reported by the next `stream.synchronize()` (on the host: right here).
+    /// While `replay` records `stream`, the checked launch is recorded instead of queued.
     pub fn launch(&self, stream: &Stream, kernel: &DeviceKernel, args: &mut [DeviceArg<'_>]) -> Result<(), DeviceError> {
+        if stream.record_if_recording(|| self.record(stream, kernel, args))? {
+            return Ok(());
+        }
         match (&self.inner, &kernel.inner) {
             (DeviceImpl::Host(h), KernelImpl::Host(k)) => h.launch(k, args),
             #[cfg(feature = "cuda")]
@@ -519,6 +551,85 @@ impl Device {
             (_, other) => {
                 let _ = stream;
                 Err(self.foreign("kernel", other.kind()))
+            }
+        }
+    }
+
+    /// One launch, checked as `launch` checks it, as a graph node.
+    fn record(&self, stream: &Stream, kernel: &DeviceKernel, args: &mut [DeviceArg<'_>]) -> Result<Node, DeviceError> {
+        match (&self.inner, &kernel.inner) {
+            (DeviceImpl::Host(h), KernelImpl::Host(k)) => h.record(k, args),
+            #[cfg(feature = "cuda")]
+            (DeviceImpl::Cuda(c), KernelImpl::Cuda(k)) => c.record(stream.cuda()?, k, args),
+            #[cfg(feature = "hip")]
+            (DeviceImpl::Hip(h), KernelImpl::Hip(k)) => h.record(stream.hip()?, k, args),
+            #[allow(unreachable_patterns)]
+            (_, other) => {
+                let _ = stream;
+                Err(self.foreign("kernel", other.kind()))
+            }
+        }
+    }
+
+    /// Runs `f` with `stream` recording its kernel launches instead of queueing them, then
+    /// replays the recording on `stream` through `graph`: on CUDA one `cuGraphLaunch` of a
+    /// chain of kernel nodes, built at the first replay and afterwards only updated where
+    /// the parameter words changed (rebuilt when the node count, a kernel or a grid differs);
+    /// on the host and on HIP the recorded launches in order through `launch`'s path. The
+    /// same kernels with the same arguments in the same order as launching them directly.
+    ///
+    /// Inside `f`, `launch` on `stream` checks its arguments as always (an argument error is
+    /// returned there) and records; anything else on `stream` (a copy, a read or write, an
+    /// event, a synchronisation, a nested `replay`) is `DeviceError::Recording`. An error
+    /// from `f` replays nothing. A failed bounds check inside a replayed kernel is reported
+    /// by the next `stream.synchronize()` with the kernel's name (on the host: here).
+    ///
+    /// # Safety
+    ///
+    /// The recording holds the addresses of the buffers its launches name, not borrows:
+    /// every such buffer must stay alive (not dropped or replaced, also not inside `f` after
+    /// its launch) and must not be read or written other than through these launches until
+    /// this call returns. On CUDA a replayed graph does not take part in cudarc's per-buffer
+    /// event tracking: work on other streams touching its buffers must be ordered with
+    /// `Event`s.
+    pub unsafe fn replay<T, E: From<DeviceError>>(&self, stream: &Stream, graph: &mut LaunchGraph, f: impl FnOnce() -> Result<T, E>) -> Result<(T, Replay), E> {
+        graph.bind(self.kind())?;
+        let recording = stream.begin_recording()?;
+        let out = f();
+        let nodes = recording.finish();
+        let out = out?;
+        // SAFETY: the caller keeps every recorded buffer alive and unaliased until we return.
+        let replayed = unsafe { self.replay_nodes(stream, graph, nodes) };
+        if replayed.is_err() {
+            graph.clear();
+        }
+        Ok((out, replayed?))
+    }
+
+    /// Replays `nodes` (just recorded on `stream`, their buffers alive) through `graph`.
+    unsafe fn replay_nodes(&self, stream: &Stream, graph: &mut LaunchGraph, nodes: Vec<Node>) -> Result<Replay, DeviceError> {
+        match &self.inner {
+            DeviceImpl::Host(h) => {
+                let _ = stream;
+                let replay = super::graph::classify(&graph.nodes, &nodes);
+                for n in &nodes {
+                    // SAFETY: as `replay_nodes`'s contract.
+                    unsafe { h.launch_node(n)? };
+                }
+                graph.settle(Arc::new(nodes), replay);
+                Ok(replay)
+            }
+            #[cfg(feature = "cuda")]
+            DeviceImpl::Cuda(c) => c.replay(stream.cuda()?, graph, nodes),
+            #[cfg(feature = "hip")]
+            DeviceImpl::Hip(h) => {
+                let replay = super::graph::classify(&graph.nodes, &nodes);
+                let q = stream.hip()?;
+                for n in &nodes {
+                    h.launch_node(q, n)?;
+                }
+                graph.settle(Arc::new(nodes), replay);
+                Ok(replay)
             }
         }
     }

@@ -23,7 +23,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::buffer::{Mem, PinnedBuffer};
 use super::check::{check_args, scalar_bits};
-use super::device::{DeviceArg, DeviceError, DeviceKind};
+use super::device::{DeviceArg, DeviceError, DeviceKind, KernelImpl};
+use super::graph::Node;
 use super::grid::{check_limits, grid_size};
 use super::stream::{Event, EventImpl, Stream, StreamImpl};
 use crate::cache::CompileCache;
@@ -314,12 +315,12 @@ impl HipDevice {
     /// The null stream (synchronises with every blocking stream of the device).
     pub(crate) fn default_stream(&self) -> Result<Stream, DeviceError> {
         set_device(self.ordinal)?;
-        Ok(Stream { inner: StreamImpl::Hip(HipQueue::null(self.ordinal)?) })
+        Ok(Stream::new(StreamImpl::Hip(HipQueue::null(self.ordinal)?)))
     }
 
     pub(crate) fn new_stream(&self) -> Result<Stream, DeviceError> {
         set_device(self.ordinal)?;
-        Ok(Stream { inner: StreamImpl::Hip(HipQueue::new(self.ordinal)?) })
+        Ok(Stream::new(StreamImpl::Hip(HipQueue::new(self.ordinal)?)))
     }
 
     pub(crate) fn new_event(&self) -> Result<Event, DeviceError> {
@@ -344,6 +345,34 @@ impl HipDevice {
         }
         set_device(self.ordinal)?;
         q.launch(k, words, lens, grid)
+    }
+
+    /// `launch`'s checks, then the launch as a graph node (its words and grid).
+    pub(crate) fn record(&self, q: &HipQueue, k: &Arc<HipKernel>, args: &mut [DeviceArg<'_>]) -> Result<Node, DeviceError> {
+        let kernel = &k.artifact.kernel;
+        let Prepared { words, grid, .. } = prepare(kernel, args, k.artifact.block_dim)?;
+        if q.device() != self.ordinal {
+            return Err(DeviceError::Mismatch { what: "stream", expected: format!("a stream of hip device {}", self.ordinal), found: format!("one of hip device {}", q.device()) });
+        }
+        for (i, a) in args.iter().enumerate() {
+            if let Some(Mem::Hip(m)) = arg_mem(a) {
+                if m.device != self.ordinal {
+                    return Err(DeviceError::Mismatch { what: "launch argument", expected: format!("a buffer of hip device {} at #{i}", self.ordinal), found: format!("one of hip device {}", m.device) });
+                }
+            }
+        }
+        Ok(Node { kernel: KernelImpl::Hip(k.clone()), grid, words })
+    }
+
+    /// Queues a node `record` made on `q`, as `launch` would have (no HIP graph: a replay on
+    /// HIP is the recorded launches in order; the caller of `Device::replay` keeps the
+    /// buffers alive).
+    pub(crate) fn launch_node(&self, q: &HipQueue, node: &Node) -> Result<(), DeviceError> {
+        let KernelImpl::Hip(k) = &node.kernel else {
+            return Err(DeviceError::Mismatch { what: "launch graph node", expected: "a hip kernel".into(), found: "a kernel of another device (a bug in baro)".into() });
+        };
+        set_device(self.ordinal)?;
+        q.launch(k, node.words.clone(), node.lens(&k.artifact.kernel), node.grid)
     }
 
     fn own(&self, m: &HipMem) -> Result<(), DeviceError> {

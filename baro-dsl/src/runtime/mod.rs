@@ -1,15 +1,19 @@
 //! Runtimes that launch compiled kernels, behind one interface (`device`): the host JIT
 //! (`host`, wrapped by `host_device`), CUDA (`cuda`, feature `cuda`) and HIP (`hip`, feature
 //! `hip`). `args` holds the typed arguments of a direct host launch; `check`, `grid` and
-//! `error` are the argument checks, grid evaluation and error messages every runtime shares.
+//! `error` are the argument checks, grid evaluation and error messages every runtime shares;
+//! `graph` records a stream's launches and replays them (`cuda_graph`: as a CUDA graph).
 
 mod args;
 mod buffer;
 mod check;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "cuda")]
+mod cuda_graph;
 pub mod device;
 mod error;
+mod graph;
 pub mod grid;
 #[cfg(feature = "hip")]
 pub mod hip;
@@ -22,5 +26,6 @@ pub use args::{Arg, Element, ScalarArg};
 pub use buffer::{Buffer, PinnedBuffer};
 pub use device::{Device, DeviceArg, DeviceError, DeviceKernel, DeviceKind, MemoryInfo};
 pub use error::LaunchError;
+pub use graph::{GraphStats, LaunchGraph, Replay};
 pub use host::{CompileError, HostKernel, HostRuntime, RuntimeError};
 pub use stream::{Event, Stream};

@@ -2,7 +2,9 @@
 //! "no CUDA driver (libcuda.so.1) found", never a panic. With a GPU, a kernel runs and matches
 //! the host byte for byte: that test is `#[ignore]`d by default and run by the GPU tier
 //! (`./dev test-gpu`), where a missing GPU fails it (the H200 machine, which has no Rust
-//! toolchain, runs the conformance binary instead).
+//! toolchain, runs the conformance binary instead). So are the launch-graph checks of
+//! `device_graph` on a GPU: CUDA graphs built, updated and rebuilt, and bounds errors read
+//! from a graph's own error records.
 #![cfg(feature = "cuda")]
 
 use baro_dsl::runtime::cuda;
@@ -44,4 +46,20 @@ fn a_kernel_on_the_gpu_matches_the_host() {
         assert_eq!(e.to_string(), format!("kernel `matvec` wrote `y[{m}]` but `y` has {m} elements"));
     }
     assert_eq!(outs[0], outs[1]);
+}
+
+fn gpu() -> Device {
+    Device::cuda(0).unwrap_or_else(|e| panic!("this test needs an NVIDIA GPU: {e}"))
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: the GPU tier (./dev test-gpu)"]
+fn cuda_graph_replays_equal_direct_launches() {
+    super::device_graph::replay_matches_direct_launches(&gpu());
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: the GPU tier (./dev test-gpu)"]
+fn a_bounds_error_inside_a_cuda_graph_names_the_kernel() {
+    super::device_graph::replay_reports_bounds_errors(&gpu());
 }

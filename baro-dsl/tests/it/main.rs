@@ -17,6 +17,8 @@ mod host_common;
 
 mod device_cuda;
 #[cfg(feature = "llvm")]
+mod device_graph;
+#[cfg(feature = "llvm")]
 mod device_host;
 #[cfg(feature = "llvm")]
 mod device_transfer;

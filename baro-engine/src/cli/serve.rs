@@ -154,7 +154,7 @@ pub fn run(args: &ServeArgs) -> Result<(), String> {
     if args.expert_slots < loaded.config.n_experts_used {
         return Err(format!("--expert-slots: expected at least the model's top-k ({}), found {}", loaded.config.n_experts_used, args.expert_slots));
     }
-    let options = EngineOptions { max_ctx: args.max_context, vram_budget: args.vram_budget, expert_slots: args.expert_slots, precision: args.precision };
+    let options = EngineOptions { max_ctx: args.max_context, vram_budget: args.vram_budget, expert_slots: args.expert_slots, precision: args.precision, ..EngineOptions::default() };
     let (engine, _) = spin("compiling kernels and uploading weights", || Engine::new(device, &loaded.source, options));
     let engine = engine.map_err(|e| e.to_string())?;
     let target = format!("{} - {}", engine.device().kind(), engine.device().name());

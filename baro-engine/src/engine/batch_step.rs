@@ -19,7 +19,7 @@
 //! Wiring only: no kernel body and no driver call.
 
 use crate::engine::decode::{Engine, EngineError};
-use crate::engine::forward::{forward, LayerStream, Mode, Pass, Timer, Width};
+use crate::engine::forward::{forward, write_tokens, LayerStream, Mode, Pass, Timer, Width};
 use crate::engine::state::State;
 use crate::tokenizer::TokenId;
 
@@ -90,7 +90,8 @@ impl Engine {
         let tokens: Vec<TokenId> = rows.iter().map(|(_, t)| *t).collect();
         // Staged: each layer's experts stream into one of two sets, exactly as in batched prefill.
         let experts = LayerStream::start(&self.device, self.slots.as_ref(), self.layer_staging.as_mut())?;
-        forward(&self.device, &self.kernels, self.precision, w, p, &tokens, Mode::Batch { rows, experts }, &mut Timer::off())?;
+        write_tokens(&self.device, p, &tokens)?;
+        forward(&self.device, &self.kernels, self.precision, w, p, tokens.len(), Mode::Batch { rows, experts }, &mut Timer::off())?;
         let logits = Pass::new(&self.device, &self.kernels, Width::Rows(n), self.precision).head_rows(w, p, n)?;
         for (state, _) in rows.iter_mut() {
             state.pos += 1;

@@ -3,12 +3,15 @@
 //! m = 1 kernels: embed, per layer the mixer and the MoE, the final norm) and the output head.
 //!
 //! This file holds the wiring only: no kernel body and no driver call. Every kernel is compiled
-//! once in `Engine::new` (`registry`); a step queues launches on the device's default stream
-//! and waits once, when the logits are read back.
+//! once in `Engine::new` (`registry`); a step writes its token, queues launches on the
+//! device's default stream and waits once, when the logits are read back. With resident
+//! experts and `EngineOptions::graphs` (the default) the step's launches are recorded and
+//! replayed as one launch graph (`Device::replay`: on CUDA one `cuGraphLaunch`, updated in
+//! place from step to step): the same kernels with the same arguments in the same order.
 
-use baro_dsl::runtime::{Device, DeviceArg as A, DeviceError};
+use baro_dsl::runtime::{Device, DeviceArg as A, DeviceError, GraphStats, LaunchGraph};
 
-use crate::engine::forward::{forward, Mode, Pass, Sequence, Timer, Width};
+use crate::engine::forward::{forward, write_tokens, Mode, Pass, Sequence, Timer, Width};
 use crate::engine::prefill::{Logits, PrefillMode};
 use crate::engine::registry::Kernels;
 use crate::engine::scratch::Scratch;
@@ -64,12 +67,24 @@ pub struct EngineOptions {
     pub expert_slots: usize,
     /// What the quantized matvecs multiply the weights with.
     pub precision: Precision,
+    /// Replay each resident decode step (`step`, `step_greedy`) as a launch graph instead of
+    /// launching its kernels one by one; the same bits either way. Staged decode, prefill and
+    /// the batched step always launch one by one.
+    pub graphs: bool,
 }
 
 impl Default for EngineOptions {
     fn default() -> EngineOptions {
-        EngineOptions { max_ctx: 4096, vram_budget: None, expert_slots: 64, precision: Precision::F32 }
+        EngineOptions { max_ctx: 4096, vram_budget: None, expert_slots: 64, precision: Precision::F32, graphs: true }
     }
+}
+
+/// The launch graphs of resident decode: one per kind of step, so alternating `step` and
+/// `step_greedy` updates each graph rather than rebuilding one.
+#[derive(Default)]
+pub(crate) struct DecodeGraphs {
+    logits: LaunchGraph,
+    greedy: LaunchGraph,
 }
 
 /// The activations the quantized matvecs (Q8_0, Q4_K, Q5_K, Q6_K weights) read. Either way
@@ -129,6 +144,8 @@ pub struct Engine {
     pub(crate) slots: Option<DecodeSlots>,
     /// Staged mode's whole-layer sets for batched prefill, allocated at the first one.
     pub(crate) layer_staging: Option<LayerStaging>,
+    /// Resident decode's launch graphs; `None` with `EngineOptions::graphs` off.
+    pub(crate) graphs: Option<DecodeGraphs>,
 }
 
 impl Engine {
@@ -154,7 +171,22 @@ impl Engine {
         let mut weights = Weights::load_dense(&device, source, &cfg)?;
         let fixed = device.allocated_bytes() - before;
         let (memory, slots) = staging::place_experts(&device, source, &cfg, &mut weights, budget, fixed, options.expert_slots)?;
-        Ok(Engine { device, kernels, weights, state, precision: options.precision, rows_scratch: None, reordered_attention: false, prefill_profile: None, memory, slots, layer_staging: None })
+        let graphs = options.graphs.then(DecodeGraphs::default);
+        Ok(Engine { device, kernels, weights, state, precision: options.precision, rows_scratch: None, reordered_attention: false, prefill_profile: None, memory, slots, layer_staging: None, graphs })
+    }
+
+    /// Whether decode steps replay launch graphs: `EngineOptions::graphs` with resident
+    /// experts (staged decode copies experts between launches, so it launches one by one).
+    pub fn decode_graphs(&self) -> bool {
+        self.graphs.is_some() && self.slots.is_none()
+    }
+
+    /// The counters of the decode graphs (`step`'s and `step_greedy`'s, summed); `None` when
+    /// graphs are off.
+    pub fn decode_graph_stats(&self) -> Option<GraphStats> {
+        let g = self.graphs.as_ref()?;
+        let (a, b) = (g.logits.stats(), g.greedy.stats());
+        Some(GraphStats { replays: a.replays + b.replays, builds: a.builds + b.builds, updated_nodes: a.updated_nodes + b.updated_nodes })
     }
 
     /// The activations the quantized matvecs read.
@@ -224,7 +256,7 @@ impl Engine {
 
     /// Feeds `token` at the next position and returns the logits for the position after it.
     pub fn step(&mut self, token: TokenId) -> Result<Vec<f32>, EngineError> {
-        self.queue_step(token)?;
+        self.queue_step(token, false)?;
         self.device.default_stream().synchronize()?;
         let logits = self.device.read::<f32>(&self.state.s.logits)?;
         self.state.pos += 1;
@@ -235,21 +267,10 @@ impl Engine {
     /// for NaN, +inf or all -inf logits) as `sampling::greedy` on `step`'s logits, reading four
     /// integers back instead of the vocabulary's logits.
     pub fn step_greedy(&mut self, token: TokenId) -> Result<TokenId, EngineError> {
-        self.queue_step(token)?;
-        let run = Pass::new(&self.device, &self.kernels, Width::One, self.precision);
-        let s = &mut self.state.s;
-        let n = self.weights.config.vocab_size;
-        let chunks = crate::kernels::pick::pick_chunks(n);
-        run.launch(
-            &self.kernels.greedy_chunks,
-            &mut [A::buf(&s.logits), A::buf_mut(&mut s.pick_best), A::buf_mut(&mut s.pick_at), A::buf_mut(&mut s.pick_nan_at), A::buf_mut(&mut s.pick_inf_at), A::from(n)],
-        )?;
-        run.launch(
-            &self.kernels.greedy_pick,
-            &mut [A::buf(&s.pick_best), A::buf(&s.pick_at), A::buf(&s.pick_nan_at), A::buf(&s.pick_inf_at), A::buf_mut(&mut s.pick), A::from(chunks), A::from(n)],
-        )?;
+        self.queue_step(token, true)?;
         self.device.default_stream().synchronize()?;
-        let pick = self.device.read::<u32>(&s.pick)?;
+        let n = self.weights.config.vocab_size;
+        let pick = self.device.read::<u32>(&self.state.s.pick)?;
         self.state.pos += 1;
         let (best, nan, inf) = (pick[0] as usize, pick[1] as usize, pick[2] as usize);
         if nan < n {
@@ -264,17 +285,26 @@ impl Engine {
         Ok(best as TokenId)
     }
 
-    /// Queues `token`'s step, up to the logits in `state.s.logits` (no wait, no position update).
-    fn queue_step(&mut self, token: TokenId) -> Result<(), EngineError> {
+    /// Queues `token`'s step, up to the logits in `state.s.logits` and, when `greedy`, the
+    /// device's pick in `state.s.pick` (no wait, no position update): through a launch graph
+    /// when `decode_graphs`, else launch by launch.
+    fn queue_step(&mut self, token: TokenId, greedy: bool) -> Result<(), EngineError> {
         self.check_step(&self.state, token)?;
-        let State { layers, rope_cos, rope_sin, s, max_ctx, pos } = &mut self.state;
-        let seq = Sequence { layers, rope_cos, rope_sin, pos: *pos, max_ctx: *max_ctx };
-        let w = &self.weights;
-        forward(&self.device, &self.kernels, self.precision, w, s, &[token], Mode::Decode { seq, slots: self.slots.as_mut() }, &mut Timer::off())?;
-        let run = Pass::new(&self.device, &self.kernels, Width::One, self.precision);
-        // The final norm wrote `xn`'s q8 blocks too (`Pass::normed`).
-        let x = run.normed(&s.xn, w.config.hidden_dim, &s.q8_in);
-        Ok(run.matvec(w.lm_head(), &x, &s.zero_ids, &mut s.logits)?)
+        write_tokens(&self.device, &mut self.state.s, &[token])?;
+        let graphed = self.decode_graphs();
+        let Engine { device, kernels, weights, state, precision, slots, graphs, .. } = self;
+        let mut queue = || queue_decode(device, kernels, *precision, weights, state, slots.as_mut(), greedy);
+        match graphs.as_mut() {
+            Some(g) if graphed => {
+                let graph = if greedy { &mut g.greedy } else { &mut g.logits };
+                // SAFETY: every buffer the step launches with lives in `state`, `weights` or
+                // `kernels`' scratch, fields of this engine that the closure only borrows: none
+                // is dropped or replaced before `replay` returns, and nothing else touches them.
+                unsafe { device.replay(device.default_stream(), graph, queue) }?;
+                Ok(())
+            }
+            _ => queue(),
+        }
     }
 
     /// What `step` would refuse for `token` fed to `state` (a token past the vocabulary, a
@@ -322,4 +352,24 @@ impl Engine {
     pub fn swap_state(&mut self, other: &mut State) {
         std::mem::swap(&mut self.state, other);
     }
+}
+
+/// One decode step's launches for the token already in `state.s.tokens`: the forward pass,
+/// the output head into `state.s.logits` and, when `greedy`, the device's greedy pick into
+/// `state.s.pick`. Launches only (so that `Device::replay` can record it).
+fn queue_decode(device: &Device, kernels: &Kernels, precision: Precision, w: &Weights, state: &mut State, slots: Option<&mut DecodeSlots>, greedy: bool) -> Result<(), EngineError> {
+    let State { layers, rope_cos, rope_sin, s, max_ctx, pos } = state;
+    let seq = Sequence { layers, rope_cos, rope_sin, pos: *pos, max_ctx: *max_ctx };
+    forward(device, kernels, precision, w, s, 1, Mode::Decode { seq, slots }, &mut Timer::off())?;
+    let run = Pass::new(device, kernels, Width::One, precision);
+    // The final norm wrote `xn`'s q8 blocks too (`Pass::normed`).
+    let x = run.normed(&s.xn, w.config.hidden_dim, &s.q8_in);
+    run.matvec(w.lm_head(), &x, &s.zero_ids, &mut s.logits)?;
+    if greedy {
+        let n = w.config.vocab_size;
+        let chunks = crate::kernels::pick::pick_chunks(n);
+        run.launch(&kernels.greedy_chunks, &mut [A::buf(&s.logits), A::buf_mut(&mut s.pick_best), A::buf_mut(&mut s.pick_at), A::buf_mut(&mut s.pick_nan_at), A::buf_mut(&mut s.pick_inf_at), A::from(n)])?;
+        run.launch(&kernels.greedy_pick, &mut [A::buf(&s.pick_best), A::buf(&s.pick_at), A::buf(&s.pick_nan_at), A::buf(&s.pick_inf_at), A::buf_mut(&mut s.pick), A::from(chunks), A::from(n)])?;
+    }
+    Ok(())
 }

@@ -238,12 +238,8 @@ impl<'a> Pass<'a> {
         self.launch(&self.k.put_row, &mut [A::buf(x), A::buf_mut(y), A::from(row), A::from(dim)])
     }
 
-    /// The token embeddings of `tokens` (at most `p.rows`) into `p.x`.
-    fn embed(&self, w: &Weights, p: &mut Scratch, tokens: &[TokenId]) -> Result<(), DeviceError> {
-        // The token buffer holds `p.rows` tokens; rows past `tokens` are never read.
-        let mut padded = tokens.to_vec();
-        padded.resize(p.rows, 0);
-        self.device.write(&mut p.tokens, &padded)?;
+    /// The token embeddings of `p.tokens` (written by `write_tokens`) into `p.x`.
+    fn embed(&self, w: &Weights, p: &mut Scratch) -> Result<(), DeviceError> {
         let ty = match w.token_embd.ty {
             TensorType::F16 => TensorType::F32, // widened at load
             ty => ty,
@@ -374,17 +370,27 @@ pub(crate) enum Mode<'a, 'b> {
     Batch { rows: &'a mut [(&'b mut State, TokenId)], experts: LayerStream<'a> },
 }
 
-/// Runs `tokens` (one per row) through every layer and the final norm, into `p.xn`.
+/// Writes `tokens` (at most `p.rows`) into `p.tokens` for `forward`'s embedding; a separate
+/// step so that a recorded decode step (`Device::replay`) holds launches only.
+pub(crate) fn write_tokens(device: &Device, p: &mut Scratch, tokens: &[TokenId]) -> Result<(), DeviceError> {
+    // The token buffer holds `p.rows` tokens; rows past `tokens` are never read.
+    let mut padded = tokens.to_vec();
+    padded.resize(p.rows, 0);
+    device.write(&mut p.tokens, &padded)
+}
+
+/// Runs the `rows` tokens in `p.tokens` (`write_tokens`; one in `Mode::Decode`) through every
+/// layer and the final norm, into `p.xn`. Queues launches only.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn forward(device: &Device, k: &Kernels, precision: Precision, w: &Weights, p: &mut Scratch, tokens: &[TokenId], mut mode: Mode<'_, '_>, timer: &mut Timer) -> Result<(), EngineError> {
+pub(crate) fn forward(device: &Device, k: &Kernels, precision: Precision, w: &Weights, p: &mut Scratch, rows: usize, mut mode: Mode<'_, '_>, timer: &mut Timer) -> Result<(), EngineError> {
     let cfg = &w.config;
     let width = match mode {
         Mode::Decode { .. } => Width::One,
-        Mode::Chunk { .. } | Mode::Batch { .. } => Width::Rows(tokens.len()),
+        Mode::Chunk { .. } | Mode::Batch { .. } => Width::Rows(rows),
     };
     let pass = Pass::new(device, k, width, precision);
     let (h, eps) = (cfg.hidden_dim, cfg.rms_eps);
-    pass.embed(w, p, tokens)?;
+    pass.embed(w, p)?;
     timer.mark(device, "embed")?;
     // Each residual add is fused with the norm after it: the layer's post-attention norm,
     // then the next layer's input norm (the output norm after the last layer).

@@ -15,7 +15,7 @@
 //! the resident stacks. Wiring only: no kernel body and no driver call.
 
 use crate::engine::decode::{Engine, EngineError};
-use crate::engine::forward::{forward, LayerStream, Mode, Pass, Sequence, Timer, Width};
+use crate::engine::forward::{forward, write_tokens, LayerStream, Mode, Pass, Sequence, Timer, Width};
 use crate::engine::scratch::Scratch;
 use crate::engine::staging::LayerStaging;
 use crate::engine::state::State;
@@ -164,8 +164,9 @@ impl Engine {
         let State { layers, rope_cos, rope_sin, s, max_ctx, pos } = &mut self.state;
         let seq = Sequence { layers, rope_cos, rope_sin, pos: *pos, max_ctx: *max_ctx };
         let experts = LayerStream::start(&self.device, self.slots.as_ref(), self.layer_staging.as_mut())?;
+        write_tokens(&self.device, p, tokens)?;
         let mut timer = Timer::new(self.prefill_profile.take());
-        let done = forward(&self.device, &self.kernels, self.precision, w, p, tokens, Mode::Chunk { seq, experts, reordered: self.reordered_attention }, &mut timer);
+        let done = forward(&self.device, &self.kernels, self.precision, w, p, t, Mode::Chunk { seq, experts, reordered: self.reordered_attention }, &mut timer);
         self.prefill_profile = timer.totals;
         done?;
         *pos += t;

@@ -105,7 +105,7 @@ fn compare(want: &Trace, got: &Trace, what: &str) {
 }
 
 fn engine(source: &ModelSource, vram_budget: Option<u64>) -> Engine {
-    Engine::new(dev(), source, EngineOptions { max_ctx: MAX_CTX, vram_budget, expert_slots: 64, precision: Precision::F32 }).unwrap()
+    Engine::new(dev(), source, EngineOptions { max_ctx: MAX_CTX, vram_budget, expert_slots: 64, precision: Precision::F32, ..EngineOptions::default() }).unwrap()
 }
 
 fn batch_equals_alone(source: &ModelSource, what: &str) {
@@ -113,7 +113,7 @@ fn batch_equals_alone(source: &ModelSource, what: &str) {
 }
 
 pub(crate) fn batch_equals_alone_in(source: &ModelSource, what: &str, precision: Precision) {
-    let mut e = Engine::new(dev(), source, EngineOptions { max_ctx: MAX_CTX, vram_budget: None, expert_slots: 64, precision }).unwrap();
+    let mut e = Engine::new(dev(), source, EngineOptions { max_ctx: MAX_CTX, vram_budget: None, expert_slots: 64, precision, ..EngineOptions::default() }).unwrap();
     assert_eq!(e.memory_plan().mode, MemoryMode::Resident);
     for (n, seed) in [(1usize, 10u64), (2, 20), (5, 30), (11, 40)] {
         let want = alone(&mut e, n, seed);

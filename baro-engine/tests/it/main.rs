@@ -20,6 +20,7 @@ mod engine_digest;
 mod engine_errors;
 mod engine_fixtures;
 mod engine_fused;
+mod engine_graphs;
 mod engine_q8;
 mod engine_gguf;
 mod kernels_attention;

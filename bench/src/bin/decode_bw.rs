@@ -60,6 +60,10 @@ struct Cli {
     /// Activations of the quantized matvecs: f32 or q8 (8-bit blocks, exact integer dots).
     #[arg(long, default_value = "f32")]
     precision: baro_engine::engine::Precision,
+    /// Launch each decode step's kernels one by one instead of replaying a launch graph (the
+    /// A/B of `EngineOptions::graphs`).
+    #[arg(long)]
+    no_graphs: bool,
 }
 
 pub fn main() -> ExitCode {
@@ -90,6 +94,7 @@ fn main_inner(cli: Cli) -> Result<(), String> {
         pinned_bytes: cli.pinned_mib << 20,
         pinned_iters: 5,
         host_pick: cli.host_pick,
+        graphs: !cli.no_graphs,
     };
     let r = run(&opts)?;
     let meta = Meta::new(r.device.clone(), r.driver.clone(), cli.commit.clone());
@@ -98,11 +103,13 @@ fn main_inner(cli: Cli) -> Result<(), String> {
     let ms = |s: f64| s * 1e3;
     let mean_pick = r.pick_s.iter().sum::<f64>() / r.pick_s.len() as f64;
     let details = format!(
-        "{} timed tokens at positions {}..{} (after {} context + {} warm-up tokens), first token {}, ids hash {:016x}, first ids {:?}\n\
+        "{}\n\
+         {} timed tokens at positions {}..{} (after {} context + {} warm-up tokens), first token {}, ids hash {:016x}, first ids {:?}\n\
          latency ms: min {:.3}, p50 {:.3}, p90 {:.3}, p99 {:.3}, max {:.3}, mean {:.3} ({})\n\
          tok/s: median {:.2}, mean {:.2}; floor {:.2} tok/s = {:.1} GB/s copy / {} bytes per token; achieved / floor (median) {:.4}\n\
          state traffic per token (not weights, not in the floor): {:.1} MB at the first timed position, {:.1} MB at the last\n\
          upload: {:.3} GB in {:.2} s = {:.2} GB/s (pinned upload {:.2} GB/s); kernels compiled in {:.2} s",
+        r.launch_mode(opts.graphs),
         r.step_s.len(),
         r.first_timed_pos,
         r.first_timed_pos + r.step_s.len(),
@@ -186,13 +193,15 @@ fn json(meta: &Meta, cli: &Cli, o: &DecodeOptions, r: &DecodeReport) -> String {
     let nums = |v: &[f64]| v.iter().map(|x| format!("{:.9}", x)).collect::<Vec<_>>().join(", ");
     let ids = r.timed_ids.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
     format!(
-        "{{{}, \"pack\": {}, \"pack_bytes\": {}, \"tokens\": {}, \"warmup\": {}, \"context_tokens\": {}, \"first_token\": {}, \
+        "{{{}, \"graphs\": {}, \"graphs_asked\": {}, \"pack\": {}, \"pack_bytes\": {}, \"tokens\": {}, \"warmup\": {}, \"context_tokens\": {}, \"first_token\": {}, \
          \"bytes_per_token\": {}, \"embedding_row_bytes\": {}, \"lm_head_bytes\": {}, \"routed_expert_bytes\": {}, \"other_bytes\": {}, \
          \"copy_gbps\": {:.2}, \"pinned_upload_gbps\": {:.2}, \"compile_s\": {:.3}, \"upload_s\": {:.3}, \"upload_bytes\": {}, \"upload_gbps\": {:.3}, \
          \"tok_s_median\": {:.3}, \"tok_s_mean\": {:.3}, \"floor_tok_s\": {:.3}, \"ratio\": {:.5}, \
          \"latency_ms\": {{\"min\": {:.4}, \"p50\": {:.4}, \"p90\": {:.4}, \"p99\": {:.4}, \"max\": {:.4}, \"mean\": {:.4}}}, \
          \"ids_hash\": \"{:016x}\", \"timed_ids\": [{ids}], \"step_s\": [{}], \"pick_s\": [{}], \"floor_rule\": {}, \"tensors\": [\n{}\n]}}\n",
         meta.json_fields(),
+        r.graphs,
+        o.graphs,
         json_str(&cli.model.display().to_string()),
         r.pack_bytes,
         o.tokens,

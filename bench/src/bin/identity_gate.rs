@@ -87,7 +87,7 @@ fn main_inner(cli: Cli) -> Result<bool, String> {
     let source = ModelSource::open(&cli.model).map_err(|e| format!("{}: {e}", cli.model.display()))?;
     let started = std::time::Instant::now();
     let vram_budget = cli.vram_budget.as_deref().map(parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?;
-    let options = EngineOptions { max_ctx: longest + cli.greedy + 1, vram_budget, expert_slots: cli.expert_slots, precision: cli.precision };
+    let options = EngineOptions { max_ctx: longest + cli.greedy + 1, vram_budget, expert_slots: cli.expert_slots, precision: cli.precision, ..EngineOptions::default() };
     let mut engine = Engine::new(device, &source, options).map_err(|e| e.to_string())?;
     engine.set_reordered_attention(cli.negative_control);
     let cfg = engine.config().clone();

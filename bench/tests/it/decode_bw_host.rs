@@ -104,11 +104,17 @@ fn decode_bw_runs_on_the_host_with_deterministic_ids() {
         pinned_bytes: 1 << 20,
         pinned_iters: 2,
         host_pick: false,
+        graphs: true,
     };
     let first = run(&opts);
     let second = run(&DecodeOptions { host_pick: true, ..opts.clone() });
+    let third = run(&DecodeOptions { graphs: false, ..opts.clone() });
     std::fs::remove_file(&path).ok();
-    let (a, b) = (first.expect("first run"), second.expect("second run"));
+    let (a, b, c) = (first.expect("first run"), second.expect("second run"), third.expect("third run"));
+    assert!(a.graphs && b.graphs && !c.graphs);
+    assert_eq!(a.timed_ids, c.timed_ids, "greedy ids differ between launch graphs on and off");
+    // 10 step_greedy calls through one graph: built once, then updated in place.
+    assert_eq!(a.graph_stats.map(|s| (s.replays, s.builds)), Some((10, 1)));
     assert_eq!(a.step_s.len(), 5);
     assert_eq!(a.timed_ids.len(), 6);
     assert_eq!(a.first_timed_pos, 5);

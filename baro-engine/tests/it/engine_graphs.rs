@@ -1,0 +1,85 @@
+//! Resident decode through launch graphs (`EngineOptions::graphs`, on by default) gives the
+//! same bits as launching each kernel: on the tiny fixture (f32, and as a Q8_0 GGUF in the q8
+//! mode), every position of every fixture sequence, `step`'s logits and `step_greedy`'s
+//! tokens, interleaved, across resets and a swapped-in second sequence state (new buffer
+//! addresses: the graph's nodes updated in place). Each kind of step builds its graph once.
+//! Staged decode launches one by one. With `BARO_TEST_DEVICE=cuda` the graphs are CUDA graphs.
+
+use crate::common;
+
+use baro_engine::engine::{Engine, EngineOptions, ModelSource, Precision};
+use common::{dev, fixture, tiny_f32, tiny_q8_0};
+
+/// Every fixture prompt (prompt tokens, then its greedy tokens).
+fn sequences() -> Vec<Vec<u32>> {
+    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture("tiny").join("index.json")).unwrap()).unwrap();
+    let ids = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect::<Vec<_>>();
+    index["prompts"].as_array().unwrap().iter().map(|p| [ids(&p["tokens"]), ids(&p["greedy"])].concat()).collect()
+}
+
+/// What a run observes: each `step`'s logits as bits and each `step_greedy`'s token, in order.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    Logits(Vec<u32>),
+    Pick(u32),
+}
+
+/// Every sequence token by token, `step` and `step_greedy` alternating, then the first
+/// sequence again on a second state swapped in and back out.
+fn run(engine: &mut Engine) -> Vec<Seen> {
+    let mut seen = Vec::new();
+    let mut feed = |engine: &mut Engine, seq: &[u32]| {
+        for (i, &t) in seq.iter().enumerate() {
+            seen.push(if i % 3 == 2 { Seen::Pick(engine.step_greedy(t).unwrap()) } else { Seen::Logits(engine.step(t).unwrap().iter().map(|v| v.to_bits()).collect()) });
+        }
+    };
+    let seqs = sequences();
+    for seq in &seqs {
+        engine.reset().unwrap();
+        feed(engine, seq);
+    }
+    let mut other = engine.new_state().unwrap();
+    engine.swap_state(&mut other);
+    feed(engine, &seqs[0]);
+    engine.swap_state(&mut other);
+    feed(engine, &seqs[1][..2]);
+    seen
+}
+
+fn check(source: &ModelSource, what: &str, precision: Precision) {
+    let options = |graphs| EngineOptions { max_ctx: 256, precision, graphs, ..EngineOptions::default() };
+    let mut on = Engine::new(dev(), source, options(true)).unwrap();
+    let mut off = Engine::new(dev(), source, options(false)).unwrap();
+    assert!(on.decode_graphs() && !off.decode_graphs(), "{what}: graphs on and off");
+    let (a, b) = (run(&mut on), run(&mut off));
+    assert_eq!(a.len(), b.len());
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert!(x == y, "{what}: step {i} differs between launch graphs on and off");
+    }
+    let stats = on.decode_graph_stats().unwrap();
+    assert_eq!(stats.replays, a.len() as u64, "{what}: every step replayed a graph");
+    assert_eq!(stats.builds, 2, "{what}: each kind of step built its graph once ({stats:?})");
+    assert!(stats.updated_nodes > 0, "{what}: positions change parameter words ({stats:?})");
+    assert_eq!(off.decode_graph_stats(), None);
+}
+
+#[test]
+fn decode_through_launch_graphs_equals_plain_launches() {
+    check(&tiny_f32(), "tiny f32", Precision::F32);
+}
+
+#[test]
+fn q8_decode_through_launch_graphs_equals_plain_launches() {
+    check(&tiny_q8_0(), "tiny Q8_0 GGUF, q8 mode", Precision::Q8);
+}
+
+#[test]
+fn staged_decode_launches_one_by_one() {
+    let resident = Engine::new(dev(), &tiny_f32(), EngineOptions { max_ctx: 64, ..EngineOptions::default() }).unwrap();
+    let minimum = resident.memory_plan().needs.staged(resident.config().n_experts_used);
+    let mut staged = Engine::new(dev(), &tiny_f32(), EngineOptions { max_ctx: 64, vram_budget: Some(minimum), ..EngineOptions::default() }).unwrap();
+    assert!(staged.decode_slots().is_some() && !staged.decode_graphs());
+    staged.step(1).unwrap();
+    staged.step_greedy(2).unwrap();
+    assert_eq!(staged.decode_graph_stats().map(|s| s.replays), Some(0));
+}
