@@ -13,6 +13,8 @@
 #   matvec      matvec_bw (engine kernels on the model's shapes, against a copy of the same bytes)
 #   prefill     (not in the default list) prefill_speed resident at PREFILL_LENGTHS (default 1024)
 #   decode_q8, prefill_q8  (not in the default list) decode / prefill in the q8 precision mode
+#   decode_nographs, decode_q8_nographs (not in the default list) decode with one launch per
+#               kernel (`--no-graphs`), against `decode`'s replayed launch graph
 #   ncu_kernels_q8 (not in the default list) ncu_kernels in the q8 precision mode
 #   ncu_prefill (not in the default list) ncu per-kernel GPU time over the first NCU_PREFILL_LAUNCHES
 #               (default 3000) launches of prefill_speed: its warm-up chunk of 512 rows, then the
@@ -51,6 +53,8 @@ for s in $steps; do
     ncu_matvec) need_pack; cmd=(ncu --clock-control none --cache-control none -k "$ncu_matvec" -c 8
                   --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis
                   "$bin/decode_bw" --target cuda --model "$pack" --tokens 1 --warmup 0 "${small[@]}") ;;
+    decode_nographs) need_pack; cmd=("$bin/decode_bw" --target cuda --model "$pack" --tokens 32 --no-graphs --out "$out/decode_nographs.md") ;;
+    decode_q8_nographs) need_pack; cmd=("$bin/decode_bw" --target cuda --model "$pack" --tokens 32 --precision q8 --no-graphs --out "$out/decode_q8_nographs.md") ;;
     ncu_kernels_q8) need_pack; cmd=(ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --print-summary per-kernel
                   "$bin/decode_bw" --target cuda --model "$pack" --tokens "$ncu_tokens" --warmup 0 --precision q8 "${small[@]}") ;;
     ncu_prefill) need_pack; cmd=(ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --print-summary per-kernel -c "${NCU_PREFILL_LAUNCHES:-3000}"
