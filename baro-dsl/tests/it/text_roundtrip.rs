@@ -104,6 +104,7 @@ fn every_variant() -> Kernel {
             }],
         },
         Stmt::Barrier,
+        Stmt::Check { id: 0, cond: Expr::bin(BinOp::Eq, ld(Buf::Param(h), Expr::Var(i)), ld(Buf::Param(h), Expr::index(0))) },
         Stmt::Lanes {
             lane,
             count: 32,

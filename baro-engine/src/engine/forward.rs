@@ -18,10 +18,11 @@ use baro_dsl::runtime::{Buffer, Device, DeviceArg as A, DeviceError, DeviceKerne
 
 use crate::engine::decode::{EngineError, Precision};
 use crate::engine::registry::{KernelPair, Kernels};
-use crate::engine::scratch::{Q8Blocks, Scratch, HEAD_TILE};
+use crate::engine::scratch::{expert_slots, Q8Blocks, Scratch, HEAD_TILE};
 use crate::engine::staging::{DecodeSlots, ExpertStore, LayerStaging};
 use crate::engine::state::{LayerState, State};
 use crate::engine::weights::{AttentionWeights, ExpertMatrices, GdnWeights, Matrix, MixerWeights, MoeWeights, Weights};
+use crate::kernels::moe::EXPERT_TILE;
 use crate::model::{ModelConfig, TensorType};
 use crate::tokenizer::TokenId;
 
@@ -488,11 +489,28 @@ fn attention_cached(pass: &Pass<'_>, cfg: &ModelConfig, kernel: &DeviceKernel, k
     pass.run_kernel(kernel, args)
 }
 
+/// A rows pass's routed-expert projection over its expert-sorted slots (`ids` the slots'
+/// experts): in the q8 mode, where the matrix's type has an 8-row q8 kernel and its k fits
+/// the staged activations, that kernel over tiles of one expert (`moe_scatter_tiles`' layout;
+/// the kernel checks every tile's ids and fails the launch otherwise), else the rows kernel,
+/// one slot per row. Either computes each slot as the m = 1 kernel does (proven).
+fn expert_matvec(pass: &Pass<'_>, w: &Matrix, x: &Input<'_>, ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
+    let (pair, mut args) = pass.matvec_args(w, x, ids, y, 0, 1)?;
+    match pass.k.matvec_q8_tile_for(pair, w.cols) {
+        Some(tiles) => {
+            args.push(A::from(pass.rows()));
+            pass.launch(tiles, &mut args)
+        }
+        None => pass.run(pair, args),
+    }
+}
+
 /// The MoE block of layer `i` (of `n_layers`) on `p.xn`, into `p.mix`: the router per row, the
 /// routed experts, the shared expert, and the combine in top-k order. One token: the m = 1
 /// matvecs run the k experts as k slots (staged: the router's ids come back to the host and
 /// the decode slot cache maps them to slots). Rows: the (row, k) pairs are sorted by expert
-/// on the device (`moe_count`, `moe_scatter`), gathered, projected one pair per row, and
+/// on the device (`moe_count`, `moe_scatter`; in the q8 mode `moe_scatter_tiles`, groups
+/// padded to tiles of 8 for the 8-row matvecs), gathered, projected one slot per row, and
 /// gathered back into (row, k) order. When profiling, `timer` splits a rows pass's block into
 /// router and sort, the routed experts' matvecs (and SwiGLU), and the rest (the caller's mark).
 #[allow(clippy::too_many_arguments)]
@@ -516,20 +534,41 @@ fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '
         }
         Mode::Chunk { experts, .. } | Mode::Batch { experts, .. } => {
             let pairs = pass.rows() * k;
-            let by_pair = pass.at(Width::Rows(pairs));
             pass.launch(&pass.k.moe_count, &mut [A::buf(&p.expert_ids), A::buf_mut(&mut p.counts), A::from(pairs), A::from(ne)])?;
-            pass.launch(
-                &pass.k.moe_scatter,
-                &mut [A::buf(&p.expert_ids), A::buf(&p.counts), A::buf_mut(&mut p.pair_of), A::buf_mut(&mut p.slot_of), A::buf_mut(&mut p.sorted_ids), A::from(pairs), A::from(ne)],
-            )?;
-            pass.launch(&pass.k.moe_gather, &mut [A::buf(&p.xn), A::buf(&p.pair_of), A::buf_mut(&mut p.xs), A::from(h), A::from(k), A::from(pairs)])?;
+            // The q8 mode pads each expert's group to whole tiles of EXPERT_TILE slots, so the
+            // 8-row matvecs share each weight unpack over a tile of one expert; the slot count
+            // comes back to the host (one u32 per layer) to size the launches.
+            let slots = if pass.precision == Precision::Q8 {
+                pass.launch(
+                    &pass.k.moe_scatter_tiles,
+                    &mut [A::buf(&p.expert_ids), A::buf(&p.counts), A::buf_mut(&mut p.pair_of), A::buf_mut(&mut p.slot_of), A::buf_mut(&mut p.sorted_ids), A::buf_mut(&mut p.n_slots), A::from(pairs), A::from(ne), A::from(EXPERT_TILE)],
+                )?;
+                pass.device.default_stream().synchronize()?;
+                pass.device.read_prefix::<u32>(&p.n_slots, 1)?.first().map_or(0, |&n| n as usize)
+            } else {
+                pass.launch(
+                    &pass.k.moe_scatter,
+                    &mut [A::buf(&p.expert_ids), A::buf(&p.counts), A::buf_mut(&mut p.pair_of), A::buf_mut(&mut p.slot_of), A::buf_mut(&mut p.sorted_ids), A::from(pairs), A::from(ne)],
+                )?;
+                pairs
+            };
+            if slots > expert_slots(cfg, pass.rows()) {
+                return Err(EngineError::Unsupported { what: "expert slots", expected: format!("at most {} for {} rows", expert_slots(cfg, pass.rows()), pass.rows()), found: format!("{slots} (a bug in baro)") });
+            }
+            let by_slot = pass.at(Width::Rows(slots));
+            if slots > 0 {
+                pass.launch(&pass.k.moe_gather, &mut [A::buf(&p.xn), A::buf(&p.pair_of), A::buf_mut(&mut p.xs), A::from(h), A::from(k), A::from(slots)])?;
+            }
             timer.mark(pass.device, "moe: router, sort, gather")?;
             experts.with_layer(w.experts.as_ref(), i, n_layers, |e| {
-                let xs = by_pair.input(&p.xs, h, &mut p.q8_mid)?;
-                by_pair.matvec(&e.gate_up, &xs, &p.sorted_ids, &mut p.gate_up)?;
-                by_pair.swiglu_pairs(&p.gate_up, &mut p.act, fi, 1)?;
-                let act = by_pair.input(&p.act, fi, &mut p.q8_mid)?;
-                by_pair.matvec(&e.down, &act, &p.sorted_ids, &mut p.down_sorted)
+                if slots == 0 {
+                    return Ok(()); // no pair names an expert (NaN router logits)
+                }
+                let xs = by_slot.input(&p.xs, h, &mut p.q8_mid)?;
+                expert_matvec(&by_slot, &e.gate_up, &xs, &p.sorted_ids, &mut p.gate_up)?;
+                by_slot.swiglu_pairs(&p.gate_up, &mut p.act, fi, 1)?;
+                let act = by_slot.input(&p.act, fi, &mut p.q8_mid)?;
+                expert_matvec(&by_slot, &e.down, &act, &p.sorted_ids, &mut p.down_sorted)
             })?;
             timer.mark(pass.device, "moe: routed experts")?;
             pass.launch(&pass.k.moe_ungather, &mut [A::buf(&p.down_sorted), A::buf(&p.slot_of), A::buf_mut(&mut p.down), A::from(h), A::from(pairs)])?;

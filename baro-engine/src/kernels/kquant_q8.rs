@@ -154,19 +154,25 @@ pub fn matvec_q6_k_q8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f
 /// memory every target gives. A larger k is a bounds error on the workgroup arrays.
 pub const KQ8_ROWS8_MAX_K: usize = 4096;
 
-/// `matvec_q4_k_q8` over 8 rows of one matrix at once (`ids[0]` for every row: a projection),
+/// `matvec_q4_k_q8` over 8 rows of one matrix at once (`ids[r0]` for the tile's rows, checked
+/// equal: a projection's zero ids, or routed experts grouped in tiles of one expert),
 /// x staged as in `q8act::matvec_q8_0_q8_rows8`: the 8 rows' q8 blocks (9 words each, 8 and a
 /// pad, so that the 32 lanes' units fall in 32 different banks), scales and block sums are
 /// copied into workgroup memory once; then each lane unpacks a unit's scale, min and codes once
 /// for the 8 rows and keeps 8 partials, each in `matvec_q4_k_q8`'s order. A row past the last
 /// reads the last row's blocks and is not stored. k ≤ `KQ8_ROWS8_MAX_K`.
 #[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min], rows_of = matvec_q4_k_q8, rows = rows,
-         row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, y = n), verify(k = [256, 2304], n = [1, 9], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
+         row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
 pub fn matvec_q4_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
     let ob = group_id(0) * 8;
     let r0 = group_id(1) * 8;
     let last = rows - 1;
-    let e = ids[0] as usize;
+    let e = ids[r0] as usize;
+    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
+    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
+    for r in 0..8 {
+        check!(ids[(r0 + r).min(last)] == ids[r0]);
+    }
     let nb = k / 32;
     let xs = shared::<u32, 9216>();
     let ds = shared::<f32, 1024>();
@@ -214,12 +220,17 @@ pub fn matvec_q4_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids
 /// `matvec_q5_k_q8` over 8 rows of one matrix at once: `matvec_q4_k_q8_rows8` with 5-bit codes.
 /// k ≤ `KQ8_ROWS8_MAX_K`.
 #[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min], rows_of = matvec_q5_k_q8, rows = rows,
-         row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, y = n), verify(k = [256, 2304], n = [1, 9], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
+         row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
 pub fn matvec_q5_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
     let ob = group_id(0) * 8;
     let r0 = group_id(1) * 8;
     let last = rows - 1;
-    let e = ids[0] as usize;
+    let e = ids[r0] as usize;
+    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
+    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
+    for r in 0..8 {
+        check!(ids[(r0 + r).min(last)] == ids[r0]);
+    }
     let nb = k / 32;
     let xs = shared::<u32, 9216>();
     let ds = shared::<f32, 1024>();
@@ -268,12 +279,17 @@ pub fn matvec_q5_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids
 /// `matvec_q6_k_q8` over 8 rows of one matrix at once: `matvec_q4_k_q8_rows8`'s staging without
 /// block sums (Q6_K reads none). k ≤ `KQ8_ROWS8_MAX_K`.
 #[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits, byte_i8], rows_of = matvec_q6_k_q8, rows = rows,
-         row_stride(xq = k / 4, xd = k / 32, y = n), verify(k = [256, 2304], n = [1, 9], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
+         row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
 pub fn matvec_q6_k_q8_rows8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
     let ob = group_id(0) * 8;
     let r0 = group_id(1) * 8;
     let last = rows - 1;
-    let e = ids[0] as usize;
+    let e = ids[r0] as usize;
+    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
+    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
+    for r in 0..8 {
+        check!(ids[(r0 + r).min(last)] == ids[r0]);
+    }
     let nb = k / 32;
     let xs = shared::<u32, 9216>();
     let ds = shared::<f32, 1024>();

@@ -475,6 +475,77 @@ fn kquant_q8_rows8_equal_reference_and_serial_rows() {
     assert_eq!(compared, 3 * (3 + 9 + 17) * (1 + 3 + 7 + 8 + 9 + 17));
 }
 
+/// `kernel` with every `check!` removed (a `for` loop left holding nothing runs empty).
+fn without_checks(mut kernel: baro_dsl::ir::Kernel) -> baro_dsl::ir::Kernel {
+    use baro_dsl::ir::Stmt;
+    fn strip(body: &mut Vec<Stmt>) -> usize {
+        let before = body.len();
+        body.retain(|s| !matches!(s, Stmt::Check { .. }));
+        let mut removed = before - body.len();
+        for s in body.iter_mut() {
+            match s {
+                Stmt::For { body, .. } | Stmt::ParFor { body, .. } => removed += strip(body),
+                Stmt::If { then_body, else_body, .. } => removed += strip(then_body) + strip(else_body),
+                _ => {}
+            }
+        }
+        removed
+    }
+    assert_eq!(strip(&mut kernel.body), 1, "{}: expected one check! statement", kernel.name);
+    kernel
+}
+
+/// The 8-row q8 matvecs read one matrix per tile (`ids[r0]`) where the m = 1 kernel reads
+/// `ids[r]` per row: they are its siblings only under their `check!` that a tile's ids are
+/// equal. The proof holds with the check, and the same kernel without it is rejected, naming
+/// a row past the tile's first.
+#[test]
+fn rows8_tiles_are_siblings_only_under_their_check() {
+    for (rows8, m1) in [(matvec_q8_0_q8_rows8(), matvec_q8_0_q8()), (kq::matvec_q4_k_q8_rows8(), kq::matvec_q4_k_q8())] {
+        let proof = baro_dsl::verify::check_sibling(&rows8, &m1).unwrap_or_else(|e| panic!("{}: {e}", rows8.name));
+        assert!(proof.outputs > 0, "{}: vacuous proof", rows8.name);
+        assert!(rows8.to_string().contains("check 0 "), "{}: the check is in the IR text", rows8.name);
+        let unchecked = without_checks(rows8.clone());
+        match baro_dsl::verify::check_sibling(&unchecked, &m1) {
+            Err(baro_dsl::verify::SiblingError::Arithmetic(m)) => {
+                println!("{} without its check: {m}", rows8.name);
+                assert!(m.row % 8 != 0, "{}: the first difference is in a row past a tile's first, found row {}", rows8.name, m.row);
+            }
+            other => panic!("{} without its check: expected an arithmetic mismatch, found {other:?}", rows8.name),
+        }
+    }
+}
+
+/// Routed experts on 8-row tiles: rows grouped so each expert's rows start on a multiple of 8
+/// (two experts, the second group ragged) give each row the m = 1 kernel's bits with its own
+/// expert; a tile holding two experts fails the launch with the check's message instead of
+/// computing a result.
+#[test]
+fn rows8_tiles_of_one_expert_each_equal_the_reference_and_mixed_tiles_fail() {
+    let mut rng = baro::reference::Rng::new(41);
+    let (k, n, n_mats) = (1056usize, 9usize, 3usize);
+    let w = q8_0_bytes(n_mats * n * k / 32, 5);
+    let dev = Device::host().expect("host device");
+    let kern = dev.compile(&matvec_q8_0_q8_rows8()).unwrap_or_else(|e| panic!("{e}"));
+    let run = |ids: &[u32], x: &[f32]| {
+        let (xq, xd, _) = q8act_reference(x);
+        let (qb, db, wb, ib) = (dev.upload(&xq).unwrap(), dev.upload(&xd).unwrap(), dev.upload_bytes(ScalarType::U8, &w).unwrap(), dev.upload(ids).unwrap());
+        let mut y = dev.alloc(ScalarType::F32, ids.len() * n).unwrap();
+        let r = dev.run(&kern, &mut [A::buf(&qb), A::buf(&db), A::words(&wb), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(n), A::from(0usize), A::from(1usize), A::from(ids.len())]);
+        r.map(|_| (dev.read::<f32>(&y).unwrap(), matvec_q8_0_q8_reference(&xq, &xd, &w, ids, k, n, k)))
+    };
+    let ids: Vec<u32> = [vec![2u32; 16], vec![0u32; 5]].concat();
+    let x = rng.vec_f32(ids.len() * k);
+    let (got, want) = run(&ids, &x).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(bits(&got), bits(&want), "tiles of one expert each");
+    assert!(got.iter().any(|v| *v != 0.0));
+    let mut mixed = ids.clone();
+    mixed[11] = 1;
+    let err = run(&mixed, &x).expect_err("a tile of two experts must fail").to_string();
+    println!("{err}");
+    assert!(err.contains("matvec_q8_0_q8_rows8") && err.contains("check 0 failed"), "the message names the kernel and the check: {err}");
+}
+
 #[test]
 fn kquant_q8_matvecs_compile_to_dp4a_and_v_dot4() {
     use baro_dsl::cache::CompileCache;
