@@ -18,7 +18,7 @@ use baro_dsl::runtime::{Buffer, Device, DeviceArg as A, DeviceError, DeviceKerne
 
 use crate::engine::decode::{EngineError, Precision};
 use crate::engine::registry::{KernelPair, Kernels};
-use crate::engine::scratch::{expert_slots, Q8Blocks, Scratch, HEAD_TILE};
+use crate::engine::scratch::{expert_slots, Q8Blocks, Scratch, HEAD_TILE, MAX_TILE_PADDING};
 use crate::engine::staging::{DecodeSlots, ExpertStore, LayerStaging};
 use crate::engine::state::{LayerState, State};
 use crate::engine::weights::{AttentionWeights, ExpertMatrices, GdnWeights, Matrix, MixerWeights, MoeWeights, Weights};
@@ -490,13 +490,13 @@ fn attention_cached(pass: &Pass<'_>, cfg: &ModelConfig, kernel: &DeviceKernel, k
 }
 
 /// A rows pass's routed-expert projection over its expert-sorted slots (`ids` the slots'
-/// experts): in the q8 mode, where the matrix's type has an 8-row q8 kernel and its k fits
-/// the staged activations, that kernel over tiles of one expert (`moe_scatter_tiles`' layout;
-/// the kernel checks every tile's ids and fails the launch otherwise), else the rows kernel,
-/// one slot per row. Either computes each slot as the m = 1 kernel does (proven).
-fn expert_matvec(pass: &Pass<'_>, w: &Matrix, x: &Input<'_>, ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
+/// experts): on `moe_scatter_tiles`' layout (`tiled`), where the matrix's type has an 8-row q8
+/// kernel and its k fits the staged activations, that kernel over tiles of one expert (it
+/// checks every tile's ids and fails the launch otherwise), else the rows kernel, one slot
+/// per row. Either computes each slot as the m = 1 kernel does (proven).
+fn expert_matvec(pass: &Pass<'_>, tiled: bool, w: &Matrix, x: &Input<'_>, ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
     let (pair, mut args) = pass.matvec_args(w, x, ids, y, 0, 1)?;
-    match pass.k.matvec_q8_tile_for(pair, w.cols) {
+    match pass.k.matvec_q8_tile_for(pair, w.cols).filter(|_| tiled) {
         Some(tiles) => {
             args.push(A::from(pass.rows()));
             pass.launch(tiles, &mut args)
@@ -536,15 +536,25 @@ fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '
             let pairs = pass.rows() * k;
             pass.launch(&pass.k.moe_count, &mut [A::buf(&p.expert_ids), A::buf_mut(&mut p.counts), A::from(pairs), A::from(ne)])?;
             // The q8 mode pads each expert's group to whole tiles of EXPERT_TILE slots, so the
-            // 8-row matvecs share each weight unpack over a tile of one expert; the slot count
-            // comes back to the host (one u32 per layer) to size the launches.
-            let slots = if pass.precision == Precision::Q8 {
+            // 8-row matvecs share each weight unpack over a tile of one expert, where that pads
+            // the pairs at most MAX_TILE_PADDING-fold (sparse routing, as in a batched step of a
+            // few sequences, keeps one slot per pair): the expert counts come back to the host
+            // (n_experts u32 per layer) to choose and to size the launches. Either layout gives
+            // every pair the m = 1 kernel's bits.
+            let tiled = if pass.precision == Precision::Q8 {
+                pass.device.default_stream().synchronize()?;
+                let counts = pass.device.read_prefix::<u32>(&p.counts, ne)?;
+                let slots: usize = counts.iter().map(|&c| (c as usize).div_ceil(EXPERT_TILE) * EXPERT_TILE).sum();
+                (slots <= MAX_TILE_PADDING * pairs).then_some(slots)
+            } else {
+                None
+            };
+            let slots = if let Some(slots) = tiled {
                 pass.launch(
                     &pass.k.moe_scatter_tiles,
                     &mut [A::buf(&p.expert_ids), A::buf(&p.counts), A::buf_mut(&mut p.pair_of), A::buf_mut(&mut p.slot_of), A::buf_mut(&mut p.sorted_ids), A::buf_mut(&mut p.n_slots), A::from(pairs), A::from(ne), A::from(EXPERT_TILE)],
                 )?;
-                pass.device.default_stream().synchronize()?;
-                pass.device.read_prefix::<u32>(&p.n_slots, 1)?.first().map_or(0, |&n| n as usize)
+                slots
             } else {
                 pass.launch(
                     &pass.k.moe_scatter,
@@ -565,10 +575,10 @@ fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '
                     return Ok(()); // no pair names an expert (NaN router logits)
                 }
                 let xs = by_slot.input(&p.xs, h, &mut p.q8_mid)?;
-                expert_matvec(&by_slot, &e.gate_up, &xs, &p.sorted_ids, &mut p.gate_up)?;
+                expert_matvec(&by_slot, tiled.is_some(), &e.gate_up, &xs, &p.sorted_ids, &mut p.gate_up)?;
                 by_slot.swiglu_pairs(&p.gate_up, &mut p.act, fi, 1)?;
                 let act = by_slot.input(&p.act, fi, &mut p.q8_mid)?;
-                expert_matvec(&by_slot, &e.down, &act, &p.sorted_ids, &mut p.down_sorted)
+                expert_matvec(&by_slot, tiled.is_some(), &e.down, &act, &p.sorted_ids, &mut p.down_sorted)
             })?;
             timer.mark(pass.device, "moe: routed experts")?;
             pass.launch(&pass.k.moe_ungather, &mut [A::buf(&p.down_sorted), A::buf(&p.slot_of), A::buf_mut(&mut p.down), A::from(h), A::from(pairs)])?;

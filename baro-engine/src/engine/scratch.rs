@@ -46,8 +46,8 @@ pub struct Scratch {
     pub expert_weights: Buffer, // (row, top_k)
     pub counts: Buffer,         // (expert) u32
     pub n_slots: Buffer,        // (1) u32: the slot count of the tiled layout (`moe_scatter_tiles`)
-    // Slots: rows · top_k pairs, and in the q8 mode up to EXPERT_TILE − 1 padding slots per
-    // expert group (`moe_scatter_tiles`), so the slot buffers hold `expert_slots` rows.
+    // Slots: rows · top_k pairs, and in the q8 mode the padding of the tiled layout
+    // (`moe_scatter_tiles`), so the slot buffers hold `expert_slots` rows.
     pub pair_of: Buffer,        // (slot) u32: the (row · top_k + k) pair in each expert-sorted slot
     pub slot_of: Buffer,        // (pair) u32
     pub sorted_ids: Buffer,     // (slot) u32: the slot's expert
@@ -156,9 +156,14 @@ impl Scratch {
     }
 }
 
-/// The expert-sorted slots a pass over `rows` rows may fill: rows · top_k pairs, plus up to
-/// `EXPERT_TILE − 1` padding slots for each expert that holds a pair (the tiled layout).
+/// A rows pass's routed experts in the q8 mode keep one slot per pair (no tiles) where tiles of
+/// `EXPERT_TILE` would hold more than this many slots per pair (`forward::moe`).
+pub(crate) const MAX_TILE_PADDING: usize = 3;
+
+/// The expert-sorted slots a pass over `rows` rows may fill: rows · top_k pairs, plus the
+/// tiled layout's padding, up to `EXPERT_TILE − 1` slots for each expert that holds a pair
+/// and at most `MAX_TILE_PADDING` slots per pair in all.
 pub(crate) fn expert_slots(cfg: &ModelConfig, rows: usize) -> usize {
     let pairs = rows.max(1) * cfg.n_experts_used.max(1);
-    pairs + (crate::kernels::moe::EXPERT_TILE - 1) * pairs.min(cfg.n_experts)
+    pairs + ((crate::kernels::moe::EXPERT_TILE - 1) * pairs.min(cfg.n_experts)).min((MAX_TILE_PADDING - 1) * pairs)
 }
