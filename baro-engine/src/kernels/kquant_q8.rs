@@ -1,7 +1,9 @@
 //! The K-quant matvecs of the q8 precision mode (issue 14; the engine's `Precision::Q8`): Q4_K,
 //! Q5_K and Q6_K weights times activations quantized by `q8act` (8-bit blocks of 32 with an
-//! f32 scale and the block sum). Each m = 1 kernel has a rows sibling derived by `rows(..)`
-//! and a plain-Rust reference in its order; nothing here launches them.
+//! f32 scale and the block sum). Each m = 1 kernel has a rows sibling derived by `rows(..)`,
+//! an 8-row sibling over tiles of one matrix (`_rows8`: the tile's q8 blocks staged in
+//! workgroup memory, each weight unit unpacked once for 8 rows, the tile's ids checked equal
+//! by `check!`) and a plain-Rust reference in its order; nothing here launches them.
 //!
 //! The unit of every kernel is one 32-element block of the row, the q8 block it meets (a
 //! Q4_K/Q5_K sub-block; two consecutive 16-element Q6_K sub-blocks). Per unit u
