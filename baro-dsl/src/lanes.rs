@@ -126,6 +126,7 @@ impl Cx<'_> {
                 Stmt::Lanes { lane, count, implements, body: body? }
             }
             Stmt::Barrier => Stmt::Barrier,
+            Stmt::Check { id, cond } => Stmt::Check { id, cond: self.expr(cond, out)? },
         };
         out.push(s);
         Ok(())

@@ -205,6 +205,10 @@ fn stmt(s: &Stmt) -> TokenStream {
             quote!(::baro_dsl::ir::Stmt::Lanes { lane: #lane, count: #count, implements: #implements, body: #body })
         }
         Stmt::Barrier => quote!(::baro_dsl::ir::Stmt::Barrier),
+        Stmt::Check { id, cond } => {
+            let cond = expr(cond);
+            quote!(::baro_dsl::ir::Stmt::Check { id: #id, cond: #cond })
+        }
     }
 }
 

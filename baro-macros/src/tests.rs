@@ -427,3 +427,28 @@ fn block_values_say_what_they_may_hold() {
         assert!(errs.iter().any(|e| e.contains(w)), "expected an error containing {w:?}, got {errs:#?}");
     }
 }
+
+#[test]
+fn check_statements_are_numbered_in_source_order_and_take_a_bool() {
+    let l = ok(quote!(grid = [1]), quote! {
+        fn tiles(ids: &[u32], y: &mut [u32], n: usize) {
+            check!(ids[0] == ids[n]);
+            for r in 0..8 {
+                check!(ids[r] <= ids[0]);
+            }
+            y[0] = ids[0];
+        }
+    });
+    let k = &l.kernel;
+    let Stmt::Check { id: 0, cond } = &k.body[0] else { panic!("expected check 0 first, found {:?}", k.body[0]) };
+    assert!(matches!(cond, Expr::Binary { op: baro_dsl::ir::BinOp::Eq, .. }), "{cond:?}");
+    let Stmt::For { body, .. } = &k.body[1] else { panic!("expected a for loop") };
+    assert!(matches!(body[0], Stmt::Check { id: 1, .. }), "{:?}", body[0]);
+    let (_, errs) = lower(quote!(grid = [1]), quote! {
+        fn bad(ids: &[u32], y: &mut [u32]) {
+            check!(ids[0]);
+            y[0] = 0;
+        }
+    });
+    assert!(errs.iter().any(|e| e.starts_with("condition has type u32: expected bool")), "{errs:#?}");
+}

@@ -164,6 +164,13 @@ pub enum Stmt {
     Lanes { lane: Var, count: u32, implements: Option<Implements>, body: Vec<Stmt> },
     /// Workgroup barrier: must sit in uniform control flow.
     Barrier,
+    /// A precondition of the launch (`check!(cond)`): `cond`, a bool, must hold wherever the
+    /// statement is reached. A launch where it does not fails, naming the kernel and check
+    /// `id` (the checks' source order), as a bounds error does: the host returns from the
+    /// workgroup, a GPU thread records the failure and goes on (its results are not to be
+    /// used). The sibling verifier takes an equality `a == b` of two input elements as a fact
+    /// of every launch that succeeds (`verify::sibling`).
+    Check { id: u32, cond: Expr },
 }
 
 /// What a `Lanes` region claims to compute: `results[0] = reduce(op, schedule, i in 0..len,

@@ -176,6 +176,7 @@ fn stmt(k: &mut Kernel, s: Stmt) -> Stmt {
         }
         Stmt::Lanes { lane, count, implements, body } => Stmt::Lanes { lane, count, implements, body: block(k, body) },
         Stmt::Barrier => Stmt::Barrier,
+        Stmt::Check { id, cond } => Stmt::Check { id, cond: expr(k, cond) },
     }
 }
 

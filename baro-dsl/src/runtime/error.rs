@@ -1,5 +1,6 @@
 //! Launch errors shared by every runtime, and the one translation of a kernel's
-//! `ErrorRecord` (written by the lowered code on a failed bounds check or a bad loop step)
+//! `ErrorRecord` (written by the lowered code on a failed bounds check, a bad loop step or a
+//! failed `check!`)
 //! into the message the user reads. Host, CUDA and HIP report the same words.
 
 use crate::ir::{Kernel, ScalarType};
@@ -20,6 +21,8 @@ pub enum LaunchError {
     Grid { kernel: String, axis: usize, message: String },
     #[error("kernel `{kernel}` {verb} {place}`{buffer}[{index}]` but `{buffer}` has {len} elements")]
     OutOfBounds { kernel: String, verb: &'static str, place: &'static str, buffer: String, index: String, len: u64 },
+    #[error("kernel `{kernel}`: check {id} failed: expected `{cond}` to hold for every launch, found a launch where it does not")]
+    Check { kernel: String, id: u64, cond: String },
     #[error("kernel `{kernel}`: a `for` loop has step {step}, expected a positive step")]
     ForStep { kernel: String, step: String },
     #[error("kernel `{kernel}`: shared memory of {bytes} bytes does not fit in this process")]
@@ -35,6 +38,7 @@ pub(crate) fn describe_record(k: &Kernel, e: ErrorRecord, lens: &[u64]) -> Launc
         lower::ERR_WRITE => ("wrote", false),
         lower::ERR_READ_SHARED => ("read", true),
         lower::ERR_WRITE_SHARED => ("wrote", true),
+        lower::ERR_CHECK => return LaunchError::Check { kernel: k.name.clone(), id: e.id, cond: check_text(k, &k.body, e.id).unwrap_or_else(|| "?".to_string()) },
         _ => return LaunchError::ForStep { kernel: k.name.clone(), step: index },
     };
     let (buffer, len) = if shared {
@@ -44,4 +48,14 @@ pub(crate) fn describe_record(k: &Kernel, e: ErrorRecord, lens: &[u64]) -> Launc
         (name, lens.get(e.id as usize).copied().unwrap_or(0))
     };
     LaunchError::OutOfBounds { kernel: k.name.clone(), verb, place: if shared { "shared " } else { "" }, buffer, index, len }
+}
+
+/// The condition of check `id` in `body` (nested blocks included), as IR text.
+fn check_text(k: &Kernel, body: &[crate::ir::Stmt], id: u64) -> Option<String> {
+    body.iter().find_map(|s| match s {
+        crate::ir::Stmt::Check { id: i, cond } if u64::from(*i) == id => Some(k.expr_text(cond)),
+        crate::ir::Stmt::For { body, .. } | crate::ir::Stmt::ParFor { body, .. } | crate::ir::Stmt::Lanes { body, .. } => check_text(k, body, id),
+        crate::ir::Stmt::If { then_body, else_body, .. } => check_text(k, then_body, id).or_else(|| check_text(k, else_body, id)),
+        _ => None,
+    })
 }

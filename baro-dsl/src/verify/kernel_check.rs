@@ -60,7 +60,7 @@ pub fn check_expanded(k: &Kernel, x: &Kernel) -> Result<KernelProof, Vec<VerifyE
     let mut regions_checked = 0;
     let mut coverage = Coverage::default();
     for shape in &shapes {
-        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: true, memory: None, check_races: false };
+        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: true, memory: None, check_races: false, aliases: None };
         let mut dag = Dag::new();
         let code = execute(&x, &mut dag, &cfg).map_err(|e| vec![in_shape(e, k, shape)])?;
         regions_checked += code.regions_checked;
@@ -87,7 +87,7 @@ pub fn check_races(k: &Kernel) -> Result<usize, Vec<VerifyError>> {
     check_wellformed(k)?;
     let shapes = default_shapes(k);
     for shape in &shapes {
-        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: false, memory: None, check_races: true };
+        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: false, memory: None, check_races: true, aliases: None };
         execute(k, &mut Dag::new(), &cfg).map_err(|e| vec![in_shape(e, k, shape)])?;
     }
     Ok(shapes.len())

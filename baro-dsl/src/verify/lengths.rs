@@ -65,7 +65,7 @@ impl<'a> Definitions<'a> {
                     self.expr(end);
                     self.expr(step);
                 }
-                Stmt::If { cond, .. } => self.expr(cond),
+                Stmt::If { cond, .. } | Stmt::Check { cond, .. } => self.expr(cond),
                 Stmt::ParFor { var, end, .. } => {
                     self.add(*var, end);
                     self.expr(end);

@@ -35,7 +35,7 @@ fn stmt_exprs_mut(s: &mut Stmt) -> Vec<&mut Expr> {
         Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::LetRows { value, .. } => vec![value],
         Stmt::Store { index, value, .. } => vec![index, value],
         Stmt::For { start, end, step, .. } => vec![start, end, step],
-        Stmt::If { cond, .. } => vec![cond],
+        Stmt::If { cond, .. } | Stmt::Check { cond, .. } => vec![cond],
         Stmt::ParFor { end, .. } => vec![end],
         Stmt::Lanes { .. } | Stmt::Barrier => Vec::new(),
     }

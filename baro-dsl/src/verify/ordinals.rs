@@ -21,7 +21,7 @@ pub fn stmt_exprs<'a>(s: &'a Stmt, mut f: impl FnMut(&'a Expr)) {
             f(end);
             f(step)
         }
-        Stmt::If { cond, .. } => f(cond),
+        Stmt::If { cond, .. } | Stmt::Check { cond, .. } => f(cond),
         Stmt::ParFor { end, .. } => f(end),
         Stmt::Lanes { .. } | Stmt::Barrier => {}
     }

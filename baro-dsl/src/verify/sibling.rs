@@ -9,16 +9,20 @@
 //! separately proves the expanded code computes those trees. Every reduction of the rows
 //! kernel must have run with enough elements for its order to matter on some shape
 //! (`coverage`), or the check fails (`Invalid`, kind `Vacuous`) instead of passing on an empty
-//! comparison. Nothing here changes a kernel.
+//! comparison. A rows kernel's `check!(a == b)` on two input elements (`ids[r0 + r] ==
+//! ids[r0]`: a tile of rows shares one expert) is a precondition of every launch that
+//! succeeds, so both kernels run with those elements read as one leaf (`check_aliases`): the
+//! proof holds under the checked precondition, and a launch that breaks it fails. Nothing
+//! here changes a kernel.
 
 use super::coverage::Coverage;
-use super::dag::{Dag, Name, NodeId};
+use super::dag::{Dag, Name, Node, NodeId, Op};
 use super::ordinals::reduces;
 use super::report::{ErrorKind, Location, Mismatch, SiblingError, SiblingProof, VerifyError};
 use super::shapes::default_shapes;
 use super::symbolic::{eval_uniform, execute, Run, RunConfig, Value, Written};
 use super::wellformed;
-use crate::ir::{Kernel, ParamId, ParamKind, Reduce};
+use crate::ir::{Access, BinOp, Kernel, ParamId, ParamKind, Reduce};
 use crate::schedule::Schedule;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -194,6 +198,32 @@ fn mismatch(dag: &Dag, rows_run: &Run, shape: Vec<(String, u64)>, buf: String, r
     SiblingError::Arithmetic(Box::new(Mismatch { shape, buffer: buf, row, index, m1_index, m1_expr: dag.show(want, 16), rows_expr, first_difference, location }))
 }
 
+/// The input elements that the rows kernel's `check!`s make equal: every checked condition
+/// that is `a == b` of two initial elements of one read-only buffer joins their classes, and
+/// each element of a class maps to the class's lowest index.
+fn check_aliases(rows: &Kernel, dag: &Dag, checks: &[NodeId]) -> HashMap<(Name, u64), u64> {
+    fn root(parent: &HashMap<(Name, u64), u64>, buf: Name, mut i: u64) -> u64 {
+        while let Some(&p) = parent.get(&(buf, i)) {
+            i = p;
+        }
+        i
+    }
+    let read_only = |buf: Name| rows.params.iter().any(|p| p.name == dag.name_str(buf) && matches!(p.kind, ParamKind::Buffer { access: Access::Read, .. }));
+    let mut parent: HashMap<(Name, u64), u64> = HashMap::new();
+    for &n in checks {
+        let Node::Op { op: Op::Bin(BinOp::Eq), args, .. } = dag.node(n) else { continue };
+        let (Node::Leaf { buf: a, index: i }, Node::Leaf { buf: b, index: j }) = (dag.node(args[0]), dag.node(args[1])) else { continue };
+        if a != b || !read_only(*a) {
+            continue;
+        }
+        let (ri, rj) = (root(&parent, *a, *i), root(&parent, *a, *j));
+        if ri != rj {
+            parent.insert((*a, ri.max(rj)), ri.min(rj));
+        }
+    }
+    parent.keys().map(|&(buf, i)| ((buf, i), root(&parent, buf, i))).collect()
+}
+
 fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> {
     let Some(sib) = &rows.sibling else {
         return Err(invalid(rows, "no sibling declared".to_string()));
@@ -222,9 +252,14 @@ fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> 
         }
         let mut dag = Dag::new();
         let carried: HashSet<Name> = sib.carried.iter().map(|p| dag.name(&rows.param(*p).name)).collect();
-        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: false, memory: None, check_races: true };
+        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: false, memory: None, check_races: true, aliases: None };
         let carried_names: Vec<String> = sib.carried.iter().map(|p| rows.param(*p).name.clone()).collect();
-        let rows_run = execute(rows, &mut dag, &cfg).map_err(|e| as_invalid(carry_note(e, &carried_names)))?;
+        let first = execute(rows, &mut dag, &cfg).map_err(|e| as_invalid(carry_note(e, &carried_names)))?;
+        // The rows kernel's `check!` equalities hold in every launch that succeeds: both runs
+        // read one leaf for the elements they make equal, so the comparison is the proof under
+        // that precondition (and without a check, elements stay distinct).
+        let aliases = check_aliases(rows, &dag, &first.checks);
+        let rows_run = if aliases.is_empty() { first } else { execute(rows, &mut dag, &RunConfig { aliases: Some(&aliases), ..cfg }).map_err(as_invalid)? };
         let mut covered = HashSet::new();
         // The state the next row starts from, and where each carried element was last written.
         let mut state: HashMap<(Name, u64), Value> = HashMap::new();
@@ -236,7 +271,7 @@ fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> 
                 .map(|&(q, v)| (q, steps.iter().find(|(p, _)| *p == q).map_or(v, |(_, s)| v.wrapping_add(r.wrapping_mul(*s)))))
                 .collect();
             let memory = (!carried.is_empty()).then_some(&state);
-            let cfg = RunConfig { scalars: &m1_scalars, offsets: &offsets, check_implements: false, memory, check_races: true };
+            let cfg = RunConfig { scalars: &m1_scalars, offsets: &offsets, check_implements: false, memory, check_races: true, aliases: (!aliases.is_empty()).then_some(&aliases) };
             let m1_run = execute(m1, &mut dag, &cfg).map_err(as_invalid)?;
             for (key, want) in &m1_run.outputs {
                 covered.insert(*key);

@@ -56,6 +56,9 @@ pub struct Run {
     /// in the executed kernel: bit 0 the `then` arm, bit 1 the `else` arm (both when the
     /// condition depends on data: the select is then in the DAG with both arms).
     pub branches: HashMap<usize, u8>,
+    /// The conditions of the `check!`s executed, where they depend on data (a concrete one
+    /// that holds is not listed; one that fails is an error).
+    pub checks: Vec<NodeId>,
 }
 
 /// How to run a kernel.
@@ -72,6 +75,9 @@ pub struct RunConfig<'a> {
     /// Record which concurrent unit did every access and reject unordered pairs (`race`).
     /// Applies to source IR: `Lanes` regions (produced by expansion) are not modelled.
     pub check_races: bool,
+    /// Input elements known equal to another (`check!` equalities, `verify::sibling`): a
+    /// load of `(buffer, index)` reads the leaf of the element it maps to.
+    pub aliases: Option<&'a HashMap<(Name, u64), u64>>,
 }
 
 /// Statements executed before the executor gives up (a guard against runaway loops).
@@ -80,7 +86,7 @@ const STEP_BUDGET: u64 = 50_000_000;
 /// Evaluates a uniform integer expression over scalar parameters (a row stride) for `scalars`.
 pub fn eval_uniform(k: &Kernel, scalars: &[(ParamId, u64)], e: &Expr) -> Result<u64, VerifyError> {
     let mut dag = Dag::new();
-    let mut ex = Exec::new(k, &mut dag, &RunConfig { scalars, offsets: &[], check_implements: false, memory: None, check_races: false });
+    let mut ex = Exec::new(k, &mut dag, &RunConfig { scalars, offsets: &[], check_implements: false, memory: None, check_races: false, aliases: None });
     ex.concrete(e, "row stride")
 }
 
@@ -106,7 +112,7 @@ pub fn execute(k: &Kernel, dag: &mut Dag, cfg: &RunConfig) -> Result<Run, Verify
             }
         }
     }
-    Ok(Run { outputs: ex.outputs, regions_checked: ex.regions_checked, reduce_of: ex.reduce_of, longest: ex.longest, memory: ex.mem, branches: ex.branches })
+    Ok(Run { outputs: ex.outputs, regions_checked: ex.regions_checked, reduce_of: ex.reduce_of, longest: ex.longest, memory: ex.mem, branches: ex.branches, checks: ex.checks })
 }
 
 impl<'k, 'd> Exec<'k, 'd> {
@@ -158,6 +164,8 @@ fn new(k: &'k Kernel, dag: &'d mut Dag, cfg: &RunConfig) -> Exec<'k, 'd> {
         races: cfg.check_races.then(RaceLog::default),
         in_reduce: 0,
         branches: HashMap::new(),
+        checks: Vec::new(),
+        aliases: cfg.aliases.cloned().unwrap_or_default(),
         iters: Vec::new(),
         epoch: 0,
         unit: 0,
@@ -203,6 +211,8 @@ struct Exec<'k, 'd> {
     /// Depth of reduction bodies being evaluated.
     in_reduce: u32,
     branches: HashMap<usize, u8>,
+    checks: Vec<NodeId>,
+    aliases: HashMap<(Name, u64), u64>,
 }
 
 fn int_val(c: Const) -> i128 {
@@ -522,7 +532,7 @@ impl Exec<'_, '_> {
                 }
                 Ok(match self.mem.get(&(name, i)) {
                     Some(x) => *x,
-                    None => Value::S(self.dag.intern(Node::Leaf { buf: name, index: i }), ty),
+                    None => Value::S(self.dag.intern(Node::Leaf { buf: name, index: self.aliases.get(&(name, i)).copied().unwrap_or(i) }), ty),
                 })
             }
             (Buf::Param(p), Value::S(n, t)) => {
@@ -759,6 +769,11 @@ impl Exec<'_, '_> {
             }
             Stmt::Lanes { lane, count, implements, body } => self.lanes_region(*lane, *count, implements.as_ref(), body)?,
             Stmt::Barrier => self.barrier(),
+            Stmt::Check { id, cond } => match self.eval(cond)? {
+                Value::C(c) if c.bits != 0 => {}
+                Value::C(_) => return Err(self.fail(ErrorKind::Malformed, format!("check {id} (`{}`) fails on this shape: expected a condition that can hold", self.k.expr_text(cond)))),
+                Value::S(n, _) => self.checks.push(n),
+            },
         }
         Ok(())
     }

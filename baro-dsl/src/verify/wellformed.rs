@@ -542,6 +542,12 @@ impl Wf<'_> {
                 self.undefine(*var);
             }
             Stmt::Lanes { lane, count, implements, body } => self.lanes_region(*lane, *count, implements.as_ref(), body),
+            Stmt::Check { cond, .. } => {
+                self.typed_expr(cond, Some(ScalarType::Bool), "check condition");
+                if cond.any(&|x| matches!(x, Expr::Reduce(_) | Expr::ShuffleXor { .. })) {
+                    self.malformed("a reduction or shuffle in a `check!` condition: expected plain loads and arithmetic".to_string());
+                }
+            }
             Stmt::Barrier => {
                 if self.nonuniform > 0 || self.in_parfor > 0 {
                     self.err(ErrorKind::NonUniformSync, "barrier under lane-dependent control flow: expected uniform control flow".to_string());

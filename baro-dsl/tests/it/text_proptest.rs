@@ -100,6 +100,7 @@ fn stmt() -> impl Strategy<Value = Stmt> {
         (id(), expr()).prop_map(|(v, value)| Stmt::Assign { var: Var(v), value }),
         (buf(), expr(), expr()).prop_map(|(buf, index, value)| Stmt::Store { buf, index, value }),
         Just(Stmt::Barrier),
+        (any::<u32>(), expr()).prop_map(|(id, cond)| Stmt::Check { id, cond }),
     ];
     leaf.prop_recursive(3, 24, 4, |s| {
         let block = || prop::collection::vec(s.clone(), 0..4);

@@ -18,10 +18,11 @@ use baro_dsl::runtime::{Buffer, Device, DeviceArg as A, DeviceError, DeviceKerne
 
 use crate::engine::decode::{EngineError, Precision};
 use crate::engine::registry::{KernelPair, Kernels};
-use crate::engine::scratch::{Q8Blocks, Scratch, HEAD_TILE};
+use crate::engine::scratch::{expert_slots, Q8Blocks, Scratch, HEAD_TILE, MAX_TILE_PADDING};
 use crate::engine::staging::{DecodeSlots, ExpertStore, LayerStaging};
 use crate::engine::state::{LayerState, State};
 use crate::engine::weights::{AttentionWeights, ExpertMatrices, GdnWeights, Matrix, MixerWeights, MoeWeights, Weights};
+use crate::kernels::moe::EXPERT_TILE;
 use crate::model::{ModelConfig, TensorType};
 use crate::tokenizer::TokenId;
 
@@ -158,14 +159,14 @@ impl<'a> Pass<'a> {
 
     /// y[r] = w · x[r] per row, one matrix (`zero_ids` is `Scratch::zero_ids`). A rows pass in
     /// the q8 mode runs the type's 8-row q8 matvec where it has one and k fits
-    /// (`Kernels::matvec_q8_rows8_for`: the 8 rows' blocks staged in workgroup memory, the
+    /// (`Kernels::matvec_q8_tile_for`: the 8 rows' blocks staged in workgroup memory, the
     /// weights unpacked once for the 8), a proven sibling of the m = 1 q8 matvec, so the bits
     /// are `matvec`'s. The f32 8-row matvecs (`matvec_f32_rows8`, `matvec_q8_0_rows8`) are not
     /// launched: on an H100 they made the projections ≈ 3× slower than the serial rows kernels
     /// (bench/NOTES.md, 2026-12-07), their x read from global memory.
     pub(crate) fn project(&self, w: &Matrix, x: &Input<'_>, zero_ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
         if let (Width::Rows(t), Some(_)) = (self.width, x.q8.as_ref()) {
-            if let Some(rows8) = self.k.matvec_q8_rows8_for(w.ty, w.cols) {
+            if let Some(rows8) = self.k.matvec_q8_for(w.ty).and_then(|pair| self.k.matvec_q8_tile_for(pair, w.cols)) {
                 let (_, mut args) = self.matvec_args(w, x, zero_ids, y, 0, 1)?;
                 args.push(A::from(t));
                 return self.launch(rows8, &mut args);
@@ -543,11 +544,28 @@ fn attention_cached(pass: &Pass<'_>, cfg: &ModelConfig, kernel: &DeviceKernel, k
     pass.run_kernel(kernel, args)
 }
 
+/// A rows pass's routed-expert projection over its expert-sorted slots (`ids` the slots'
+/// experts): on `moe_scatter_tiles`' layout (`tiled`), where the matrix's type has an 8-row q8
+/// kernel and its k fits the staged activations, that kernel over tiles of one expert (it
+/// checks every tile's ids and fails the launch otherwise), else the rows kernel, one slot
+/// per row. Either computes each slot as the m = 1 kernel does (proven).
+fn expert_matvec(pass: &Pass<'_>, tiled: bool, w: &Matrix, x: &Input<'_>, ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
+    let (pair, mut args) = pass.matvec_args(w, x, ids, y, 0, 1)?;
+    match pass.k.matvec_q8_tile_for(pair, w.cols).filter(|_| tiled) {
+        Some(tiles) => {
+            args.push(A::from(pass.rows()));
+            pass.launch(tiles, &mut args)
+        }
+        None => pass.run(pair, args),
+    }
+}
+
 /// The MoE block of layer `i` (of `n_layers`) on `p.xn`, into `p.mix`: the router per row, the
 /// routed experts, the shared expert, and the combine in top-k order. One token: the m = 1
 /// matvecs run the k experts as k slots (staged: the router's ids come back to the host and
 /// the decode slot cache maps them to slots). Rows: the (row, k) pairs are sorted by expert
-/// on the device (`moe_count`, `moe_scatter`), gathered, projected one pair per row, and
+/// on the device (`moe_count`, `moe_scatter`; in the q8 mode `moe_scatter_tiles`, groups
+/// padded to tiles of 8 for the 8-row matvecs), gathered, projected one slot per row, and
 /// gathered back into (row, k) order. When profiling, `timer` splits a rows pass's block into
 /// router and sort, the routed experts' matvecs (and SwiGLU), and the rest (the caller's mark).
 #[allow(clippy::too_many_arguments)]
@@ -570,20 +588,51 @@ fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '
         }
         Mode::Chunk { experts, .. } | Mode::Batch { experts, .. } => {
             let pairs = pass.rows() * k;
-            let by_pair = pass.at(Width::Rows(pairs));
             pass.launch(&pass.k.moe_count, &mut [A::buf(&p.expert_ids), A::buf_mut(&mut p.counts), A::from(pairs), A::from(ne)])?;
-            pass.launch(
-                &pass.k.moe_scatter,
-                &mut [A::buf(&p.expert_ids), A::buf(&p.counts), A::buf_mut(&mut p.pair_of), A::buf_mut(&mut p.slot_of), A::buf_mut(&mut p.sorted_ids), A::from(pairs), A::from(ne)],
-            )?;
-            pass.launch(&pass.k.moe_gather, &mut [A::buf(&p.xn), A::buf(&p.pair_of), A::buf_mut(&mut p.xs), A::from(h), A::from(k), A::from(pairs)])?;
+            // The q8 mode pads each expert's group to whole tiles of EXPERT_TILE slots, so the
+            // 8-row matvecs share each weight unpack over a tile of one expert, where that pads
+            // the pairs at most MAX_TILE_PADDING-fold (sparse routing, as in a batched step of a
+            // few sequences, keeps one slot per pair): the expert counts come back to the host
+            // (n_experts u32 per layer) to choose and to size the launches. Either layout gives
+            // every pair the m = 1 kernel's bits.
+            let tiled = if pass.precision == Precision::Q8 {
+                pass.device.default_stream().synchronize()?;
+                let counts = pass.device.read_prefix::<u32>(&p.counts, ne)?;
+                let slots: usize = counts.iter().map(|&c| (c as usize).div_ceil(EXPERT_TILE) * EXPERT_TILE).sum();
+                (slots <= MAX_TILE_PADDING * pairs).then_some(slots)
+            } else {
+                None
+            };
+            let slots = if let Some(slots) = tiled {
+                pass.launch(
+                    &pass.k.moe_scatter_tiles,
+                    &mut [A::buf(&p.expert_ids), A::buf(&p.counts), A::buf_mut(&mut p.pair_of), A::buf_mut(&mut p.slot_of), A::buf_mut(&mut p.sorted_ids), A::buf_mut(&mut p.n_slots), A::from(pairs), A::from(ne), A::from(EXPERT_TILE)],
+                )?;
+                slots
+            } else {
+                pass.launch(
+                    &pass.k.moe_scatter,
+                    &mut [A::buf(&p.expert_ids), A::buf(&p.counts), A::buf_mut(&mut p.pair_of), A::buf_mut(&mut p.slot_of), A::buf_mut(&mut p.sorted_ids), A::from(pairs), A::from(ne)],
+                )?;
+                pairs
+            };
+            if slots > expert_slots(cfg, pass.rows()) {
+                return Err(EngineError::Unsupported { what: "expert slots", expected: format!("at most {} for {} rows", expert_slots(cfg, pass.rows()), pass.rows()), found: format!("{slots} (a bug in baro)") });
+            }
+            let by_slot = pass.at(Width::Rows(slots));
+            if slots > 0 {
+                pass.launch(&pass.k.moe_gather, &mut [A::buf(&p.xn), A::buf(&p.pair_of), A::buf_mut(&mut p.xs), A::from(h), A::from(k), A::from(slots)])?;
+            }
             timer.mark(pass.device, "moe: router, sort, gather")?;
             experts.with_layer(w.experts.as_ref(), i, n_layers, |e| {
-                let xs = by_pair.input(&p.xs, h, &mut p.q8_mid)?;
-                by_pair.matvec(&e.gate_up, &xs, &p.sorted_ids, &mut p.gate_up)?;
-                by_pair.swiglu_pairs(&p.gate_up, &mut p.act, fi, 1)?;
-                let act = by_pair.input(&p.act, fi, &mut p.q8_mid)?;
-                by_pair.matvec(&e.down, &act, &p.sorted_ids, &mut p.down_sorted)
+                if slots == 0 {
+                    return Ok(()); // no pair names an expert (NaN router logits)
+                }
+                let xs = by_slot.input(&p.xs, h, &mut p.q8_mid)?;
+                expert_matvec(&by_slot, tiled.is_some(), &e.gate_up, &xs, &p.sorted_ids, &mut p.gate_up)?;
+                by_slot.swiglu_pairs(&p.gate_up, &mut p.act, fi, 1)?;
+                let act = by_slot.input(&p.act, fi, &mut p.q8_mid)?;
+                expert_matvec(&by_slot, tiled.is_some(), &e.down, &act, &p.sorted_ids, &mut p.down_sorted)
             })?;
             timer.mark(pass.device, "moe: routed experts")?;
             pass.launch(&pass.k.moe_ungather, &mut [A::buf(&p.down_sorted), A::buf(&p.slot_of), A::buf_mut(&mut p.down), A::from(h), A::from(pairs)])?;

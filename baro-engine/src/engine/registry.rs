@@ -31,9 +31,10 @@ pub(crate) struct Kernels {
     pub(crate) matvec_xs: HashMap<TensorType, KernelPair>,
     /// The q8 mode's matvecs by weight type: weights times `q8act` blocks (`Precision::Q8`).
     pub(crate) matvec_q8: HashMap<TensorType, KernelPair>,
-    /// The q8 mode's 8-row matvecs of one matrix by weight type, each with the largest k its
-    /// workgroup arrays hold: rows siblings of `matvec_q8`'s m = 1 kernels for projections.
-    pub(crate) matvec_q8_rows8: HashMap<TensorType, (DeviceKernel, usize)>,
+    /// The q8 mode's 8-row matvecs by weight type (`one` the m = 1 kernel, `rows` the 8-row
+    /// kernel over tiles of one matrix, each tile's ids checked equal): the routed experts on
+    /// `moe_scatter_tiles`' layout, for k up to `Q8_ROWS8_MAX_K` / `KQ8_ROWS8_MAX_K`.
+    pub(crate) matvec_q8_tiles: HashMap<TensorType, KernelPair>,
     /// Activations to 8-bit blocks of 32; one kernel for any number of rows (each block is
     /// quantized on its own).
     pub(crate) q8act: DeviceKernel,
@@ -60,6 +61,7 @@ pub(crate) struct Kernels {
     pub(crate) gated_rmsnorm: KernelPair,
     pub(crate) moe_count: DeviceKernel,
     pub(crate) moe_scatter: DeviceKernel,
+    pub(crate) moe_scatter_tiles: DeviceKernel,
     pub(crate) moe_gather: DeviceKernel,
     pub(crate) moe_ungather: DeviceKernel,
     pub(crate) copy_row: DeviceKernel,
@@ -157,7 +159,12 @@ impl Kernels {
                 (T::Q5_K, kquant_q8::matvec_q5_k_q8_rows),
                 (T::Q6_K, kquant_q8::matvec_q6_k_q8_rows),
             ])?,
-            matvec_q8_rows8: [(T::Q8_0, c.one(q8act::matvec_q8_0_q8_rows8)?, q8act::Q8_ROWS8_MAX_K)].into_iter().map(|(ty, k, max_k)| (ty, (k, max_k))).collect(),
+            matvec_q8_tiles: by_type(&[
+                (T::Q8_0, q8act::matvec_q8_0_q8_rows8),
+                (T::Q4_K, kquant_q8::matvec_q4_k_q8_rows8),
+                (T::Q5_K, kquant_q8::matvec_q5_k_q8_rows8),
+                (T::Q6_K, kquant_q8::matvec_q6_k_q8_rows8),
+            ])?,
             q8act: c.one(q8act::q8act)?,
             rmsnorm: c.pair(norm::rmsnorm_rows)?,
             head_rmsnorm: c.pair(norm::head_rmsnorm_rows)?,
@@ -176,6 +183,7 @@ impl Kernels {
             gated_rmsnorm: c.pair(gdn::gated_rmsnorm_rows)?,
             moe_count: c.one(moe::moe_count)?,
             moe_scatter: c.one(moe::moe_scatter)?,
+            moe_scatter_tiles: c.one(moe::moe_scatter_tiles)?,
             moe_gather: c.one(moe::moe_gather)?,
             moe_ungather: c.one(moe::moe_ungather)?,
             copy_row: c.one(embed::copy_row)?,
@@ -195,10 +203,11 @@ impl Kernels {
         pair
     }
 
-    /// The q8 mode's 8-row matvec of one `ty` matrix of `cols` columns, if the type has one
-    /// and its workgroup arrays hold `cols`.
-    pub(crate) fn matvec_q8_rows8_for(&self, ty: TensorType, cols: usize) -> Option<&DeviceKernel> {
-        self.matvec_q8_rows8.get(&ty).filter(|(_, max_k)| cols <= *max_k).map(|(k, _)| k)
+    /// The 8-row q8 kernel that serves `pair` (a q8 pair `matvec_q8_for` gave) over tiles of one
+    /// matrix, where `cols` fits its staged activations.
+    pub(crate) fn matvec_q8_tile_for(&self, pair: &KernelPair, cols: usize) -> Option<&DeviceKernel> {
+        let max = if pair.one.name() == "matvec_q8_0_q8" { q8act::Q8_ROWS8_MAX_K } else { kquant_q8::KQ8_ROWS8_MAX_K };
+        self.matvec_q8_tiles.values().find(|t| t.one.name() == pair.one.name()).filter(|_| cols <= max).map(|t| &t.rows)
     }
 
     /// The q8 matvec pair for a `ty` matrix, if the type has one.

@@ -45,6 +45,9 @@ pub struct Scratch {
     pub expert_ids: Buffer,     // (row, top_k) u32
     pub expert_weights: Buffer, // (row, top_k)
     pub counts: Buffer,         // (expert) u32
+    pub n_slots: Buffer,        // (1) u32: the slot count of the tiled layout (`moe_scatter_tiles`)
+    // Slots: rows · top_k pairs, and in the q8 mode the padding of the tiled layout
+    // (`moe_scatter_tiles`), so the slot buffers hold `expert_slots` rows.
     pub pair_of: Buffer,        // (slot) u32: the (row · top_k + k) pair in each expert-sorted slot
     pub slot_of: Buffer,        // (pair) u32
     pub sorted_ids: Buffer,     // (slot) u32: the slot's expert
@@ -94,6 +97,8 @@ impl Scratch {
         let f = |n: usize| device.alloc(ScalarType::F32, rows * n);
         let u = |n: usize| device.alloc(ScalarType::U32, rows * n);
         let (h, k, fi, fs) = (cfg.hidden_dim, cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim);
+        let slots = expert_slots(cfg, rows);
+        let s = |n: usize| device.alloc(ScalarType::F32, slots * n);
         let (nv, vd, kv_dim) = (cfg.gdn_n_value_heads, cfg.gdn_value_dim, cfg.n_kv_heads * cfg.head_dim);
         let chunks = crate::kernels::pick::pick_chunks(cfg.vocab_size);
         // The widest input of any matrix, in blocks of 32; the MoE's inputs hold top-k per row.
@@ -124,13 +129,14 @@ impl Scratch {
             expert_ids: u(k)?,
             expert_weights: f(k)?,
             counts: device.alloc(ScalarType::U32, cfg.n_experts.max(1))?,
-            pair_of: u(k)?,
+            n_slots: device.alloc(ScalarType::U32, 1)?,
+            pair_of: device.alloc(ScalarType::U32, slots)?,
             slot_of: u(k)?,
-            sorted_ids: u(k)?,
-            xs: f(k * h)?,
-            gate_up: f(k * 2 * fi)?,
-            act: f(k * fi)?,
-            down_sorted: f(k * h)?,
+            sorted_ids: device.alloc(ScalarType::U32, slots)?,
+            xs: s(h)?,
+            gate_up: s(2 * fi)?,
+            act: s(fi)?,
+            down_sorted: s(h)?,
             down: f(k * h)?,
             sh_gate_up: f(2 * fs)?,
             sh_act: f(fs)?,
@@ -140,7 +146,7 @@ impl Scratch {
             head_x: device.alloc(ScalarType::F32, HEAD_TILE * h)?,
             logits: device.alloc(ScalarType::F32, rows.min(HEAD_TILE) * cfg.vocab_size)?,
             q8_in: Q8Blocks::new(device, rows * widest)?,
-            q8_mid: Q8Blocks::new(device, rows * k.max(1) * widest)?,
+            q8_mid: Q8Blocks::new(device, slots.max(rows) * widest)?,
             pick_best: device.alloc(ScalarType::F32, chunks)?,
             pick_at: device.alloc(ScalarType::U32, chunks)?,
             pick_nan_at: device.alloc(ScalarType::U32, chunks)?,
@@ -148,4 +154,16 @@ impl Scratch {
             pick: device.alloc(ScalarType::U32, 4)?,
         })
     }
+}
+
+/// A rows pass's routed experts in the q8 mode keep one slot per pair (no tiles) where tiles of
+/// `EXPERT_TILE` would hold more than this many slots per pair (`forward::moe`).
+pub(crate) const MAX_TILE_PADDING: usize = 3;
+
+/// The expert-sorted slots a pass over `rows` rows may fill: rows · top_k pairs, plus the
+/// tiled layout's padding, up to `EXPERT_TILE − 1` slots for each expert that holds a pair
+/// and at most `MAX_TILE_PADDING` slots per pair in all.
+pub(crate) fn expert_slots(cfg: &ModelConfig, rows: usize) -> usize {
+    let pairs = rows.max(1) * cfg.n_experts_used.max(1);
+    pairs + ((crate::kernels::moe::EXPERT_TILE - 1) * pairs.min(cfg.n_experts)).min((MAX_TILE_PADDING - 1) * pairs)
 }

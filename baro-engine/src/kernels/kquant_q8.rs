@@ -1,7 +1,9 @@
 //! The K-quant matvecs of the q8 precision mode (issue 14; the engine's `Precision::Q8`): Q4_K,
 //! Q5_K and Q6_K weights times activations quantized by `q8act` (8-bit blocks of 32 with an
-//! f32 scale and the block sum). Each m = 1 kernel has a rows sibling derived by `rows(..)`
-//! and a plain-Rust reference in its order; nothing here launches them.
+//! f32 scale and the block sum). Each m = 1 kernel has a rows sibling derived by `rows(..)`,
+//! an 8-row sibling over tiles of one matrix (`_rows8`: the tile's q8 blocks staged in
+//! workgroup memory, each weight unit unpacked once for 8 rows, the tile's ids checked equal
+//! by `check!`) and a plain-Rust reference in its order; nothing here launches them.
 //!
 //! The unit of every kernel is one 32-element block of the row, the q8 block it meets (a
 //! Q4_K/Q5_K sub-block; two consecutive 16-element Q6_K sub-blocks). Per unit u
@@ -145,6 +147,191 @@ pub fn matvec_q6_k_q8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f
                         | ((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] } else { (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] >> 16) | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 1] << 16) }) >> ((u % 4 * 2) as u32)) & 0x03030303) << 4)) + 0x60606060) ^ 0x80808080, xq[(xb + u) * 8 + i], 0))
                     + byte_i8(w, (sb + u / 8) * 210 + 193 + u % 8 * 2) * sum!(i in 0..4, order = any, dot4_i8((((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] } else { (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] >> 16) | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4 + 1] << 16) }) >> ((u % 4 / 2 * 4) as u32)) & 0x0F0F0F0F)
                         | ((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] } else { (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] >> 16) | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4 + 1] << 16) }) >> ((u % 4 * 2) as u32)) & 0x03030303) << 4)) + 0x60606060) ^ 0x80808080, xq[(xb + u) * 8 + i + 4], 0))) as f32));
+    }
+}
+
+/// The largest k the 8-row K-quant q8 matvecs take: their workgroup arrays hold 8 rows of that
+/// many quantized activations (9 words per block of 32: 36 KiB), their scales (4 KiB) and, for
+/// Q4_K and Q5_K, their block sums (4 KiB): 44 KiB, within the 48 KiB of static workgroup
+/// memory every target gives. A larger k is a bounds error on the workgroup arrays.
+pub const KQ8_ROWS8_MAX_K: usize = 4096;
+
+/// `matvec_q4_k_q8` over 8 rows of one matrix at once (`ids[r0]` for the tile's rows, checked
+/// equal: a projection's zero ids, or routed experts grouped in tiles of one expert),
+/// x staged as in `q8act::matvec_q8_0_q8_rows8`: the 8 rows' q8 blocks (9 words each, 8 and a
+/// pad, so that the 32 lanes' units fall in 32 different banks), scales and block sums are
+/// copied into workgroup memory once; then each lane unpacks a unit's scale, min and codes once
+/// for the 8 rows and keeps 8 partials, each in `matvec_q4_k_q8`'s order. A row past the last
+/// reads the last row's blocks and is not stored. k ≤ `KQ8_ROWS8_MAX_K`.
+#[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min], rows_of = matvec_q4_k_q8, rows = rows,
+         row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
+pub fn matvec_q4_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+    let ob = group_id(0) * 8;
+    let r0 = group_id(1) * 8;
+    let last = rows - 1;
+    let e = ids[r0] as usize;
+    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
+    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
+    for r in 0..8 {
+        check!(ids[(r0 + r).min(last)] == ids[r0]);
+    }
+    let nb = k / 32;
+    let xs = shared::<u32, 9216>();
+    let ds = shared::<f32, 1024>();
+    let ss = shared::<i32, 1024>();
+    for j in par(0..8 * nb * 8) {
+        xs[j / 8 * 9 + j % 8] = xq[(r0 + j / (nb * 8)).min(last) * (k / 4) + j % (nb * 8)];
+    }
+    for j in par(0..8 * nb) {
+        ds[j] = xd[(r0 + j / nb).min(last) * nb + j % nb];
+        ss[j] = xsum[(r0 + j / nb).min(last) * nb + j % nb];
+    }
+    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+        let o = ob + t;
+        let sb = (e * n + o) * (k / 256);
+        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
+            (f16_bits(w[(sb + u / 8) * 36] & 65535) * ds[r * nb + u])
+                * ((k4_sc(w, (sb + u / 8) * 36, u % 8) * sum!(i in 0..8, order = any, dot4_u8i8((w[(sb + u / 8) * 36 + 4 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F, xs[(r * nb + u) * 9 + i], 0))) as f32)
+            - (f16_bits(w[(sb + u / 8) * 36] >> 16) * ds[r * nb + u]) * ((k4_min(w, (sb + u / 8) * 36, u % 8) * ss[r * nb + u]) as f32));
+        y[r0 * n + o] = y0;
+        if r0 + 1 < rows {
+            y[(r0 + 1) * n + o] = y1;
+        }
+        if r0 + 2 < rows {
+            y[(r0 + 2) * n + o] = y2;
+        }
+        if r0 + 3 < rows {
+            y[(r0 + 3) * n + o] = y3;
+        }
+        if r0 + 4 < rows {
+            y[(r0 + 4) * n + o] = y4;
+        }
+        if r0 + 5 < rows {
+            y[(r0 + 5) * n + o] = y5;
+        }
+        if r0 + 6 < rows {
+            y[(r0 + 6) * n + o] = y6;
+        }
+        if r0 + 7 < rows {
+            y[(r0 + 7) * n + o] = y7;
+        }
+    }
+}
+
+
+/// `matvec_q5_k_q8` over 8 rows of one matrix at once: `matvec_q4_k_q8_rows8` with 5-bit codes.
+/// k ≤ `KQ8_ROWS8_MAX_K`.
+#[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min], rows_of = matvec_q5_k_q8, rows = rows,
+         row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
+pub fn matvec_q5_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+    let ob = group_id(0) * 8;
+    let r0 = group_id(1) * 8;
+    let last = rows - 1;
+    let e = ids[r0] as usize;
+    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
+    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
+    for r in 0..8 {
+        check!(ids[(r0 + r).min(last)] == ids[r0]);
+    }
+    let nb = k / 32;
+    let xs = shared::<u32, 9216>();
+    let ds = shared::<f32, 1024>();
+    let ss = shared::<i32, 1024>();
+    for j in par(0..8 * nb * 8) {
+        xs[j / 8 * 9 + j % 8] = xq[(r0 + j / (nb * 8)).min(last) * (k / 4) + j % (nb * 8)];
+    }
+    for j in par(0..8 * nb) {
+        ds[j] = xd[(r0 + j / nb).min(last) * nb + j % nb];
+        ss[j] = xsum[(r0 + j / nb).min(last) * nb + j % nb];
+    }
+    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+        let o = ob + t;
+        let sb = (e * n + o) * (k / 256);
+        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
+            (f16_bits(w[(sb + u / 8) * 44] & 65535) * ds[r * nb + u])
+                * ((k4_sc(w, (sb + u / 8) * 44, u % 8) * sum!(i in 0..8, order = any, dot4_u8i8(((w[(sb + u / 8) * 44 + 12 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F)
+                        | (((w[(sb + u / 8) * 44 + 4 + i] >> ((u % 8) as u32)) & 0x01010101) << 4), xs[(r * nb + u) * 9 + i], 0))) as f32)
+            - (f16_bits(w[(sb + u / 8) * 44] >> 16) * ds[r * nb + u]) * ((k4_min(w, (sb + u / 8) * 44, u % 8) * ss[r * nb + u]) as f32));
+        y[r0 * n + o] = y0;
+        if r0 + 1 < rows {
+            y[(r0 + 1) * n + o] = y1;
+        }
+        if r0 + 2 < rows {
+            y[(r0 + 2) * n + o] = y2;
+        }
+        if r0 + 3 < rows {
+            y[(r0 + 3) * n + o] = y3;
+        }
+        if r0 + 4 < rows {
+            y[(r0 + 4) * n + o] = y4;
+        }
+        if r0 + 5 < rows {
+            y[(r0 + 5) * n + o] = y5;
+        }
+        if r0 + 6 < rows {
+            y[(r0 + 6) * n + o] = y6;
+        }
+        if r0 + 7 < rows {
+            y[(r0 + 7) * n + o] = y7;
+        }
+    }
+}
+
+
+/// `matvec_q6_k_q8` over 8 rows of one matrix at once: `matvec_q4_k_q8_rows8`'s staging without
+/// block sums (Q6_K reads none). k ≤ `KQ8_ROWS8_MAX_K`.
+#[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits, byte_i8], rows_of = matvec_q6_k_q8, rows = rows,
+         row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
+pub fn matvec_q6_k_q8_rows8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+    let ob = group_id(0) * 8;
+    let r0 = group_id(1) * 8;
+    let last = rows - 1;
+    let e = ids[r0] as usize;
+    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
+    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
+    for r in 0..8 {
+        check!(ids[(r0 + r).min(last)] == ids[r0]);
+    }
+    let nb = k / 32;
+    let xs = shared::<u32, 9216>();
+    let ds = shared::<f32, 1024>();
+    for j in par(0..8 * nb * 8) {
+        xs[j / 8 * 9 + j % 8] = xq[(r0 + j / (nb * 8)).min(last) * (k / 4) + j % (nb * 8)];
+    }
+    for j in par(0..8 * nb) {
+        ds[j] = xd[(r0 + j / nb).min(last) * nb + j % nb];
+    }
+    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+        let o = ob + t;
+        let sb = (e * n + o) * (k / 256);
+        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
+            (f16_at_words(w, (sb + u / 8) * 210 + 208) * ds[r * nb + u])
+                * ((byte_i8(w, (sb + u / 8) * 210 + 192 + u % 8 * 2) * sum!(i in 0..4, order = any, dot4_i8((((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i] } else { (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i] >> 16) | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 1] << 16) }) >> ((u % 4 / 2 * 4) as u32)) & 0x0F0F0F0F)
+                        | ((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] } else { (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] >> 16) | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 1] << 16) }) >> ((u % 4 * 2) as u32)) & 0x03030303) << 4)) + 0x60606060) ^ 0x80808080, xs[(r * nb + u) * 9 + i], 0))
+                    + byte_i8(w, (sb + u / 8) * 210 + 193 + u % 8 * 2) * sum!(i in 0..4, order = any, dot4_i8((((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] } else { (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] >> 16) | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4 + 1] << 16) }) >> ((u % 4 / 2 * 4) as u32)) & 0x0F0F0F0F)
+                        | ((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] } else { (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] >> 16) | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4 + 1] << 16) }) >> ((u % 4 * 2) as u32)) & 0x03030303) << 4)) + 0x60606060) ^ 0x80808080, xs[(r * nb + u) * 9 + i + 4], 0))) as f32));
+        y[r0 * n + o] = y0;
+        if r0 + 1 < rows {
+            y[(r0 + 1) * n + o] = y1;
+        }
+        if r0 + 2 < rows {
+            y[(r0 + 2) * n + o] = y2;
+        }
+        if r0 + 3 < rows {
+            y[(r0 + 3) * n + o] = y3;
+        }
+        if r0 + 4 < rows {
+            y[(r0 + 4) * n + o] = y4;
+        }
+        if r0 + 5 < rows {
+            y[(r0 + 5) * n + o] = y5;
+        }
+        if r0 + 6 < rows {
+            y[(r0 + 6) * n + o] = y6;
+        }
+        if r0 + 7 < rows {
+            y[(r0 + 7) * n + o] = y7;
+        }
     }
 }
 

@@ -135,7 +135,7 @@ pub fn decode() -> Vec<baro::dsl::Kernel> {
 /// The kernels of batched prefill and the batched decode step: each `_rows` kernel is the rows
 /// sibling of its m = 1 kernel, derived from it (`rows(..)`: embed, matvec, quant, rope) or
 /// written by hand (`rows_of`: norm, attention, moe, gdn), and proven so while this crate compiles; the MoE grouping kernels
-/// (`moe_count`, `moe_scatter`, `moe_gather`, `moe_ungather`), `copy_row` and `put_row` only
+/// (`moe_count`, `moe_scatter`, `moe_scatter_tiles`, `moe_gather`, `moe_ungather`), `copy_row` and `put_row` only
 /// move integers and copies; `attention_rows_reordered` is the negative control (no sibling).
 pub fn rows() -> Vec<baro::dsl::Kernel> {
     vec![
@@ -169,6 +169,7 @@ pub fn rows() -> Vec<baro::dsl::Kernel> {
         moe::moe_combine_rows(),
         moe::moe_count(),
         moe::moe_scatter(),
+        moe::moe_scatter_tiles(),
         moe::moe_gather(),
         moe::moe_ungather(),
         embed::copy_row(),
@@ -184,6 +185,9 @@ pub fn rows() -> Vec<baro::dsl::Kernel> {
         kquant_q8::matvec_q4_k_q8_rows(),
         kquant_q8::matvec_q5_k_q8_rows(),
         kquant_q8::matvec_q6_k_q8_rows(),
+        kquant_q8::matvec_q4_k_q8_rows8(),
+        kquant_q8::matvec_q5_k_q8_rows8(),
+        kquant_q8::matvec_q6_k_q8_rows8(),
     ]
 }
 

@@ -145,6 +145,59 @@ pub fn moe_scatter(ids: &[u32], counts: &[u32], pair_of: &mut [u32], slot_of: &m
     }
 }
 
+/// The rows of a tile of the 8-row q8 matvecs (`q8act::matvec_q8_0_q8_rows8`, the
+/// `kquant_q8::*_rows8`): `moe_scatter_tiles` starts each expert's group on a multiple of it.
+pub const EXPERT_TILE: usize = 8;
+
+/// Step 2 for tiles of `tile` rows that share one expert: `moe_scatter`'s stable counting sort
+/// with each expert's group starting on a multiple of `tile` slots (expert e's pairs from
+/// Σ_{f<e} ⌈counts[f] / tile⌉ · tile, in (token, k) order). The slots that pad a group to a
+/// whole number of tiles hold pair 0 (`pair_of`, so a gather reads a real row) and the group's
+/// expert (`sorted_ids`); their outputs are never read (`slot_of` names real slots only).
+/// `n_slots[0]` = the slot count, a multiple of `tile`. Pure integer moves, as `moe_scatter`.
+#[kernel(grid = [n_experts])]
+pub fn moe_scatter_tiles(ids: &[u32], counts: &[u32], pair_of: &mut [u32], slot_of: &mut [u32], sorted_ids: &mut [u32], n_slots: &mut [u32], n_pairs: usize, n_experts: usize, tile: usize) {
+    let e = group_id(0);
+    let mut slot: usize = 0;
+    for f in 0..e {
+        slot = slot + ((counts[f] as usize) + tile - 1) / tile * tile;
+    }
+    let end = slot + ((counts[e] as usize) + tile - 1) / tile * tile;
+    for q in 0..n_pairs {
+        if (ids[q] as usize) == e {
+            pair_of[slot] = q as u32;
+            slot_of[q] = slot as u32;
+            sorted_ids[slot] = e as u32;
+            slot = slot + 1;
+        }
+    }
+    for pad in slot..end {
+        pair_of[pad] = 0;
+        sorted_ids[pad] = e as u32;
+    }
+    if e + 1 == n_experts {
+        n_slots[0] = end as u32;
+    }
+}
+
+/// `moe_scatter_tiles` in plain Rust: (pair_of, slot_of, sorted_ids), each `n_slots` long
+/// but `slot_of` (one per pair; a pair of no expert keeps 0).
+pub fn sort_tiles_reference(ids: &[u32], n_experts: usize, tile: usize) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let (mut pair_of, mut slot_of, mut sorted_ids) = (Vec::new(), vec![0u32; ids.len()], Vec::new());
+    for e in 0..n_experts as u32 {
+        for (q, _) in ids.iter().enumerate().filter(|(_, &id)| id == e) {
+            slot_of[q] = pair_of.len() as u32;
+            pair_of.push(q as u32);
+            sorted_ids.push(e);
+        }
+        while pair_of.len() % tile != 0 {
+            pair_of.push(0);
+            sorted_ids.push(e);
+        }
+    }
+    (pair_of, slot_of, sorted_ids)
+}
+
 /// y[p · dim ..] = x[(pair_of[p] / top_k) · dim ..]: each slot's copy of its token's row
 /// (a gather, exact). One workgroup per slot.
 #[kernel(grid = [n_pairs])]

@@ -219,19 +219,26 @@ pub fn matvec_q8_0_q8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f
 /// fall in 32 different banks) and their scales: 36 KiB + 4 KiB.
 pub const Q8_ROWS8_MAX_K: usize = 4096;
 
-/// `matvec_q8_0_q8` over 8 rows of one matrix at once (`ids[0]` for every row: a projection),
+/// `matvec_q8_0_q8` over 8 rows of one matrix at once (`ids[r0]` for the tile's rows r0..r0 + 8,
+/// a `check!` that every one of them has that id: a projection's zero ids, or routed experts
+/// grouped so that each expert's rows start on a multiple of 8),
 /// x staged: the 8 rows' blocks and scales are copied into workgroup memory once, then each
 /// lane reads a block's scale and 8 weight words once for the 8 rows and keeps 8 partials, each
 /// in `matvec_q8_0_q8`'s order (lanes over blocks, butterfly; the block's integer dot exact).
 /// Eight outputs per workgroup of 256 threads, one 32-lane team each. A row past the last reads
 /// the last row's blocks and is not stored. k ≤ `Q8_ROWS8_MAX_K`.
 #[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits], rows_of = matvec_q8_0_q8, rows = rows,
-         row_stride(xq = k / 4, xd = k / 32, y = n), verify(k = [32, 1056], n = [1, 9], x_stride = [0], n_slots = [1], rows = [1, 3, 7, 8, 9, 17]))]
+         row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), verify(k = [32, 1056], n = [1, 9], x_stride = [0], n_slots = [1], rows = [1, 3, 7, 8, 9, 17]))]
 pub fn matvec_q8_0_q8_rows8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
     let ob = group_id(0) * 8;
     let r0 = group_id(1) * 8;
     let last = rows - 1;
-    let e = ids[0] as usize;
+    let e = ids[r0] as usize;
+    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
+    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
+    for r in 0..8 {
+        check!(ids[(r0 + r).min(last)] == ids[r0]);
+    }
     let nb = k / 32;
     let xs = shared::<u32, 9216>();
     let ds = shared::<f32, 1024>();

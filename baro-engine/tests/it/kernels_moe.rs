@@ -144,6 +144,41 @@ fn routed_block_composes() {
     assert!(want.iter().any(|&v| v != 0.0));
 }
 
+/// `moe_scatter_tiles` (the q8 mode's grouping) against `sort_tiles_reference`: each expert's
+/// group starts on a multiple of the tile, padding slots hold pair 0 and the group's expert,
+/// an expert with no pair takes no slot, a pair naming no expert (a NaN router's id) takes none.
+#[test]
+fn moe_scatter_tiles_pads_groups_to_whole_tiles() {
+    let d = dev();
+    let mut rng = Rng::new(8);
+    let n_experts = 6;
+    for (n_pairs, tile) in [(1usize, 8usize), (27, 8), (64, 8), (27, 1)] {
+        let mut ids: Vec<u32> = (0..n_pairs).map(|_| [0u32, 2, 3, 5, 5][rng.below(5) as usize]).collect();
+        if n_pairs > 3 {
+            ids[3] = n_experts as u32; // names no expert
+        }
+        let ib = d.upload(&ids).unwrap();
+        let mut counts = d.alloc(ScalarType::U32, n_experts).unwrap();
+        run(&d, &moe::moe_count(), &mut [A::buf(&ib), A::buf_mut(&mut counts), A::from(n_pairs), A::from(n_experts)]);
+        let (want_pair_of, want_slot_of, want_sorted) = moe::sort_tiles_reference(&ids, n_experts, tile);
+        let cap = n_pairs + (tile - 1) * n_experts;
+        let (mut pair_of, mut slot_of, mut sorted, mut n_slots) = (d.upload(&vec![u32::MAX; cap]).unwrap(), d.upload(&vec![0u32; n_pairs]).unwrap(), d.upload(&vec![u32::MAX; cap]).unwrap(), d.alloc(ScalarType::U32, 1).unwrap());
+        run(
+            &d,
+            &moe::moe_scatter_tiles(),
+            &mut [A::buf(&ib), A::buf(&counts), A::buf_mut(&mut pair_of), A::buf_mut(&mut slot_of), A::buf_mut(&mut sorted), A::buf_mut(&mut n_slots), A::from(n_pairs), A::from(n_experts), A::from(tile)],
+        );
+        let slots = d.read::<u32>(&n_slots).unwrap()[0] as usize;
+        assert_eq!(slots, want_pair_of.len(), "pairs {n_pairs} tile {tile}: slot count");
+        assert_eq!(slots % tile, 0);
+        assert_eq!(d.read::<u32>(&pair_of).unwrap()[..slots], want_pair_of[..], "pairs {n_pairs} tile {tile}: pair_of");
+        assert_eq!(d.read::<u32>(&sorted).unwrap()[..slots], want_sorted[..], "pairs {n_pairs} tile {tile}: sorted_ids");
+        assert_eq!(d.read::<u32>(&slot_of).unwrap(), want_slot_of, "pairs {n_pairs} tile {tile}: slot_of");
+        // Every tile holds one expert.
+        assert!(want_sorted.chunks(tile).all(|t| t.iter().all(|&e| e == t[0])));
+    }
+}
+
 #[test]
 fn moe_kernels_verify() {
     for k in [moe::router_topk(), moe::moe_combine(), moe::swiglu_pairs()] {

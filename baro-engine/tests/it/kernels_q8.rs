@@ -559,6 +559,133 @@ fn kquant_q8_rows_equal_m1_per_row() {
     }
 }
 
+/// The 8-row form of a K-quant type (one matrix, x staged in workgroup memory).
+fn kq_rows8(ty: TensorType) -> baro_dsl::ir::Kernel {
+    match ty {
+        TensorType::Q4_K => kq::matvec_q4_k_q8_rows8(),
+        TensorType::Q5_K => kq::matvec_q5_k_q8_rows8(),
+        TensorType::Q6_K => kq::matvec_q6_k_q8_rows8(),
+        other => panic!("no 8-row q8 kernel for {other:?}"),
+    }
+}
+
+/// The 8-row K-quant q8 matvecs of one matrix against the plain-Rust reference (row r alone,
+/// matrix 2 of a stack of 3) and against the serial rows kernels, byte for byte: row counts
+/// below, at and across the tile of 8, outputs across workgroups of 8, one super-block, 72
+/// units per row (every lane two or three) and `KQ8_ROWS8_MAX_K`; quantized values and random
+/// bytes. A k past `KQ8_ROWS8_MAX_K` is a bounds error, not a result.
+#[test]
+fn kquant_q8_rows8_equal_reference_and_serial_rows() {
+    let mut rng = baro::reference::Rng::new(31);
+    let mut compared = 0;
+    for ty in KQUANTS {
+        let (m1, serial) = kq_kernels(ty);
+        let rows8 = kq_rows8(ty);
+        assert_eq!(rows8.sibling.as_ref().map(|s| s.of.as_str()), Some(m1.name.as_str()), "declared the m = 1 kernel's sibling");
+        for (k, n, random) in [(256usize, 3usize, false), (2304, 9, true), (kq::KQ8_ROWS8_MAX_K, 17, false)] {
+            let w = if random { kq_random_bytes(ty, 3 * n * k / 256, k as u64) } else { kq_quantized(ty, 3 * n * k / 256, k as u64) };
+            for rows in [1usize, 3, 7, 8, 9, 17] {
+                let x = q8x(&rng.vec_f32(rows * k));
+                let ids = vec![2u32; rows];
+                let got = run_kq(ty, &rows8, &x, &w, &ids, k, n, 0, Some(rows));
+                let want = matvec_kquant_q8_reference(ty, &x.q, &x.d, &x.s, &w, &ids, k, n, k);
+                assert_eq!(bits(&got), bits(&want), "{} rows={rows} k={k} n={n}: against the reference", rows8.name);
+                assert_eq!(bits(&got), bits(&run_kq(ty, &serial, &x, &w, &ids, k, n, 0, Some(rows))), "{} rows={rows} k={k} n={n}: against {}", rows8.name, serial.name);
+                assert!(got.iter().any(|v| *v != 0.0), "{ty:?} k={k}: all zero, the comparison would be vacuous");
+                compared += got.len();
+            }
+        }
+        // One super-block past the staged maximum: the workgroup arrays' bounds check fails.
+        let k = kq::KQ8_ROWS8_MAX_K + 256;
+        let x = q8x(&rng.vec_f32(k));
+        let w = kq_quantized(ty, k / 256, 1);
+        let dev = Device::host().expect("host device");
+        let compiled = dev.compile(&rows8).unwrap_or_else(|e| panic!("{}: {e}", rows8.name));
+        let (qb, db, sb, ib) = (dev.upload(&x.q).unwrap(), dev.upload(&x.d).unwrap(), dev.upload(&x.s).unwrap(), dev.upload(&[0u32]).unwrap());
+        let wb = dev.upload_bytes(ScalarType::U8, &w).unwrap();
+        let mut y = dev.alloc(ScalarType::F32, 1).unwrap();
+        let mut args = vec![A::buf(&qb), A::buf(&db)];
+        if ty != TensorType::Q6_K {
+            args.push(A::buf(&sb));
+        }
+        args.extend([A::words(&wb), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(1usize), A::from(0usize), A::from(1usize), A::from(1usize)]);
+        let err = dev.run(&compiled, &mut args).expect_err("k past KQ8_ROWS8_MAX_K must fail").to_string();
+        assert!(err.contains(&rows8.name), "{ty:?}: the error names the kernel: {err}");
+    }
+    assert_eq!(compared, 3 * (3 + 9 + 17) * (1 + 3 + 7 + 8 + 9 + 17));
+}
+
+/// `kernel` with every `check!` removed (a `for` loop left holding nothing runs empty).
+fn without_checks(mut kernel: baro_dsl::ir::Kernel) -> baro_dsl::ir::Kernel {
+    use baro_dsl::ir::Stmt;
+    fn strip(body: &mut Vec<Stmt>) -> usize {
+        let before = body.len();
+        body.retain(|s| !matches!(s, Stmt::Check { .. }));
+        let mut removed = before - body.len();
+        for s in body.iter_mut() {
+            match s {
+                Stmt::For { body, .. } | Stmt::ParFor { body, .. } => removed += strip(body),
+                Stmt::If { then_body, else_body, .. } => removed += strip(then_body) + strip(else_body),
+                _ => {}
+            }
+        }
+        removed
+    }
+    assert_eq!(strip(&mut kernel.body), 1, "{}: expected one check! statement", kernel.name);
+    kernel
+}
+
+/// The 8-row q8 matvecs read one matrix per tile (`ids[r0]`) where the m = 1 kernel reads
+/// `ids[r]` per row: they are its siblings only under their `check!` that a tile's ids are
+/// equal. The proof holds with the check, and the same kernel without it is rejected, naming
+/// a row past the tile's first.
+#[test]
+fn rows8_tiles_are_siblings_only_under_their_check() {
+    for (rows8, m1) in [(matvec_q8_0_q8_rows8(), matvec_q8_0_q8()), (kq::matvec_q4_k_q8_rows8(), kq::matvec_q4_k_q8())] {
+        let proof = baro_dsl::verify::check_sibling(&rows8, &m1).unwrap_or_else(|e| panic!("{}: {e}", rows8.name));
+        assert!(proof.outputs > 0, "{}: vacuous proof", rows8.name);
+        assert!(rows8.to_string().contains("check 0 "), "{}: the check is in the IR text", rows8.name);
+        let unchecked = without_checks(rows8.clone());
+        match baro_dsl::verify::check_sibling(&unchecked, &m1) {
+            Err(baro_dsl::verify::SiblingError::Arithmetic(m)) => {
+                println!("{} without its check: {m}", rows8.name);
+                assert!(m.row % 8 != 0, "{}: the first difference is in a row past a tile's first, found row {}", rows8.name, m.row);
+            }
+            other => panic!("{} without its check: expected an arithmetic mismatch, found {other:?}", rows8.name),
+        }
+    }
+}
+
+/// Routed experts on 8-row tiles: rows grouped so each expert's rows start on a multiple of 8
+/// (two experts, the second group ragged) give each row the m = 1 kernel's bits with its own
+/// expert; a tile holding two experts fails the launch with the check's message instead of
+/// computing a result.
+#[test]
+fn rows8_tiles_of_one_expert_each_equal_the_reference_and_mixed_tiles_fail() {
+    let mut rng = baro::reference::Rng::new(41);
+    let (k, n, n_mats) = (1056usize, 9usize, 3usize);
+    let w = q8_0_bytes(n_mats * n * k / 32, 5);
+    let dev = Device::host().expect("host device");
+    let kern = dev.compile(&matvec_q8_0_q8_rows8()).unwrap_or_else(|e| panic!("{e}"));
+    let run = |ids: &[u32], x: &[f32]| {
+        let (xq, xd, _) = q8act_reference(x);
+        let (qb, db, wb, ib) = (dev.upload(&xq).unwrap(), dev.upload(&xd).unwrap(), dev.upload_bytes(ScalarType::U8, &w).unwrap(), dev.upload(ids).unwrap());
+        let mut y = dev.alloc(ScalarType::F32, ids.len() * n).unwrap();
+        let r = dev.run(&kern, &mut [A::buf(&qb), A::buf(&db), A::words(&wb), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(n), A::from(0usize), A::from(1usize), A::from(ids.len())]);
+        r.map(|_| (dev.read::<f32>(&y).unwrap(), matvec_q8_0_q8_reference(&xq, &xd, &w, ids, k, n, k)))
+    };
+    let ids: Vec<u32> = [vec![2u32; 16], vec![0u32; 5]].concat();
+    let x = rng.vec_f32(ids.len() * k);
+    let (got, want) = run(&ids, &x).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(bits(&got), bits(&want), "tiles of one expert each");
+    assert!(got.iter().any(|v| *v != 0.0));
+    let mut mixed = ids.clone();
+    mixed[11] = 1;
+    let err = run(&mixed, &x).expect_err("a tile of two experts must fail").to_string();
+    println!("{err}");
+    assert!(err.contains("matvec_q8_0_q8_rows8") && err.contains("check 0 failed"), "the message names the kernel and the check: {err}");
+}
+
 #[test]
 fn kquant_q8_matvecs_compile_to_dp4a_and_v_dot4() {
     use baro_dsl::cache::CompileCache;
@@ -573,7 +700,7 @@ fn kquant_q8_matvecs_compile_to_dp4a_and_v_dot4() {
     for ty in KQUANTS {
         let (dp4a, flags) = if ty == TensorType::Q6_K { ("dp4a.s32.s32", "neg_lo:[1,1,0]") } else { ("dp4a.u32.s32", "neg_lo:[0,1,0]") };
         let (m1, rows) = kq_kernels(ty);
-        for kern in [m1, rows] {
+        for kern in [m1, rows, kq_rows8(ty)] {
             let a = compile_gpu(&kern, &"sm_90".parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{} sm_90: {e}", kern.name));
             let ptx = String::from_utf8_lossy(&a.image);
             let dots: Vec<&str> = ptx.lines().filter(|l| l.contains("dp4a")).collect();

@@ -61,6 +61,8 @@ pub(crate) struct Lower<'d> {
     diag: &'d mut Diag,
     scopes: Vec<HashMap<String, Binding>>,
     loop_depth: u32,
+    /// `check!`s lowered so far: the next one's id.
+    checks: u32,
     spans: SpanTable,
     uses: Vec<TokenStream>,
 }
@@ -74,6 +76,7 @@ pub fn lower_kernel(attr_tokens: TokenStream, item: &ItemFn, diag: &mut Diag) ->
         diag,
         scopes: vec![HashMap::new()],
         loop_depth: 0,
+        checks: 0,
         spans: SpanTable::new(item.sig.ident.span()),
         uses: Vec::new(),
     };

@@ -42,6 +42,7 @@ impl Lower<'_> {
                 return;
             }
             syn::Stmt::Expr(e, _) => self.expr_stmt(e, &path),
+            syn::Stmt::Macro(m) if m.mac.path.is_ident("check") => self.check(&m.mac).map(Some),
             syn::Stmt::Macro(m) => Err(self.fail(
                 m,
                 format!("a `{}!` whose value is dropped: expected it on the right of an assignment or store", show(&m.mac.path)),
@@ -212,6 +213,7 @@ impl Lower<'_> {
                 Ok(Some(Stmt::Barrier))
             }
             syn::Expr::Paren(p) => self.expr_stmt(&p.expr, path),
+            syn::Expr::Macro(m) if m.mac.path.is_ident("check") => self.check(&m.mac).map(Some),
             other if super::expr::is_value_construct(other) => Err(self.fail(
                 other,
                 "a value computed and dropped: expected an assignment `x = ...`, a store `buf[i] = ...`, a `for` loop, an `if` or `barrier()`",
@@ -431,6 +433,18 @@ impl Lower<'_> {
     }
 
     /// A `bool` condition.
+    /// `check!(cond)`: a precondition of the launch (`Stmt::Check`), numbered in source order.
+    fn check(&mut self, m: &syn::Macro) -> R<Stmt> {
+        let cond: syn::Expr = match m.parse_body() {
+            Ok(c) => c,
+            Err(_) => return Err(self.fail(m, "`check!` takes one `bool` condition: expected `check!(a == b)`")),
+        };
+        let cond = self.condition(&cond)?;
+        let id = self.checks;
+        self.checks += 1;
+        Ok(Stmt::Check { id, cond: cond.e })
+    }
+
     pub(super) fn condition(&mut self, c: &syn::Expr) -> R<Typed> {
         if let syn::Expr::Let(l) = c {
             return Err(self.fail(l, "unsupported Rust construct: `if let` is not part of the kernel language; expected a `bool` condition"));

@@ -216,6 +216,10 @@ impl Printer<'_> {
                 self.block(body, depth, f)
             }
             Stmt::Barrier => f.write_str("barrier"),
+            Stmt::Check { id, cond } => {
+                write!(f, "check {id} ")?;
+                self.expr(cond, f)
+            }
         }
     }
 

@@ -229,7 +229,7 @@ fn collect_defs(stmts: &[Stmt], all: &mut Vec<Var>) {
                 all.push(*lane);
                 collect_defs(body, all);
             }
-            Stmt::Store { .. } | Stmt::Barrier => {}
+            Stmt::Store { .. } | Stmt::Barrier | Stmt::Check { .. } => {}
         }
     }
 }

@@ -209,7 +209,7 @@ fn outer_assigns(stmts: &[Stmt], defined: &mut HashSet<Var>, assigned: &mut Vec<
                 defined.insert(*lane);
                 outer_assigns(body, defined, assigned);
             }
-            Stmt::Store { .. } | Stmt::Barrier => {}
+            Stmt::Store { .. } | Stmt::Barrier | Stmt::Check { .. } => {}
         }
     }
 }

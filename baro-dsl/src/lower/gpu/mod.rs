@@ -91,7 +91,7 @@ fn max_lanes(stmts: &[Stmt], widest: &mut u32) {
                 max_lanes(then_body, widest);
                 max_lanes(else_body, widest);
             }
-            Stmt::Let { .. } | Stmt::LetRows { .. } | Stmt::Assign { .. } | Stmt::Store { .. } | Stmt::Barrier => {}
+            Stmt::Let { .. } | Stmt::LetRows { .. } | Stmt::Assign { .. } | Stmt::Store { .. } | Stmt::Barrier | Stmt::Check { .. } => {}
         }
     }
 }

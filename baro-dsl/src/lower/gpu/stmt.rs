@@ -116,6 +116,12 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
                 }
                 self.barrier()
             }
+            Stmt::Check { id, cond } => {
+                let ok = self.expr(cond)?.v.into_int_value();
+                let bad = self.ir.b.build_not(ok, "")?;
+                let zero = self.ir.i64(0);
+                self.record_if(bad, crate::lower::ERR_CHECK, u64::from(*id), zero, false)
+            }
         }
     }
 

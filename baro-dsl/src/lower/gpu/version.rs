@@ -123,6 +123,7 @@ fn simple_body(body: &[Stmt], varying: &mut HashSet<Var>) -> bool {
         }
         Stmt::Store { index, value, .. } => plain(index, varying) && plain(value, varying),
         Stmt::If { cond, then_body, else_body } => plain(cond, varying) && simple_body(then_body, varying) && simple_body(else_body, varying),
+        Stmt::Check { cond, .. } => plain(cond, varying),
         Stmt::For { .. } | Stmt::ParFor { .. } | Stmt::Lanes { .. } | Stmt::LetRows { .. } | Stmt::Barrier => false,
     })
 }
@@ -142,6 +143,7 @@ fn collect_stmt<'a>(s: &'a Stmt, cx: &Cx, out: &mut Vec<Affine<'a>>) {
             collect_expr(value, cx, out);
             push_access(*buf, index, cx, out);
         }
+        Stmt::Check { cond, .. } => collect_expr(cond, cx, out),
         Stmt::If { cond, then_body, else_body } => {
             collect_expr(cond, cx, out);
             for s in then_body.iter().chain(else_body) {

@@ -44,6 +44,8 @@ pub const ERR_WRITE: u64 = 2;
 pub const ERR_READ_SHARED: u64 = 3;
 pub const ERR_WRITE_SHARED: u64 = 4;
 pub const ERR_FOR_STEP: u64 = 5;
+/// A `check!` whose condition did not hold (`id`: the check's id).
+pub const ERR_CHECK: u64 = 6;
 
 /// What a failed check leaves behind: kind 0 means success.
 #[repr(C)]
@@ -259,7 +261,7 @@ fn collect_defs(stmts: &[Stmt], region: Option<u32>, lanes: &mut HashMap<Var, u3
                 lanes.insert(*lane, *count);
                 collect_defs(body, Some(*count), lanes, all);
             }
-            Stmt::Store { .. } | Stmt::Barrier => {}
+            Stmt::Store { .. } | Stmt::Barrier | Stmt::Check { .. } => {}
         }
     }
 }

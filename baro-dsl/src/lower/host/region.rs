@@ -29,6 +29,7 @@ fn stmt_has_shuffle(s: &Stmt) -> bool {
         }
         Stmt::Lanes { body, .. } => body.iter().any(stmt_has_shuffle),
         Stmt::Barrier => false,
+        Stmt::Check { cond, .. } => expr_has_shuffle(cond),
     }
 }
 
@@ -113,6 +114,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             }
             Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::LetRows { value, .. } => {
                 self.precompute_shuffles(&[value])?;
+                let r = self.lane_loop(&mut |cg| cg.stmt(s));
+                self.shuffles.clear();
+                r
+            }
+            Stmt::Check { cond, .. } => {
+                self.precompute_shuffles(&[cond])?;
                 let r = self.lane_loop(&mut |cg| cg.stmt(s));
                 self.shuffles.clear();
                 r

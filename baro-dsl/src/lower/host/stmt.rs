@@ -74,6 +74,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 self.region(*lane, *count, body)
             }
             Stmt::Barrier => Ok(()),
+            Stmt::Check { id, cond } => {
+                let ok = self.expr(cond)?.v.into_int_value();
+                let zero = self.ir.i64(0);
+                self.check(ok, super::ERR_CHECK, u64::from(*id), zero, false)
+            }
         }
     }
 

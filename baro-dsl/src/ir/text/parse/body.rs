@@ -10,7 +10,7 @@ use crate::ir::text::literal;
 use crate::ir::{BinOp, Const, Dot4Kind, Expr, Implements, MathFn, Reduce, ReduceOp, Stmt, UnOp, Var};
 use crate::schedule::{Combine, Schedule};
 
-const STATEMENT: &str = "a statement (`let`, `store`, `for`, `if`, `parfor`, `lanes`, `barrier` or `vN = ...`) or `}`";
+const STATEMENT: &str = "a statement (`let`, `store`, `for`, `if`, `parfor`, `lanes`, `barrier`, `check` or `vN = ...`) or `}`";
 
 impl<'a> Parser<'a> {
     pub(super) fn block(&mut self) -> R<Vec<Stmt>> {
@@ -34,6 +34,7 @@ impl<'a> Parser<'a> {
             Tok::Ident("parfor") => Self::parfor,
             Tok::Ident("lanes") => Self::lanes,
             Tok::Ident("barrier") => |_, _| Ok(Stmt::Barrier),
+            Tok::Ident("check") => Self::check,
             Tok::Ident(w) if entity_id(w, 'v').is_some() => Self::assign,
             Tok::Ident(_) => return self.fail_at(t, STATEMENT),
             _ => return self.fail_at(t, "a statement or `}`"),
@@ -110,6 +111,11 @@ impl<'a> Parser<'a> {
         let then_body = self.block()?;
         let else_body = if self.eat_keyword("else") { self.block()? } else { Vec::new() };
         Ok(Stmt::If { cond, then_body, else_body })
+    }
+
+    fn check(&mut self, _: Token<'a>) -> R<Stmt> {
+        let id = self.int("a check id (u32)")?;
+        Ok(Stmt::Check { id, cond: self.expr()? })
     }
 
     fn parfor(&mut self, _: Token<'a>) -> R<Stmt> {
