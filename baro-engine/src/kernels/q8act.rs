@@ -54,8 +54,15 @@ pub fn q8_of(x: f32, d: f32) -> i32 {
     (r as i32).max(-127).min(127)
 }
 
+/// Four consecutive values quantized by `q8_of` with scale `d`, packed little-endian into one
+/// word (the first value in the low byte).
+#[kernel_helper]
+pub fn q8_word(x0: f32, x1: f32, x2: f32, x3: f32, d: f32) -> u32 {
+    ((q8_of(x0, d) as u32) & 255) | (((q8_of(x1, d) as u32) & 255) << 8) | (((q8_of(x2, d) as u32) & 255) << 16) | (((q8_of(x3, d) as u32) & 255) << 24)
+}
+
 /// x: (nb, 32) f32 → q: (nb, 8) u32 (four i8 each), d: (nb) f32, s: (nb) i32.
-#[kernel(grid = [(nb + 31) / 32], block = 256, uses = [q8_of], verify(nb = [1, 2, 3, 33, 70]))]
+#[kernel(grid = [(nb + 31) / 32], block = 256, uses = [q8_of, q8_word], verify(nb = [1, 2, 3, 33, 70]))]
 pub fn q8act(x: &[f32], q: &mut [u32], d: &mut [f32], s: &mut [i32], nb: usize) {
     let base = group_id(0) * 32;
     let nblk = if nb - base < 32 { nb - base } else { 32 };
@@ -70,10 +77,7 @@ pub fn q8act(x: &[f32], q: &mut [u32], d: &mut [f32], s: &mut [i32], nb: usize) 
     for i in par(0..nblk * 8) {
         let e = base * 32 + i * 4;
         let scale = scales[i / 8];
-        let word = ((q8_of(x[e], scale) as u32) & 255)
-            | (((q8_of(x[e + 1], scale) as u32) & 255) << 8)
-            | (((q8_of(x[e + 2], scale) as u32) & 255) << 16)
-            | (((q8_of(x[e + 3], scale) as u32) & 255) << 24);
+        let word = q8_word(x[e], x[e + 1], x[e + 2], x[e + 3], scale);
         q[base * 8 + i] = word;
         words[i] = word;
     }
@@ -87,7 +91,7 @@ pub fn q8act(x: &[f32], q: &mut [u32], d: &mut [f32], s: &mut [i32], nb: usize) 
 /// quantizes them (the same max, scale, rounding and block sum on the same y values), so every
 /// output is `add_rmsnorm`'s and then `q8act`'s bits, without y's round trip or a launch. Each
 /// workgroup writes its 256 elements of h and y and their 8 blocks. n a multiple of 32.
-#[kernel(grid = [(n + 255) / 256], block = 256, uses = [q8_of], verify(n = [32, 96, 256, 288, 608]),
+#[kernel(grid = [(n + 255) / 256], block = 256, uses = [q8_of, q8_word], verify(n = [32, 96, 256, 288, 608]),
          rows(name = add_rmsnorm_q8_rows, row_stride(a = n, b = n, h = n, y = n, q = n / 4, d = n / 32, s = n / 32), verify(n = [32, 288])))]
 pub fn add_rmsnorm_q8(a: &[f32], b: &[f32], w: &[f32], h: &mut [f32], y: &mut [f32], q: &mut [u32], d: &mut [f32], s: &mut [i32], n: usize, eps: f32) {
     let base = group_id(0) * 256;
@@ -111,10 +115,7 @@ pub fn add_rmsnorm_q8(a: &[f32], b: &[f32], w: &[f32], h: &mut [f32], y: &mut [f
     }
     for i in par(0..m / 4) {
         let sc = scales[i / 8];
-        let word = ((q8_of(ys[i * 4], sc) as u32) & 255)
-            | (((q8_of(ys[i * 4 + 1], sc) as u32) & 255) << 8)
-            | (((q8_of(ys[i * 4 + 2], sc) as u32) & 255) << 16)
-            | (((q8_of(ys[i * 4 + 3], sc) as u32) & 255) << 24);
+        let word = q8_word(ys[i * 4], ys[i * 4 + 1], ys[i * 4 + 2], ys[i * 4 + 3], sc);
         q[base / 4 + i] = word;
         words[i] = word;
     }
@@ -128,7 +129,7 @@ pub fn add_rmsnorm_q8(a: &[f32], b: &[f32], w: &[f32], h: &mut [f32], y: &mut [f
 /// q, d, s exactly as `q8act` quantizes them, so every output is `swiglu_pairs`' and then
 /// `q8act`'s bits. Each workgroup writes 256 elements of one slot and their 8 blocks. n a
 /// multiple of 32.
-#[kernel(grid = [(n + 255) / 256, n_slots], block = 256, uses = [q8_of], verify(n = [32, 96, 256, 288, 608], n_slots = [1, 3]),
+#[kernel(grid = [(n + 255) / 256, n_slots], block = 256, uses = [q8_of, q8_word], verify(n = [32, 96, 256, 288, 608], n_slots = [1, 3]),
          rows(name = swiglu_pairs_q8_rows, axis = 1, row_stride(gu = 2 * n, h = n, q = n / 4, d = n / 32, s = n / 32), fix(n_slots = 1), verify(n = [32, 288])))]
 pub fn swiglu_pairs_q8(gu: &[f32], h: &mut [f32], q: &mut [u32], d: &mut [f32], s: &mut [i32], n: usize, n_slots: usize) {
     let base = group_id(0) * 256;
@@ -151,10 +152,7 @@ pub fn swiglu_pairs_q8(gu: &[f32], h: &mut [f32], q: &mut [u32], d: &mut [f32], 
     }
     for i in par(0..m / 4) {
         let sc = scales[i / 8];
-        let word = ((q8_of(hs[i * 4], sc) as u32) & 255)
-            | (((q8_of(hs[i * 4 + 1], sc) as u32) & 255) << 8)
-            | (((q8_of(hs[i * 4 + 2], sc) as u32) & 255) << 16)
-            | (((q8_of(hs[i * 4 + 3], sc) as u32) & 255) << 24);
+        let word = q8_word(hs[i * 4], hs[i * 4 + 1], hs[i * 4 + 2], hs[i * 4 + 3], sc);
         q[at / 4 + i] = word;
         words[i] = word;
     }
