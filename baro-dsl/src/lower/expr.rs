@@ -11,7 +11,7 @@ use inkwell::IntPredicate as P;
 
 use super::ir::Ir;
 use super::{fail, Fail, R};
-use crate::ir::{Buf, Dot4Kind, Expr, Kernel, ParamId, ScalarType, Var};
+use crate::ir::{BinOp, Buf, Dot4Kind, Expr, Kernel, ParamId, ScalarType, Var};
 
 /// A lowered value and its IR type.
 #[derive(Clone, Copy)]
@@ -125,6 +125,27 @@ pub(crate) trait ExprLeaves<'a, 'ctx: 'a> {
                 let a = self.expr(arg)?;
                 self.ir().unary(*op, a)
             }
+            Expr::Binary { op: BinOp::Add, lhs, rhs } if dot4_of_zero(rhs).or(dot4_of_zero(lhs)).is_some() => {
+                // `x + dot4(a, b, 0)` is `dot4(a, b, x)`: both add modulo 2^32 (the dot
+                // instructions accumulate without saturation), so the accumulate form is the
+                // same integer in one instruction, where the dot is an instruction.
+                // Operands in source order, so a failing load is reported as without the fold.
+                let acc_first = dot4_of_zero(rhs).is_some();
+                let (acc, dot) = if acc_first { (lhs, rhs) } else { (rhs, lhs) };
+                let Expr::Dot4 { kind, a, b, .. } = &**dot else { unreachable!("matched by dot4_of_zero") };
+                let z = if acc_first { Some(self.expr(acc)?) } else { None };
+                let x = self.expr(a)?;
+                let y = self.expr(b)?;
+                let z = match z {
+                    Some(z) => z,
+                    None => self.expr(acc)?,
+                };
+                if [x.ty, y.ty, z.ty] != [ScalarType::U32, ScalarType::U32, ScalarType::I32] {
+                    return fail(format!("`add` of {} and `{}` of {} and {}: expected i32, u32 and u32", z.ty, kind.name(), x.ty, y.ty));
+                }
+                let v = self.dot4(*kind, x.v.into_int_value(), y.v.into_int_value(), z.v.into_int_value())?;
+                Ok(Val { v: v.into(), ty: ScalarType::I32 })
+            }
             Expr::Binary { op, lhs, rhs } => {
                 let a = self.expr(lhs)?;
                 let b = self.expr(rhs)?;
@@ -199,5 +220,13 @@ pub(crate) trait ExprLeaves<'a, 'ctx: 'a> {
             (_, false) => self.ir().zext(i, i64t)?,
         };
         Ok((i, signed))
+    }
+}
+
+/// `e` when it is `dot4(a, b, 0)` (the accumulator the integer zero).
+fn dot4_of_zero(e: &Expr) -> Option<&Expr> {
+    match e {
+        Expr::Dot4 { c, .. } if matches!(&**c, Expr::Const(k) if k.ty == ScalarType::I32 && k.bits == 0) => Some(e),
+        _ => None,
     }
 }

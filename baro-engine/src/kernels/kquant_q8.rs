@@ -3,7 +3,8 @@
 //! f32 scale and the block sum). Each m = 1 kernel has a rows sibling derived by `rows(..)`,
 //! an 8-row sibling over tiles of one matrix (`_rows8`: the tile's q8 blocks staged in
 //! workgroup memory, each weight unit unpacked once for 8 rows, the tile's ids checked equal
-//! by `check!`) and a plain-Rust reference in its order; nothing here launches them.
+//! by `check!`; 32 outputs per workgroup, four on each team) and a plain-Rust reference in
+//! its order; nothing here launches them.
 //!
 //! The unit of every kernel is one 32-element block of the row, the q8 block it meets (a
 //! Q4_K/Q5_K sub-block; two consecutive 16-element Q6_K sub-blocks). Per unit u
@@ -163,10 +164,10 @@ pub const KQ8_ROWS8_MAX_K: usize = 4096;
 /// copied into workgroup memory once; then each lane unpacks a unit's scale, min and codes once
 /// for the 8 rows and keeps 8 partials, each in `matvec_q4_k_q8`'s order. A row past the last
 /// reads the last row's blocks and is not stored. k ≤ `KQ8_ROWS8_MAX_K`.
-#[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min], rows_of = matvec_q4_k_q8, rows = rows,
-         row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
+#[kernel(grid = [(n + 31) / 32, (rows + 7) / 8], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min], rows_of = matvec_q4_k_q8, rows = rows,
+         row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9, 33], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
 pub fn matvec_q4_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let ob = group_id(0) * 8;
+    let ob = group_id(0) * 32;
     let r0 = group_id(1) * 8;
     let last = rows - 1;
     let e = ids[r0] as usize;
@@ -179,14 +180,18 @@ pub fn matvec_q4_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids
     let xs = shared::<u32, 9216>();
     let ds = shared::<f32, 1024>();
     let ss = shared::<i32, 1024>();
-    for j in par(0..8 * nb * 8) {
-        xs[j / 8 * 9 + j % 8] = xq[(r0 + j / (nb * 8)).min(last) * (k / 4) + j % (nb * 8)];
+    for j in par(0..nb * 8) {
+        for r in 0..8 {
+            xs[(r * nb + j / 8) * 9 + j % 8] = xq[(r0 + r).min(last) * (k / 4) + j];
+        }
     }
-    for j in par(0..8 * nb) {
-        ds[j] = xd[(r0 + j / nb).min(last) * nb + j % nb];
-        ss[j] = xsum[(r0 + j / nb).min(last) * nb + j % nb];
+    for b in par(0..nb) {
+        for r in 0..8 {
+            ds[r * nb + b] = xd[(r0 + r).min(last) * nb + b];
+            ss[r * nb + b] = xsum[(r0 + r).min(last) * nb + b];
+        }
     }
-    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+    for t in par_team(0..if n - ob < 32 { n - ob } else { 32 }, 32) {
         let o = ob + t;
         let sb = (e * n + o) * (k / 256);
         let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
@@ -221,10 +226,10 @@ pub fn matvec_q4_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids
 
 /// `matvec_q5_k_q8` over 8 rows of one matrix at once: `matvec_q4_k_q8_rows8` with 5-bit codes.
 /// k ≤ `KQ8_ROWS8_MAX_K`.
-#[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min], rows_of = matvec_q5_k_q8, rows = rows,
-         row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
+#[kernel(grid = [(n + 31) / 32, (rows + 7) / 8], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min], rows_of = matvec_q5_k_q8, rows = rows,
+         row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9, 33], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
 pub fn matvec_q5_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let ob = group_id(0) * 8;
+    let ob = group_id(0) * 32;
     let r0 = group_id(1) * 8;
     let last = rows - 1;
     let e = ids[r0] as usize;
@@ -237,14 +242,18 @@ pub fn matvec_q5_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids
     let xs = shared::<u32, 9216>();
     let ds = shared::<f32, 1024>();
     let ss = shared::<i32, 1024>();
-    for j in par(0..8 * nb * 8) {
-        xs[j / 8 * 9 + j % 8] = xq[(r0 + j / (nb * 8)).min(last) * (k / 4) + j % (nb * 8)];
+    for j in par(0..nb * 8) {
+        for r in 0..8 {
+            xs[(r * nb + j / 8) * 9 + j % 8] = xq[(r0 + r).min(last) * (k / 4) + j];
+        }
     }
-    for j in par(0..8 * nb) {
-        ds[j] = xd[(r0 + j / nb).min(last) * nb + j % nb];
-        ss[j] = xsum[(r0 + j / nb).min(last) * nb + j % nb];
+    for b in par(0..nb) {
+        for r in 0..8 {
+            ds[r * nb + b] = xd[(r0 + r).min(last) * nb + b];
+            ss[r * nb + b] = xsum[(r0 + r).min(last) * nb + b];
+        }
     }
-    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+    for t in par_team(0..if n - ob < 32 { n - ob } else { 32 }, 32) {
         let o = ob + t;
         let sb = (e * n + o) * (k / 256);
         let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
@@ -280,10 +289,10 @@ pub fn matvec_q5_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids
 
 /// `matvec_q6_k_q8` over 8 rows of one matrix at once: `matvec_q4_k_q8_rows8`'s staging without
 /// block sums (Q6_K reads none). k ≤ `KQ8_ROWS8_MAX_K`.
-#[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits, byte_i8], rows_of = matvec_q6_k_q8, rows = rows,
-         row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
+#[kernel(grid = [(n + 31) / 32, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits, byte_i8], rows_of = matvec_q6_k_q8, rows = rows,
+         row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9, 33], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
 pub fn matvec_q6_k_q8_rows8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let ob = group_id(0) * 8;
+    let ob = group_id(0) * 32;
     let r0 = group_id(1) * 8;
     let last = rows - 1;
     let e = ids[r0] as usize;
@@ -295,13 +304,17 @@ pub fn matvec_q6_k_q8_rows8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &
     let nb = k / 32;
     let xs = shared::<u32, 9216>();
     let ds = shared::<f32, 1024>();
-    for j in par(0..8 * nb * 8) {
-        xs[j / 8 * 9 + j % 8] = xq[(r0 + j / (nb * 8)).min(last) * (k / 4) + j % (nb * 8)];
+    for j in par(0..nb * 8) {
+        for r in 0..8 {
+            xs[(r * nb + j / 8) * 9 + j % 8] = xq[(r0 + r).min(last) * (k / 4) + j];
+        }
     }
-    for j in par(0..8 * nb) {
-        ds[j] = xd[(r0 + j / nb).min(last) * nb + j % nb];
+    for b in par(0..nb) {
+        for r in 0..8 {
+            ds[r * nb + b] = xd[(r0 + r).min(last) * nb + b];
+        }
     }
-    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+    for t in par_team(0..if n - ob < 32 { n - ob } else { 32 }, 32) {
         let o = ob + t;
         let sb = (e * n + o) * (k / 256);
         let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),

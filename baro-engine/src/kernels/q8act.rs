@@ -223,12 +223,13 @@ pub const Q8_ROWS8_MAX_K: usize = 4096;
 /// x staged: the 8 rows' blocks and scales are copied into workgroup memory once, then each
 /// lane reads a block's scale and 8 weight words once for the 8 rows and keeps 8 partials, each
 /// in `matvec_q8_0_q8`'s order (lanes over blocks, butterfly; the block's integer dot exact).
-/// Eight outputs per workgroup of 256 threads, one 32-lane team each. A row past the last reads
+/// 32 outputs per workgroup of 256 threads, four after another on each 32-lane team, so that
+/// the staged x serves 32 outputs. A row past the last reads
 /// the last row's blocks and is not stored. k ≤ `Q8_ROWS8_MAX_K`.
-#[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits], rows_of = matvec_q8_0_q8, rows = rows,
-         row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), verify(k = [32, 1056], n = [1, 9], x_stride = [0], n_slots = [1], rows = [1, 3, 7, 8, 9, 17]))]
+#[kernel(grid = [(n + 31) / 32, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits], rows_of = matvec_q8_0_q8, rows = rows,
+         row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), verify(k = [32, 1056], n = [1, 9, 33], x_stride = [0], n_slots = [1], rows = [1, 3, 7, 8, 9, 17]))]
 pub fn matvec_q8_0_q8_rows8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
-    let ob = group_id(0) * 8;
+    let ob = group_id(0) * 32;
     let r0 = group_id(1) * 8;
     let last = rows - 1;
     let e = ids[r0] as usize;
@@ -240,13 +241,17 @@ pub fn matvec_q8_0_q8_rows8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &
     let nb = k / 32;
     let xs = shared::<u32, 9216>();
     let ds = shared::<f32, 1024>();
-    for j in par(0..8 * nb * 8) {
-        xs[j / 8 * 9 + j % 8] = xq[(r0 + j / (nb * 8)).min(last) * (k / 4) + j % (nb * 8)];
+    for j in par(0..nb * 8) {
+        for r in 0..8 {
+            xs[(r * nb + j / 8) * 9 + j % 8] = xq[(r0 + r).min(last) * (k / 4) + j];
+        }
     }
-    for j in par(0..8 * nb) {
-        ds[j] = xd[(r0 + j / nb).min(last) * nb + j % nb];
+    for b in par(0..nb) {
+        for r in 0..8 {
+            ds[r * nb + b] = xd[(r0 + r).min(last) * nb + b];
+        }
     }
-    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
+    for t in par_team(0..if n - ob < 32 { n - ob } else { 32 }, 32) {
         let o = ob + t;
         let row = (e * n + o) * nb;
         let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, b in 0..nb, order = lanes(32).butterfly(),

@@ -130,6 +130,7 @@ pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch:
         unchecked: Default::default(),
         hoisted: Default::default(),
         silent: None,
+        region_rows: 1,
         lane_unroll: options.lane_unroll,
         loop_versioning: options.loop_versioning,
     };

@@ -15,12 +15,14 @@ use crate::lower::R;
 
 
 impl<'a, 'ctx> Gpu<'a, 'ctx> {
-    /// Attaches `llvm.loop.unroll.count` (`CompileOptions::lane_unroll`, default 8) to a loop's
+    /// Attaches `llvm.loop.unroll.count` (`CompileOptions::lane_unroll`, default 8, divided by
+    /// the region's result count for a reduction over R rows, at least 1, where the trip count
+    /// is not a constant: the lane-strided loop, not the short loops inside it) to a loop's
     /// latch branch on NVPTX, inside a `Lanes` region or for an `innermost` loop with affine
     /// accesses (a sequential reduction over a column, say, whose loads would otherwise wait one
     /// by one). Other loops, and AMDGPU, where 8 copies spilled scalar registers in `q8_dot` on
     /// gfx942, keep LLVM's own choice.
-    pub(super) fn loop_hint(&mut self, latch: InstructionValue<'ctx>, innermost: bool) -> R<()> {
+    pub(super) fn loop_hint(&mut self, latch: InstructionValue<'ctx>, innermost: bool, fixed_trips: bool) -> R<()> {
         if (self.region.is_none() && !innermost) || self.arch != super::Arch::Nvptx {
             return Ok(());
         }
@@ -31,7 +33,8 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         unsafe {
             let cx = self.ir.cx.raw();
             let tmp = LLVMTemporaryMDNode(cx, std::ptr::null_mut(), 0);
-            let count = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(cx), self.lane_unroll as u64, 0));
+            let unroll = if fixed_trips { self.lane_unroll } else { (self.lane_unroll / self.region_rows).max(1) };
+            let count = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(cx), unroll as u64, 0));
             let mut opt = [LLVMMDStringInContext2(cx, name.as_ptr().cast(), name.len()), count];
             let opt = LLVMMDNodeInContext2(cx, opt.as_mut_ptr(), opt.len());
             let mut ops = [tmp, opt];

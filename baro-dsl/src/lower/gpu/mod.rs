@@ -137,6 +137,8 @@ pub(super) struct Gpu<'a, 'ctx> {
     /// While versioning evaluates indices at the loop's ends: the in-range bits of the loads
     /// met, which record no failure there (`version`).
     silent: Option<Vec<IntValue<'ctx>>>,
+    /// The results of the enclosing `Lanes` region's reduction (1 outside one).
+    region_rows: u32,
     /// `CompileOptions::lane_unroll` and `loop_versioning`.
     lane_unroll: u32,
     loop_versioning: bool,

@@ -104,11 +104,16 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
                 let c = self.expr(cond)?.v.into_int_value();
                 self.if_else(c, then_body, else_body)
             }
-            Stmt::Lanes { lane, count, body, .. } => {
+            Stmt::Lanes { lane, count, implements, body } => {
                 if self.region.is_some() {
                     return fail("a `Lanes` region inside another `Lanes` region");
                 }
-                self.lanes_region(*lane, *count, body)
+                // A region computing R results (a reduction over rows) already has R
+                // independent chains per element: its strided loop is unrolled R times less.
+                self.region_rows = implements.as_ref().map_or(1, |i| i.results.len().max(1) as u32);
+                let r = self.lanes_region(*lane, *count, body);
+                self.region_rows = 1;
+                r
             }
             Stmt::Barrier => {
                 if self.region.is_some() {
@@ -331,7 +336,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         let trips = self.ir.add(self.ir.b.build_int_unsigned_div(span, step, "")?, it.const_int(1, false))?;
         // An innermost loop with affine accesses (the ones `plan` exists for) is unrolled too:
         // its loads issue ahead of the sequential float chain, which stays as written.
-        let hint = plan.is_some();
+        let hint = plan.is_some_and(|p| p.innermost());
         let Some(plan) = plan.filter(|_| self.loop_versioning) else { return self.trips(it, start, step, go, trips, hint, body) };
         // The last iteration's value (meaningful when `go`; its checks are pure either way).
         let last = self.ir.add(start, self.ir.b.build_int_mul(self.ir.sub(trips, it.const_int(1, false))?, step, "")?)?;
@@ -378,7 +383,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         self.ir.b.build_store(ctr, self.ir.add(i, step)?)?;
         let more = self.ir.icmp(P::ULT, next_n, trips)?;
         let latch = self.ir.b.build_conditional_branch(more, bb, exit)?;
-        self.loop_hint(latch, innermost)?;
+        self.loop_hint(latch, innermost, trips.is_const())?;
         self.ir.b.position_at_end(exit);
         Ok(())
     }

@@ -7,8 +7,11 @@
 //! Nothing observable changes: in the unchecked copy no versioned access could have failed, so
 //! its loads read the same elements, its stores write the same ones, and the thread's failure
 //! record (kept only by the other, still checked accesses) is the one the checked loop makes.
-//! Only loops without barriers, shuffles or inner loops are versioned: the two copies may be
-//! taken by different lanes (the check can depend on the lane), and code grows at most 2×.
+//! Only loops without barriers, shuffles or parallel loops are versioned: the two copies may
+//! be taken by different lanes (the check can depend on the lane). A sequential loop inside
+//! one is allowed (the lane-strided loop of a reduction over rows holds the fixed loop over a
+//! block's words): its accesses stay out of the outer plan, versioned by its own, so code
+//! grows 2× per level of nesting.
 //!
 //! Why two indices suffice: with `i` running over `first..=last` (a subset, stepped), the index
 //! is `(a + c·i) mod 2^64`. When `c·last` does not overflow, the true values `a + c·i` increase
@@ -43,6 +46,8 @@ use crate::lower::R;
 pub(super) struct Plan<'a> {
     var: Var,
     accesses: Vec<Affine<'a>>,
+    /// The body holds a sequential loop (whose accesses the inner loop's own plan versions).
+    nested: bool,
 }
 
 /// `buf[index]` with `index ≡ a + coef·var + Σ A_k / d_k (mod 2^64)`, each piece `A_k` affine
@@ -74,6 +79,7 @@ impl<'a> Plan<'a> {
         if !simple_body(body, &mut varying) {
             return None;
         }
+        let nested = has_loop(body);
         let cx = Cx { var, varying: &varying, read_only };
         let mut accesses = Vec::new();
         for s in body {
@@ -82,7 +88,12 @@ impl<'a> Plan<'a> {
         if accesses.is_empty() {
             return None;
         }
-        Some(Plan { var, accesses })
+        Some(Plan { var, accesses, nested })
+    }
+
+    /// True when the loop has no inner loop.
+    pub(super) fn innermost(&self) -> bool {
+        !self.nested
     }
 
     /// The index expressions the versioned copy does not check (by node identity).
@@ -108,9 +119,11 @@ struct Cx<'v, 'r> {
     read_only: ReadOnly<'r>,
 }
 
-/// True when `body` has no loop, lane region, barrier or shuffle; adds every variable it
-/// defines or assigns to `varying`, those bound by an expression's `let` included (such a
-/// variable may stand for a value of the loop variable inside an index).
+/// True when `body` has no parallel loop, lane region, barrier or shuffle (sequential loops
+/// whose bodies are simple too are allowed: the accesses inside them are left to their own
+/// plans); adds every variable it defines or assigns to `varying`, those bound by an
+/// expression's `let` and inner loop variables included (such a variable may stand for a
+/// value of the loop variable inside an index).
 fn simple_body(body: &[Stmt], varying: &mut HashSet<Var>) -> bool {
     let plain = |e: &Expr, varying: &mut HashSet<Var>| {
         let_vars(e, varying);
@@ -124,7 +137,20 @@ fn simple_body(body: &[Stmt], varying: &mut HashSet<Var>) -> bool {
         Stmt::Store { index, value, .. } => plain(index, varying) && plain(value, varying),
         Stmt::If { cond, then_body, else_body } => plain(cond, varying) && simple_body(then_body, varying) && simple_body(else_body, varying),
         Stmt::Check { cond, .. } => plain(cond, varying),
-        Stmt::For { .. } | Stmt::ParFor { .. } | Stmt::Lanes { .. } | Stmt::LetRows { .. } | Stmt::Barrier => false,
+        Stmt::For { var, start, end, step, body } => {
+            varying.insert(*var);
+            plain(start, varying) && plain(end, varying) && plain(step, varying) && simple_body(body, varying)
+        }
+        Stmt::ParFor { .. } | Stmt::Lanes { .. } | Stmt::LetRows { .. } | Stmt::Barrier => false,
+    })
+}
+
+/// True when `body` (a simple one) holds a sequential loop, inside an `if` or not.
+fn has_loop(body: &[Stmt]) -> bool {
+    body.iter().any(|s| match s {
+        Stmt::For { .. } => true,
+        Stmt::If { then_body, else_body, .. } => has_loop(then_body) || has_loop(else_body),
+        _ => false,
     })
 }
 
@@ -365,16 +391,34 @@ mod tests {
     }
 
     #[test]
-    fn loops_with_inner_loops_barriers_shuffles_or_narrow_counters_are_not_versioned() {
+    fn loops_with_barriers_shuffles_parallel_loops_or_narrow_counters_are_not_versioned() {
         let affine_load = || acc(load(v(0)));
-        let inner = Stmt::For { var: Var(5), start: Expr::index(0), end: Expr::index(4), step: Expr::index(1), body: vec![] };
+        let par = Stmt::ParFor { var: Var(5), end: Expr::index(4), team: None, body: vec![] };
         let shuffle = acc(Expr::ShuffleXor { value: Box::new(Expr::f32(1.0)), mask: 1 });
-        for (n, extra) in [inner, Stmt::Barrier, shuffle].into_iter().enumerate() {
+        let inner_barrier = Stmt::For { var: Var(5), start: Expr::index(0), end: Expr::index(4), step: Expr::index(1), body: vec![Stmt::Barrier] };
+        for (n, extra) in [par, Stmt::Barrier, shuffle, inner_barrier].into_iter().enumerate() {
             let body = vec![affine_load(), extra];
             assert!(Plan::new(Var(0), ScalarType::U64, &body, &|_| false).is_none(), "case {n} was versioned");
         }
         assert!(Plan::new(Var(0), ScalarType::U32, &[affine_load()], &|_| false).is_none());
-        assert!(Plan::new(Var(0), ScalarType::U64, &[affine_load()], &|_| false).is_some());
+        let one = [affine_load()];
+        let plain = Plan::new(Var(0), ScalarType::U64, &one, &|_| false).expect("an affine load");
+        assert!(plain.innermost());
+    }
+
+    #[test]
+    fn an_inner_sequential_loop_leaves_its_own_accesses_to_its_own_plan() {
+        // for v0 { acc(x[v0]); for v5 in 0..4 { acc(x[v0 + v5]) } }: the outer plan takes x[v0]
+        // only, and a load indexed by the inner variable is not taken for an invariant.
+        let inner = Stmt::For { var: Var(5), start: Expr::index(0), end: Expr::index(4), step: Expr::index(1), body: vec![acc(load(add(v(0), v(5))))] };
+        let body = vec![acc(load(v(0))), inner];
+        let plan = Plan::new(Var(0), ScalarType::U64, &body, &|_| false).expect("the outer affine load");
+        assert_eq!(plan.coefs(), vec![1]);
+        assert!(!plan.innermost());
+        // An outer index reading the inner loop's variable (after the loop) is not invariant.
+        let inner = Stmt::For { var: Var(5), start: Expr::index(0), end: Expr::index(4), step: Expr::index(1), body: vec![] };
+        let body = vec![inner, acc(load(add(v(0), v(5))))];
+        assert!(Plan::new(Var(0), ScalarType::U64, &body, &|_| false).is_none());
     }
 
     #[test]
