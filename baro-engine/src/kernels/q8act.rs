@@ -195,6 +195,9 @@ pub fn q8act_reference(x: &[f32]) -> (Vec<u32>, Vec<f32>, Vec<i32>) {
 /// 32). Eight outputs per 256-thread workgroup, one 32-lane team each. A block starts on a
 /// half-word when its index is even (34 bytes each: the quants then begin at byte 2 of a
 /// word), so its quant words are two half-words joined; odd blocks' quants are whole words.
+/// Either way the words read are the block's words q .. q + 8 (q = 34 · block / 4; an odd
+/// block's quants are words q + 1 .., since 34 · block ≡ 2 mod 4), so the two forms share
+/// their loads: nine words per block.
 #[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_at_words, f16_bits], verify(k = [32, 64, 96, 1056], n = [1, 9], x_stride = [0, 64], n_slots = [1, 2]),
          rows(name = matvec_q8_0_q8_rows, tile = 8, axis = 1, row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(k = [32, 1056], rows = [1, 3, 9])))]
 pub fn matvec_q8_0_q8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
@@ -208,7 +211,7 @@ pub fn matvec_q8_0_q8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f
         let row = (e * n + o) * nb;
         y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
             (f16_at_words(w, (row + b) * 34) * xd[xb + b])
-            * (sum!(j in 0..8, order = any, dot4_i8(if (row + b) % 2 == 0 { (w[(row + b) * 34 / 4 + j] >> 16) | (w[(row + b) * 34 / 4 + j + 1] << 16) } else { w[((row + b) * 34 + 2) / 4 + j] }, xq[(xb + b) * 8 + j], 0)) as f32));
+            * (sum!(j in 0..8, order = any, dot4_i8(if (row + b) % 2 == 0 { (w[(row + b) * 34 / 4 + j] >> 16) | (w[(row + b) * 34 / 4 + j + 1] << 16) } else { w[(row + b) * 34 / 4 + j + 1] }, xq[(xb + b) * 8 + j], 0)) as f32));
     }
 }
 
@@ -256,7 +259,7 @@ pub fn matvec_q8_0_q8_rows8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &
         let row = (e * n + o) * nb;
         let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, b in 0..nb, order = lanes(32).butterfly(),
             (f16_at_words(w, (row + b) * 34) * ds[r * nb + b])
-            * (sum!(j in 0..8, order = any, dot4_i8(if (row + b) % 2 == 0 { (w[(row + b) * 34 / 4 + j] >> 16) | (w[(row + b) * 34 / 4 + j + 1] << 16) } else { w[((row + b) * 34 + 2) / 4 + j] }, xs[(r * nb + b) * 9 + j], 0)) as f32));
+            * (sum!(j in 0..8, order = any, dot4_i8(if (row + b) % 2 == 0 { (w[(row + b) * 34 / 4 + j] >> 16) | (w[(row + b) * 34 / 4 + j + 1] << 16) } else { w[(row + b) * 34 / 4 + j + 1] }, xs[(r * nb + b) * 9 + j], 0)) as f32));
         y[r0 * n + o] = y0;
         if r0 + 1 < rows {
             y[(r0 + 1) * n + o] = y1;
