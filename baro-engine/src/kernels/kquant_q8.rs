@@ -159,8 +159,8 @@ pub const KQ8_ROWS8_MAX_K: usize = 4096;
 
 /// `matvec_q4_k_q8` over 8 rows of one matrix at once (`ids[r0]` for the tile's rows, checked
 /// equal: a projection's zero ids, or routed experts grouped in tiles of one expert),
-/// x staged as in `q8act::matvec_q8_0_q8_rows8`: the 8 rows' q8 blocks (9 words each, 8 and a
-/// pad, so that the 32 lanes' units fall in 32 different banks), scales and block sums are
+/// x staged as in `q8act::matvec_q8_0_q8_rows8`: the 8 rows' q8 blocks (laid out as there, read
+/// as 16-byte loads without bank conflicts), scales and block sums are
 /// copied into workgroup memory once; then each lane unpacks a unit's scale, min and codes once
 /// for the 8 rows and keeps 8 partials, each in `matvec_q4_k_q8`'s order. A row past the last
 /// reads the last row's blocks and is not stored. k ≤ `KQ8_ROWS8_MAX_K`.
@@ -182,7 +182,7 @@ pub fn matvec_q4_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids
     let ss = shared::<i32, 1024>();
     for j in par(0..nb * 8) {
         for r in 0..8 {
-            xs[(r * nb + j / 8) * 9 + j % 8] = xq[(r0 + r).min(last) * (k / 4) + j];
+            xs[(r * nb + j / 8) * 8 + (r * nb + j / 8) / 4 * 4 + j % 8] = xq[(r0 + r).min(last) * (k / 4) + j];
         }
     }
     for b in par(0..nb) {
@@ -196,7 +196,7 @@ pub fn matvec_q4_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids
         let sb = (e * n + o) * (k / 256);
         let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
             (f16_bits(w[(sb + u / 8) * 36] & 65535) * ds[r * nb + u])
-                * ((k4_sc(w, (sb + u / 8) * 36, u % 8) * sum!(i in 0..8, order = any, dot4_u8i8((w[(sb + u / 8) * 36 + 4 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F, xs[(r * nb + u) * 9 + i], 0))) as f32)
+                * ((k4_sc(w, (sb + u / 8) * 36, u % 8) * sum!(i in 0..8, order = any, dot4_u8i8((w[(sb + u / 8) * 36 + 4 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F, xs[(r * nb + u) * 8 + (r * nb + u) / 4 * 4 + i], 0))) as f32)
             - (f16_bits(w[(sb + u / 8) * 36] >> 16) * ds[r * nb + u]) * ((k4_min(w, (sb + u / 8) * 36, u % 8) * ss[r * nb + u]) as f32));
         y[r0 * n + o] = y0;
         if r0 + 1 < rows {
@@ -244,7 +244,7 @@ pub fn matvec_q5_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids
     let ss = shared::<i32, 1024>();
     for j in par(0..nb * 8) {
         for r in 0..8 {
-            xs[(r * nb + j / 8) * 9 + j % 8] = xq[(r0 + r).min(last) * (k / 4) + j];
+            xs[(r * nb + j / 8) * 8 + (r * nb + j / 8) / 4 * 4 + j % 8] = xq[(r0 + r).min(last) * (k / 4) + j];
         }
     }
     for b in par(0..nb) {
@@ -259,7 +259,7 @@ pub fn matvec_q5_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids
         let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
             (f16_bits(w[(sb + u / 8) * 44] & 65535) * ds[r * nb + u])
                 * ((k4_sc(w, (sb + u / 8) * 44, u % 8) * sum!(i in 0..8, order = any, dot4_u8i8(((w[(sb + u / 8) * 44 + 12 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F)
-                        | (((w[(sb + u / 8) * 44 + 4 + i] >> ((u % 8) as u32)) & 0x01010101) << 4), xs[(r * nb + u) * 9 + i], 0))) as f32)
+                        | (((w[(sb + u / 8) * 44 + 4 + i] >> ((u % 8) as u32)) & 0x01010101) << 4), xs[(r * nb + u) * 8 + (r * nb + u) / 4 * 4 + i], 0))) as f32)
             - (f16_bits(w[(sb + u / 8) * 44] >> 16) * ds[r * nb + u]) * ((k4_min(w, (sb + u / 8) * 44, u % 8) * ss[r * nb + u]) as f32));
         y[r0 * n + o] = y0;
         if r0 + 1 < rows {
@@ -306,7 +306,7 @@ pub fn matvec_q6_k_q8_rows8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &
     let ds = shared::<f32, 1024>();
     for j in par(0..nb * 8) {
         for r in 0..8 {
-            xs[(r * nb + j / 8) * 9 + j % 8] = xq[(r0 + r).min(last) * (k / 4) + j];
+            xs[(r * nb + j / 8) * 8 + (r * nb + j / 8) / 4 * 4 + j % 8] = xq[(r0 + r).min(last) * (k / 4) + j];
         }
     }
     for b in par(0..nb) {
@@ -320,9 +320,9 @@ pub fn matvec_q6_k_q8_rows8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &
         let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
             (f16_at_words(w, (sb + u / 8) * 210 + 208) * ds[r * nb + u])
                 * ((byte_i8(w, (sb + u / 8) * 210 + 192 + u % 8 * 2) * sum!(i in 0..4, order = any, dot4_i8((((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i] } else { (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i] >> 16) | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 1] << 16) }) >> ((u % 4 / 2 * 4) as u32)) & 0x0F0F0F0F)
-                        | ((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] } else { (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] >> 16) | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 1] << 16) }) >> ((u % 4 * 2) as u32)) & 0x03030303) << 4)) + 0x60606060) ^ 0x80808080, xs[(r * nb + u) * 9 + i], 0))
+                        | ((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] } else { (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] >> 16) | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 1] << 16) }) >> ((u % 4 * 2) as u32)) & 0x03030303) << 4)) + 0x60606060) ^ 0x80808080, xs[(r * nb + u) * 8 + (r * nb + u) / 4 * 4 + i], 0))
                     + byte_i8(w, (sb + u / 8) * 210 + 193 + u % 8 * 2) * sum!(i in 0..4, order = any, dot4_i8((((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] } else { (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] >> 16) | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4 + 1] << 16) }) >> ((u % 4 / 2 * 4) as u32)) & 0x0F0F0F0F)
-                        | ((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] } else { (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] >> 16) | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4 + 1] << 16) }) >> ((u % 4 * 2) as u32)) & 0x03030303) << 4)) + 0x60606060) ^ 0x80808080, xs[(r * nb + u) * 9 + i + 4], 0))) as f32));
+                        | ((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] } else { (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] >> 16) | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4 + 1] << 16) }) >> ((u % 4 * 2) as u32)) & 0x03030303) << 4)) + 0x60606060) ^ 0x80808080, xs[(r * nb + u) * 8 + (r * nb + u) / 4 * 4 + i + 4], 0))) as f32));
         y[r0 * n + o] = y0;
         if r0 + 1 < rows {
             y[(r0 + 1) * n + o] = y1;

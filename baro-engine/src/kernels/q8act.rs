@@ -216,8 +216,10 @@ pub fn matvec_q8_0_q8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f
 }
 
 /// The largest k `matvec_q8_0_q8_rows8` takes: its workgroup arrays hold 8 rows of that many
-/// quantized activations (9 words per block of 32: 8 and a pad, so that the 32 lanes' blocks
-/// fall in 32 different banks) and their scales: 36 KiB + 4 KiB.
+/// quantized activations (8 words per block of 32 and one pad of 4 words after every 4 blocks,
+/// 9 words a block in all: block c's words start at 8c + 4·(c / 4), a multiple of 4, so a lane
+/// reads them as two 16-byte loads, and the 8 lanes that share a 16-byte load phase fall in 8
+/// different groups of 4 banks) and their scales: 36 KiB + 4 KiB.
 pub const Q8_ROWS8_MAX_K: usize = 4096;
 
 /// `matvec_q8_0_q8` over 8 rows of one matrix at once (`ids[r0]` for the tile's rows r0..r0 + 8,
@@ -246,7 +248,7 @@ pub fn matvec_q8_0_q8_rows8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &
     let ds = shared::<f32, 1024>();
     for j in par(0..nb * 8) {
         for r in 0..8 {
-            xs[(r * nb + j / 8) * 9 + j % 8] = xq[(r0 + r).min(last) * (k / 4) + j];
+            xs[(r * nb + j / 8) * 8 + (r * nb + j / 8) / 4 * 4 + j % 8] = xq[(r0 + r).min(last) * (k / 4) + j];
         }
     }
     for b in par(0..nb) {
@@ -259,7 +261,7 @@ pub fn matvec_q8_0_q8_rows8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &
         let row = (e * n + o) * nb;
         let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, b in 0..nb, order = lanes(32).butterfly(),
             (f16_at_words(w, (row + b) * 34) * ds[r * nb + b])
-            * (sum!(j in 0..8, order = any, dot4_i8(if (row + b) % 2 == 0 { (w[(row + b) * 34 / 4 + j] >> 16) | (w[(row + b) * 34 / 4 + j + 1] << 16) } else { w[(row + b) * 34 / 4 + j + 1] }, xs[(r * nb + b) * 9 + j], 0)) as f32));
+            * (sum!(j in 0..8, order = any, dot4_i8(if (row + b) % 2 == 0 { (w[(row + b) * 34 / 4 + j] >> 16) | (w[(row + b) * 34 / 4 + j + 1] << 16) } else { w[(row + b) * 34 / 4 + j + 1] }, xs[(r * nb + b) * 8 + (r * nb + b) / 4 * 4 + j], 0)) as f32));
         y[r0 * n + o] = y0;
         if r0 + 1 < rows {
             y[(r0 + 1) * n + o] = y1;

@@ -39,7 +39,7 @@ const FAIL_INDEX: &str = "baro.fail_index";
 
 /// `memory(...)` encodings (LLVM's `MemoryEffects`: two mod/ref bits per location, argument
 /// memory first, then inaccessible memory, then the rest).
-const MEMORY_NONE: u64 = 0;
+pub(super) const MEMORY_NONE: u64 = 0;
 const INACCESSIBLE_READ: u64 = 1 << 2;
 const INACCESSIBLE_READ_WRITE: u64 = 3 << 2;
 

@@ -94,7 +94,9 @@ pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch:
         let g = m.add_global(t, Some(AddressSpace::from(SHARED)), &format!("shared_{}", s.name));
         g.set_linkage(Linkage::Internal);
         g.set_initializer(&t.get_undef());
-        g.set_alignment(8);
+        // 16 bytes: four consecutive 32-bit elements at a multiple of four may then be read
+        // as one vector load.
+        g.set_alignment(16);
         shared.push(g.as_pointer_value());
     }
 

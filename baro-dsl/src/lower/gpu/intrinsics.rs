@@ -2,6 +2,7 @@
 //! lane exchange (xor butterfly, read from a given lane). Everything target-specific in the
 //! GPU lowering is here; the wave width is never assumed, it is passed in.
 
+use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::values::{BasicMetadataValueEnum, IntValue};
 
@@ -106,6 +107,11 @@ pub(super) fn dot4<'ctx>(ir: &Ir<'_, 'ctx>, isa: Dot4Isa, kind: Dot4Kind, a: Int
             // Pure: no side effects, so LLVM may move or drop it like any arithmetic.
             let asm = ir.cx.create_inline_asm(fty, format!("dp4a.{atype}.s32 $0, $1, $2, $3;"), "=r,r,r,r".to_string(), false, false, None, false);
             let call = ir.b.build_indirect_call(fty, asm, &[a.into(), b.into(), c.into()], "")?;
+            // Says so at the call: inline assembly is otherwise taken to touch memory, which
+            // keeps LLVM from merging the loads around it into vector loads.
+            for (attr, v) in [("nounwind", 0), ("willreturn", 0), ("nosync", 0), ("memory", super::checks::MEMORY_NONE)] {
+                call.add_attribute(AttributeLoc::Function, ir.cx.create_enum_attribute(Attribute::get_named_enum_kind_id(attr), v));
+            }
             match call.try_as_basic_value().basic() {
                 Some(v) => Ok(v.into_int_value()),
                 None => fail("dp4a inline assembly returned no value"),
