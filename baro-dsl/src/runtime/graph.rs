@@ -34,7 +34,9 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    /// Each parameter's element count (0 for scalars), for out-of-bounds messages.
+    /// Each parameter's element count (0 for scalars), for out-of-bounds messages (the GPU
+    /// backends' error records; unused in a build without them).
+    #[cfg_attr(not(any(feature = "cuda", feature = "hip")), allow(dead_code))]
     pub(crate) fn lens(&self, kernel: &Kernel) -> Vec<u64> {
         let mut at = 0;
         kernel

@@ -85,6 +85,8 @@ impl HostDevice {
     ///
     /// Every buffer the node names is alive and not otherwise borrowed (`Device::replay`).
     pub(crate) unsafe fn launch_node(&self, node: &Node) -> Result<(), DeviceError> {
+        // Irrefutable in a build without GPU backends, where the host is the only kind.
+        #[allow(irrefutable_let_patterns)]
         let KernelImpl::Host(k) = &node.kernel else {
             return Err(DeviceError::Mismatch { what: "launch graph node", expected: "a host kernel".into(), found: "a kernel of another device (a bug in baro)".into() });
         };

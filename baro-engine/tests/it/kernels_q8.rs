@@ -283,7 +283,7 @@ fn swiglu_pairs_q8_is_swiglu_pairs_then_q8act() {
             let gu: Vec<f32> = rng.vec_f32(slots * 2 * n).iter().map(|v| v * 4.0).collect();
             let gb = dev.upload(&gu).unwrap();
             let nb = slots * n / 32;
-            let mut run_q8 = |x: &baro_dsl::runtime::Buffer| {
+            let run_q8 = |x: &baro_dsl::runtime::Buffer| {
                 let (mut q, mut d, mut s) = (dev.alloc(ScalarType::U32, nb * 8).unwrap(), dev.alloc(ScalarType::F32, nb).unwrap(), dev.alloc(ScalarType::I32, nb).unwrap());
                 dev.run(&quant, &mut [A::buf(x), A::buf_mut(&mut q), A::buf_mut(&mut d), A::buf_mut(&mut s), A::from(nb)]).unwrap_or_else(|e| panic!("{e}"));
                 (dev.read::<u32>(&q).unwrap(), dev.read::<f32>(&d).unwrap().into_iter().map(f32::to_bits).collect::<Vec<_>>(), dev.read::<i32>(&s).unwrap())
