@@ -125,14 +125,16 @@ pub(crate) trait ExprLeaves<'a, 'ctx: 'a> {
                 let a = self.expr(arg)?;
                 self.ir().unary(*op, a)
             }
-            Expr::Binary { op: BinOp::Add, lhs, rhs } if dot4_of_zero(rhs).or(dot4_of_zero(lhs)).is_some() => {
+            Expr::Binary { op: BinOp::Add, lhs, rhs } if dot4_of_zero(rhs).is_some() || dot4_of_zero(lhs).is_some() => {
                 // `x + dot4(a, b, 0)` is `dot4(a, b, x)`: both add modulo 2^32 (the dot
                 // instructions accumulate without saturation), so the accumulate form is the
                 // same integer in one instruction, where the dot is an instruction.
                 // Operands in source order, so a failing load is reported as without the fold.
-                let acc_first = dot4_of_zero(rhs).is_some();
-                let (acc, dot) = if acc_first { (lhs, rhs) } else { (rhs, lhs) };
-                let Expr::Dot4 { kind, a, b, .. } = &**dot else { unreachable!("matched by dot4_of_zero") };
+                let (acc_first, acc, (kind, a, b)) = match (dot4_of_zero(rhs), dot4_of_zero(lhs)) {
+                    (Some(d), _) => (true, lhs, d),
+                    (None, Some(d)) => (false, rhs, d),
+                    (None, None) => return fail("`add` of a 4-way dot: no dot operand (a bug in baro)"),
+                };
                 let z = if acc_first { Some(self.expr(acc)?) } else { None };
                 let x = self.expr(a)?;
                 let y = self.expr(b)?;
@@ -143,7 +145,7 @@ pub(crate) trait ExprLeaves<'a, 'ctx: 'a> {
                 if [x.ty, y.ty, z.ty] != [ScalarType::U32, ScalarType::U32, ScalarType::I32] {
                     return fail(format!("`add` of {} and `{}` of {} and {}: expected i32, u32 and u32", z.ty, kind.name(), x.ty, y.ty));
                 }
-                let v = self.dot4(*kind, x.v.into_int_value(), y.v.into_int_value(), z.v.into_int_value())?;
+                let v = self.dot4(kind, x.v.into_int_value(), y.v.into_int_value(), z.v.into_int_value())?;
                 Ok(Val { v: v.into(), ty: ScalarType::I32 })
             }
             Expr::Binary { op, lhs, rhs } => {
@@ -223,10 +225,10 @@ pub(crate) trait ExprLeaves<'a, 'ctx: 'a> {
     }
 }
 
-/// `e` when it is `dot4(a, b, 0)` (the accumulator the integer zero).
-fn dot4_of_zero(e: &Expr) -> Option<&Expr> {
+/// The kind and operands of `e` when it is `dot4(a, b, 0)` (the accumulator the integer zero).
+fn dot4_of_zero(e: &Expr) -> Option<(Dot4Kind, &Expr, &Expr)> {
     match e {
-        Expr::Dot4 { c, .. } if matches!(&**c, Expr::Const(k) if k.ty == ScalarType::I32 && k.bits == 0) => Some(e),
+        Expr::Dot4 { kind, a, b, c } if matches!(&**c, Expr::Const(k) if k.ty == ScalarType::I32 && k.bits == 0) => Some((*kind, a, b)),
         _ => None,
     }
 }
