@@ -44,16 +44,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut replay = vec![0.0f32; rows * n];
     for r in 0..rows {
         let mut y = vec![0.0f32; n];
-        single.launch(&mut [Arg::buf(&x[r * k..(r + 1) * k]), Arg::buf(&w), Arg::buf_mut(&mut y), Arg::from(k), Arg::from(n)])?;
+        single.launch(&mut [
+            Arg::buf(&x[r * k..(r + 1) * k]),
+            Arg::buf(&w),
+            Arg::buf_mut(&mut y),
+            Arg::from(k),
+            Arg::from(n),
+        ])?;
         replay[r * n..(r + 1) * n].copy_from_slice(&y);
         assert_eq!(bits(&y), bits(&reference(&x[r * k..], &w, k, n)), "host differs from the plain-Rust reference");
     }
     let mut y = vec![0.0f32; rows * n];
-    batched.launch(&mut [Arg::buf(&x), Arg::buf(&w), Arg::buf_mut(&mut y), Arg::from(k), Arg::from(n), Arg::from(rows)])?;
+    batched.launch(&mut [
+        Arg::buf(&x),
+        Arg::buf(&w),
+        Arg::buf_mut(&mut y),
+        Arg::from(k),
+        Arg::from(n),
+        Arg::from(rows),
+    ])?;
 
     let naive: Vec<f32> = (0..n).map(|o| sum_sequential(k, |i| x[i] * w[o * k + i])).collect();
     let differ = naive.iter().zip(&replay).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
-    println!("matvec k={k} n={n}: rows sibling over {rows} rows == {rows} m=1 runs, byte for byte: {}", bits(&y) == bits(&replay));
+    println!(
+        "matvec k={k} n={n}: rows sibling over {rows} rows == {rows} m=1 runs, byte for byte: {}",
+        bits(&y) == bits(&replay)
+    );
     println!("a naive sequential sum differs in {differ} of {n} outputs of row 0 (the order is real)");
     assert_eq!(bits(&y), bits(&replay));
     Ok(())

@@ -48,11 +48,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rt = HostRuntime::new()?;
     let (single, batched) = (rt.compile(&q8_matvec())?, rt.compile(&q8_matvec_rows())?);
     let mut yb = vec![0.0f32; rows * n];
-    batched.launch(&mut [Arg::buf(&x), Arg::buf(&q), Arg::buf(&d), Arg::buf_mut(&mut yb), Arg::from(k), Arg::from(n), Arg::from(rows)])?;
+    batched.launch(&mut [
+        Arg::buf(&x),
+        Arg::buf(&q),
+        Arg::buf(&d),
+        Arg::buf_mut(&mut yb),
+        Arg::from(k),
+        Arg::from(n),
+        Arg::from(rows),
+    ])?;
     for r in 0..rows {
         let xr = &x[r * k..(r + 1) * k];
         let mut y = vec![0.0f32; n];
-        single.launch(&mut [Arg::buf(xr), Arg::buf(&q), Arg::buf(&d), Arg::buf_mut(&mut y), Arg::from(k), Arg::from(n)])?;
+        single.launch(&mut [
+            Arg::buf(xr),
+            Arg::buf(&q),
+            Arg::buf(&d),
+            Arg::buf_mut(&mut y),
+            Arg::from(k),
+            Arg::from(n),
+        ])?;
         assert_eq!(bits(&y), bits(&reference(xr, &q, &d, k, n)));
         assert_eq!(bits(&y), bits(&yb[r * n..(r + 1) * n]));
     }

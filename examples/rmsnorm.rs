@@ -64,7 +64,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (zc, single, batched) in [(false, rmsnorm(), rmsnorm_rows()), (true, rmsnorm_zc(), rmsnorm_zc_rows())] {
         let (single, batched) = (rt.compile(&single)?, rt.compile(&batched)?);
         let mut yb = vec![0.0f32; rows * n];
-        batched.launch(&mut [Arg::buf(&x), Arg::buf(&w), Arg::buf_mut(&mut yb), Arg::from(n), Arg::from(eps), Arg::from(rows)])?;
+        batched.launch(&mut [
+            Arg::buf(&x),
+            Arg::buf(&w),
+            Arg::buf_mut(&mut yb),
+            Arg::from(n),
+            Arg::from(eps),
+            Arg::from(rows),
+        ])?;
         for r in 0..rows {
             let xr = &x[r * n..(r + 1) * n];
             let mut y = vec![0.0f32; n];
@@ -72,7 +79,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             assert_eq!(bits(&y), bits(&reference(xr, &w, eps, zc)));
             assert_eq!(bits(&y), bits(&yb[r * n..(r + 1) * n]));
         }
-        println!("rmsnorm (zero-centred: {zc}) n={n}: host == reference, {rows} rows == {rows} m=1 runs, byte for byte");
+        println!(
+            "rmsnorm (zero-centred: {zc}) n={n}: host == reference, {rows} rows == {rows} m=1 runs, byte for byte"
+        );
     }
     Ok(())
 }

@@ -27,9 +27,8 @@ pub fn sum_lanes_butterfly(len: usize, lanes: usize, f: impl Fn(usize) -> f32) -
 
 /// The same lane split, combined with `max` (exact in any order for non-NaN values).
 pub fn max_lanes_butterfly(len: usize, lanes: usize, f: impl Fn(usize) -> f32) -> f32 {
-    let mut parts: Vec<f32> = (0..lanes)
-        .map(|l| (l..len).step_by(lanes).fold(f32::NEG_INFINITY, |m, i| m.max(f(i))))
-        .collect();
+    let mut parts: Vec<f32> =
+        (0..lanes).map(|l| (l..len).step_by(lanes).fold(f32::NEG_INFINITY, |m, i| m.max(f(i)))).collect();
     let mut mask = lanes / 2;
     while mask > 0 {
         parts = (0..lanes).map(|l| parts[l].max(parts[l ^ mask])).collect();

@@ -18,7 +18,13 @@ use std::sync::Arc;
 pub struct CacheKey(pub [u8; 32]);
 
 impl CacheKey {
-    pub fn new(ir_text: &str, target: &Target, options: &CompileOptions, stage: &str, codegen_version: &str) -> CacheKey {
+    pub fn new(
+        ir_text: &str,
+        target: &Target,
+        options: &CompileOptions,
+        stage: &str,
+        codegen_version: &str,
+    ) -> CacheKey {
         let mut h = Sha256::new();
         for part in [
             env!("CARGO_PKG_VERSION").as_bytes(),
@@ -165,7 +171,10 @@ mod tests {
             CacheKey::new("k", &Target::Host, &CompileOptions::default(), "s", "x"),
             CacheKey::new("k", &Target::Host, &v4, "s", "x")
         );
-        assert_ne!(base, CacheKey::new("kernel a {}", &"sm_90".parse().unwrap(), &CompileOptions::default(), "ptx", "llvm-20"));
+        assert_ne!(
+            base,
+            CacheKey::new("kernel a {}", &"sm_90".parse().unwrap(), &CompileOptions::default(), "ptx", "llvm-20")
+        );
     }
 
     #[test]
@@ -192,7 +201,11 @@ mod tests {
         assert_eq!(again.get_or_compile(k, "ptx", &mut compile).unwrap().1, CacheHit::Compiled);
         assert_eq!(calls, 2);
         // No temporary files are left behind.
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().ends_with(".tmp")).collect();
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
         assert!(leftovers.is_empty());
     }
 }

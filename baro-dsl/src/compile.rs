@@ -42,7 +42,8 @@ const LOWERING_SOURCES: [&str; 15] = [
 /// `CODEGEN_VERSION` and a digest of the GPU lowering's source: the code generator's identity
 /// in every cache key.
 pub fn codegen_version() -> &'static str {
-    static V: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| format!("{CODEGEN_VERSION}+lower-{}", digest(&LOWERING_SOURCES)));
+    static V: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| format!("{CODEGEN_VERSION}+lower-{}", digest(&LOWERING_SOURCES)));
     &V
 }
 
@@ -65,7 +66,8 @@ const HOST_LOWERING_SOURCES: [&str; 11] = [
 /// `CODEGEN_VERSION` and a digest of the host lowering's source: the host code generator's
 /// identity in every host cache key (the target triple is added by the host runtime).
 pub fn host_codegen_version() -> &'static str {
-    static V: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| format!("{CODEGEN_VERSION}+host-{}", digest(&HOST_LOWERING_SOURCES)));
+    static V: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| format!("{CODEGEN_VERSION}+host-{}", digest(&HOST_LOWERING_SOURCES)));
     &V
 }
 
@@ -114,24 +116,43 @@ pub enum CompileError {
 }
 
 /// Compiles `k` for a GPU target (`sm_NN` or `gfxNNN`), or returns the cached compile.
-pub fn compile_gpu(k: &Kernel, target: &Target, options: &CompileOptions, cache: &CompileCache) -> Result<Arc<GpuArtifact>, CompileError> {
+pub fn compile_gpu(
+    k: &Kernel,
+    target: &Target,
+    options: &CompileOptions,
+    cache: &CompileCache,
+) -> Result<Arc<GpuArtifact>, CompileError> {
     compile_gpu_traced(k, target, options, cache).map(|(a, _)| a)
 }
 
 /// Like `compile_gpu`, also saying where the artifact came from: `Compiled` if any stage was
 /// compiled, else `Disk` if any stage came from disk, else `Memory`.
-pub fn compile_gpu_traced(k: &Kernel, target: &Target, options: &CompileOptions, cache: &CompileCache) -> Result<(Arc<GpuArtifact>, CacheHit), CompileError> {
+pub fn compile_gpu_traced(
+    k: &Kernel,
+    target: &Target,
+    options: &CompileOptions,
+    cache: &CompileCache,
+) -> Result<(Arc<GpuArtifact>, CacheHit), CompileError> {
     if target.wave_width().is_none() {
-        return Err(CompileError::Unsupported { kernel: k.name.clone(), target: target.clone(), message: "expected a GPU target (sm_NN or gfxNNN)".into() });
+        return Err(CompileError::Unsupported {
+            kernel: k.name.clone(),
+            target: target.clone(),
+            message: "expected a GPU target (sm_NN or gfxNNN)".into(),
+        });
     }
-    crate::verify::check_wellformed(k)
-        .map_err(|errs| CompileError::Verify { kernel: k.name.clone(), errors: errs.iter().map(|e| e.to_string()).collect() })?;
+    crate::verify::check_wellformed(k).map_err(|errs| CompileError::Verify {
+        kernel: k.name.clone(),
+        errors: errs.iter().map(|e| e.to_string()).collect(),
+    })?;
     let expanded = crate::mathlib::expand_calls(&crate::lanes::expand(k)?);
     let ir_text = expanded.to_string();
     // The block size is a function of the expanded kernel and target, checked before any
     // cache lookup so that an unsupported lane count is always reported.
-    let block_dim = crate::lower::gpu::block_dim(&expanded, target)
-        .map_err(|e| CompileError::Unsupported { kernel: k.name.clone(), target: target.clone(), message: e.message })?;
+    let block_dim = crate::lower::gpu::block_dim(&expanded, target).map_err(|e| CompileError::Unsupported {
+        kernel: k.name.clone(),
+        target: target.clone(),
+        message: e.message,
+    })?;
     let image_ext = match target {
         Target::Nvptx { .. } => "ptx",
         _ => "hsaco",
@@ -148,7 +169,11 @@ pub fn compile_gpu_traced(k: &Kernel, target: &Target, options: &CompileOptions,
     let (asm, h2) = cache.get_or_compile(key("s"), "s", || run(|s| s.asm.as_bytes().to_vec()))?;
     let (ll, h3) = cache.get_or_compile(key("ll"), "ll", || run(|s| s.llvm_ir.as_bytes().to_vec()))?;
     let text = |b: &[u8], what: &str| {
-        String::from_utf8(b.to_vec()).map_err(|_| CompileError::Llvm { kernel: k.name.clone(), target: target.clone(), message: format!("cached {what} is not utf-8") })
+        String::from_utf8(b.to_vec()).map_err(|_| CompileError::Llvm {
+            kernel: k.name.clone(),
+            target: target.clone(),
+            message: format!("cached {what} is not utf-8"),
+        })
     };
     let artifact = GpuArtifact {
         target: target.clone(),
@@ -160,7 +185,11 @@ pub fn compile_gpu_traced(k: &Kernel, target: &Target, options: &CompileOptions,
         llvm_ir: text(&ll, "llvm ir")?,
     };
     if let Some(dir) = &options.dump_dir {
-        dump(dir, &ir_text, &artifact).map_err(|message| CompileError::Tool { kernel: k.name.clone(), target: target.clone(), message })?;
+        dump(dir, &ir_text, &artifact).map_err(|message| CompileError::Tool {
+            kernel: k.name.clone(),
+            target: target.clone(),
+            message,
+        })?;
     }
     let hits = [h1, h2, h3];
     let hit = if hits.contains(&CacheHit::Compiled) {
@@ -195,7 +224,8 @@ pub fn dump_names(kernel: &str, target: &Target) -> Vec<String> {
 fn dump(dir: &Path, ir_text: &str, a: &GpuArtifact) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("BARO_DUMP: creating {}: {e}", dir.display()))?;
     let base = format!("{}.{}", a.kernel.name, a.target);
-    let mut files: Vec<(String, &[u8])> = vec![(format!("{base}.ir"), ir_text.as_bytes()), (format!("{base}.ll"), a.llvm_ir.as_bytes())];
+    let mut files: Vec<(String, &[u8])> =
+        vec![(format!("{base}.ir"), ir_text.as_bytes()), (format!("{base}.ll"), a.llvm_ir.as_bytes())];
     match a.target {
         Target::Nvptx { .. } => files.push((format!("{base}.ptx"), &a.image)),
         _ => {
@@ -227,10 +257,17 @@ mod tests {
             }
         }
         for s in &on_disk {
-            assert!(LOWERING_SOURCES.contains(&s.as_str()), "a lowering source file is missing from LOWERING_SOURCES:\n{}", &s[..s.len().min(200)]);
+            assert!(
+                LOWERING_SOURCES.contains(&s.as_str()),
+                "a lowering source file is missing from LOWERING_SOURCES:\n{}",
+                &s[..s.len().min(200)]
+            );
         }
         assert_eq!(on_disk.len(), LOWERING_SOURCES.len());
-        assert!(codegen_version().starts_with("llvm-19.1+lower-") && codegen_version().len() == "llvm-19.1+lower-".len() + 16);
+        assert!(
+            codegen_version().starts_with("llvm-19.1+lower-")
+                && codegen_version().len() == "llvm-19.1+lower-".len() + 16
+        );
     }
 
     #[test]
@@ -249,7 +286,11 @@ mod tests {
             on_disk.push(std::fs::read_to_string(root.join(f)).unwrap());
         }
         for s in &on_disk {
-            assert!(HOST_LOWERING_SOURCES.contains(&s.as_str()), "a host lowering source file is missing from HOST_LOWERING_SOURCES:\n{}", &s[..s.len().min(200)]);
+            assert!(
+                HOST_LOWERING_SOURCES.contains(&s.as_str()),
+                "a host lowering source file is missing from HOST_LOWERING_SOURCES:\n{}",
+                &s[..s.len().min(200)]
+            );
         }
         assert_eq!(on_disk.len(), HOST_LOWERING_SOURCES.len());
         assert!(host_codegen_version().starts_with("llvm-19.1+host-"));

@@ -87,7 +87,10 @@ impl Cx<'_> {
             Stmt::Let { var, value } => Stmt::Let { var, value: self.expr(value, out)? },
             Stmt::LetRows { vars, row, value } => {
                 let Expr::Reduce(r) = value else {
-                    return self.err(format!("the value of a `let [..] = rows(..)` is `{}`: expected a reduction", self.k.expr_text(&value)));
+                    return self.err(format!(
+                        "the value of a `let [..] = rows(..)` is `{}`: expected a reduction",
+                        self.k.expr_text(&value)
+                    ));
                 };
                 let ty = r.ty;
                 let reds: Vec<Var> = vars.iter().map(|_| self.k.add_var("red", ty, true)).collect();
@@ -144,7 +147,11 @@ impl Cx<'_> {
                 self.reduce(*r, None, &[result], out)?;
                 Expr::Var(result)
             }
-            Expr::Let { .. } => return self.err("a reduction inside a `let` expression cannot be expanded: bind it with a `let` statement first"),
+            Expr::Let { .. } => {
+                return self.err(
+                    "a reduction inside a `let` expression cannot be expanded: bind it with a `let` statement first",
+                )
+            }
             Expr::Load { buf, index } => Expr::load(buf, self.expr(*index, out)?),
             Expr::Unary { op, arg } => Expr::un(op, self.expr(*arg, out)?),
             Expr::Binary { op, lhs, rhs } => {
@@ -187,7 +194,8 @@ impl Cx<'_> {
                 out.push(Stmt::Let { var, value: *value });
                 self.accumulate(op, acc, *body, out)
             }
-            other => self.err(format!("an `fma_sum` element must be a product `a * b`, found `{}`", self.k.expr_text(&other))),
+            other => self
+                .err(format!("an `fma_sum` element must be a product `a * b`, found `{}`", self.k.expr_text(&other))),
         }
     }
 
@@ -240,22 +248,40 @@ impl Cx<'_> {
                 let size_e = Expr::index(size as u64);
                 let n_chunks = Expr::bin(
                     BinOp::Max,
-                    Expr::bin(BinOp::Div, Expr::bin(BinOp::Add, Expr::Var(len), Expr::index(size as u64 - 1)), size_e.clone()),
+                    Expr::bin(
+                        BinOp::Div,
+                        Expr::bin(BinOp::Add, Expr::Var(len), Expr::index(size as u64 - 1)),
+                        size_e.clone(),
+                    ),
                     Expr::index(1),
                 );
                 let mut inner = Vec::new();
                 self.update(&r, row, &parts, &mut inner)?;
                 let chunk_start = Expr::bin(BinOp::Mul, Expr::Var(j), size_e.clone());
-                let chunk_end = Expr::bin(BinOp::Min, Expr::bin(BinOp::Add, chunk_start.clone(), size_e), Expr::Var(len));
+                let chunk_end =
+                    Expr::bin(BinOp::Min, Expr::bin(BinOp::Add, chunk_start.clone(), size_e), Expr::Var(len));
                 let mut body: Vec<Stmt> = parts.iter().map(|&c| Stmt::Let { var: c, value: zero.clone() }).collect();
-                body.push(Stmt::For { var: r.var, start: chunk_start, end: chunk_end, step: Expr::index(1), body: inner });
+                body.push(Stmt::For {
+                    var: r.var,
+                    start: chunk_start,
+                    end: chunk_end,
+                    step: Expr::index(1),
+                    body: inner,
+                });
                 body.push(Stmt::If {
                     cond: Expr::bin(BinOp::Eq, Expr::Var(j), Expr::index(0)),
-                    then_body: results.iter().zip(&parts).map(|(&res, &c)| Stmt::Assign { var: res, value: Expr::Var(c) }).collect(),
+                    then_body: results
+                        .iter()
+                        .zip(&parts)
+                        .map(|(&res, &c)| Stmt::Assign { var: res, value: Expr::Var(c) })
+                        .collect(),
                     else_body: results
                         .iter()
                         .zip(&parts)
-                        .map(|(&res, &c)| Stmt::Assign { var: res, value: Expr::bin(r.op.bin_op(), Expr::Var(res), Expr::Var(c)) })
+                        .map(|(&res, &c)| Stmt::Assign {
+                            var: res,
+                            value: Expr::bin(r.op.bin_op(), Expr::Var(res), Expr::Var(c)),
+                        })
                         .collect(),
                 });
                 out.push(Stmt::For { var: j, start: Expr::index(0), end: n_chunks, step: Expr::index(1), body });
@@ -280,7 +306,14 @@ impl Cx<'_> {
                 let n_blocks = Expr::bin(BinOp::Div, Expr::bin(BinOp::Add, r.len, Expr::index(block as u64 - 1)), bsz);
                 // Block sums are combined by additions; only elements are fused into partials.
                 let across_op = if r.op == ReduceOp::FmaSum { ReduceOp::Add } else { r.op };
-                let outer = Reduce { op: across_op, ty: r.ty, schedule: *across, var: b, len: n_blocks, body: Expr::Reduce(Box::new(inner)) };
+                let outer = Reduce {
+                    op: across_op,
+                    ty: r.ty,
+                    schedule: *across,
+                    var: b,
+                    len: n_blocks,
+                    body: Expr::Reduce(Box::new(inner)),
+                };
                 self.reduce(outer, row, results, out)?;
             }
             Schedule::Lanes { count, combine } => {
@@ -313,12 +346,22 @@ impl Cx<'_> {
                 self.in_lanes = was;
                 updated?;
                 let mut body: Vec<Stmt> = parts.iter().map(|&p| Stmt::Let { var: p, value: zero.clone() }).collect();
-                body.push(Stmt::For { var: r.var, start: Expr::Var(lane), end: r.len.clone(), step: Expr::index(count as u64), body: strided });
+                body.push(Stmt::For {
+                    var: r.var,
+                    start: Expr::Var(lane),
+                    end: r.len.clone(),
+                    step: Expr::index(count as u64),
+                    body: strided,
+                });
                 let shuffle = |p: Var, m: u32| Expr::ShuffleXor { value: Box::new(Expr::Var(p)), mask: m };
                 let op = r.op.bin_op();
                 let masks: Vec<u32> = match combine {
-                    Combine::Butterfly => std::iter::successors(Some(count / 2), |m| Some(m / 2)).take_while(|&m| m > 0).collect(),
-                    Combine::Pairwise => std::iter::successors(Some(1u32), |m| Some(m * 2)).take_while(|&m| m < count).collect(),
+                    Combine::Butterfly => {
+                        std::iter::successors(Some(count / 2), |m| Some(m / 2)).take_while(|&m| m > 0).collect()
+                    }
+                    Combine::Pairwise => {
+                        std::iter::successors(Some(1u32), |m| Some(m * 2)).take_while(|&m| m < count).collect()
+                    }
                     Combine::Sequential => Vec::new(),
                 };
                 let lane0 = Expr::bin(BinOp::Eq, Expr::Var(lane), Expr::index(0));
@@ -344,7 +387,11 @@ impl Cx<'_> {
                     }
                     parts
                 };
-                let then_body = results.iter().zip(&finals).map(|(&res, &q)| Stmt::Assign { var: res, value: Expr::Var(q) }).collect();
+                let then_body = results
+                    .iter()
+                    .zip(&finals)
+                    .map(|(&res, &q)| Stmt::Assign { var: res, value: Expr::Var(q) })
+                    .collect();
                 body.push(Stmt::If { cond: lane0, then_body, else_body: vec![] });
                 let implements = Implements { results: results.to_vec(), row, reduce: Box::new(r) };
                 out.push(Stmt::Lanes { lane, count, implements: Some(implements), body });

@@ -8,8 +8,9 @@ pub mod ir;
 pub mod lanes;
 pub mod mathlib;
 pub mod schedule;
+#[doc(hidden)]
+pub mod testkernels;
 pub mod verify;
-#[doc(hidden)] pub mod testkernels;
 
 #[cfg(feature = "llvm")]
 pub mod compile;

@@ -32,7 +32,9 @@ impl HostOrder {
         const PRIMES: [u64; 5] = [2147483659, 2654435761, 3221225473, 4294967291, 4294967311];
         match self {
             HostOrder::Sequential => None,
-            HostOrder::Shuffled { seed } => Some((PRIMES[(seed % PRIMES.len() as u64) as usize], seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 1)),
+            HostOrder::Shuffled { seed } => {
+                Some((PRIMES[(seed % PRIMES.len() as u64) as usize], seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 1))
+            }
         }
     }
 }
@@ -71,7 +73,15 @@ pub struct OptionsError {
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        CompileOptions { dump_dir: None, cache_dir: None, amdgpu_code_object: CodeObjectVersion::V5, ld_lld: None, lane_unroll: 8, loop_versioning: true, host_order: HostOrder::Sequential }
+        CompileOptions {
+            dump_dir: None,
+            cache_dir: None,
+            amdgpu_code_object: CodeObjectVersion::V5,
+            ld_lld: None,
+            lane_unroll: 8,
+            loop_versioning: true,
+            host_order: HostOrder::Sequential,
+        }
     }
 }
 
@@ -83,7 +93,10 @@ impl CompileOptions {
 
     /// Like `from_env`, with the environment given as a function (for tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<CompileOptions, OptionsError> {
-        let mut o = CompileOptions { dump_dir: get("BARO_DUMP").filter(|s| !s.is_empty()).map(PathBuf::from), ..Default::default() };
+        let mut o = CompileOptions {
+            dump_dir: get("BARO_DUMP").filter(|s| !s.is_empty()).map(PathBuf::from),
+            ..Default::default()
+        };
         o.cache_dir = match get("BARO_CACHE").as_deref() {
             Some("off") | Some("0") => None,
             Some("on") | Some("1") | None | Some("") => get("BARO_CACHE_DIR")
@@ -96,26 +109,38 @@ impl CompileOptions {
         o.amdgpu_code_object = match get("BARO_AMDGPU_COV").as_deref() {
             None | Some("") | Some("5") => CodeObjectVersion::V5,
             Some("4") => CodeObjectVersion::V4,
-            Some(other) => return Err(OptionsError { var: "BARO_AMDGPU_COV", found: other.into(), expected: "4 or 5" }),
+            Some(other) => {
+                return Err(OptionsError { var: "BARO_AMDGPU_COV", found: other.into(), expected: "4 or 5" })
+            }
         };
         o.ld_lld = get("BARO_LD_LLD").filter(|s| !s.is_empty()).map(PathBuf::from);
         if let Some(v) = get("BARO_LANE_UNROLL").filter(|s| !s.is_empty()) {
             o.lane_unroll = match v.parse::<u32>() {
                 Ok(n @ 1..=32) => n,
-                _ => return Err(OptionsError { var: "BARO_LANE_UNROLL", found: v, expected: "an integer from 1 to 32" }),
+                _ => {
+                    return Err(OptionsError { var: "BARO_LANE_UNROLL", found: v, expected: "an integer from 1 to 32" })
+                }
             };
         }
         o.loop_versioning = match get("BARO_LOOP_VERSIONING").as_deref() {
             None | Some("") | Some("on") | Some("1") => true,
             Some("off") | Some("0") => false,
-            Some(other) => return Err(OptionsError { var: "BARO_LOOP_VERSIONING", found: other.into(), expected: "on or off" }),
+            Some(other) => {
+                return Err(OptionsError { var: "BARO_LOOP_VERSIONING", found: other.into(), expected: "on or off" })
+            }
         };
         o.host_order = match get("BARO_HOST_ORDER").as_deref() {
             None | Some("") | Some("sequential") => HostOrder::Sequential,
             Some("shuffled") => HostOrder::Shuffled { seed: 1 },
             Some(other) => match other.strip_prefix("shuffled:").and_then(|n| n.parse::<u64>().ok()) {
                 Some(seed) => HostOrder::Shuffled { seed },
-                None => return Err(OptionsError { var: "BARO_HOST_ORDER", found: other.into(), expected: "sequential, shuffled or shuffled:SEED" }),
+                None => {
+                    return Err(OptionsError {
+                        var: "BARO_HOST_ORDER",
+                        found: other.into(),
+                        expected: "sequential, shuffled or shuffled:SEED",
+                    })
+                }
             },
         };
         Ok(o)
@@ -146,7 +171,8 @@ mod tests {
 
     #[test]
     fn reads_the_environment_once_and_typed() {
-        let o = CompileOptions::from_lookup(env(&[("BARO_DUMP", "/tmp/d"), ("HOME", "/h"), ("BARO_AMDGPU_COV", "4")])).unwrap();
+        let o = CompileOptions::from_lookup(env(&[("BARO_DUMP", "/tmp/d"), ("HOME", "/h"), ("BARO_AMDGPU_COV", "4")]))
+            .unwrap();
         assert_eq!(o.dump_dir, Some(PathBuf::from("/tmp/d")));
         assert_eq!(o.cache_dir, Some(PathBuf::from("/h/.cache/baro")));
         assert_eq!(o.amdgpu_code_object, CodeObjectVersion::V4);
@@ -176,6 +202,9 @@ mod tests {
         assert_eq!(shuffled.host_order, HostOrder::Shuffled { seed: 7 });
         assert_ne!(base.key_bytes(), shuffled.key_bytes());
         let e = CompileOptions::from_lookup(env(&[("BARO_HOST_ORDER", "random")])).unwrap_err();
-        assert_eq!(e.to_string(), "environment variable BARO_HOST_ORDER=random: expected sequential, shuffled or shuffled:SEED");
+        assert_eq!(
+            e.to_string(),
+            "environment variable BARO_HOST_ORDER=random: expected sequential, shuffled or shuffled:SEED"
+        );
     }
 }

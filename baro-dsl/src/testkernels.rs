@@ -5,7 +5,10 @@
 //!
 //! Test support only (`#[doc(hidden)]`): nothing in baro's pipeline may depend on it.
 
-use crate::ir::{Access, BinOp, Buf, Expr, Kernel, MathFn, ParamId, ParamKind, Reduce, ReduceOp, ScalarType, Sibling, Stmt, UnOp, Var};
+use crate::ir::{
+    Access, BinOp, Buf, Expr, Kernel, MathFn, ParamId, ParamKind, Reduce, ReduceOp, ScalarType, Sibling, Stmt, UnOp,
+    Var,
+};
 use crate::schedule::{Combine, Schedule};
 
 const F32: ScalarType = ScalarType::F32;
@@ -65,7 +68,13 @@ impl Kb {
     fn var(&mut self, name: &str, ty: ScalarType) -> Var {
         self.k.add_var(name, ty, false)
     }
-    fn reduce(&mut self, op: ReduceOp, schedule: Schedule, len: Expr, body: impl FnOnce(&mut Kb, Expr) -> Expr) -> Expr {
+    fn reduce(
+        &mut self,
+        op: ReduceOp,
+        schedule: Schedule,
+        len: Expr,
+        body: impl FnOnce(&mut Kb, Expr) -> Expr,
+    ) -> Expr {
         let var = self.var("i", IDX);
         let body = body(self, ve(var));
         Expr::Reduce(Box::new(Reduce { op, ty: F32, schedule, var, len, body }))
@@ -118,7 +127,8 @@ fn matvec_m1(name: &str, schedule: Schedule, form: MatvecForm) -> Kernel {
     let k = b.scalar("k", IDX);
     let m = b.scalar("m", IDX);
     let o = b.var("o", IDX);
-    let dot = b.reduce(form.op(), schedule, pe(k), |_, i| product(form, ld(x, i.clone()), ld(w, add(mul(ve(o), pe(k)), i))));
+    let dot =
+        b.reduce(form.op(), schedule, pe(k), |_, i| product(form, ld(x, i.clone()), ld(w, add(mul(ve(o), pe(k)), i))));
     b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), store(y, ve(o), dot)])
 }
 
@@ -136,13 +146,12 @@ fn matvec_rows(name: &str, of: &str, schedule: Schedule, form: MatvecForm) -> Ke
     let r = b.var("r", IDX);
     let xrow = b.var("xrow", IDX);
     let yi = b.var("yi", IDX);
-    let dot = b.reduce(form.op(), schedule, pe(k), |_, i| product(form, ld(x, add(ve(xrow), i.clone())), ld(w, add(ve(wrow), i))));
+    let dot = b.reduce(form.op(), schedule, pe(k), |_, i| {
+        product(form, ld(x, add(ve(xrow), i.clone())), ld(w, add(ve(wrow), i)))
+    });
     b.sibling(of, rows, vec![(x, pe(k)), (y, pe(m))]);
     let row = vec![let_(xrow, mul(ve(r), pe(k))), let_(yi, add(mul(ve(r), pe(m)), ve(o))), store(y, ve(yi), dot)];
-    b.done(
-        vec![pe(m)],
-        vec![let_(o, Expr::GroupId(0)), let_(wrow, mul(ve(o), pe(k))), for_(r, pe(rows), row)],
-    )
+    b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), let_(wrow, mul(ve(o), pe(k))), for_(r, pe(rows), row)])
 }
 
 /// `matvec_rows` with a tile of 8 rows per workgroup (grid [m, (rows + 7) / 8]): a weight row
@@ -155,8 +164,11 @@ pub fn matvec_tiled_rows() -> Kernel {
     let k = b.scalar("k", IDX);
     let m = b.scalar("m", IDX);
     let rows = b.scalar("rows", IDX);
-    let (o, wrow, t, s, xrow) = (b.var("o", IDX), b.var("wrow", IDX), b.var("t", IDX), b.var("s", IDX), b.var("xrow", IDX));
-    let dot = b.reduce(ReduceOp::Add, butterfly32(), pe(k), |_, i| product(F32_FORM, ld(x, add(ve(xrow), i.clone())), ld(w, add(ve(wrow), i))));
+    let (o, wrow, t, s, xrow) =
+        (b.var("o", IDX), b.var("wrow", IDX), b.var("t", IDX), b.var("s", IDX), b.var("xrow", IDX));
+    let dot = b.reduce(ReduceOp::Add, butterfly32(), pe(k), |_, i| {
+        product(F32_FORM, ld(x, add(ve(xrow), i.clone())), ld(w, add(ve(wrow), i)))
+    });
     b.sibling("matvec", rows, vec![(x, pe(k)), (y, pe(m))]);
     let row = vec![
         let_(s, add(mul(Expr::GroupId(1), Expr::index(8)), ve(t))),
@@ -186,7 +198,9 @@ fn matvec_multirow_rows(name: &str, of: &str, form: MatvecForm) -> Kernel {
     let (o, wrow, r0, row) = (b.var("o", IDX), b.var("wrow", IDX), b.var("r0", IDX), b.var("row", IDX));
     let last = Expr::bin(BinOp::Sub, pe(rows), Expr::index(1));
     let xrow = mul(Expr::bin(BinOp::Min, add(ve(r0), ve(row)), last), pe(k));
-    let dot = b.reduce(form.op(), butterfly32(), pe(k), |_, i| product(form, ld(x, add(xrow, i.clone())), ld(w, add(ve(wrow), i))));
+    let dot = b.reduce(form.op(), butterfly32(), pe(k), |_, i| {
+        product(form, ld(x, add(xrow, i.clone())), ld(w, add(ve(wrow), i)))
+    });
     let ys: Vec<Var> = (0..4).map(|j| b.var(&format!("y{j}"), F32)).collect();
     b.sibling(of, rows, vec![(x, pe(k)), (y, pe(m))]);
     let mut body = vec![
@@ -273,7 +287,12 @@ fn rmsnorm_kernel(zero_centred: bool, batched: bool) -> Kernel {
         let_(base, mul(Expr::GroupId(0), pe(n))),
         let_(ss, sumsq),
         let_(scale, Expr::call(MathFn::Rsqrt, add(mean, pe(eps)))),
-        Stmt::ParFor { var: j, end: pe(n), team: None, body: vec![store(y, at(ve(j)), mul(mul(ld(x, at(ve(j))), ve(scale)), wv))] },
+        Stmt::ParFor {
+            var: j,
+            end: pe(n),
+            team: None,
+            body: vec![store(y, at(ve(j)), mul(mul(ld(x, at(ve(j))), ve(scale)), wv))],
+        },
     ];
     let grid = match rows {
         Some(r) => {
@@ -361,7 +380,10 @@ fn q8_kernel(batched: bool) -> Kernel {
     match rows {
         Some(rp) => {
             b.sibling("q8_dot", rp, vec![(x, mul(pe(nb), Expr::index(32))), (y, pe(m))]);
-            let row = vec![let_(xrow, mul(ve(r), mul(pe(nb), Expr::index(32)))), store(y, add(mul(ve(r), pe(m)), ve(o)), dot)];
+            let row = vec![
+                let_(xrow, mul(ve(r), mul(pe(nb), Expr::index(32)))),
+                store(y, add(mul(ve(r), pe(m)), ve(o)), dot),
+            ];
             b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), for_(r, pe(rp), row)])
         }
         None => b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), let_(xrow, Expr::index(0)), store(y, ve(o), dot)]),
@@ -401,8 +423,14 @@ fn matvec_affine(name: &str, fused: bool, rows_of: Option<&str>) -> Kernel {
     let m = b.scalar("m", IDX);
     let o = b.var("o", IDX);
     let xrow = b.var("xrow", IDX);
-    let dot = b.reduce(ReduceOp::Add, butterfly32(), pe(k), |_, i| mul(ld(x, add(ve(xrow), i.clone())), ld(w, add(mul(ve(o), pe(k)), i))));
-    let value = if fused { Expr::fma(dot, ld(g, ve(o)), ld(bias, ve(o))) } else { add(mul(dot, ld(g, ve(o))), ld(bias, ve(o))) };
+    let dot = b.reduce(ReduceOp::Add, butterfly32(), pe(k), |_, i| {
+        mul(ld(x, add(ve(xrow), i.clone())), ld(w, add(mul(ve(o), pe(k)), i)))
+    });
+    let value = if fused {
+        Expr::fma(dot, ld(g, ve(o)), ld(bias, ve(o)))
+    } else {
+        add(mul(dot, ld(g, ve(o))), ld(bias, ve(o)))
+    };
     match rows_of {
         Some(of) => {
             let rows = b.scalar("rows", IDX);
@@ -411,7 +439,9 @@ fn matvec_affine(name: &str, fused: bool, rows_of: Option<&str>) -> Kernel {
             let row = vec![let_(xrow, mul(ve(r), pe(k))), store(y, add(mul(ve(r), pe(m)), ve(o)), value)];
             b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), for_(r, pe(rows), row)])
         }
-        None => b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), let_(xrow, Expr::index(0)), store(y, ve(o), value)]),
+        None => {
+            b.done(vec![pe(m)], vec![let_(o, Expr::GroupId(0)), let_(xrow, Expr::index(0)), store(y, ve(o), value)])
+        }
     }
 }
 
@@ -435,7 +465,8 @@ pub fn fma_and_mul_add() -> Kernel {
     let n = b.scalar("n", IDX);
     let i = b.var("i", IDX);
     let (ai, bi, ci) = (ld(a, ve(i)), ld(bb, ve(i)), ld(c, ve(i)));
-    let body = vec![store(y, ve(i), Expr::fma(ai.clone(), bi.clone(), ci.clone())), store(z, ve(i), add(mul(ai, bi), ci))];
+    let body =
+        vec![store(y, ve(i), Expr::fma(ai.clone(), bi.clone(), ci.clone())), store(z, ve(i), add(mul(ai, bi), ci))];
     b.done(vec![Expr::index(1)], vec![Stmt::ParFor { var: i, end: pe(n), team: None, body }])
 }
 
@@ -449,9 +480,18 @@ pub fn verifier_pairs() -> Vec<(Kernel, Kernel)> {
     v.push((matvec_tiled_rows(), matvec()));
     v.push((matvec_fma_rows(), matvec_fma()));
     v.push((matvec_fused_rows(), matvec_fused()));
-    v.push((matvec_rows("matvec_fused_blocked_rows", "matvec_fused_blocked", fused_blocked(), FUSED_FORM), matvec_m1("matvec_fused_blocked", fused_blocked(), FUSED_FORM)));
-    v.push((matvec_affine("matvec_affine_rows", false, Some("matvec_affine")), matvec_affine("matvec_affine", false, None)));
-    v.push((matvec_rows("matvec_seq_rows", "matvec_seq", Schedule::Sequential, F32_FORM), matvec_m1("matvec_seq", Schedule::Sequential, F32_FORM)));
+    v.push((
+        matvec_rows("matvec_fused_blocked_rows", "matvec_fused_blocked", fused_blocked(), FUSED_FORM),
+        matvec_m1("matvec_fused_blocked", fused_blocked(), FUSED_FORM),
+    ));
+    v.push((
+        matvec_affine("matvec_affine_rows", false, Some("matvec_affine")),
+        matvec_affine("matvec_affine", false, None),
+    ));
+    v.push((
+        matvec_rows("matvec_seq_rows", "matvec_seq", Schedule::Sequential, F32_FORM),
+        matvec_m1("matvec_seq", Schedule::Sequential, F32_FORM),
+    ));
     v.push((matvec_multirow_rows("matvec_multirow_rows", "matvec", F32_FORM), matvec()));
     v.push((matvec_multirow_rows("matvec_fused_multirow_rows", "matvec_fused", FUSED_FORM), matvec_fused()));
     v
@@ -472,16 +512,42 @@ pub fn pairs() -> Vec<(Kernel, Kernel)> {
 /// Rows kernels that claim to be siblings but reorder the arithmetic: (what, rows, m=1).
 pub fn negative_controls() -> Vec<(&'static str, Kernel, Kernel)> {
     vec![
-        ("chunked", matvec_rows("matvec_rows_chunked", "matvec", Schedule::Chunked { size: 8, combine: Combine::Sequential }, F32_FORM), matvec()),
-        ("lanes64", matvec_rows("matvec_rows_lanes64", "matvec", Schedule::lanes(64, Combine::Butterfly), F32_FORM), matvec()),
+        (
+            "chunked",
+            matvec_rows(
+                "matvec_rows_chunked",
+                "matvec",
+                Schedule::Chunked { size: 8, combine: Combine::Sequential },
+                F32_FORM,
+            ),
+            matvec(),
+        ),
+        (
+            "lanes64",
+            matvec_rows("matvec_rows_lanes64", "matvec", Schedule::lanes(64, Combine::Butterfly), F32_FORM),
+            matvec(),
+        ),
         (
             "pairwise",
             matvec_rows("matvec_rows_pairwise", "matvec_seq_combine", Schedule::lanes(32, Combine::Pairwise), F32_FORM),
             matvec_seq_combine(),
         ),
-        ("swapped", matvec_rows("matvec_rows_swapped", "matvec", butterfly32(), MatvecForm { weight: F32, swapped: true, fused: false }), matvec()),
+        (
+            "swapped",
+            matvec_rows(
+                "matvec_rows_swapped",
+                "matvec",
+                butterfly32(),
+                MatvecForm { weight: F32, swapped: true, fused: false },
+            ),
+            matvec(),
+        ),
         ("fused_order", matvec_rows("matvec_rows_fused", "matvec", butterfly32(), FUSED_FORM), matvec()),
-        ("fused", matvec_affine("matvec_affine_rows_fused", true, Some("matvec_affine")), matvec_affine("matvec_affine", false, None)),
+        (
+            "fused",
+            matvec_affine("matvec_affine_rows_fused", true, Some("matvec_affine")),
+            matvec_affine("matvec_affine", false, None),
+        ),
         ("unfused", matvec_affine("matvec_fma_rows_unfused", false, Some("matvec_fma")), matvec_fma()),
     ]
 }

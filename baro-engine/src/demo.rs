@@ -51,10 +51,16 @@ pub fn run() -> Result<(), Box<dyn Error>> {
     for pair in pairs() {
         for k in [&pair.single, &pair.batched] {
             let proof = verify::verify_kernel(k).map_err(|errs| join(&errs))?;
-            println!("   {:<18} well-formed; {} lane regions checked against their schedules over {} shapes", k.name, proof.regions_checked, proof.shapes);
+            println!(
+                "   {:<18} well-formed; {} lane regions checked against their schedules over {} shapes",
+                k.name, proof.regions_checked, proof.shapes
+            );
         }
         let proof = verify::check_sibling(&pair.batched, &pair.single).map_err(|e| e.to_string())?;
-        println!("   {:<18} is a row-for-row sibling of {}: {} output DAGs equal over {} shapes", pair.batched.name, pair.single.name, proof.outputs, proof.shapes);
+        println!(
+            "   {:<18} is a row-for-row sibling of {}: {} output DAGs equal over {} shapes",
+            pair.batched.name, pair.single.name, proof.outputs, proof.shapes
+        );
     }
 
     println!("\n2. host execution (LLVM JIT, x86-64): rows sibling vs m=1 replay, byte for byte");
@@ -85,7 +91,14 @@ pub fn run() -> Result<(), Box<dyn Error>> {
                 if name == "softmax" {
                     batched.launch(&mut [Arg::buf(xin), Arg::buf_mut(&mut yb), Arg::from(n), Arg::from(rows)])?;
                 } else {
-                    batched.launch(&mut [Arg::buf(xin), Arg::buf(&w[..n]), Arg::buf_mut(&mut yb), Arg::from(n), Arg::from(eps), Arg::from(rows)])?;
+                    batched.launch(&mut [
+                        Arg::buf(xin),
+                        Arg::buf(&w[..n]),
+                        Arg::buf_mut(&mut yb),
+                        Arg::from(n),
+                        Arg::from(eps),
+                        Arg::from(rows),
+                    ])?;
                 }
                 for r in 0..rows {
                     let xr = &xin[r * n..(r + 1) * n];
@@ -93,7 +106,13 @@ pub fn run() -> Result<(), Box<dyn Error>> {
                     if name == "softmax" {
                         single.launch(&mut [Arg::buf(xr), Arg::buf_mut(y), Arg::from(n)])?;
                     } else {
-                        single.launch(&mut [Arg::buf(xr), Arg::buf(&w[..n]), Arg::buf_mut(y), Arg::from(n), Arg::from(eps)])?;
+                        single.launch(&mut [
+                            Arg::buf(xr),
+                            Arg::buf(&w[..n]),
+                            Arg::buf_mut(y),
+                            Arg::from(n),
+                            Arg::from(eps),
+                        ])?;
                     }
                 }
                 (n, yb, replay)
@@ -123,7 +142,11 @@ pub fn run() -> Result<(), Box<dyn Error>> {
         };
         let same = bits(&yb) == bits(&replay);
         total_bytes += yb.len() * 4;
-        println!("   {:<18} {rows} rows × {out_n} outputs: {}", pair.batched.name, if same { "identical" } else { "DIFFERENT" });
+        println!(
+            "   {:<18} {rows} rows × {out_n} outputs: {}",
+            pair.batched.name,
+            if same { "identical" } else { "DIFFERENT" }
+        );
         if !same {
             return Err(format!("{} differs from {rows} replays of {name}", pair.batched.name).into());
         }

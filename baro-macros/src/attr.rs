@@ -89,7 +89,17 @@ fn comma(input: ParseStream) -> syn::Result<()> {
 
 /// The inside of `rows(...)`, recording unknown and repeated keys in `diag`.
 fn derive_rows(key: Ident, input: ParseStream, diag: &mut Diag) -> syn::Result<DeriveRows> {
-    let mut d = DeriveRows { key, name: None, rows: None, tile: None, axis: None, row_strides: Vec::new(), row_steps: Vec::new(), fixed: Vec::new(), verify: Vec::new() };
+    let mut d = DeriveRows {
+        key,
+        name: None,
+        rows: None,
+        tile: None,
+        axis: None,
+        row_strides: Vec::new(),
+        row_steps: Vec::new(),
+        fixed: Vec::new(),
+        verify: Vec::new(),
+    };
     let content;
     parenthesized!(content in input);
     let mut seen: Vec<String> = Vec::new();
@@ -104,12 +114,20 @@ fn derive_rows(key: Ident, input: ParseStream, diag: &mut Diag) -> syn::Result<D
             "name" | "rows" => {
                 content.parse::<Token![=]>()?;
                 let v: Ident = content.parse()?;
-                if name == "name" { d.name = Some(v) } else { d.rows = Some(v) }
+                if name == "name" {
+                    d.name = Some(v)
+                } else {
+                    d.rows = Some(v)
+                }
             }
             "tile" | "axis" => {
                 content.parse::<Token![=]>()?;
                 let v: LitInt = content.parse()?;
-                if name == "tile" { d.tile = Some(v) } else { d.axis = Some(v) }
+                if name == "tile" {
+                    d.tile = Some(v)
+                } else {
+                    d.axis = Some(v)
+                }
             }
             "row_stride" => d.row_strides.extend(assignments(&content)?),
             "row_step" => d.row_steps.extend(assignments(&content)?),
@@ -143,7 +161,8 @@ pub fn parse(tokens: TokenStream, diag: &mut Diag) -> KernelAttr {
         while !input.is_empty() {
             let key: Ident = input.parse()?;
             // `rows = param` names a rows kernel's row count; `rows(..)` derives a rows sibling.
-            let name = if key == "rows" && input.peek(syn::token::Paren) { "rows(..)".to_string() } else { key.to_string() };
+            let name =
+                if key == "rows" && input.peek(syn::token::Paren) { "rows(..)".to_string() } else { key.to_string() };
             if seen.contains(&name) && (KEYS.contains(name.as_str()) || name == "rows(..)") {
                 diag.spanned(&key, format!("duplicate attribute key `{name}`: expected each key at most once"));
             }

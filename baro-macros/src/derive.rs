@@ -57,10 +57,22 @@ const MAX_TILE: u32 = 1024;
 
 /// The derived rows kernel: its attribute arguments and function, ready for `#[kernel]`'s
 /// own expansion; or `None` with the errors in `diag`.
-pub fn derive(d: &DeriveRows, attr: &KernelAttr, params: &[ParamSyntax], item: &ItemFn, diag: &mut Diag) -> Option<(TokenStream, ItemFn)> {
+pub fn derive(
+    d: &DeriveRows,
+    attr: &KernelAttr,
+    params: &[ParamSyntax],
+    item: &ItemFn,
+    diag: &mut Diag,
+) -> Option<(TokenStream, ItemFn)> {
     let m1 = &item.sig.ident;
     if let Some(of) = &attr.rows_of {
-        diag.spanned(&d.key, format!("`rows(..)` on `{m1}`, which is itself declared `rows_of = {}`: expected an m=1 kernel to derive from", show(of)));
+        diag.spanned(
+            &d.key,
+            format!(
+                "`rows(..)` on `{m1}`, which is itself declared `rows_of = {}`: expected an m=1 kernel to derive from",
+                show(of)
+            ),
+        );
         return None;
     }
     let name = match &d.name {
@@ -124,7 +136,10 @@ pub fn derive(d: &DeriveRows, attr: &KernelAttr, params: &[ParamSyntax], item: &
             Ok(v) => {
                 let last = axes.len().min(2);
                 let new = if axes.len() < 3 { format!(", or {} for a new one", axes.len()) } else { String::new() };
-                diag.spanned(a, format!("`axis = {v}`: expected an axis from 0 to {last} (an axis of `{m1}`'s grid{new})"));
+                diag.spanned(
+                    a,
+                    format!("`axis = {v}`: expected an axis from 0 to {last} (an axis of `{m1}`'s grid{new})"),
+                );
                 None
             }
             Err(e) => {
@@ -142,14 +157,21 @@ pub fn derive(d: &DeriveRows, attr: &KernelAttr, params: &[ParamSyntax], item: &
         if !is_one(found) {
             let at = d.axis.as_ref().map_or(d.key.span(), LitInt::span);
             let hint = match syn::parse2::<Ident>(found.clone()) {
-                Ok(p) if param(&p).is_some_and(|s| int_scalar(&s.kind).is_some()) => format!("; `fix({p} = 1)` holds it there"),
+                Ok(p) if param(&p).is_some_and(|s| int_scalar(&s.kind).is_some()) => {
+                    format!("; `fix({p} = 1)` holds it there")
+                }
                 _ => String::new(),
             };
             let found = show(found);
             diag.at(at, format!("grid axis {axis} of `{m1}` is `{found}`, expected 1 once fixed: one m=1 launch along it must be one row{hint}"));
         }
     }
-    let tiles = if tile == 1 { quote_spanned!(d.key.span()=> #rows) } else { let (t1, t) = (lit(tile - 1), lit(tile)); quote_spanned!(d.key.span()=> (#rows + #t1) / #t) };
+    let tiles = if tile == 1 {
+        quote_spanned!(d.key.span()=> #rows)
+    } else {
+        let (t1, t) = (lit(tile - 1), lit(tile));
+        quote_spanned!(d.key.span()=> (#rows + #t1) / #t)
+    };
     if axis < axes.len() {
         axes[axis] = tiles;
     } else if axis < 3 {
@@ -172,12 +194,17 @@ pub fn derive(d: &DeriveRows, attr: &KernelAttr, params: &[ParamSyntax], item: &
     // A stepped parameter of another type than the steps' `usize` needs a cast.
     let mut steps: Vec<(Ident, Expr, Option<syn::Type>)> = Vec::new();
     for (p, step) in &d.row_steps {
-        let Some(ty) = param(p).and_then(|s| int_scalar(&s.kind).map(|t| (t != ScalarType::INDEX).then(|| s.ty.clone()))) else {
+        let Some(ty) =
+            param(p).and_then(|s| int_scalar(&s.kind).map(|t| (t != ScalarType::INDEX).then(|| s.ty.clone())))
+        else {
             diag.spanned(p, format!("`row_step({p} = ..)`: expected an integer scalar parameter of `{m1}`"));
             continue;
         };
         if fixed.iter().any(|(q, _, _)| q == p) || steps.iter().any(|(q, _, _)| q == p) {
-            diag.spanned(p, format!("`row_step({p} = ..)`: `{p}` is already fixed or stepped, expected each parameter once"));
+            diag.spanned(
+                p,
+                format!("`row_step({p} = ..)`: `{p}` is already fixed or stepped, expected each parameter once"),
+            );
             continue;
         }
         steps.push((p.clone(), step.clone(), ty));
@@ -237,7 +264,8 @@ pub fn derive(d: &DeriveRows, attr: &KernelAttr, params: &[ParamSyntax], item: &
     func.attrs.insert(0, syn::parse_quote!(#[doc = #described]));
 
     // Attribute arguments: the m=1 block and verify lists, with `fix` and `verify(..)` applied.
-    let mut verify: Vec<(Ident, Vec<LitInt>)> = attr.verify.iter().filter(|(p, _)| !fixed.iter().any(|(q, _, _)| q == p)).cloned().collect();
+    let mut verify: Vec<(Ident, Vec<LitInt>)> =
+        attr.verify.iter().filter(|(p, _)| !fixed.iter().any(|(q, _, _)| q == p)).cloned().collect();
     verify.extend(fixed.iter().map(|(p, v, _)| (p.clone(), vec![v.clone()])));
     for (p, vs) in &d.verify {
         match verify.iter_mut().find(|(q, _)| q == p) {
@@ -258,11 +286,22 @@ pub fn derive(d: &DeriveRows, attr: &KernelAttr, params: &[ParamSyntax], item: &
 }
 
 /// What the derived function's doc comment says.
-fn describe(m1: &Ident, offsets: &[(Ident, Ident, Expr)], steps: &[(Ident, Expr, Option<syn::Type>)], fixed: &[(Ident, LitInt, syn::Type)], tile: u32, axis: usize) -> String {
+fn describe(
+    m1: &Ident,
+    offsets: &[(Ident, Ident, Expr)],
+    steps: &[(Ident, Expr, Option<syn::Type>)],
+    fixed: &[(Ident, LitInt, syn::Type)],
+    tile: u32,
+    axis: usize,
+) -> String {
     let mut parts: Vec<String> = offsets.iter().map(|(b, _, e)| format!("`{b}` at r·({})", show(e))).collect();
     parts.extend(steps.iter().map(|(p, e, _)| format!("`{p}` + r·({})", show(e))));
     parts.extend(fixed.iter().map(|(p, v, _)| format!("`{p}` = {v}")));
-    let per = if tile == 1 { "one row per workgroup".to_string() } else { format!("{tile} rows per workgroup, one after another") };
+    let per = if tile == 1 {
+        "one row per workgroup".to_string()
+    } else {
+        format!("{tile} rows per workgroup, one after another")
+    };
     format!(
         " `{m1}` over rows, derived from it by `#[kernel(rows(..))]` and proven its sibling at build time: row r runs `{m1}`'s body with {}; {per} along grid axis {axis}.",
         if parts.is_empty() { "nothing changed".to_string() } else { parts.join(", ") }
@@ -342,7 +381,8 @@ impl Rewrite<'_> {
         let mut out: Vec<TokenTree> = Vec::with_capacity(toks.len());
         let mut i = 0;
         while i < toks.len() {
-            let after_path = i > 0 && matches!(&toks[i - 1], TokenTree::Punct(p) if p.as_char() == '.' || p.as_char() == ':');
+            let after_path =
+                i > 0 && matches!(&toks[i - 1], TokenTree::Punct(p) if p.as_char() == '.' || p.as_char() == ':');
             match &toks[i] {
                 TokenTree::Ident(id) if !after_path && id == "group_id" => {
                     if let Some(TokenTree::Group(g)) = toks.get(i + 1) {

@@ -69,7 +69,8 @@ pub fn show(node: &impl ToTokens) -> String {
             continue;
         }
         let (Some(p), Some(n)) = (out.chars().last(), chars.get(i + 1).copied()) else { continue };
-        let after_keyword = out.ends_with("mut") || out.ends_with("dyn") || out.ends_with(" as") || out.ends_with(" in");
+        let after_keyword =
+            out.ends_with("mut") || out.ends_with("dyn") || out.ends_with(" as") || out.ends_with(" in");
         if (word(p) && word(n)) || (after_keyword && n != ']') || p == ',' || op(p) || op(n) {
             out.push(' ');
         }

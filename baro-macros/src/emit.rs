@@ -5,8 +5,8 @@
 //! This is a faithful printer of data: it must never change what it prints.
 
 use baro_dsl::ir::{
-    Access, BinOp, Buf, Const, Dot4Kind, Expr, Implements, Kernel, MathFn, Param, ParamKind, Reduce, ScalarType, SharedArray, Sibling, Stmt,
-    UnOp, VarDecl, VerifyShapes,
+    Access, BinOp, Buf, Const, Dot4Kind, Expr, Implements, Kernel, MathFn, Param, ParamKind, Reduce, ScalarType,
+    SharedArray, Sibling, Stmt, UnOp, VarDecl, VerifyShapes,
 };
 use baro_dsl::schedule::{Combine, Schedule};
 use proc_macro2::{Ident, Span, TokenStream};

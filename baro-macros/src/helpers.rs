@@ -34,7 +34,8 @@ pub fn definition(attr: TokenStream, item: TokenStream) -> TokenStream {
     let func: ItemFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(e) => {
-            let err = syn::Error::new(e.span(), format!("#[kernel_helper] applies to a function: {e}")).to_compile_error();
+            let err =
+                syn::Error::new(e.span(), format!("#[kernel_helper] applies to a function: {e}")).to_compile_error();
             return quote! { #err #item };
         }
     };
@@ -92,13 +93,20 @@ fn without_uses(attr: TokenStream) -> TokenStream {
 pub fn with_helpers(input: TokenStream) -> TokenStream {
     let mut it = input.into_iter();
     let (Some(TokenTree::Group(helpers)), Some(TokenTree::Group(attr))) = (it.next(), it.next()) else {
-        return syn::Error::new(Span::call_site(), "__kernel_with_helpers: expected `[helpers] (attr) item` (not for direct use)").to_compile_error();
+        return syn::Error::new(
+            Span::call_site(),
+            "__kernel_with_helpers: expected `[helpers] (attr) item` (not for direct use)",
+        )
+        .to_compile_error();
     };
     let item: TokenStream = it.collect();
     let mut table = HashMap::new();
     for t in helpers.stream() {
         let TokenTree::Group(g) = t else { continue };
-        match syn::parse2::<ItemFn>(g.stream()).map_err(|e| e.to_compile_error()).and_then(|f| Helper::new(&f).map_err(|e| e.to_compile_error())) {
+        match syn::parse2::<ItemFn>(g.stream())
+            .map_err(|e| e.to_compile_error())
+            .and_then(|f| Helper::new(&f).map_err(|e| e.to_compile_error()))
+        {
             Ok(h) => {
                 table.insert(h.name.to_string(), h);
             }
@@ -134,10 +142,16 @@ impl Helper {
         let mut params = Vec::new();
         for a in &f.sig.inputs {
             let FnArg::Typed(pt) = a else { return Err(syn::Error::new_spanned(a, "a kernel helper takes no `self`")) };
-            let Pat::Ident(pi) = &*pt.pat else { return Err(syn::Error::new_spanned(&pt.pat, "a kernel helper's parameter: expected a plain name")) };
-            let buffer = matches!(&*pt.ty, Type::Reference(r) if matches!(&*r.elem, Type::Slice(_)) && r.mutability.is_none());
+            let Pat::Ident(pi) = &*pt.pat else {
+                return Err(syn::Error::new_spanned(&pt.pat, "a kernel helper's parameter: expected a plain name"));
+            };
+            let buffer =
+                matches!(&*pt.ty, Type::Reference(r) if matches!(&*r.elem, Type::Slice(_)) && r.mutability.is_none());
             if matches!(&*pt.ty, Type::Reference(r) if r.mutability.is_some()) {
-                return Err(syn::Error::new_spanned(&pt.ty, "a kernel helper computes a value: expected `&[T]` or a scalar, found a `&mut` parameter"));
+                return Err(syn::Error::new_spanned(
+                    &pt.ty,
+                    "a kernel helper computes a value: expected `&[T]` or a scalar, found a `&mut` parameter",
+                ));
             }
             params.push(if buffer { Param::Buffer(pi.ident.clone()) } else { Param::Scalar(pi.ident.clone()) });
         }
@@ -149,7 +163,10 @@ impl Helper {
             _ => false,
         };
         if !ok {
-            return Err(syn::Error::new_spanned(&f.block, "a kernel helper's body: expected `let` statements followed by the value without a `;`"));
+            return Err(syn::Error::new_spanned(
+                &f.block,
+                "a kernel helper's body: expected `let` statements followed by the value without a `;`",
+            ));
         }
         Ok(Helper { name: f.sig.ident.clone(), params, body: (*f.block).clone() })
     }
@@ -176,7 +193,10 @@ impl VisitMut for Inliner<'_> {
         let Some(name) = p.path.get_ident() else { return };
         let Some(h) = self.helpers.get(&name.to_string()) else { return };
         if call.args.len() != h.params.len() {
-            self.errors.push(syn::Error::new_spanned(&*call, format!("`{name}` takes {} arguments, found {}", h.params.len(), call.args.len())));
+            self.errors.push(syn::Error::new_spanned(
+                &*call,
+                format!("`{name}` takes {} arguments, found {}", h.params.len(), call.args.len()),
+            ));
             return;
         }
         self.counter += 1;
@@ -195,7 +215,10 @@ impl VisitMut for Inliner<'_> {
                         renames.insert(id.to_string(), ap.path.get_ident().unwrap().clone());
                     }
                     _ => {
-                        self.errors.push(syn::Error::new_spanned(arg, format!("`{name}`'s parameter `{id}` is a buffer: expected a buffer's name here")));
+                        self.errors.push(syn::Error::new_spanned(
+                            arg,
+                            format!("`{name}`'s parameter `{id}` is a buffer: expected a buffer's name here"),
+                        ));
                         return;
                     }
                 },
@@ -209,7 +232,10 @@ impl VisitMut for Inliner<'_> {
                     p => p,
                 };
                 if let Pat::Ident(pi) = pat {
-                    renames.insert(pi.ident.to_string(), format_ident!("__baro_{}_{}_{}", name, n, pi.ident, span = pi.ident.span()));
+                    renames.insert(
+                        pi.ident.to_string(),
+                        format_ident!("__baro_{}_{}_{}", name, n, pi.ident, span = pi.ident.span()),
+                    );
                 }
             }
         }
@@ -229,7 +255,9 @@ impl Inliner<'_> {
     /// A reduction macro's last argument is its body: inline the calls there too.
     fn reduction_body(&mut self, m: &mut syn::Macro) {
         let tokens: Vec<TokenTree> = m.tokens.clone().into_iter().collect();
-        let Some(cut) = tokens.iter().rposition(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ',')) else { return };
+        let Some(cut) = tokens.iter().rposition(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ',')) else {
+            return;
+        };
         let body: TokenStream = tokens[cut + 1..].iter().cloned().collect();
         let Ok(mut e) = syn::parse2::<syn::Expr>(body) else { return };
         self.visit_expr_mut(&mut e);

@@ -106,22 +106,36 @@ fn sibling_error(e: &SiblingError, rows: &Lowered, m1: &Lowered, rows_side: &Sid
                 return at.error(format!("{head}: {detail}"));
             }
             let count = if detail.contains("reductions") { format!("; {detail}") } else { String::new() };
-            at.error(format!("{head}: reduction order {rows_schedule} here, {m1_schedule} in `{}`{count}", m1.kernel.name))
+            at.error(format!(
+                "{head}: reduction order {rows_schedule} here, {m1_schedule} in `{}`{count}",
+                m1.kernel.name
+            ))
         }
         SiblingError::Arithmetic(m) => {
-            let at = m.location.store.and_then(|s| rows.spans.stores.get(s as usize).copied()).unwrap_or_else(|| rows.spans.locate(&m.location));
+            let at = m
+                .location
+                .store
+                .and_then(|s| rows.spans.stores.get(s as usize).copied())
+                .unwrap_or_else(|| rows.spans.locate(&m.location));
             at.error(format!("{head}: {m}"))
         }
         SiblingError::Invalid(errs) if errs.len() == 1 && errs[0].kind == ErrorKind::Race => {
             // A race sits at an access of one of the two kernels: point at it.
             let e = &errs[0];
             let spans = if e.kernel == m1.kernel.name { &m1.spans } else { &rows.spans };
-            spans.locate(&e.location).error(format!("`{}` cannot be checked against `{}`: `{}` has a {}", rows.kernel.name, m1.kernel.name, e.kernel, e.message))
+            spans.locate(&e.location).error(format!(
+                "`{}` cannot be checked against `{}`: `{}` has a {}",
+                rows.kernel.name, m1.kernel.name, e.kernel, e.message
+            ))
         }
-        SiblingError::Invalid(errs) if errs.len() == 1 && errs[0].kind == ErrorKind::Vacuous && errs[0].message.starts_with("the `") => {
+        SiblingError::Invalid(errs)
+            if errs.len() == 1 && errs[0].kind == ErrorKind::Vacuous && errs[0].message.starts_with("the `") =>
+        {
             // An arm of an `if` no shape took: point at the reduction it sits in.
             let e = &errs[0];
-            rows.spans.locate(&e.location).error(format!("`{}` cannot be checked against `{}`: {}", rows.kernel.name, m1.kernel.name, e))
+            rows.spans
+                .locate(&e.location)
+                .error(format!("`{}` cannot be checked against `{}`: {}", rows.kernel.name, m1.kernel.name, e))
         }
         SiblingError::Invalid(errs) => {
             let at = rows_side
@@ -132,7 +146,12 @@ fn sibling_error(e: &SiblingError, rows: &Lowered, m1: &Lowered, rows_side: &Sid
                 .map(|t| SpanRange(t.span(), t.span()))
                 .unwrap_or(rows.spans.name);
             let msgs: Vec<String> = errs.iter().map(ToString::to_string).collect();
-            at.error(format!("`{}` cannot be checked against `{}`: {}", rows.kernel.name, m1.kernel.name, msgs.join("; ")))
+            at.error(format!(
+                "`{}` cannot be checked against `{}`: {}",
+                rows.kernel.name,
+                m1.kernel.name,
+                msgs.join("; ")
+            ))
         }
     }
 }

@@ -62,13 +62,22 @@ pub fn params(sig: &Signature, diag: &mut Diag) -> (Vec<ParamSyntax>, Vec<Ident>
         diag.spanned(a, "unsupported Rust construct: a kernel is not an `async fn`");
     }
     if let Some(u) = &sig.unsafety {
-        diag.spanned(u, "unsupported Rust construct: a kernel is not an `unsafe fn`; buffer accesses are checked by the verifier");
+        diag.spanned(
+            u,
+            "unsupported Rust construct: a kernel is not an `unsafe fn`; buffer accesses are checked by the verifier",
+        );
     }
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-        diag.spanned(&sig.generics, "unsupported Rust construct: kernels have no generic parameters; write one kernel per element type");
+        diag.spanned(
+            &sig.generics,
+            "unsupported Rust construct: kernels have no generic parameters; write one kernel per element type",
+        );
     }
     if let syn::ReturnType::Type(_, ty) = &sig.output {
-        diag.spanned(ty, "unsupported Rust construct: kernels return nothing; write results into a `&mut [T]` parameter");
+        diag.spanned(
+            ty,
+            "unsupported Rust construct: kernels return nothing; write results into a `&mut [T]` parameter",
+        );
     }
     if let Some(v) = &sig.variadic {
         diag.spanned(v, "unsupported Rust construct: kernels are not variadic");

@@ -4,7 +4,10 @@
 use crate::diag::Diag;
 use crate::expand::front_end;
 use crate::lower::Lowered;
-use baro_dsl::ir::{Access, BinOp, Buf, Const, Expr, Kernel, ParamId, ParamKind, Reduce, ReduceOp, ScalarType as T, Sibling, Stmt, UnOp, Var};
+use baro_dsl::ir::{
+    Access, BinOp, Buf, Const, Expr, Kernel, ParamId, ParamKind, Reduce, ReduceOp, ScalarType as T, Sibling, Stmt,
+    UnOp, Var,
+};
 use baro_dsl::schedule::{Combine, Schedule};
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -165,18 +168,43 @@ fn literal_cast_and_conversion_types() {
     let [o, a, b, s, h, bits] = [0, 1, 2, 3, 4, 5].map(v);
     let body = &k.body;
     assert_eq!(body[1], Stmt::Let { var: Var(1), value: Expr::bin(BinOp::Mul, Expr::c(Const::new(T::U32, 2)), p(5)) });
-    assert_eq!(body[2], Stmt::Let { var: Var(2), value: Expr::bin(BinOp::Mul, load(0, Expr::bin(BinOp::Add, o.clone(), Expr::index(1))), Expr::f32(0.5)) });
-    assert_eq!(body[3], Stmt::Let { var: Var(3), value: Expr::bin(BinOp::Sub, Expr::cast(T::F32, load(1, o.clone())), Expr::f32(1.0)) });
+    assert_eq!(
+        body[2],
+        Stmt::Let {
+            var: Var(2),
+            value: Expr::bin(BinOp::Mul, load(0, Expr::bin(BinOp::Add, o.clone(), Expr::index(1))), Expr::f32(0.5))
+        }
+    );
+    assert_eq!(
+        body[3],
+        Stmt::Let { var: Var(3), value: Expr::bin(BinOp::Sub, Expr::cast(T::F32, load(1, o.clone())), Expr::f32(1.0)) }
+    );
     assert_eq!(body[4], Stmt::Let { var: Var(4), value: Expr::cast(T::F32, Expr::cast(T::BF16, b.clone())) });
-    assert_eq!(body[5], Stmt::Let { var: Var(5), value: Expr::bin(BinOp::Shr, Expr::bitcast(T::U32, b), Expr::c(Const::new(T::U32, 3))) });
+    assert_eq!(
+        body[5],
+        Stmt::Let {
+            var: Var(5),
+            value: Expr::bin(BinOp::Shr, Expr::bitcast(T::U32, b), Expr::c(Const::new(T::U32, 3)))
+        }
+    );
     let select = Expr::select(Expr::bin(BinOp::Gt, a, Expr::c(Const::new(T::U32, 3))), s, Expr::un(UnOp::Neg, h));
     assert_eq!(body[6], Stmt::Store { buf: Buf::Param(ParamId(2)), index: o.clone(), value: select });
     let roundtrip = Expr::bitcast(T::U32, Expr::bitcast(T::F32, bits.clone()));
     let sum = Expr::bin(BinOp::Add, Expr::bin(BinOp::Add, bits, Expr::cast(T::U32, o.clone())), roundtrip);
-    assert_eq!(body[7], Stmt::Store { buf: Buf::Param(ParamId(3)), index: o, value: Expr::bin(BinOp::Sub, sum, Expr::c(Const::new(T::U32, 7))) });
+    assert_eq!(
+        body[7],
+        Stmt::Store {
+            buf: Buf::Param(ParamId(3)),
+            index: o,
+            value: Expr::bin(BinOp::Sub, sum, Expr::c(Const::new(T::U32, 7)))
+        }
+    );
     assert_eq!(body[8], Stmt::Let { var: Var(6), value: Expr::c(Const::new(T::I8, (-128i64) as u64)) });
     // `-0.0f32` folds to the constant with the sign bit set, not `neg(0.0)`.
-    assert_eq!(body[10], Stmt::Assign { var: Var(7), value: Expr::bin(BinOp::Max, v(7), Expr::c(Const::new(T::F32, 0x8000_0000))) });
+    assert_eq!(
+        body[10],
+        Stmt::Assign { var: Var(7), value: Expr::bin(BinOp::Max, v(7), Expr::c(Const::new(T::F32, 0x8000_0000))) }
+    );
 }
 
 #[test]
@@ -193,12 +221,17 @@ fn every_order_form_parses_to_its_schedule() {
         (quote!(blocked(32, blocked(4, seq))), "blocked(32, blocked(4, seq))"),
     ];
     for (order, want) in cases {
-        let l = ok(quote!(grid = [n]), quote! {
-            fn s(x: &[f32], y: &mut [f32], k: usize, n: usize) {
-                y[0] = sum!(i in 0..k, order = #order, x[i]);
-            }
-        });
-        let Stmt::Store { value: Expr::Reduce(r), .. } = &l.kernel.body[0] else { panic!("expected a store of a reduction") };
+        let l = ok(
+            quote!(grid = [n]),
+            quote! {
+                fn s(x: &[f32], y: &mut [f32], k: usize, n: usize) {
+                    y[0] = sum!(i in 0..k, order = #order, x[i]);
+                }
+            },
+        );
+        let Stmt::Store { value: Expr::Reduce(r), .. } = &l.kernel.body[0] else {
+            panic!("expected a store of a reduction")
+        };
         assert_eq!(r.schedule.to_string(), want);
     }
 }
@@ -212,11 +245,14 @@ fn bad_orders_are_rejected_with_what_was_expected() {
         (quote!(chunked(0)), "expected at least 1"),
     ];
     for (order, want) in cases {
-        let errs = errors(quote!(grid = [n]), quote! {
-            fn s(x: &[f32], y: &mut [f32], k: usize, n: usize) {
-                y[0] = sum!(i in 0..k, order = #order, x[i]);
-            }
-        });
+        let errs = errors(
+            quote!(grid = [n]),
+            quote! {
+                fn s(x: &[f32], y: &mut [f32], k: usize, n: usize) {
+                    y[0] = sum!(i in 0..k, order = #order, x[i]);
+                }
+            },
+        );
         assert_eq!(errs.len(), 1, "{errs:?}");
         assert!(errs[0].contains(want), "{} does not contain {want}", errs[0]);
     }
@@ -224,49 +260,61 @@ fn bad_orders_are_rejected_with_what_was_expected() {
 
 #[test]
 fn undeclared_accumulation_is_an_error_but_max_is_not() {
-    let errs = errors(quote!(grid = [n]), quote! {
-        fn acc(x: &[f32], y: &mut [f32], k: usize, n: usize) {
-            let mut acc = 0.0;
-            let mut m = f32::NEG_INFINITY;
-            for i in 0..k {
-                acc += x[i];
-                m = m.max(x[i]);
+    let errs = errors(
+        quote!(grid = [n]),
+        quote! {
+            fn acc(x: &[f32], y: &mut [f32], k: usize, n: usize) {
+                let mut acc = 0.0;
+                let mut m = f32::NEG_INFINITY;
+                for i in 0..k {
+                    acc += x[i];
+                    m = m.max(x[i]);
+                }
+                let mut b = 0.0;
+                for i in 0..k {
+                    b = x[i] * 2.0 + b;
+                }
+                y[0] = acc + m + b;
             }
-            let mut b = 0.0;
-            for i in 0..k {
-                b = x[i] * 2.0 + b;
-            }
-            y[0] = acc + m + b;
-        }
-    });
+        },
+    );
     assert_eq!(errs.len(), 2, "{errs:#?}");
     for (e, name) in errs.iter().zip(["acc", "b"]) {
-        assert!(e.starts_with(&format!("float accumulation into `{name}` inside a loop is not a declared reduction")), "{e}");
+        assert!(
+            e.starts_with(&format!("float accumulation into `{name}` inside a loop is not a declared reduction")),
+            "{e}"
+        );
     }
     // An integer counter and a float updated in its own loop iteration are fine.
-    ok(quote!(grid = [n]), quote! {
-        fn fine(x: &[f32], y: &mut [f32], k: usize, n: usize) {
-            let mut c = 0;
-            for i in 0..k {
-                c += 1;
-                let mut t = x[i];
-                t = t * 2.0;
-                y[i] = t;
+    ok(
+        quote!(grid = [n]),
+        quote! {
+            fn fine(x: &[f32], y: &mut [f32], k: usize, n: usize) {
+                let mut c = 0;
+                for i in 0..k {
+                    c += 1;
+                    let mut t = x[i];
+                    t = t * 2.0;
+                    y[i] = t;
+                }
             }
-        }
-    });
+        },
+    );
 }
 
 #[test]
 fn all_errors_are_collected_and_the_rest_still_checked() {
-    let errs = errors(quote!(grid = [n], colour = red), quote! {
-        fn many(x: &Vec<f32>, y: &mut [f32], n: usize) {
-            let a = x[0];
-            while n > 0 {}
-            let b: f32 = 1;
-            y[0] = a + b + undefined;
-        }
-    });
+    let errs = errors(
+        quote!(grid = [n], colour = red),
+        quote! {
+            fn many(x: &Vec<f32>, y: &mut [f32], n: usize) {
+                let a = x[0];
+                while n > 0 {}
+                let b: f32 = 1;
+                y[0] = a + b + undefined;
+            }
+        },
+    );
     let want = [
         "unknown attribute key `colour`",
         "wrong argument type: expected `&[T]`, `&mut [T]` or `T` with T one of f32, f16, bf16, i8, u8, i32, u32, i64, u64, usize, bool, found `&Vec<f32>`",
@@ -281,25 +329,28 @@ fn all_errors_are_collected_and_the_rest_still_checked() {
 
 #[test]
 fn shared_arrays_par_loops_barriers_and_else_paths() {
-    let l = ok(quote!(grid = [n]), quote! {
-        fn tiles(x: &[f32], y: &mut [f32], n: usize) {
-            let tile = shared::<f32, 256>();
-            for j in par(0..256) {
-                tile[j] = x[j];
+    let l = ok(
+        quote!(grid = [n]),
+        quote! {
+            fn tiles(x: &[f32], y: &mut [f32], n: usize) {
+                let tile = shared::<f32, 256>();
+                for j in par(0..256) {
+                    tile[j] = x[j];
+                }
+                barrier();
+                if n > 1 {
+                    y[0] = tile[0];
+                } else if n == 1 {
+                    y[0] = tile[1];
+                } else {
+                    y[0] = 0.0;
+                }
+                for j in (0..n).step_by(2) {
+                    y[j] = tile[j % 256];
+                }
             }
-            barrier();
-            if n > 1 {
-                y[0] = tile[0];
-            } else if n == 1 {
-                y[0] = tile[1];
-            } else {
-                y[0] = 0.0;
-            }
-            for j in (0..n).step_by(2) {
-                y[j] = tile[j % 256];
-            }
-        }
-    });
+        },
+    );
     let k = &l.kernel;
     assert_eq!(k.shared.len(), 1);
     assert_eq!((k.shared[0].elem, k.shared[0].len), (T::F32, 256));
@@ -311,21 +362,35 @@ fn shared_arrays_par_loops_barriers_and_else_paths() {
     paths.sort();
     // The else-if is statement 1 of the outer `if` (after the one `then` statement); its own
     // else block continues after its `then` statement.
-    let want: Vec<Vec<u32>> = vec![vec![0], vec![0, 0], vec![1], vec![2], vec![2, 0], vec![2, 1], vec![2, 1, 0], vec![2, 1, 1], vec![3], vec![3, 0]];
+    let want: Vec<Vec<u32>> = vec![
+        vec![0],
+        vec![0, 0],
+        vec![1],
+        vec![2],
+        vec![2, 0],
+        vec![2, 1],
+        vec![2, 1, 0],
+        vec![2, 1, 1],
+        vec![3],
+        vec![3, 0],
+    ];
     assert_eq!(paths, want);
     assert_eq!(l.spans.stores.len(), 5);
 }
 
 #[test]
 fn mismatched_types_say_what_to_convert() {
-    let errs = errors(quote!(grid = [n]), quote! {
-        fn m(x: &[f32], w: &[bf16], y: &mut [f32], n: usize, k: u32) {
-            y[0] = x[0] * w[0];
-            y[1] = x[k];
-            y[2] = exp(w[0]);
-            y[3] = x[0] as bf16;
-        }
-    });
+    let errs = errors(
+        quote!(grid = [n]),
+        quote! {
+            fn m(x: &[f32], w: &[bf16], y: &mut [f32], n: usize, k: u32) {
+                y[0] = x[0] * w[0];
+                y[1] = x[k];
+                y[2] = exp(w[0]);
+                y[3] = x[0] as bf16;
+            }
+        },
+    );
     let want = [
         "mismatched types: `*` of f32 and bf16",
         "index into `x` has type u32: expected usize",
@@ -340,11 +405,14 @@ fn mismatched_types_say_what_to_convert() {
 
 #[test]
 fn sibling_attribute_errors() {
-    let errs = errors(quote!(grid = [n], rows_of = matvec, rows = n, row_stride(k = n)), quote! {
-        fn r(x: &[f32], y: &mut [f32], k: usize, n: f32) {
-            y[0] = x[0];
-        }
-    });
+    let errs = errors(
+        quote!(grid = [n], rows_of = matvec, rows = n, row_stride(k = n)),
+        quote! {
+            fn r(x: &[f32], y: &mut [f32], k: usize, n: f32) {
+                y[0] = x[0];
+            }
+        },
+    );
     assert!(errs.iter().any(|e| e.starts_with("a grid axis has type f32: expected usize")), "{errs:#?}");
     assert!(errs.iter().any(|e| e.starts_with("`rows = n`: expected a `usize` parameter")), "{errs:#?}");
     assert!(errs.iter().any(|e| e.starts_with("`row_stride(k = ...)`: expected a buffer parameter")), "{errs:#?}");
@@ -353,20 +421,23 @@ fn sibling_attribute_errors() {
 #[test]
 fn verifier_errors_are_reported_too() {
     // Neither is caught by the front end itself: both come from `check_wellformed`.
-    let errs = errors(quote!(grid = [n]), quote! {
-        fn last(x: &[f32], y: &mut [f32], n: usize) {
-            let mut last = 0.0;
-            for i in 0..n {
-                last = x[i];
-            }
-            for j in par(0..n) {
-                if j == 0 {
-                    barrier();
+    let errs = errors(
+        quote!(grid = [n]),
+        quote! {
+            fn last(x: &[f32], y: &mut [f32], n: usize) {
+                let mut last = 0.0;
+                for i in 0..n {
+                    last = x[i];
                 }
+                for j in par(0..n) {
+                    if j == 0 {
+                        barrier();
+                    }
+                }
+                y[0] = last;
             }
-            y[0] = last;
-        }
-    });
+        },
+    );
     assert_eq!(errs.len(), 2, "{errs:#?}");
     assert!(errs[0].starts_with("float accumulation into `last` inside a loop"), "{}", errs[0]);
     assert!(errs[1].starts_with("barrier under lane-dependent control flow"), "{}", errs[1]);
@@ -396,27 +467,41 @@ fn block_values_are_lets_around_their_tail() {
     let [m, e1, s] = [1, 2, 3].map(v);
     let masked = Expr::bin(BinOp::And, load(1, o.clone()), Expr::c(Const::new(T::U32, 0x3ff)));
     let tail = Expr::bin(BinOp::Mul, Expr::cast(T::F32, e1.clone()), Expr::f32(0.5));
-    let value = Expr::let_in(Var(1), masked, Expr::let_in(Var(2), Expr::bin(BinOp::Add, m, Expr::c(Const::new(T::U32, 1))), tail));
+    let value = Expr::let_in(
+        Var(1),
+        masked,
+        Expr::let_in(Var(2), Expr::bin(BinOp::Add, m, Expr::c(Const::new(T::U32, 1))), tail),
+    );
     assert_eq!(k.body[1], Stmt::Let { var: Var(3), value });
-    let then = Expr::let_in(Var(4), Expr::bin(BinOp::Mul, s.clone(), Expr::f32(2.0)), Expr::bin(BinOp::Sub, v(4), Expr::f32(1.0)));
+    let then = Expr::let_in(
+        Var(4),
+        Expr::bin(BinOp::Mul, s.clone(), Expr::f32(2.0)),
+        Expr::bin(BinOp::Sub, v(4), Expr::f32(1.0)),
+    );
     let select = Expr::select(Expr::bin(BinOp::Gt, s, Expr::f32(1.0)), then, v(3));
-    assert_eq!(k.body[2], Stmt::Store { buf: Buf::Param(ParamId(2)), index: o.clone(), value: Expr::bin(BinOp::Mul, load(0, o), select) });
+    assert_eq!(
+        k.body[2],
+        Stmt::Store { buf: Buf::Param(ParamId(2)), index: o.clone(), value: Expr::bin(BinOp::Mul, load(0, o), select) }
+    );
     let nested = Expr::let_in(Var(5), Expr::f32(3.0), Expr::let_in(Var(6), Expr::bin(BinOp::Mul, v(5), v(5)), v(6)));
     assert_eq!(k.body[3], Stmt::Let { var: Var(7), value: nested });
 }
 
 #[test]
 fn block_values_say_what_they_may_hold() {
-    let errs = errors(quote!(grid = [n]), quote! {
-        fn bad(x: &[f32], y: &mut [f32], n: usize) {
-            let o = group_id(0);
-            let a = { let mut t = x[o]; t };
-            let b = { y[o] = 1.0; x[o] };
-            let c = { let t = x[o]; };
-            let d = { let t = x[o]; sum!(j in 0..n, order = seq, x[j]) * t };
-            y[o] = a + b + c + d;
-        }
-    });
+    let errs = errors(
+        quote!(grid = [n]),
+        quote! {
+            fn bad(x: &[f32], y: &mut [f32], n: usize) {
+                let o = group_id(0);
+                let a = { let mut t = x[o]; t };
+                let b = { y[o] = 1.0; x[o] };
+                let c = { let t = x[o]; };
+                let d = { let t = x[o]; sum!(j in 0..n, order = seq, x[j]) * t };
+                y[o] = a + b + c + d;
+            }
+        },
+    );
     let want = [
         "`let mut t` in a block used as a value: nothing can assign to it there; expected `let t`",
         "a block used as a value holds only `let x = ...;` statements before its value",
@@ -430,25 +515,31 @@ fn block_values_say_what_they_may_hold() {
 
 #[test]
 fn check_statements_are_numbered_in_source_order_and_take_a_bool() {
-    let l = ok(quote!(grid = [1]), quote! {
-        fn tiles(ids: &[u32], y: &mut [u32], n: usize) {
-            check!(ids[0] == ids[n]);
-            for r in 0..8 {
-                check!(ids[r] <= ids[0]);
+    let l = ok(
+        quote!(grid = [1]),
+        quote! {
+            fn tiles(ids: &[u32], y: &mut [u32], n: usize) {
+                check!(ids[0] == ids[n]);
+                for r in 0..8 {
+                    check!(ids[r] <= ids[0]);
+                }
+                y[0] = ids[0];
             }
-            y[0] = ids[0];
-        }
-    });
+        },
+    );
     let k = &l.kernel;
     let Stmt::Check { id: 0, cond } = &k.body[0] else { panic!("expected check 0 first, found {:?}", k.body[0]) };
     assert!(matches!(cond, Expr::Binary { op: baro_dsl::ir::BinOp::Eq, .. }), "{cond:?}");
     let Stmt::For { body, .. } = &k.body[1] else { panic!("expected a for loop") };
     assert!(matches!(body[0], Stmt::Check { id: 1, .. }), "{:?}", body[0]);
-    let (_, errs) = lower(quote!(grid = [1]), quote! {
-        fn bad(ids: &[u32], y: &mut [u32]) {
-            check!(ids[0]);
-            y[0] = 0;
-        }
-    });
+    let (_, errs) = lower(
+        quote!(grid = [1]),
+        quote! {
+            fn bad(ids: &[u32], y: &mut [u32]) {
+                check!(ids[0]);
+                y[0] = 0;
+            }
+        },
+    );
     assert!(errs.iter().any(|e| e.starts_with("condition has type u32: expected bool")), "{errs:#?}");
 }

@@ -37,7 +37,10 @@ pub struct Filler {
 impl Filler {
     /// Two buffers of `bytes` bytes on `dev`.
     pub fn new(dev: &Device, bytes: usize) -> Result<Filler, String> {
-        Ok(Filler { src: dev.alloc(ScalarType::U8, bytes).map_err(err)?, dst: dev.alloc(ScalarType::U8, bytes).map_err(err)? })
+        Ok(Filler {
+            src: dev.alloc(ScalarType::U8, bytes).map_err(err)?,
+            dst: dev.alloc(ScalarType::U8, bytes).map_err(err)?,
+        })
     }
 
     fn queue(&mut self, dev: &Device) -> Result<(), String> {
@@ -59,7 +62,13 @@ pub fn time_one(dev: &Device, filler: &mut Filler, op: &mut dyn FnMut() -> Resul
 
 /// Device-to-device copy bandwidth: `warmup` untimed then `iters` timed copies of `bytes`
 /// bytes; returns (bytes moved per copy = read + written, median bytes per second).
-pub fn copy_bandwidth(dev: &Device, bytes: usize, warmup: usize, iters: usize, filler: &mut Filler) -> Result<(u64, f64), String> {
+pub fn copy_bandwidth(
+    dev: &Device,
+    bytes: usize,
+    warmup: usize,
+    iters: usize,
+    filler: &mut Filler,
+) -> Result<(u64, f64), String> {
     let src = dev.alloc(ScalarType::U8, bytes).map_err(err)?;
     let mut dst = dev.alloc(ScalarType::U8, bytes).map_err(err)?;
     let s = dev.default_stream();

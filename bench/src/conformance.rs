@@ -91,7 +91,8 @@ pub fn families(quick: bool) -> Vec<Family> {
     // Lengths not multiples of 32, odd row counts, one output, and one long row each.
     let matvec_shapes = dims(&[(1, 1, 1), (31, 3, 2), (33, 5, 3), (100, 7, 5), (1000, 17, 7), (4099, 33, 3)]);
     let rowwise_shapes = dims(&[(0, 1, 1), (0, 31, 2), (0, 33, 3), (0, 100, 5), (0, 1000, 7), (0, 4099, 3)]);
-    let q8_shapes = dims(&[(32, 1, 1), (96, 3, 2), (32 * 33, 5, 3), (32 * 70, 7, 5), (32 * 129, 17, 7), (32 * 4, 33, 3)]);
+    let q8_shapes =
+        dims(&[(32, 1, 1), (96, 3, 2), (32 * 33, 5, 3), (32 * 70, 7, 5), (32 * 129, 17, 7), (32 * 4, 33, 3)]);
     vec![
         Family {
             name: "matvec",
@@ -216,7 +217,12 @@ fn describe_shape(k: &Kernel, d: &Dims) -> String {
 
 /// Runs `k` on `dev` with the given buffer bytes and scalars; returns the bytes of every
 /// writable buffer, in parameter order.
-fn run_on(dev: &Device, k: &Kernel, inputs: &[Option<(ScalarType, Vec<u8>)>], scalars: &[Option<Const>]) -> Result<Vec<Vec<u8>>, String> {
+fn run_on(
+    dev: &Device,
+    k: &Kernel,
+    inputs: &[Option<(ScalarType, Vec<u8>)>],
+    scalars: &[Option<Const>],
+) -> Result<Vec<Vec<u8>>, String> {
     let compiled = dev.compile(k).map_err(|e| e.to_string())?;
     let mut bufs: Vec<Option<Buffer>> = Vec::with_capacity(inputs.len());
     for i in inputs {
@@ -225,7 +231,11 @@ fn run_on(dev: &Device, k: &Kernel, inputs: &[Option<(ScalarType, Vec<u8>)>], sc
             None => None,
         });
     }
-    let writable: Vec<bool> = k.params.iter().map(|p| matches!(p.kind, ParamKind::Buffer { access: baro_dsl::ir::Access::ReadWrite, .. })).collect();
+    let writable: Vec<bool> = k
+        .params
+        .iter()
+        .map(|p| matches!(p.kind, ParamKind::Buffer { access: baro_dsl::ir::Access::ReadWrite, .. }))
+        .collect();
     {
         let mut args: Vec<DeviceArg<'_>> = Vec::with_capacity(bufs.len());
         for ((b, s), w) in bufs.iter_mut().zip(scalars).zip(&writable) {
@@ -254,10 +264,24 @@ fn run_on(dev: &Device, k: &Kernel, inputs: &[Option<(ScalarType, Vec<u8>)>], sc
 
 /// One kernel at one shape on both devices.
 /// `label` names the kernel in the outcome (e.g. `examples/matvec`).
-pub fn run_case(reference: &Device, device: &Device, label: &str, k: &Kernel, dims: Dims, len: fn(&str, &Dims) -> Option<usize>, seed: u64) -> Outcome {
+pub fn run_case(
+    reference: &Device,
+    device: &Device,
+    label: &str,
+    k: &Kernel,
+    dims: Dims,
+    len: fn(&str, &Dims) -> Option<usize>,
+    seed: u64,
+) -> Outcome {
     let batched = k.sibling.is_some();
     let d = Dims { rows: if batched { dims.rows } else { 1 }, ..dims };
-    let mut out = Outcome { kernel: label.to_string(), shape: describe_shape(k, &d), bytes_compared: 0, bytes_differing: 0, error: None };
+    let mut out = Outcome {
+        kernel: label.to_string(),
+        shape: describe_shape(k, &d),
+        bytes_compared: 0,
+        bytes_differing: 0,
+        error: None,
+    };
     let mut rng = Rng::new(seed);
     let mut inputs = Vec::new();
     let mut scalars = Vec::new();
@@ -304,7 +328,13 @@ pub fn run_case(reference: &Device, device: &Device, label: &str, k: &Kernel, di
 }
 
 /// Every kernel of every family at every shape. `progress` sees each outcome as it lands.
-pub fn run_all(reference: &Device, device: &Device, quick: bool, seed: u64, mut progress: impl FnMut(&Outcome)) -> Vec<Outcome> {
+pub fn run_all(
+    reference: &Device,
+    device: &Device,
+    quick: bool,
+    seed: u64,
+    mut progress: impl FnMut(&Outcome),
+) -> Vec<Outcome> {
     let mut all = Vec::new();
     for f in families(quick) {
         for (origin, k) in &f.kernels {
@@ -324,14 +354,18 @@ pub fn run_all(reference: &Device, device: &Device, quick: bool, seed: u64, mut 
 pub fn table(outcomes: &[Outcome]) -> String {
     let w = outcomes.iter().map(|o| o.kernel.len()).max().unwrap_or(6).max(6);
     let s = outcomes.iter().map(|o| o.shape.len()).max().unwrap_or(5).max(5);
-    let mut t = format!("{:<w$}  {:<s$}  {:>14}  {:>15}  status\n", "kernel", "shape", "bytes compared", "bytes differing");
+    let mut t =
+        format!("{:<w$}  {:<s$}  {:>14}  {:>15}  status\n", "kernel", "shape", "bytes compared", "bytes differing");
     for o in outcomes {
         let status = match &o.error {
             Some(e) => format!("ERROR: {e}"),
             None if o.bytes_differing > 0 => "DIFFERS".to_string(),
             None => "ok".to_string(),
         };
-        t += &format!("{:<w$}  {:<s$}  {:>14}  {:>15}  {status}\n", o.kernel, o.shape, o.bytes_compared, o.bytes_differing);
+        t += &format!(
+            "{:<w$}  {:<s$}  {:>14}  {:>15}  {status}\n",
+            o.kernel, o.shape, o.bytes_compared, o.bytes_differing
+        );
     }
     let (c, d) = totals(outcomes);
     let failed = outcomes.iter().filter(|o| !o.passed()).count();
@@ -358,7 +392,10 @@ pub fn error_parity(reference: &Device, device: &Device, queued: usize) -> Resul
             got.push(bounds_error_after(d, &kernel, before, bad)?);
         }
         if got[0] != got[1] {
-            return Err(format!("{bad:?} after {before} good launches: reference says `{}`, device says `{}`", got[0], got[1]));
+            return Err(format!(
+                "{bad:?} after {before} good launches: reference says `{}`, device says `{}`",
+                got[0], got[1]
+            ));
         }
         messages.push(got.swap_remove(1));
     }
@@ -383,11 +420,20 @@ fn bounds_error_after(d: &Device, kernel: &Kernel, before: usize, bad: Bad) -> R
     let mut y = d.alloc(ScalarType::F32, m).map_err(|e| e.to_string())?;
     let s = d.default_stream();
     for _ in 0..before {
-        d.launch(s, &c, &mut [DeviceArg::Buf(&w), DeviceArg::Buf(&x), DeviceArg::BufMut(&mut y), k.into(), m.into()]).map_err(|e| format!("a good launch failed: {e}"))?;
+        d.launch(s, &c, &mut [DeviceArg::Buf(&w), DeviceArg::Buf(&x), DeviceArg::BufMut(&mut y), k.into(), m.into()])
+            .map_err(|e| format!("a good launch failed: {e}"))?;
     }
     let launched = match bad {
-        Bad::WriteY => d.launch(s, &c, &mut [DeviceArg::Buf(&w), DeviceArg::Buf(&x), DeviceArg::BufMut(&mut y), k.into(), (m + 1).into()]),
-        Bad::ReadX => d.launch(s, &c, &mut [DeviceArg::Buf(&w), DeviceArg::Buf(&short_x), DeviceArg::BufMut(&mut y), k.into(), m.into()]),
+        Bad::WriteY => d.launch(
+            s,
+            &c,
+            &mut [DeviceArg::Buf(&w), DeviceArg::Buf(&x), DeviceArg::BufMut(&mut y), k.into(), (m + 1).into()],
+        ),
+        Bad::ReadX => d.launch(
+            s,
+            &c,
+            &mut [DeviceArg::Buf(&w), DeviceArg::Buf(&short_x), DeviceArg::BufMut(&mut y), k.into(), m.into()],
+        ),
     };
     match launched.and_then(|()| s.synchronize()) {
         Err(e) => Ok(e.to_string()),

@@ -92,7 +92,10 @@ impl DecodeReport {
     /// The launch mode as the report's header says it.
     pub fn launch_mode(&self, asked: bool) -> String {
         match (asked, self.graphs, self.graph_stats) {
-            (_, true, Some(s)) => format!("launch graphs on ({} replays, {} builds, {} nodes updated in place)", s.replays, s.builds, s.updated_nodes),
+            (_, true, Some(s)) => format!(
+                "launch graphs on ({} replays, {} builds, {} nodes updated in place)",
+                s.replays, s.builds, s.updated_nodes
+            ),
             (true, false, _) => "launch graphs asked for but off (staged experts launch one by one)".to_string(),
             _ => "launch graphs off (--no-graphs): one launch per kernel".to_string(),
         }
@@ -119,8 +122,21 @@ impl DecodeReport {
     pub fn latency(&self) -> Latency {
         let mut v = self.token_s();
         v.sort_by(|a, b| a.total_cmp(b));
-        let pct = |p: f64| if v.is_empty() { f64::NAN } else { v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)] };
-        Latency { min: pct(0.0), p50: median(v.clone()), p90: pct(0.9), p99: pct(0.99), max: pct(1.0), mean: v.iter().sum::<f64>() / v.len() as f64 }
+        let pct = |p: f64| {
+            if v.is_empty() {
+                f64::NAN
+            } else {
+                v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)]
+            }
+        };
+        Latency {
+            min: pct(0.0),
+            p50: median(v.clone()),
+            p90: pct(0.9),
+            p99: pct(0.99),
+            max: pct(1.0),
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+        }
     }
 
     /// Tokens per second from the median latency.
@@ -145,7 +161,9 @@ impl DecodeReport {
 
     /// An FNV-1a hash of the timed ids: equal across runs of the same pack and options.
     pub fn ids_hash(&self) -> u64 {
-        self.timed_ids.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &t| t.to_le_bytes().iter().fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)))
+        self.timed_ids.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &t| {
+            t.to_le_bytes().iter().fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+        })
     }
 }
 
@@ -163,7 +181,8 @@ pub fn config_summary(cfg: &ModelConfig, f: &Floor) -> String {
         }
     }
     by_type.sort_by_key(|e| std::cmp::Reverse(e.2));
-    let types: Vec<String> = by_type.iter().map(|(ty, n, b)| format!("{ty} {n} tensors {:.3} GB", *b as f64 / 1e9)).collect();
+    let types: Vec<String> =
+        by_type.iter().map(|(ty, n, b)| format!("{ty} {n} tensors {:.3} GB", *b as f64 / 1e9)).collect();
     format!(
         "{} layers ({} gdn, {n_attn} attention), hidden {}, vocab {}, {} experts top-{} (ffn {}), shared ffn {}, attention {}/{} heads x {}, gdn {}/{} heads x {}/{}, {} head; types: {}",
         cfg.n_layers,
@@ -199,11 +218,18 @@ pub fn run(o: &DecodeOptions) -> Result<DecodeReport, String> {
     let cfg = ModelConfig::from_gguf(file).map_err(|e| format!("{}: {e}", o.model.display()))?;
     let fl = floor(file, &cfg)?;
     if o.first_token as usize >= cfg.vocab_size {
-        return Err(format!("--first-token: expected an id below the vocabulary size {}, found {}", cfg.vocab_size, o.first_token));
+        return Err(format!(
+            "--first-token: expected an id below the vocabulary size {}, found {}",
+            cfg.vocab_size, o.first_token
+        ));
     }
     let max_ctx = o.context_tokens + o.warmup + o.tokens + 1;
     if cfg.context_length != 0 && max_ctx > cfg.context_length {
-        return Err(format!("--context-tokens + --warmup + --tokens: expected fewer than the context length {}, found {}", cfg.context_length, max_ctx - 1));
+        return Err(format!(
+            "--context-tokens + --warmup + --tokens: expected fewer than the context length {}, found {}",
+            cfg.context_length,
+            max_ctx - 1
+        ));
     }
     println!("pack {} ({:.3} GB): {}", o.model.display(), pack_bytes as f64 / 1e9, config_summary(&cfg, &fl));
     println!("floor: {}", fl.explain());
@@ -220,7 +246,12 @@ pub fn run(o: &DecodeOptions) -> Result<DecodeReport, String> {
         let (moved, bw) = copy_bandwidth(&dev, o.copy_bytes, 2, o.copy_iters, &mut filler)?;
         println!("copy: {} MiB read + written per copy, median of {}: {:.1} GB/s", moved >> 20, o.copy_iters, bw / 1e9);
         let pinned = pinned_upload_bandwidth(&dev, o.pinned_bytes, o.pinned_iters)?;
-        println!("pinned upload: {} MiB per write, median of {}: {:.1} GB/s", o.pinned_bytes >> 20, o.pinned_iters, pinned / 1e9);
+        println!(
+            "pinned upload: {} MiB per write, median of {}: {:.1} GB/s",
+            o.pinned_bytes >> 20,
+            o.pinned_iters,
+            pinned / 1e9
+        );
         (bw, pinned)
     };
 
@@ -232,7 +263,18 @@ pub fn run(o: &DecodeOptions) -> Result<DecodeReport, String> {
     println!("kernels compiled in {compile_s:.2} s");
     let upload_bytes: u64 = fl.tensors.iter().filter(|t| t.rule != crate::floor::Rule::NotRead).map(|t| t.stored).sum();
     let t = Instant::now();
-    let mut engine = Engine::new(dev, &source, EngineOptions { max_ctx, vram_budget: o.vram_budget, precision: o.precision, graphs: o.graphs, ..EngineOptions::default() }).map_err(|e| e.to_string())?;
+    let mut engine = Engine::new(
+        dev,
+        &source,
+        EngineOptions {
+            max_ctx,
+            vram_budget: o.vram_budget,
+            precision: o.precision,
+            graphs: o.graphs,
+            ..EngineOptions::default()
+        },
+    )
+    .map_err(|e| e.to_string())?;
     let upload_s = t.elapsed().as_secs_f64();
     println!(
         "engine built in {upload_s:.2} s: {:.3} GB of weights uploaded from the map, {:.2} GB/s ({:.2} of the pinned upload rate)",
@@ -277,9 +319,21 @@ pub fn run(o: &DecodeOptions) -> Result<DecodeReport, String> {
         timed_ids.push(next);
         token = next;
     }
-    println!("memory: {}; precision: {}; launch graphs: {}", engine.memory_plan(), engine.precision().name(), if engine.decode_graphs() { "on" } else { "off" });
+    println!(
+        "memory: {}; precision: {}; launch graphs: {}",
+        engine.memory_plan(),
+        engine.precision().name(),
+        if engine.decode_graphs() { "on" } else { "off" }
+    );
     if let Some(c) = engine.expert_cache_stats() {
-        println!("expert cache (whole run): {} lookups, {} hits ({:.3}), {} misses, {} evictions", c.lookups, c.hits, c.hits as f64 / c.lookups.max(1) as f64, c.misses, c.evictions);
+        println!(
+            "expert cache (whole run): {} lookups, {} hits ({:.3}), {} misses, {} evictions",
+            c.lookups,
+            c.hits,
+            c.hits as f64 / c.lookups.max(1) as f64,
+            c.misses,
+            c.evictions
+        );
     }
     Ok(DecodeReport {
         device,
@@ -306,5 +360,8 @@ pub fn run(o: &DecodeOptions) -> Result<DecodeReport, String> {
 /// The state traffic of the timed tokens (first and last), for the report: bytes moved that
 /// are not weights and not in the floor.
 pub fn state_range(r: &DecodeReport) -> (u64, u64) {
-    (state_bytes(&r.config, r.first_timed_pos), state_bytes(&r.config, r.first_timed_pos + r.step_s.len().saturating_sub(1)))
+    (
+        state_bytes(&r.config, r.first_timed_pos),
+        state_bytes(&r.config, r.first_timed_pos + r.step_s.len().saturating_sub(1)),
+    )
 }

@@ -106,7 +106,15 @@ pub fn floor(file: &GgufFile, cfg: &ModelConfig) -> Result<Floor, String> {
         }
     }
     let read_set: HashSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-    let mut f = Floor { tensors: Vec::new(), per_token: 0, embedding_row: 0, lm_head: 0, routed_experts: 0, other: 0, stored_total: 0 };
+    let mut f = Floor {
+        tensors: Vec::new(),
+        per_token: 0,
+        embedding_row: 0,
+        lm_head: 0,
+        routed_experts: 0,
+        other: 0,
+        stored_total: 0,
+    };
     for t in &file.tensors {
         let stored = t.n_bytes;
         let (rule, read) = if !read_set.contains(t.name.as_str()) {
@@ -114,7 +122,10 @@ pub fn floor(file: &GgufFile, cfg: &ModelConfig) -> Result<Floor, String> {
         } else if t.name == "token_embd.weight" {
             let rows = t.shape.first().copied().unwrap_or(0);
             if rows == 0 || stored % rows as u64 != 0 {
-                return Err(format!("pack: token_embd.weight: expected {stored} bytes to split into whole rows, found shape {:?}", t.shape));
+                return Err(format!(
+                    "pack: token_embd.weight: expected {stored} bytes to split into whole rows, found shape {:?}",
+                    t.shape
+                ));
             }
             let row = stored / rows as u64;
             f.embedding_row += row;

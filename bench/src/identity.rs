@@ -69,7 +69,9 @@ pub enum Verdict {
     /// Equal, but no chunk held more than one row.
     NotExercised,
     /// The first prompt position whose logits differ, or `None` when only the greedy tokens do.
-    Fail { position: Option<usize> },
+    Fail {
+        position: Option<usize>,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -196,7 +198,13 @@ impl Positions {
 
 /// Runs the gate on `engine` (its context must hold the longest prompt plus `greedy`).
 /// `progress` is told each finished prompt.
-pub fn run(engine: &mut Engine, cases: &[Case], greedy_n: usize, seed: u64, progress: &mut dyn FnMut(&CaseResult)) -> Result<GateReport, EngineError> {
+pub fn run(
+    engine: &mut Engine,
+    cases: &[Case],
+    greedy_n: usize,
+    seed: u64,
+    progress: &mut dyn FnMut(&CaseResult),
+) -> Result<GateReport, EngineError> {
     let vocab = engine.config().vocab_size;
     let max_len = cases.iter().map(|c| c.len).max().unwrap_or(0);
     let seq = sequence(seed, max_len, vocab);
@@ -262,11 +270,12 @@ pub fn run(engine: &mut Engine, cases: &[Case], greedy_n: usize, seed: u64, prog
         batched.digests.iter().chain(&digests).for_each(|d| all.update(d));
         let differing: Vec<usize> = (0..case.len).filter(|&i| batched.digests[i] != replay.digests[i]).collect();
         let top1_agree = (0..case.len).filter(|&i| batched.argmax[i] == replay.argmax[i]).count();
-        let (want_tokens, want_digests) = &replay_greedy.iter().find(|(l, _)| *l == case.len).map(|(_, g)| g).ok_or(EngineError::Unsupported {
-            what: "gate",
-            expected: "a replay snapshot for every prompt length".into(),
-            found: format!("none for {} (a bug in the gate)", case.len),
-        })?;
+        let (want_tokens, want_digests) =
+            &replay_greedy.iter().find(|(l, _)| *l == case.len).map(|(_, g)| g).ok_or(EngineError::Unsupported {
+                what: "gate",
+                expected: "a replay snapshot for every prompt length".into(),
+                found: format!("none for {} (a bug in the gate)", case.len),
+            })?;
         let greedy_equal = tokens.iter().zip(want_tokens).take_while(|(a, b)| a == b).count();
         let greedy_logits_equal = digests.iter().zip(want_digests).take_while(|(a, b)| a == b).count();
         let exercised = case.len >= 2 && case.chunk >= 2;
@@ -277,11 +286,25 @@ pub fn run(engine: &mut Engine, cases: &[Case], greedy_n: usize, seed: u64, prog
         } else {
             Verdict::NotExercised
         };
-        let r = CaseResult { case, chunks, verdict, differing_positions: differing.len(), greedy: n, greedy_equal, greedy_logits_equal, top1_agree };
+        let r = CaseResult {
+            case,
+            chunks,
+            verdict,
+            differing_positions: differing.len(),
+            greedy: n,
+            greedy_equal,
+            greedy_logits_equal,
+            top1_agree,
+        };
         progress(&r);
         results.push(r);
     }
-    Ok(GateReport { cases: results, greedy: greedy_n, max_rel_delta: keep.then_some(max_rel), digest: all.finalize().into() })
+    Ok(GateReport {
+        cases: results,
+        greedy: greedy_n,
+        max_rel_delta: keep.then_some(max_rel),
+        digest: all.finalize().into(),
+    })
 }
 
 /// One line per prompt.

@@ -112,7 +112,10 @@ fn rows_cols(shape: &[usize]) -> (usize, usize) {
 pub fn model_cases(cfg: &ModelConfig, mix: QuantMix) -> Result<Vec<MatvecCase>, String> {
     let mut cases: Vec<MatvecCase> = Vec::new();
     for spec in names::gguf_tensors(cfg) {
-        let Some(suffix) = MATVEC_TENSORS.iter().find(|s| spec.name == **s || spec.name.ends_with(&format!(".{s}"))) else { continue };
+        let Some(suffix) = MATVEC_TENSORS.iter().find(|s| spec.name == **s || spec.name.ends_with(&format!(".{s}")))
+        else {
+            continue;
+        };
         // The up projections run inside their gate's fused launch.
         if matches!(*suffix, "ffn_up_exps.weight" | "ffn_up_shexp.weight") {
             continue;
@@ -126,7 +129,8 @@ pub fn model_cases(cfg: &ModelConfig, mix: QuantMix) -> Result<Vec<MatvecCase>, 
         let experts = spec.name.ends_with("_exps.weight");
         let (n_mats, n_slots) = if experts { (spec.shape[0], cfg.n_experts_used) } else { (1, 1) };
         let x_stride = if spec.name.ends_with("ffn_down_exps.weight") { cols } else { 0 };
-        let short = suffix.trim_end_matches(".weight").replace("ffn_gate_", if fused { "ffn_gate_up_" } else { "ffn_gate_" });
+        let short =
+            suffix.trim_end_matches(".weight").replace("ffn_gate_", if fused { "ffn_gate_up_" } else { "ffn_gate_" });
         let rows = if fused { 2 * rows } else { rows };
         let key = (ty, n_mats, rows, cols, n_slots, x_stride);
         match cases.iter_mut().find(|c| (c.ty, c.n_mats, c.rows, c.cols, c.n_slots, c.x_stride) == key) {
@@ -136,7 +140,9 @@ pub fn model_cases(cfg: &ModelConfig, mix: QuantMix) -> Result<Vec<MatvecCase>, 
                     c.tensors.push(short);
                 }
             }
-            None => cases.push(MatvecCase { tensors: vec![short], ty, n_mats, rows, cols, n_slots, x_stride, per_token: 1 }),
+            None => {
+                cases.push(MatvecCase { tensors: vec![short], ty, n_mats, rows, cols, n_slots, x_stride, per_token: 1 })
+            }
         }
     }
     let rank = |t: TensorType| TensorType::ALL.iter().position(|&a| a == t).unwrap_or(usize::MAX);
@@ -149,7 +155,16 @@ pub fn model_cases(cfg: &ModelConfig, mix: QuantMix) -> Result<Vec<MatvecCase>, 
 pub fn projection_cases(ty: TensorType, shapes: &[(usize, usize)], label: &str) -> Vec<MatvecCase> {
     shapes
         .iter()
-        .map(|&(cols, rows)| MatvecCase { tensors: vec![label.to_string()], ty, n_mats: 1, rows, cols, n_slots: 1, x_stride: 0, per_token: 0 })
+        .map(|&(cols, rows)| MatvecCase {
+            tensors: vec![label.to_string()],
+            ty,
+            n_mats: 1,
+            rows,
+            cols,
+            n_slots: 1,
+            x_stride: 0,
+            per_token: 0,
+        })
         .collect()
 }
 
@@ -166,7 +181,10 @@ pub fn add_new(cases: &mut Vec<MatvecCase>, extra: Vec<MatvecCase>) {
 /// The cases as a table (what `matvec_bw --list-cases` prints).
 pub fn list(cases: &[MatvecCase]) -> String {
     let lw = cases.iter().map(|c| c.label().len()).max().unwrap_or(0).max(7);
-    let mut t = format!("{:<16} {:<lw$} {:<5} {:>5} {:>6} {:>5} {:>5} {:>8} {:>4} {:>11}\n", "kernel", "tensors", "type", "K", "N", "mats", "slots", "x_stride", "/tok", "bytes");
+    let mut t = format!(
+        "{:<16} {:<lw$} {:<5} {:>5} {:>6} {:>5} {:>5} {:>8} {:>4} {:>11}\n",
+        "kernel", "tensors", "type", "K", "N", "mats", "slots", "x_stride", "/tok", "bytes"
+    );
     for c in cases {
         let kernel = baro_engine::kernels::decode_matvec_name(c.ty, c.cols);
         t += &format!(
@@ -192,7 +210,10 @@ mod tests {
     use baro_engine::pack::presets;
 
     fn find<'a>(cases: &'a [MatvecCase], ty: TensorType, rows: usize, cols: usize, n_mats: usize) -> &'a MatvecCase {
-        cases.iter().find(|c| (c.ty, c.rows, c.cols, c.n_mats) == (ty, rows, cols, n_mats)).unwrap_or_else(|| panic!("no {ty} {rows}x{cols} x{n_mats} in {cases:?}"))
+        cases
+            .iter()
+            .find(|c| (c.ty, c.rows, c.cols, c.n_mats) == (ty, rows, cols, n_mats))
+            .unwrap_or_else(|| panic!("no {ty} {rows}x{cols} x{n_mats} in {cases:?}"))
     }
 
     #[test]
@@ -207,13 +228,18 @@ mod tests {
         assert_eq!(find(&cases, TensorType::Q8_0, 1024, 2048, 1).tensors, vec!["ffn_gate_up_shexp".to_string()]);
         let head = find(&cases, TensorType::Q6_K, 248_320, 2048, 1);
         assert_eq!((head.per_token, head.n_slots), (1, 1));
-        for (ty, rows, cols, layers) in [(TensorType::Q4_K, 1024, 2048, 40), (TensorType::Q5_K, 2048, 512, 30), (TensorType::Q6_K, 2048, 512, 10)] {
+        for (ty, rows, cols, layers) in
+            [(TensorType::Q4_K, 1024, 2048, 40), (TensorType::Q5_K, 2048, 512, 30), (TensorType::Q6_K, 2048, 512, 10)]
+        {
             let c = find(&cases, ty, rows, cols, 256);
             assert_eq!((c.n_slots, c.per_token), (8, layers), "{c:?}");
             assert_eq!(c.x_stride, if rows == 2048 { 512 } else { 0 });
         }
         // 8 experts of 2 · 512 rows (gate and up) × 8 Q4_K blocks of 144 bytes, x, ids, y.
-        assert_eq!(find(&cases, TensorType::Q4_K, 1024, 2048, 256).bytes(), (8 * 1024 * 8 * 144 + 4 * 2048 + 4 * 8 + 4 * 8 * 1024) as u64);
+        assert_eq!(
+            find(&cases, TensorType::Q4_K, 1024, 2048, 256).bytes(),
+            (8 * 1024 * 8 * 144 + 4 * 2048 + 4 * 8 + 4 * 8 * 1024) as u64
+        );
         assert_eq!(find(&cases, TensorType::F32, 1, 2048, 1).tensors, vec!["ffn_gate_inp_shexp".to_string()]);
         let launches: usize = cases.iter().map(|c| c.per_token).sum();
         // GDN 5, attention 4, MoE 6 (router, shared gate, 2 routed, 2 shared) per layer, the head.

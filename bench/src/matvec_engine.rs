@@ -98,13 +98,37 @@ fn weight_bytes(case: &MatvecCase, n_mats: usize, seed: u64) -> Vec<u8> {
 }
 
 /// Queues one launch of `k` as decode launches it: (x, w, ids, y, k, n, x_stride, n_slots).
-fn launch(dev: &Device, k: &DeviceKernel, case: &MatvecCase, x: &Buffer, w: &Buffer, ids: &Buffer, y: &mut Buffer) -> Result<(), String> {
-    let mut args = [A::buf(x), baro_engine::engine::weight_arg(k.kernel(), w), A::buf(ids), A::buf_mut(y), A::from(case.cols), A::from(case.rows), A::from(case.x_stride), A::from(case.n_slots)];
+fn launch(
+    dev: &Device,
+    k: &DeviceKernel,
+    case: &MatvecCase,
+    x: &Buffer,
+    w: &Buffer,
+    ids: &Buffer,
+    y: &mut Buffer,
+) -> Result<(), String> {
+    let mut args = [
+        A::buf(x),
+        baro_engine::engine::weight_arg(k.kernel(), w),
+        A::buf(ids),
+        A::buf_mut(y),
+        A::from(case.cols),
+        A::from(case.rows),
+        A::from(case.x_stride),
+        A::from(case.n_slots),
+    ];
     dev.launch(dev.default_stream(), k, &mut args).map_err(err)
 }
 
 /// `case.check_case()` run once on `dev` with kernel `k`: y's bytes.
-fn run_check(dev: &Device, k: &DeviceKernel, case: &MatvecCase, w: &[u8], ids: &[u32], x: &[f32]) -> Result<Vec<u8>, String> {
+fn run_check(
+    dev: &Device,
+    k: &DeviceKernel,
+    case: &MatvecCase,
+    w: &[u8],
+    ids: &[u32],
+    x: &[f32],
+) -> Result<Vec<u8>, String> {
     let wb = dev.upload_bytes(storage_elem(case.ty), w).map_err(err)?;
     let (xb, ib) = (dev.upload(x).map_err(err)?, dev.upload(ids).map_err(err)?);
     let mut y = dev.alloc(ScalarType::F32, case.n_slots * case.rows).map_err(err)?;
@@ -115,7 +139,13 @@ fn run_check(dev: &Device, k: &DeviceKernel, case: &MatvecCase, w: &[u8], ids: &
 
 /// The device kernel against the host JIT's, byte for byte, on `case.check_case()`; returns the
 /// bytes compared.
-pub fn check(dev: &Device, host: &Device, case: &MatvecCase, dk: &DeviceKernel, hk: &DeviceKernel) -> Result<u64, String> {
+pub fn check(
+    dev: &Device,
+    host: &Device,
+    case: &MatvecCase,
+    dk: &DeviceKernel,
+    hk: &DeviceKernel,
+) -> Result<u64, String> {
     let small = case.check_case(CHECK_ROWS);
     let w = weight_bytes(&small, small.n_mats, 5);
     let ids = small.check_ids();
@@ -150,7 +180,13 @@ fn shuffled(n: usize, seed: u64) -> Vec<u32> {
 }
 
 /// Times `case` on `dev` with kernel `k` against a copy of the same bytes.
-pub fn measure(dev: &Device, filler: &mut Filler, setup: &EngineSetup, case: &MatvecCase, k: &DeviceKernel) -> Result<EngineRow, String> {
+pub fn measure(
+    dev: &Device,
+    filler: &mut Filler,
+    setup: &EngineSetup,
+    case: &MatvecCase,
+    k: &DeviceKernel,
+) -> Result<EngineRow, String> {
     let bytes = case.bytes();
     // Weights: a stack of whole copies of the model's stack, rotated over by id sets.
     let sets = setup.sets_for(case.n_slots * case.mat_bytes());
@@ -166,14 +202,21 @@ pub fn measure(dev: &Device, filler: &mut Filler, setup: &EngineSetup, case: &Ma
     let w = dev.upload_bytes(storage_elem(case.ty), &stack).map_err(err)?;
     drop(stack);
     let order = shuffled(stack_mats, 13);
-    let ids: Vec<Buffer> = order.chunks_exact(case.n_slots).take(sets).map(|set| dev.upload(set)).collect::<Result<_, _>>().map_err(err)?;
+    let ids: Vec<Buffer> = order
+        .chunks_exact(case.n_slots)
+        .take(sets)
+        .map(|set| dev.upload(set))
+        .collect::<Result<_, _>>()
+        .map_err(err)?;
     let x = dev.upload(&Rng::new(3).vec_f32(case.x_len())).map_err(err)?;
     let mut y = dev.alloc(ScalarType::F32, case.n_slots * case.rows).map_err(err)?;
     // The copy: ⌈B/2⌉ bytes read and written, over its own rotation of buffer pairs.
     let half = bytes.div_ceil(2) as usize;
     let pairs = setup.sets_for(2 * half);
-    let src: Vec<Buffer> = (0..pairs).map(|_| dev.alloc(ScalarType::U8, half)).collect::<Result<_, _>>().map_err(err)?;
-    let mut dst: Vec<Buffer> = (0..pairs).map(|_| dev.alloc(ScalarType::U8, half)).collect::<Result<_, _>>().map_err(err)?;
+    let src: Vec<Buffer> =
+        (0..pairs).map(|_| dev.alloc(ScalarType::U8, half)).collect::<Result<_, _>>().map_err(err)?;
+    let mut dst: Vec<Buffer> =
+        (0..pairs).map(|_| dev.alloc(ScalarType::U8, half)).collect::<Result<_, _>>().map_err(err)?;
     let s = dev.default_stream();
     let (mut mv_turn, mut cp_turn) = (0usize, 0usize);
     let mut matvec = |turn: &mut usize| -> Result<(), String> {
@@ -197,7 +240,14 @@ pub fn measure(dev: &Device, filler: &mut Filler, setup: &EngineSetup, case: &Ma
         cp_ms.push(time_one(dev, filler, &mut || copy(&mut cp_turn))?);
     }
     let rotation_bytes = (sets * case.n_slots * case.mat_bytes()) as u64;
-    Ok(EngineRow { case: case.clone(), kernel: k.name().to_string(), bytes, rotation_bytes, matvec_us: median(mv_ms) * 1e3, copy_us: median(cp_ms) * 1e3 })
+    Ok(EngineRow {
+        case: case.clone(),
+        kernel: k.name().to_string(),
+        bytes,
+        rotation_bytes,
+        matvec_us: median(mv_ms) * 1e3,
+        copy_us: median(cp_ms) * 1e3,
+    })
 }
 
 /// The engine rows as a fixed-width table.
@@ -205,7 +255,20 @@ pub fn table(rows: &[EngineRow], copy_bw: f64) -> String {
     let lw = rows.iter().map(|r| r.case.label().len()).max().unwrap_or(0).max(7);
     let mut t = format!(
         "{:<16} {:<lw$} {:<5} {:>5} {:>6} {:>5} {:>4} {:>11} {:>10} {:>8} {:>7} {:>8} {:>7} {:>4}\n",
-        "kernel", "tensors", "type", "K", "N", "slots", "/tok", "bytes", "matvec_us", "copy_us", "cp/mv", "GB/s", "of_copy", "bar"
+        "kernel",
+        "tensors",
+        "type",
+        "K",
+        "N",
+        "slots",
+        "/tok",
+        "bytes",
+        "matvec_us",
+        "copy_us",
+        "cp/mv",
+        "GB/s",
+        "of_copy",
+        "bar"
     );
     for r in rows {
         let c = &r.case;
@@ -233,7 +296,9 @@ pub fn table(rows: &[EngineRow], copy_bw: f64) -> String {
 
 /// Per decoded token, from the model's cases (`per_token` > 0): (matvec µs, same-bytes copy µs).
 pub fn per_token_us(rows: &[EngineRow]) -> (f64, f64) {
-    rows.iter().fold((0.0, 0.0), |(m, c), r| (m + r.case.per_token as f64 * r.matvec_us, c + r.case.per_token as f64 * r.copy_us))
+    rows.iter().fold((0.0, 0.0), |(m, c), r| {
+        (m + r.case.per_token as f64 * r.matvec_us, c + r.case.per_token as f64 * r.copy_us)
+    })
 }
 
 /// The engine rows as JSON objects (one per line, no trailing comma).
@@ -267,7 +332,13 @@ pub fn json_rows(rows: &[EngineRow], copy_bw: f64) -> Vec<String> {
 
 /// Checks then measures every case with the kernel decode launches for it (each compiled once
 /// on `dev` and on `host`); returns the rows and the bytes the checks compared.
-pub fn run_cases(dev: &Device, host: &Device, filler: &mut Filler, setup: &EngineSetup, cases: &[MatvecCase]) -> Result<(Vec<EngineRow>, u64), String> {
+pub fn run_cases(
+    dev: &Device,
+    host: &Device,
+    filler: &mut Filler,
+    setup: &EngineSetup,
+    cases: &[MatvecCase],
+) -> Result<(Vec<EngineRow>, u64), String> {
     let mut compiled: Vec<(String, DeviceKernel, DeviceKernel)> = Vec::new();
     let (mut rows, mut checked) = (Vec::new(), 0);
     for case in cases {
@@ -281,7 +352,15 @@ pub fn run_cases(dev: &Device, host: &Device, filler: &mut Filler, setup: &Engin
         };
         let (_, dk, hk) = &compiled[at];
         checked += check(dev, host, case, dk, hk)?;
-        eprintln!("measuring {} on {} {} K={} N={} slots={}", ir.name, case.label(), case.ty, case.cols, case.rows, case.n_slots);
+        eprintln!(
+            "measuring {} on {} {} K={} N={} slots={}",
+            ir.name,
+            case.label(),
+            case.ty,
+            case.cols,
+            case.rows,
+            case.n_slots
+        );
         rows.push(measure(dev, filler, setup, case, dk)?);
     }
     Ok((rows, checked))
@@ -293,7 +372,10 @@ pub fn run_cases(dev: &Device, host: &Device, filler: &mut Filler, setup: &Engin
 /// the expert id's load and the word indices `base + (j + 2) / 4`, so the checked copy must
 /// run and report the read (the conformance binary compares the message with the host's).
 pub fn short_weight_words_error(d: &Device) -> Result<String, String> {
-    let kernel = baro_engine::kernels::all().into_iter().find(|k| k.name == "matvec_q8_0_xs").ok_or("the engine has no `matvec_q8_0_xs`")?;
+    let kernel = baro_engine::kernels::all()
+        .into_iter()
+        .find(|k| k.name == "matvec_q8_0_xs")
+        .ok_or("the engine has no `matvec_q8_0_xs`")?;
     let (k, n) = (64usize, 2usize);
     let c = d.compile(&kernel).map_err(|e| e.to_string())?;
     let words: Vec<u32> = (0..33u32).map(|i| 0x0102_3c00 ^ i).collect();
@@ -302,7 +384,16 @@ pub fn short_weight_words_error(d: &Device) -> Result<String, String> {
     let ids = d.upload(&[0u32]).map_err(|e| e.to_string())?;
     let mut y = d.alloc(ScalarType::F32, n).map_err(|e| e.to_string())?;
     let s = d.default_stream();
-    let args = &mut [A::Buf(&x), A::Buf(&w), A::Buf(&ids), A::BufMut(&mut y), k.into(), n.into(), 0usize.into(), 1usize.into()];
+    let args = &mut [
+        A::Buf(&x),
+        A::Buf(&w),
+        A::Buf(&ids),
+        A::BufMut(&mut y),
+        k.into(),
+        n.into(),
+        0usize.into(),
+        1usize.into(),
+    ];
     match d.launch(s, &c, args).and_then(|()| s.synchronize()) {
         Err(e) => Ok(e.to_string()),
         Ok(()) => Err("the read past the end of the weight words was not reported".to_string()),
@@ -314,6 +405,9 @@ mod tests {
     #[test]
     fn a_weight_word_past_the_end_is_reported_on_the_host() {
         let d = baro_dsl::runtime::Device::host().unwrap();
-        assert_eq!(super::short_weight_words_error(&d).unwrap(), "kernel `matvec_q8_0_xs` read `w[33]` but `w` has 33 elements");
+        assert_eq!(
+            super::short_weight_words_error(&d).unwrap(),
+            "kernel `matvec_q8_0_xs` read `w[33]` but `w` has 33 elements"
+        );
     }
 }

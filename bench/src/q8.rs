@@ -61,7 +61,10 @@ fn run_named(dev: &Device, k: &DeviceKernel, kernel: &Kernel, inp: &Inputs) -> R
     let mut bufs: Vec<(Buffer, bool, bool)> = Vec::new();
     for p in &kernel.params {
         if let ParamKind::Buffer { elem, access } = &p.kind {
-            let (bytes, ty) = inp.bufs.get(p.name.as_str()).ok_or_else(|| format!("{}: no input for buffer `{}`", kernel.name, p.name))?;
+            let (bytes, ty) = inp
+                .bufs
+                .get(p.name.as_str())
+                .ok_or_else(|| format!("{}: no input for buffer `{}`", kernel.name, p.name))?;
             let words = p.name == "w";
             let b = dev.upload_bytes(if words { *ty } else { *elem }, bytes).map_err(err)?;
             bufs.push((b, words, *access == Access::ReadWrite));
@@ -74,10 +77,19 @@ fn run_named(dev: &Device, k: &DeviceKernel, kernel: &Kernel, inp: &Inputs) -> R
             match &p.kind {
                 ParamKind::Buffer { .. } => {
                     let (b, words, writable) = it.next().ok_or("buffer count")?;
-                    args.push(if *writable { A::buf_mut(b) } else if *words { A::words(b) } else { A::buf(b) });
+                    args.push(if *writable {
+                        A::buf_mut(b)
+                    } else if *words {
+                        A::words(b)
+                    } else {
+                        A::buf(b)
+                    });
                 }
                 ParamKind::Scalar(_) => {
-                    let v = *inp.scalars.get(p.name.as_str()).ok_or_else(|| format!("{}: no value for scalar `{}`", kernel.name, p.name))?;
+                    let v = *inp
+                        .scalars
+                        .get(p.name.as_str())
+                        .ok_or_else(|| format!("{}: no value for scalar `{}`", kernel.name, p.name))?;
                     args.push(A::from(v));
                 }
             }
@@ -96,7 +108,15 @@ fn q8_inputs(x: &[f32], inp: &mut Inputs) {
 }
 
 /// One kernel at one shape on both devices. Writable buffers start as the same random bytes.
-fn compare(reference: &Device, device: &Device, kernel: &Kernel, shape: String, inp: &mut Inputs, outputs: &[(&'static str, usize)], seed: u64) -> Outcome {
+fn compare(
+    reference: &Device,
+    device: &Device,
+    kernel: &Kernel,
+    shape: String,
+    inp: &mut Inputs,
+    outputs: &[(&'static str, usize)],
+    seed: u64,
+) -> Outcome {
     let mut rng = Rng::new(seed);
     for &(name, bytes) in outputs {
         inp.bufs.insert(name, ((0..bytes).map(|_| rng.next_u64() as u8).collect(), ScalarType::U8));
@@ -127,15 +147,33 @@ pub fn parity(reference: &Device, device: &Device, seed: u64) -> Vec<Outcome> {
         let x = rng.vec_f32(nb * 32);
         let mut inp = Inputs { bufs: HashMap::new(), scalars: HashMap::from([("nb", nb)]) };
         inp.bufs.insert("x", (le(&x, f32::to_le_bytes), ScalarType::F32));
-        out.push(compare(reference, device, &q8act::q8act(), format!("nb={nb}"), &mut inp, &[("q", nb * 32), ("d", nb * 4), ("s", nb * 4)], seed ^ nb as u64));
+        out.push(compare(
+            reference,
+            device,
+            &q8act::q8act(),
+            format!("nb={nb}"),
+            &mut inp,
+            &[("q", nb * 32), ("d", nb * 4), ("s", nb * 4)],
+            seed ^ nb as u64,
+        ));
     }
     for ty in TYPES {
         let (m1, rows) = q8_kernels(ty);
         let q8k = if ty == TensorType::Q8_0 { 32 } else { 256 };
         // (k, n, matrices, ids, x per slot): shared x over slots, ragged n; x per slot.
-        for (k, n, n_mats, ids, per_slot) in [(2048usize, 37usize, 4usize, vec![3u32, 1], false), (3 * q8k, 9, 2, vec![1, 0, 1], true)] {
+        for (k, n, n_mats, ids, per_slot) in
+            [(2048usize, 37usize, 4usize, vec![3u32, 1], false), (3 * q8k, 9, 2, vec![1, 0, 1], true)]
+        {
             let x = rng.vec_f32(if per_slot { ids.len() * k } else { k });
-            let mut inp = Inputs { bufs: HashMap::new(), scalars: HashMap::from([("k", k), ("n", n), ("x_stride", if per_slot { k } else { 0 }), ("n_slots", ids.len())]) };
+            let mut inp = Inputs {
+                bufs: HashMap::new(),
+                scalars: HashMap::from([
+                    ("k", k),
+                    ("n", n),
+                    ("x_stride", if per_slot { k } else { 0 }),
+                    ("n_slots", ids.len()),
+                ]),
+            };
             q8_inputs(&x, &mut inp);
             inp.bufs.insert("w", (weights(ty, n_mats * n * k, k as u64), ScalarType::U8));
             inp.bufs.insert("ids", (le(&ids, u32::to_le_bytes), ScalarType::U32));
@@ -146,11 +184,22 @@ pub fn parity(reference: &Device, device: &Device, seed: u64) -> Vec<Outcome> {
         let (k, n, n_mats, r) = (5 * q8k, 17usize, 3usize, 9usize);
         let ids: Vec<u32> = (0..r as u32).map(|i| (i * 2 + 1) % n_mats as u32).collect();
         let x = rng.vec_f32(r * k);
-        let mut inp = Inputs { bufs: HashMap::new(), scalars: HashMap::from([("k", k), ("n", n), ("x_stride", 0), ("n_slots", 1), ("rows", r)]) };
+        let mut inp = Inputs {
+            bufs: HashMap::new(),
+            scalars: HashMap::from([("k", k), ("n", n), ("x_stride", 0), ("n_slots", 1), ("rows", r)]),
+        };
         q8_inputs(&x, &mut inp);
         inp.bufs.insert("w", (weights(ty, n_mats * n * k, 99), ScalarType::U8));
         inp.bufs.insert("ids", (le(&ids, u32::to_le_bytes), ScalarType::U32));
-        out.push(compare(reference, device, &rows, format!("k={k} n={n} rows={r}"), &mut inp, &[("y", r * n * 4)], seed ^ 0x55));
+        out.push(compare(
+            reference,
+            device,
+            &rows,
+            format!("k={k} n={n} rows={r}"),
+            &mut inp,
+            &[("y", r * n * 4)],
+            seed ^ 0x55,
+        ));
     }
     out
 }
@@ -169,13 +218,30 @@ fn f32_xs(ty: TensorType) -> Kernel {
 /// `n_mats` (k × n) matrices, `slots` experts per launch rotating over the stack (so a launch's
 /// weights are not in L2 from the one before), alternating the two kernels.
 #[allow(clippy::too_many_arguments)]
-fn time_pair(dev: &Device, filler: &mut Filler, ty: TensorType, k: usize, n: usize, n_mats: usize, slots: usize, iters: usize) -> Result<(f64, f64), String> {
+fn time_pair(
+    dev: &Device,
+    filler: &mut Filler,
+    ty: TensorType,
+    k: usize,
+    n: usize,
+    n_mats: usize,
+    slots: usize,
+    iters: usize,
+) -> Result<(f64, f64), String> {
     let s = dev.default_stream();
     let w = dev.upload_bytes(ScalarType::U8, &weights(ty, n_mats * n * k, 7)).map_err(err)?;
     let x = Rng::new(1).vec_f32(k);
     let (q, d, sums) = q8act::q8act_reference(&x);
-    let (xb, qb, db, sb) = (dev.upload(&x).map_err(err)?, dev.upload(&q).map_err(err)?, dev.upload(&d).map_err(err)?, dev.upload(&sums).map_err(err)?);
-    let sets: Vec<Buffer> = (0..n_mats / slots).map(|i| dev.upload(&(0..slots as u32).map(|j| (i * slots) as u32 + j).collect::<Vec<_>>())).collect::<Result<_, _>>().map_err(err)?;
+    let (xb, qb, db, sb) = (
+        dev.upload(&x).map_err(err)?,
+        dev.upload(&q).map_err(err)?,
+        dev.upload(&d).map_err(err)?,
+        dev.upload(&sums).map_err(err)?,
+    );
+    let sets: Vec<Buffer> = (0..n_mats / slots)
+        .map(|i| dev.upload(&(0..slots as u32).map(|j| (i * slots) as u32 + j).collect::<Vec<_>>()))
+        .collect::<Result<_, _>>()
+        .map_err(err)?;
     let mut y = dev.alloc(ScalarType::F32, slots * n).map_err(err)?;
     let (q8, _) = q8_kernels(ty);
     let (kq, kf) = (dev.compile(&q8).map_err(err)?, dev.compile(&f32_xs(ty)).map_err(err)?);
@@ -189,13 +255,30 @@ fn time_pair(dev: &Device, filler: &mut Filler, ty: TensorType, k: usize, n: usi
             if ty == TensorType::Q4_K || ty == TensorType::Q5_K {
                 args.push(A::buf(&sb));
             }
-            args.extend([A::words(&w), A::buf(ids), A::buf_mut(&mut y), A::from(k), A::from(n), A::from(0usize), A::from(slots)]);
+            args.extend([
+                A::words(&w),
+                A::buf(ids),
+                A::buf_mut(&mut y),
+                A::from(k),
+                A::from(n),
+                A::from(0usize),
+                A::from(slots),
+            ]);
             dev.launch(s, &kq, &mut args).map_err(err)
         })?;
         let ids = &sets[turn % sets.len()];
         turn += 1;
         let b = time_one(dev, filler, &mut || {
-            let mut args = [A::buf(&xb), A::words(&w), A::buf(ids), A::buf_mut(&mut y), A::from(k), A::from(n), A::from(0usize), A::from(slots)];
+            let mut args = [
+                A::buf(&xb),
+                A::words(&w),
+                A::buf(ids),
+                A::buf_mut(&mut y),
+                A::from(k),
+                A::from(n),
+                A::from(0usize),
+                A::from(slots),
+            ];
             dev.launch(s, &kf, &mut args).map_err(err)
         })?;
         if i >= 3 {
@@ -215,7 +298,14 @@ fn time_q8act(dev: &Device, filler: &mut Filler, nb: usize, iters: usize) -> Res
     let mut s = dev.alloc(ScalarType::I32, nb).map_err(err)?;
     let mut t = Vec::new();
     for i in 0..iters + 3 {
-        let ms = time_one(dev, filler, &mut || dev.launch(dev.default_stream(), &k, &mut [A::buf(&x), A::buf_mut(&mut q), A::buf_mut(&mut d), A::buf_mut(&mut s), A::from(nb)]).map_err(err))?;
+        let ms = time_one(dev, filler, &mut || {
+            dev.launch(
+                dev.default_stream(),
+                &k,
+                &mut [A::buf(&x), A::buf_mut(&mut q), A::buf_mut(&mut d), A::buf_mut(&mut s), A::from(nb)],
+            )
+            .map_err(err)
+        })?;
         if i >= 3 {
             t.push(ms * 1e3);
         }
@@ -243,7 +333,14 @@ fn run(target: &str) -> Result<bool, String> {
     let outcomes = parity(&reference, &device, 0x9814);
     let mut ok = true;
     for o in &outcomes {
-        println!("{:<24} {:<28} {:>8} bytes compared, {} differing{}", o.kernel, o.shape, o.bytes_compared, o.bytes_differing, o.error.as_deref().map(|e| format!(", {e}")).unwrap_or_default());
+        println!(
+            "{:<24} {:<28} {:>8} bytes compared, {} differing{}",
+            o.kernel,
+            o.shape,
+            o.bytes_compared,
+            o.bytes_differing,
+            o.error.as_deref().map(|e| format!(", {e}")).unwrap_or_default()
+        );
         ok &= o.passed();
     }
     let compared: u64 = outcomes.iter().map(|o| o.bytes_compared).sum();

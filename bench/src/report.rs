@@ -16,12 +16,18 @@ impl Meta {
     /// `commit`: the `--commit` argument, else `BARO_COMMIT`, else "unknown" (the GPU
     /// machine has no git).
     pub fn new(device: String, driver: String, commit: Option<String>) -> Meta {
-        let commit = commit.or_else(|| std::env::var("BARO_COMMIT").ok()).filter(|c| !c.is_empty()).unwrap_or_else(|| "unknown".into());
+        let commit = commit
+            .or_else(|| std::env::var("BARO_COMMIT").ok())
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| "unknown".into());
         Meta { device, driver, commit, date: utc_now() }
     }
 
     pub fn markdown_header(&self) -> String {
-        format!("- device: {}\n- driver: {}\n- commit: {}\n- date: {}\n", self.device, self.driver, self.commit, self.date)
+        format!(
+            "- device: {}\n- driver: {}\n- commit: {}\n- date: {}\n",
+            self.device, self.driver, self.commit, self.date
+        )
     }
 
     pub fn json_fields(&self) -> String {

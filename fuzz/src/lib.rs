@@ -44,7 +44,8 @@ pub fn gguf(data: &[u8]) {
 
 /// The tiny fixture's configuration: a safetensors shard is read against a real config.
 fn tiny_config() -> ModelConfig {
-    ModelConfig::from_hf_json(include_str!("../../baro-engine/fixtures/tiny/config.json")).expect("the tiny fixture's config")
+    ModelConfig::from_hf_json(include_str!("../../baro-engine/fixtures/tiny/config.json"))
+        .expect("the tiny fixture's config")
 }
 
 /// The safetensors reader (its 8-byte length, the JSON header, the dtype and offset checks)
@@ -60,7 +61,10 @@ pub fn safetensors(data: &[u8]) {
         }
         return;
     }
-    let Ok(ck) = HfCheckpoint::from_parts(tiny_config(), vec![(PathBuf::from("fuzz.safetensors"), data.to_vec())]) else { return };
+    let Ok(ck) = HfCheckpoint::from_parts(tiny_config(), vec![(PathBuf::from("fuzz.safetensors"), data.to_vec())])
+    else {
+        return;
+    };
     let names: Vec<String> = ck.names().map(str::to_string).collect();
     for name in names {
         let view = ck.tensor(&name).expect("a listed tensor has a view");
@@ -115,7 +119,8 @@ pub fn chat_template(data: &[u8]) {
     let mut parts = text.split('\0');
     let source = parts.next().unwrap_or("");
     let rest: Vec<&str> = parts.collect();
-    let messages: Vec<ChatMessage> = rest.chunks(2).map(|c| ChatMessage::new(c[0], c.get(1).copied().unwrap_or(""))).collect();
+    let messages: Vec<ChatMessage> =
+        rest.chunks(2).map(|c| ChatMessage::new(c[0], c.get(1).copied().unwrap_or(""))).collect();
     let n = messages.len();
     for (i, generation) in [(0, false), (1, true)] {
         let options = ChatOptions {
@@ -137,7 +142,8 @@ pub fn ir_text(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let Ok(kernel) = Kernel::from_text(text) else { return };
     let printed = kernel.to_string();
-    let again = Kernel::from_text(&printed).unwrap_or_else(|e| panic!("printed kernel does not parse back: {e}\n{printed}"));
+    let again =
+        Kernel::from_text(&printed).unwrap_or_else(|e| panic!("printed kernel does not parse back: {e}\n{printed}"));
     assert_eq!(again.to_string(), printed, "print, parse, print is not a fixed point");
 }
 

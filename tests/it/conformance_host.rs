@@ -46,7 +46,8 @@ fn a_different_summation_order_is_seen_as_different_bytes() {
         let c = d.compile(&kernel).unwrap();
         let (wb, xb) = (d.upload(&w).unwrap(), d.upload(&x).unwrap());
         let mut y = d.alloc(ScalarType::F32, m).unwrap();
-        d.run(&c, &mut [DeviceArg::buf(&wb), DeviceArg::buf(&xb), DeviceArg::buf_mut(&mut y), k.into(), m.into()]).unwrap();
+        d.run(&c, &mut [DeviceArg::buf(&wb), DeviceArg::buf(&xb), DeviceArg::buf_mut(&mut y), k.into(), m.into()])
+            .unwrap();
         outs.push(d.read_bytes(&y).unwrap());
     }
     assert!(count_differing(&outs[0], &outs[1]) > 0, "butterfly and sequential combines gave identical bytes");

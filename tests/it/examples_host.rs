@@ -60,9 +60,8 @@ fn check_matvec_pair<W: baro::dsl::runtime::Element>(
         single.launch(&mut [Arg::buf(xr), Arg::buf(w), Arg::buf_mut(&mut y), Arg::from(k), Arg::from(n)]).unwrap();
         assert_eq!(bits(&y), bits(&reference(xr, w32, k, n)), "row {r}: host vs reference");
         assert_eq!(bits(&y), bits(&yb[r * n..(r + 1) * n]), "row {r}: rows sibling vs m=1 replay");
-        naive_differs += (0..n)
-            .filter(|&o| sum_sequential(k, |i| xr[i] * w32[o * k + i]).to_bits() != y[o].to_bits())
-            .count();
+        naive_differs +=
+            (0..n).filter(|&o| sum_sequential(k, |i| xr[i] * w32[o * k + i]).to_bits() != y[o].to_bits()).count();
     }
     naive_differs
 }

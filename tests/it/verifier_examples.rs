@@ -50,7 +50,9 @@ fn mutations_of_example_siblings() {
         for (what, mutant) in reorderings(&rows) {
             reorders += 1;
             match check_sibling(&mutant, &m1) {
-                Err(SiblingError::Invalid(e)) => failures.push(format!("{}: reordering `{what}` is malformed: {e:?}", rows.name)),
+                Err(SiblingError::Invalid(e)) => {
+                    failures.push(format!("{}: reordering `{what}` is malformed: {e:?}", rows.name))
+                }
                 Err(_) => rejected += 1,
                 Ok(_) => failures.push(format!("{}: reordering `{what}` was accepted", rows.name)),
             }
@@ -63,7 +65,9 @@ fn mutations_of_example_siblings() {
             }
         }
     }
-    println!("example pairs: reorderings rejected {rejected}/{reorders}, preserving rewrites accepted {accepted}/{rewrites}");
+    println!(
+        "example pairs: reorderings rejected {rejected}/{reorders}, preserving rewrites accepted {accepted}/{rewrites}"
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(reorders >= 7 * 4 && rewrites >= 7 * 3, "too few mutants: {reorders} reorderings, {rewrites} rewrites");
 }
@@ -75,7 +79,8 @@ fn mutations_of_example_siblings() {
 fn q8_default_shapes_run_non_empty_reductions() {
     for k in [q8_dot::q8_matvec_rows(), q8_dot::q8_matvec()] {
         let kp = k.param_by_name("k").expect("q8 has a k parameter");
-        let mut ks: Vec<u64> = default_shapes(&k).iter().filter_map(|s| s.iter().find(|(p, _)| *p == kp).map(|(_, v)| *v)).collect();
+        let mut ks: Vec<u64> =
+            default_shapes(&k).iter().filter_map(|s| s.iter().find(|(p, _)| *p == kp).map(|(_, v)| *v)).collect();
         ks.sort_unstable();
         ks.dedup();
         let nbs: Vec<u64> = ks.iter().map(|k| k / 32).collect();

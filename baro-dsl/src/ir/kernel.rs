@@ -137,31 +137,65 @@ pub enum Buf {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Stmt {
     /// Defines `var` (first and only definition).
-    Let { var: Var, value: Expr },
+    Let {
+        var: Var,
+        value: Expr,
+    },
     /// A reduction with one result per row of a tile: defines `vars[j]` (each its first and
     /// only definition) as `value` evaluated with `row` = j, for j in `0..vars.len()`. `value`
     /// is an `Expr::Reduce` whose body may read `row` (an index, in scope only there), so each
     /// result is exactly the one-row reduction of its row, in its own declared order. What
     /// does not depend on `row` (the weight loads and their unpacking) is the same for every
     /// row: `lanes::expand` computes it once per element and updates one partial per row.
-    LetRows { vars: Vec<Var>, row: Var, value: Expr },
+    LetRows {
+        vars: Vec<Var>,
+        row: Var,
+        value: Expr,
+    },
     /// Updates a mutable `var`. A float update inside a loop is an accumulation and must be
     /// a declared reduction (the verifier rejects it otherwise).
-    Assign { var: Var, value: Expr },
-    Store { buf: Buf, index: Expr, value: Expr },
+    Assign {
+        var: Var,
+        value: Expr,
+    },
+    Store {
+        buf: Buf,
+        index: Expr,
+        value: Expr,
+    },
     /// `for var in (start..end).step_by(step)`, sequential and uniform over the workgroup.
-    For { var: Var, start: Expr, end: Expr, step: Expr, body: Vec<Stmt> },
-    If { cond: Expr, then_body: Vec<Stmt>, else_body: Vec<Stmt> },
+    For {
+        var: Var,
+        start: Expr,
+        end: Expr,
+        step: Expr,
+        body: Vec<Stmt>,
+    },
+    If {
+        cond: Expr,
+        then_body: Vec<Stmt>,
+        else_body: Vec<Stmt>,
+    },
     /// `for var in 0..end`, iterations independent, spread over the workgroup's lanes;
     /// ends with a workgroup barrier. With a `team` of L lanes each iteration runs on L
     /// lanes of its own (the workgroup holds `block / L` teams), and a lane reduction in its
     /// body runs on that team (`lanes(L)`): several outputs per workgroup, one per team. The
     /// team changes where iterations run, never what they compute.
-    ParFor { var: Var, end: Expr, team: Option<u32>, body: Vec<Stmt> },
+    ParFor {
+        var: Var,
+        end: Expr,
+        team: Option<u32>,
+        body: Vec<Stmt>,
+    },
     /// A SIMT region: `count` lanes each run `body` with `lane` bound to their lane index,
     /// in lockstep at every shuffle. Produced by `lanes::expand` from a reduction, whose
     /// schedule it records in `implements` so the verifier can check the code against it.
-    Lanes { lane: Var, count: u32, implements: Option<Implements>, body: Vec<Stmt> },
+    Lanes {
+        lane: Var,
+        count: u32,
+        implements: Option<Implements>,
+        body: Vec<Stmt>,
+    },
     /// Workgroup barrier: must sit in uniform control flow.
     Barrier,
     /// A precondition of the launch (`check!(cond)`): `cond`, a bool, must hold wherever the
@@ -170,7 +204,10 @@ pub enum Stmt {
     /// workgroup, a GPU thread records the failure and goes on (its results are not to be
     /// used). The sibling verifier takes an equality `a == b` of two input elements as a fact
     /// of every launch that succeeds (`verify::sibling`).
-    Check { id: u32, cond: Expr },
+    Check {
+        id: u32,
+        cond: Expr,
+    },
 }
 
 /// What a `Lanes` region claims to compute: `results[0] = reduce(op, schedule, i in 0..len,
@@ -423,29 +460,68 @@ pub enum Expr {
     Param(ParamId),
     /// The workgroup's index along grid axis 0, 1 or 2.
     GroupId(u8),
-    Load { buf: Buf, index: Box<Expr> },
-    Unary { op: UnOp, arg: Box<Expr> },
-    Binary { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr> },
-    Select { cond: Box<Expr>, then: Box<Expr>, els: Box<Expr> },
+    Load {
+        buf: Buf,
+        index: Box<Expr>,
+    },
+    Unary {
+        op: UnOp,
+        arg: Box<Expr>,
+    },
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
+    Select {
+        cond: Box<Expr>,
+        then: Box<Expr>,
+        els: Box<Expr>,
+    },
     /// Numeric conversion: float↔float round to nearest even, int→float round to nearest
     /// even, float→int truncates toward zero and saturates (NaN → 0), int↔int wraps.
-    Cast { to: ScalarType, arg: Box<Expr> },
+    Cast {
+        to: ScalarType,
+        arg: Box<Expr>,
+    },
     /// Reinterprets the bits; the two types have the same width.
-    Bitcast { to: ScalarType, arg: Box<Expr> },
-    Call { func: MathFn, arg: Box<Expr> },
+    Bitcast {
+        to: ScalarType,
+        arg: Box<Expr>,
+    },
+    Call {
+        func: MathFn,
+        arg: Box<Expr>,
+    },
     /// `a · b + c` rounded once (IEEE 754 fusedMultiplyAdd), all three f32. An operation of
     /// its own: it is never `a * b + c` (two roundings), and no pass forms one from the other.
-    Fma { a: Box<Expr>, b: Box<Expr>, c: Box<Expr> },
+    Fma {
+        a: Box<Expr>,
+        b: Box<Expr>,
+        c: Box<Expr>,
+    },
     /// `c + Σ_{i<4} a.byte(i) · b.byte(i)` (bytes little-endian, signedness per `kind`),
     /// `a` and `b` u32, `c` and the result i32, wrapping like `dp4a`. Exact integer
     /// arithmetic: every target computes the same integer (`Dot4Kind::eval`).
-    Dot4 { kind: Dot4Kind, a: Box<Expr>, b: Box<Expr>, c: Box<Expr> },
+    Dot4 {
+        kind: Dot4Kind,
+        a: Box<Expr>,
+        b: Box<Expr>,
+        c: Box<Expr>,
+    },
     /// `let var = value in body`, for sharing inside one expression.
-    Let { var: Var, value: Box<Expr>, body: Box<Expr> },
+    Let {
+        var: Var,
+        value: Box<Expr>,
+        body: Box<Expr>,
+    },
     Reduce(Box<Reduce>),
     /// The value `value` holds in lane `lane ^ mask` (only inside a `Lanes` region, in
     /// uniform control flow).
-    ShuffleXor { value: Box<Expr>, mask: u32 },
+    ShuffleXor {
+        value: Box<Expr>,
+        mask: u32,
+    },
 }
 
 impl Expr {
@@ -494,10 +570,9 @@ impl Expr {
         match self {
             Expr::Const(_) | Expr::Var(_) | Expr::Param(_) | Expr::GroupId(_) => {}
             Expr::Load { index, .. } => f(index),
-            Expr::Unary { arg, .. }
-            | Expr::Cast { arg, .. }
-            | Expr::Bitcast { arg, .. }
-            | Expr::Call { arg, .. } => f(arg),
+            Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Call { arg, .. } => {
+                f(arg)
+            }
             Expr::Binary { lhs, rhs, .. } => {
                 f(lhs);
                 f(rhs)

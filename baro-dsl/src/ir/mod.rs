@@ -6,8 +6,8 @@ mod typeck;
 mod types;
 
 pub use kernel::{
-    Access, BinOp, Buf, Dot4Kind, Expr, Implements, Kernel, MathFn, Param, ParamId, ParamKind, Reduce, ReduceOp, SharedArray,
-    SharedId, Sibling, Stmt, UnOp, Var, VarDecl, VerifyShapes, MAX_BLOCK,
+    Access, BinOp, Buf, Dot4Kind, Expr, Implements, Kernel, MathFn, Param, ParamId, ParamKind, Reduce, ReduceOp,
+    SharedArray, SharedId, Sibling, Stmt, UnOp, Var, VarDecl, VerifyShapes, MAX_BLOCK,
 };
 pub use text::{ParseError, MAX_NESTING};
 pub use typeck::TypeError;

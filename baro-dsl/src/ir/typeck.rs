@@ -22,7 +22,9 @@ impl Kernel {
             },
             Expr::Param(p) => match self.params.get(p.index()).map(|x| &x.kind) {
                 Some(ParamKind::Scalar(t)) => Ok(*t),
-                Some(ParamKind::Buffer { .. }) => err(format!("buffer `{}` used as a scalar value", self.params[p.index()].name)),
+                Some(ParamKind::Buffer { .. }) => {
+                    err(format!("buffer `{}` used as a scalar value", self.params[p.index()].name))
+                }
                 None => err(format!("parameter {p} does not exist (the kernel has {})", self.params.len())),
             },
             Expr::GroupId(axis) => {
@@ -63,7 +65,9 @@ impl Kernel {
                     return err(format!("`{}` of {a} and {b}: both operands must have one type", op.name()));
                 }
                 let ok = match op {
-                    BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max => a.is_float() || a.is_int(),
+                    BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max => {
+                        a.is_float() || a.is_int()
+                    }
                     BinOp::Rem | BinOp::Shl | BinOp::Shr => a.is_int(),
                     BinOp::And | BinOp::Or | BinOp::Xor => a.is_int() || a == ScalarType::Bool,
                     BinOp::Eq | BinOp::Ne => true,
@@ -114,7 +118,9 @@ impl Kernel {
                 Ok(ScalarType::F32)
             }
             Expr::Dot4 { kind, a, b, c } => {
-                for (x, which, want) in [(a, "first", ScalarType::U32), (b, "second", ScalarType::U32), (c, "third", ScalarType::I32)] {
+                for (x, which, want) in
+                    [(a, "first", ScalarType::U32), (b, "second", ScalarType::U32), (c, "third", ScalarType::I32)]
+                {
                     let t = self.type_of(x)?;
                     if t != want {
                         return err(format!("`{}`'s {which} operand has type {t}: expected {want}", kind.name()));

@@ -43,12 +43,7 @@ impl ScalarType {
     pub fn is_int(self) -> bool {
         matches!(
             self,
-            ScalarType::I8
-                | ScalarType::U8
-                | ScalarType::I32
-                | ScalarType::U32
-                | ScalarType::I64
-                | ScalarType::U64
+            ScalarType::I8 | ScalarType::U8 | ScalarType::I32 | ScalarType::U32 | ScalarType::I64 | ScalarType::U64
         )
     }
 
@@ -165,7 +160,10 @@ impl fmt::Display for Const {
             ScalarType::F32 => {
                 let v = f32::from_bits(self.bits as u32);
                 // Exactly representable finite values print as decimals; the rest as bits.
-                if v.is_finite() && !(v == 0.0 && v.is_sign_negative()) && format!("{v:?}").parse::<f32>().ok().map(f32::to_bits) == Some(v.to_bits()) {
+                if v.is_finite()
+                    && !(v == 0.0 && v.is_sign_negative())
+                    && format!("{v:?}").parse::<f32>().ok().map(f32::to_bits) == Some(v.to_bits())
+                {
                     write!(f, "{v:?}:f32")
                 } else {
                     write!(f, "0x{:08x}:f32", self.bits)

@@ -42,7 +42,14 @@ impl Cx<'_> {
     /// reductions hoisted into `out`) without a row; with one, the body of row j for each j,
     /// its row-independent parts computed once into `out`. For an `fma_sum` each element is
     /// a product `a_j * b_j`.
-    pub(super) fn items(&mut self, body: Expr, op: ReduceOp, row: Option<Var>, n: usize, out: &mut Vec<Stmt>) -> Result<Vec<Expr>, ExpandError> {
+    pub(super) fn items(
+        &mut self,
+        body: Expr,
+        op: ReduceOp,
+        row: Option<Var>,
+        n: usize,
+        out: &mut Vec<Stmt>,
+    ) -> Result<Vec<Expr>, ExpandError> {
         let Some(row) = row else { return Ok(vec![self.expr(body, out)?]) };
         let mut rx = Rows { row, n, per_row: HashMap::new() };
         if op != ReduceOp::FmaSum {
@@ -55,7 +62,8 @@ impl Cx<'_> {
             e = *body;
         }
         let Expr::Binary { op: BinOp::Mul, lhs, rhs } = e else {
-            return self.err(format!("an `fma_sum` element must be a product `a * b`, found `{}`", self.k.expr_text(&e)));
+            return self
+                .err(format!("an `fma_sum` element must be a product `a * b`, found `{}`", self.k.expr_text(&e)));
         };
         let a = self.row_value(&mut rx, *lhs, out)?;
         let a = self.per_row(a, n, out)?;
@@ -148,14 +156,22 @@ impl Cx<'_> {
                 let (a, b, c) = (one(self, rx, *a, out)?, one(self, rx, *b, out)?, one(self, rx, *c, out)?);
                 a.into_iter().zip(b).zip(c).map(|((a, b), c)| Expr::dot4(kind, a, b, c)).collect()
             }
-            other => return self.err(format!("`{}` in a reduction over rows: expected source IR", self.k.expr_text(&other))),
+            other => {
+                return self.err(format!("`{}` in a reduction over rows: expected source IR", self.k.expr_text(&other)))
+            }
         };
         Ok(RowValue::PerRow(rows))
     }
 
     /// `e` for row `j`, written out whole (an arm of a select: nothing hoisted), each `let`
     /// renamed for the row (`renamed` holds the renames in scope).
-    fn instance(&mut self, rx: &Rows, e: &Expr, j: usize, renamed: &mut HashMap<Var, Var>) -> Result<Expr, ExpandError> {
+    fn instance(
+        &mut self,
+        rx: &Rows,
+        e: &Expr,
+        j: usize,
+        renamed: &mut HashMap<Var, Var>,
+    ) -> Result<Expr, ExpandError> {
         let sub = |cx: &mut Self, x: &Expr, renamed: &mut HashMap<Var, Var>| cx.instance(rx, x, j, renamed);
         Ok(match e {
             Expr::Var(v) if *v == rx.row => Expr::c(Const::index(j as u64)),

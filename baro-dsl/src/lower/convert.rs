@@ -102,7 +102,9 @@ pub(crate) fn int_to_half<'ctx>(ir: &Ir<'_, 'ctx>, v: IntValue<'ctx>, signed: bo
     let neg = if signed { ir.icmp(P::SLT, v, ir.i64(0))? } else { ir.cx.bool_type().const_zero() };
     let mag = ir.sel(neg, ir.sub(ir.i64(0), v)?, v)?;
     let is_zero = ir.icmp(P::EQ, mag, ir.i64(0))?;
-    let lz = ir.intrinsic("llvm.ctlz", &[i64t.into()], &[mag.into(), ir.cx.bool_type().const_zero().into()])?.into_int_value();
+    let lz = ir
+        .intrinsic("llvm.ctlz", &[i64t.into()], &[mag.into(), ir.cx.bool_type().const_zero().into()])?
+        .into_int_value();
     let lz = ir.sel(is_zero, ir.i64(0), lz)?;
     let e = ir.sub(ir.i64(63), lz)?;
     let n = ir.shl(mag, lz)?; // leading one at bit 63

@@ -143,7 +143,13 @@ pub(crate) trait ExprLeaves<'a, 'ctx: 'a> {
                     None => self.expr(acc)?,
                 };
                 if [x.ty, y.ty, z.ty] != [ScalarType::U32, ScalarType::U32, ScalarType::I32] {
-                    return fail(format!("`add` of {} and `{}` of {} and {}: expected i32, u32 and u32", z.ty, kind.name(), x.ty, y.ty));
+                    return fail(format!(
+                        "`add` of {} and `{}` of {} and {}: expected i32, u32 and u32",
+                        z.ty,
+                        kind.name(),
+                        x.ty,
+                        y.ty
+                    ));
                 }
                 let v = self.dot4(kind, x.v.into_int_value(), y.v.into_int_value(), z.v.into_int_value())?;
                 Ok(Val { v: v.into(), ty: ScalarType::I32 })
@@ -173,7 +179,13 @@ pub(crate) trait ExprLeaves<'a, 'ctx: 'a> {
                 let y = self.expr(b)?;
                 let z = self.expr(c)?;
                 if [x.ty, y.ty, z.ty] != [ScalarType::U32, ScalarType::U32, ScalarType::I32] {
-                    return fail(format!("`{}` of {}, {} and {}: expected u32, u32 and i32", kind.name(), x.ty, y.ty, z.ty));
+                    return fail(format!(
+                        "`{}` of {}, {} and {}: expected u32, u32 and i32",
+                        kind.name(),
+                        x.ty,
+                        y.ty,
+                        z.ty
+                    ));
                 }
                 let v = self.dot4(*kind, x.v.into_int_value(), y.v.into_int_value(), z.v.into_int_value())?;
                 Ok(Val { v: v.into(), ty: ScalarType::I32 })
@@ -202,7 +214,9 @@ pub(crate) trait ExprLeaves<'a, 'ctx: 'a> {
                 r
             }
             Expr::ShuffleXor { value, mask } => self.shuffle_xor(e, value, *mask),
-            Expr::Call { func, .. } => fail(format!("call to `{}` not expanded (run mathlib::expand_calls first)", func.name())),
+            Expr::Call { func, .. } => {
+                fail(format!("call to `{}` not expanded (run mathlib::expand_calls first)", func.name()))
+            }
             Expr::Reduce(_) => fail("reduction not expanded (run lanes::expand first)"),
         }
     }
@@ -228,7 +242,9 @@ pub(crate) trait ExprLeaves<'a, 'ctx: 'a> {
 /// The kind and operands of `e` when it is `dot4(a, b, 0)` (the accumulator the integer zero).
 fn dot4_of_zero(e: &Expr) -> Option<(Dot4Kind, &Expr, &Expr)> {
     match e {
-        Expr::Dot4 { kind, a, b, c } if matches!(&**c, Expr::Const(k) if k.ty == ScalarType::I32 && k.bits == 0) => Some((*kind, a, b)),
+        Expr::Dot4 { kind, a, b, c } if matches!(&**c, Expr::Const(k) if k.ty == ScalarType::I32 && k.bits == 0) => {
+            Some((*kind, a, b))
+        }
         _ => None,
     }
 }

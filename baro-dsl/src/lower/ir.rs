@@ -74,9 +74,16 @@ impl<'a, 'ctx> Ir<'a, 'ctx> {
         Ok(self.b.build_bit_cast(a, self.cx.f32_type(), "")?.into_float_value())
     }
     /// Calls the overloaded intrinsic `name` specialised on `types`.
-    pub fn intrinsic(&self, name: &str, types: &[BasicTypeEnum<'ctx>], args: &[BasicValueEnum<'ctx>]) -> R<BasicValueEnum<'ctx>> {
+    pub fn intrinsic(
+        &self,
+        name: &str,
+        types: &[BasicTypeEnum<'ctx>],
+        args: &[BasicValueEnum<'ctx>],
+    ) -> R<BasicValueEnum<'ctx>> {
         let Some(i) = Intrinsic::find(name) else { return fail(format!("llvm intrinsic `{name}` not found")) };
-        let Some(f) = i.get_declaration(self.m, types) else { return fail(format!("llvm intrinsic `{name}` has no declaration for {types:?}")) };
+        let Some(f) = i.get_declaration(self.m, types) else {
+            return fail(format!("llvm intrinsic `{name}` has no declaration for {types:?}"));
+        };
         let args: Vec<BasicMetadataValueEnum> = args.iter().map(|&a| a.into()).collect();
         match self.b.build_call(f, &args, "")?.try_as_basic_value().basic() {
             Some(v) => Ok(v),

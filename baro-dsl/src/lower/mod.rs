@@ -14,7 +14,10 @@ pub mod host;
 mod ir;
 mod ops;
 
-pub use host::{lower_host, shared_layout, ErrorRecord, ENTRY_NAME, ERR_CHECK, ERR_FOR_STEP, ERR_READ, ERR_READ_SHARED, ERR_WRITE, ERR_WRITE_SHARED};
+pub use host::{
+    lower_host, shared_layout, ErrorRecord, ENTRY_NAME, ERR_CHECK, ERR_FOR_STEP, ERR_READ, ERR_READ_SHARED, ERR_WRITE,
+    ERR_WRITE_SHARED,
+};
 
 /// Lowering failed: the kernel uses something this lowering cannot express, or is malformed
 /// in a way the verifier should have caught (a bug in baro if it got this far).

@@ -70,7 +70,11 @@ impl<'a, 'ctx> Ir<'a, 'ctx> {
                     _ => (a.v.into_int_value(), 16),
                 };
                 let sign = bits.get_type().const_int(1u64 << (width - 1), false);
-                let r = if mask_xor { self.xor(bits, sign)? } else { self.and(bits, bits.get_type().const_int((1u64 << (width - 1)) - 1, false))? };
+                let r = if mask_xor {
+                    self.xor(bits, sign)?
+                } else {
+                    self.and(bits, bits.get_type().const_int((1u64 << (width - 1)) - 1, false))?
+                };
                 let v = if ty == ScalarType::F32 { self.bits_f32(r)?.into() } else { r.into() };
                 Ok(Val { v, ty })
             };
@@ -120,11 +124,19 @@ impl<'a, 'ctx> Ir<'a, 'ctx> {
                     let min = it.const_int(1u64 << (ty.bits() - 1), false);
                     let ovf = self.and(self.icmp(P::EQ, x, min)?, self.icmp(P::EQ, y, it.const_all_ones())?)?;
                     safe = self.sel(ovf, one, safe)?;
-                    let q = if op == BinOp::Div { b.build_int_signed_div(x, safe, "")? } else { b.build_int_signed_rem(x, safe, "")? };
+                    let q = if op == BinOp::Div {
+                        b.build_int_signed_div(x, safe, "")?
+                    } else {
+                        b.build_int_signed_rem(x, safe, "")?
+                    };
                     let q = if op == BinOp::Rem { self.sel(ovf, zero, q)? } else { q };
                     self.sel(by_zero, zero, q)?
                 } else {
-                    let q = if op == BinOp::Div { b.build_int_unsigned_div(x, safe, "")? } else { b.build_int_unsigned_rem(x, safe, "")? };
+                    let q = if op == BinOp::Div {
+                        b.build_int_unsigned_div(x, safe, "")?
+                    } else {
+                        b.build_int_unsigned_rem(x, safe, "")?
+                    };
                     self.sel(by_zero, zero, q)?
                 }
             }
@@ -173,7 +185,13 @@ impl<'a, 'ctx> Ir<'a, 'ctx> {
     /// A 4-way byte dot in exact integer operations (`Dot4Kind::eval`): each byte extended
     /// to i32 by its signedness, multiplied, and added to `c` with wrapping adds. The host's
     /// lowering, and a GPU's where it has no dot instruction.
-    pub(crate) fn dot4_exact(&self, kind: Dot4Kind, a: IntValue<'ctx>, b: IntValue<'ctx>, c: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+    pub(crate) fn dot4_exact(
+        &self,
+        kind: Dot4Kind,
+        a: IntValue<'ctx>,
+        b: IntValue<'ctx>,
+        c: IntValue<'ctx>,
+    ) -> R<IntValue<'ctx>> {
         let (i8t, i32t) = (self.cx.i8_type(), self.cx.i32_type());
         let byte = |w: IntValue<'ctx>, i: u32, signed: bool| -> R<IntValue<'ctx>> {
             let x = self.trunc(self.lshr(w, self.i32(8 * i))?, i8t)?;
@@ -211,7 +229,14 @@ impl<'a, 'ctx> Ir<'a, 'ctx> {
 
     /// max/min: a NaN operand is returned as is (the first one if both are), `max(-0, +0)`
     /// is +0 and `min(-0, +0)` is -0. Selects between the original values, so no rounding.
-    fn float_min_max(&self, max: bool, a: Val<'ctx>, bv: Val<'ctx>, x: FloatValue<'ctx>, y: FloatValue<'ctx>) -> R<Val<'ctx>> {
+    fn float_min_max(
+        &self,
+        max: bool,
+        a: Val<'ctx>,
+        bv: Val<'ctx>,
+        x: FloatValue<'ctx>,
+        y: FloatValue<'ctx>,
+    ) -> R<Val<'ctx>> {
         let ir = self;
         let (ab, bb) = if a.ty == ScalarType::F32 {
             (ir.f32_bits(x)?, ir.f32_bits(y)?)
@@ -262,7 +287,11 @@ impl<'a, 'ctx> Ir<'a, 'ctx> {
         let signed = from.is_signed();
         if to.is_float() {
             if to == ScalarType::F32 {
-                let f = if signed { b.build_signed_int_to_float(x, cx.f32_type(), "")? } else { b.build_unsigned_int_to_float(x, cx.f32_type(), "")? };
+                let f = if signed {
+                    b.build_signed_int_to_float(x, cx.f32_type(), "")?
+                } else {
+                    b.build_unsigned_int_to_float(x, cx.f32_type(), "")?
+                };
                 return Ok(Val { v: f.into(), ty: to });
             }
             let x64 = if from.bits() == 64 {

@@ -57,7 +57,8 @@ const EXP_HI: f32 = f32::from_bits(0x42b1_7217);
 const EXP_LO: f32 = -104.0;
 /// Cephes expf coefficients, highest degree first (its published digits, kept for tracing).
 #[allow(clippy::excessive_precision)]
-const EXP_POLY: [f32; 6] = [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5.000_000_1e-1];
+const EXP_POLY: [f32; 6] =
+    [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5.000_000_1e-1];
 /// Cephes logf coefficients, highest degree first (its published digits).
 #[allow(clippy::excessive_precision)]
 const LOG_POLY: [f32; 9] = [

@@ -29,9 +29,15 @@ element!(f32 => F32, f16 => F16, bf16 => BF16, i8 => I8, u8 => U8, i32 => I32, u
 /// One launch argument, in the kernel's parameter order.
 pub enum Arg<'a> {
     /// A read-only buffer (`&[T]`), viewed as bytes.
-    Buf { elem: ScalarType, bytes: &'a [u8] },
+    Buf {
+        elem: ScalarType,
+        bytes: &'a [u8],
+    },
     /// A writable buffer (`&mut [T]`), viewed as bytes.
-    BufMut { elem: ScalarType, bytes: &'a mut [u8] },
+    BufMut {
+        elem: ScalarType,
+        bytes: &'a mut [u8],
+    },
     Scalar(Const),
 }
 

@@ -65,7 +65,11 @@ impl Buffer {
         if self.elem == t {
             Ok(())
         } else {
-            Err(DeviceError::Mismatch { what: "buffer element type", expected: t.to_string(), found: self.elem.to_string() })
+            Err(DeviceError::Mismatch {
+                what: "buffer element type",
+                expected: t.to_string(),
+                found: self.elem.to_string(),
+            })
         }
     }
     /// The host bytes of a host buffer.
@@ -176,11 +180,19 @@ pub(crate) fn words_as_bytes_mut(w: &mut [u64]) -> &mut [u8] {
 pub(crate) fn from_bytes<T: Element>(bytes: &[u8]) -> Result<Vec<T>, DeviceError> {
     let size = std::mem::size_of::<T>();
     if size == 0 || bytes.len() % size != 0 {
-        return Err(DeviceError::Mismatch { what: "read", expected: format!("a multiple of {size} bytes"), found: format!("{} bytes", bytes.len()) });
+        return Err(DeviceError::Mismatch {
+            what: "read",
+            expected: format!("a multiple of {size} bytes"),
+            found: format!("{} bytes", bytes.len()),
+        });
     }
     if T::TYPE == ScalarType::Bool {
         if let Some(b) = bytes.iter().find(|&&b| b > 1) {
-            return Err(DeviceError::Mismatch { what: "bool buffer", expected: "bytes 0 or 1".into(), found: format!("byte {b}") });
+            return Err(DeviceError::Mismatch {
+                what: "bool buffer",
+                expected: "bytes 0 or 1".into(),
+                found: format!("byte {b}"),
+            });
         }
     }
     let n = bytes.len() / size;

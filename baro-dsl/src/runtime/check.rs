@@ -30,7 +30,8 @@ pub(crate) fn check_args(k: &Kernel, args: impl ExactSizeIterator<Item = ArgShap
         return Err(LaunchError::ArgCount { kernel: k.name.clone(), expected: k.params.len(), found: args.len() });
     }
     for (position, (p, a)) in k.params.iter().zip(args).enumerate() {
-        let mismatch = |expected: String| LaunchError::ArgType { name: p.name.clone(), position, expected, found: a.describe() };
+        let mismatch =
+            |expected: String| LaunchError::ArgType { name: p.name.clone(), position, expected, found: a.describe() };
         match (&p.kind, a) {
             (ParamKind::Scalar(t), ArgShape::Scalar(s)) if s == *t => {}
             (ParamKind::Scalar(t), _) => return Err(mismatch(t.to_string())),

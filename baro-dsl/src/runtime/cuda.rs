@@ -16,7 +16,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use cudarc::driver::{
+    sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError,
+    LaunchConfig, PinnedHostSlice, PushKernelArg,
+};
 
 use super::buffer::{PinnedBuffer, PinnedMem};
 use super::check::{check_args, scalar_bits};
@@ -180,7 +183,11 @@ impl CudaDevice {
         let mut driver = 0i32;
         // SAFETY: the library is present (checked above); `driver` outlives the call.
         unsafe { sys::cuDriverGetVersion(&mut driver) }.result().map_err(|e| driver_error("cuDriverGetVersion", e))?;
-        let options = CompileOptions::from_env().map_err(|e| DeviceError::Compile { kernel: "*".into(), target: "cuda".into(), message: e.to_string() })?;
+        let options = CompileOptions::from_env().map_err(|e| DeviceError::Compile {
+            kernel: "*".into(),
+            target: "cuda".into(),
+            message: e.to_string(),
+        })?;
         let cache = CompileCache::new(options.cache_dir.clone());
         let sm = (major * 10 + minor) as u32;
         Ok(CudaDevice { ctx, name, sm, driver, options, cache, kernels: Mutex::new(HashMap::new()) })
@@ -199,7 +206,9 @@ impl CudaDevice {
     }
 
     fn queue(&self, stream: Arc<CudaStream>) -> Result<CudaQueue, DeviceError> {
-        let slots = stream.alloc_zeros::<u64>(RECORD_SLOTS * RECORD_WORDS).map_err(|e| driver_error("cuMemAlloc (error records)", e))?;
+        let slots = stream
+            .alloc_zeros::<u64>(RECORD_SLOTS * RECORD_WORDS)
+            .map_err(|e| driver_error("cuMemAlloc (error records)", e))?;
         Ok(CudaQueue { stream, records: Mutex::new(Records { slots, used: 0, pending: Vec::new() }) })
     }
 
@@ -214,7 +223,10 @@ impl CudaDevice {
     }
 
     pub(crate) fn new_event(&self) -> Result<Event, DeviceError> {
-        let e = self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| driver_error("cuEventCreate", e))?;
+        let e = self
+            .ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| driver_error("cuEventCreate", e))?;
         Ok(Event { inner: EventImpl::Cuda(e) })
     }
 
@@ -223,7 +235,8 @@ impl CudaDevice {
             return Ok(hit.clone());
         }
         let target = self.target();
-        let compile_err = |message: String| DeviceError::Compile { kernel: k.name.clone(), target: target.to_string(), message };
+        let compile_err =
+            |message: String| DeviceError::Compile { kernel: k.name.clone(), target: target.to_string(), message };
         let artifact = compile_gpu(k, &target, &self.options, &self.cache).map_err(|e| compile_err(e.to_string()))?;
         let loaded = Arc::new(self.load(artifact)?);
         let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
@@ -232,15 +245,21 @@ impl CudaDevice {
 
     /// Loads an artifact's PTX and finds its entry.
     pub(crate) fn load(&self, artifact: Arc<GpuArtifact>) -> Result<CudaKernel, DeviceError> {
-        let bad = |message: String| DeviceError::Compile { kernel: artifact.kernel.name.clone(), target: artifact.target.to_string(), message };
+        let bad = |message: String| DeviceError::Compile {
+            kernel: artifact.kernel.name.clone(),
+            target: artifact.target.to_string(),
+            message,
+        };
         if !matches!(artifact.target, Target::Nvptx { .. }) {
             return Err(bad(format!("expected an nvptx artifact, found one for {}", artifact.target)));
         }
-        let ptx = std::str::from_utf8(&artifact.image).map_err(|e| bad(format!("expected PTX text, found invalid UTF-8 ({e})")))?;
+        let ptx = std::str::from_utf8(&artifact.image)
+            .map_err(|e| bad(format!("expected PTX text, found invalid UTF-8 ({e})")))?;
         if ptx.contains('\0') || artifact.entry.contains('\0') {
             return Err(bad("expected PTX text and an entry name without NUL bytes, found a NUL".into()));
         }
-        let module = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|e| driver_error("cuModuleLoadData", e))?;
+        let module =
+            self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|e| driver_error("cuModuleLoadData", e))?;
         let func = module.load_function(&artifact.entry).map_err(|e| driver_error("cuModuleGetFunction", e))?;
         Ok(CudaKernel { artifact, func, _module: module })
     }
@@ -248,7 +267,8 @@ impl CudaDevice {
     pub(crate) fn alloc(&self, bytes: usize) -> Result<CudaMem, DeviceError> {
         let stream = self.ctx.default_stream();
         // Whole 4-byte words, so that a `DeviceArg::Words` view never reads past the allocation.
-        let slice = stream.alloc_zeros::<u8>(bytes.max(1).next_multiple_of(4)).map_err(|e| driver_error("cuMemAlloc", e))?;
+        let slice =
+            stream.alloc_zeros::<u8>(bytes.max(1).next_multiple_of(4)).map_err(|e| driver_error("cuMemAlloc", e))?;
         Ok(CudaMem { slice })
     }
 
@@ -285,14 +305,23 @@ impl CudaDevice {
         // SAFETY: `u8` is valid for any bytes; cudarc zero-fills nothing, but a `u8` slice of
         // uninitialised page-locked memory is only handed out after `cuMemHostAlloc`
         // returned it, and we write zeros before anyone reads it.
-        let mut p = unsafe { self.ctx.alloc_pinned::<u8>(bytes.max(1)) }.map_err(|e| driver_error("cuMemHostAlloc", e))?;
+        let mut p =
+            unsafe { self.ctx.alloc_pinned::<u8>(bytes.max(1)) }.map_err(|e| driver_error("cuMemHostAlloc", e))?;
         p.as_mut_slice().map_err(|e| driver_error("cuEventSynchronize (pinned memory)", e))?.fill(0);
         Ok(PinnedBuffer { mem: PinnedMem::Cuda(CudaPinned { slice: p, ctx: self.ctx.clone() }) })
     }
 
     /// Queues `len` bytes from `src[src_off..]` into `dst[dst_off..]` on `q` (ranges checked
     /// by the caller).
-    pub(crate) fn copy_from_pinned(&self, q: &CudaQueue, src: &CudaPinned, src_off: usize, dst: &mut CudaMem, dst_off: usize, len: usize) -> Result<(), DeviceError> {
+    pub(crate) fn copy_from_pinned(
+        &self,
+        q: &CudaQueue,
+        src: &CudaPinned,
+        src_off: usize,
+        dst: &mut CudaMem,
+        dst_off: usize,
+        len: usize,
+    ) -> Result<(), DeviceError> {
         let host = &src.as_slice()?[src_off..src_off + len];
         // The guard records cudarc's write event on `q` after the copy (kept until then), so a
         // later launch on another stream that reads `dst` is ordered after it too.
@@ -300,7 +329,8 @@ impl CudaDevice {
         // SAFETY: `dst` holds at least `dst_off + len` bytes (checked by the caller) and
         // `host` is `len` bytes of live page-locked memory, which `CudaPinned` keeps alive and
         // unwritten until the context has finished (its `as_mut_slice` and `Drop` synchronise).
-        unsafe { cudarc::driver::result::memcpy_htod_async(base + dst_off as u64, host, q.stream.cu_stream()) }.map_err(|e| driver_error("cuMemcpyHtoDAsync", e))
+        unsafe { cudarc::driver::result::memcpy_htod_async(base + dst_off as u64, host, q.stream.cu_stream()) }
+            .map_err(|e| driver_error("cuMemcpyHtoDAsync", e))
     }
 
     pub(crate) fn memory_info(&self) -> Result<super::device::MemoryInfo, DeviceError> {
@@ -316,14 +346,21 @@ impl CudaDevice {
         for (i, a) in args.iter().enumerate() {
             let Some((buf, len)) = a.buffer()? else { continue };
             if !matches!(buf.mem, super::buffer::Mem::Cuda(_)) {
-                return Err(DeviceError::Mismatch { what: "launch argument", expected: format!("a cuda buffer at #{i}"), found: format!("a {} buffer", buf.device_kind()) });
+                return Err(DeviceError::Mismatch {
+                    what: "launch argument",
+                    expected: format!("a cuda buffer at #{i}"),
+                    found: format!("a {} buffer", buf.device_kind()),
+                });
             }
             lens[i] = len as u64;
         }
-        let scalars = scalar_bits(args.len(), args.iter().enumerate().filter_map(|(i, a)| match a {
-            DeviceArg::Scalar(c) => Some((i, c)),
-            _ => None,
-        }));
+        let scalars = scalar_bits(
+            args.len(),
+            args.iter().enumerate().filter_map(|(i, a)| match a {
+                DeviceArg::Scalar(c) => Some((i, c)),
+                _ => None,
+            }),
+        );
         let grid = check_limits(kernel, grid_size(kernel, &scalars)?, GRID_LIMITS)?;
         Ok(Checked { lens, scalars, grid })
     }
@@ -332,7 +369,12 @@ impl CudaDevice {
     /// and element count, per scalar its bits (the words `launch` passes, less the record).
     /// Taking the addresses makes `q` wait for earlier writes on other streams (cudarc's event
     /// tracking); later users on other streams must order themselves with `Event`s.
-    pub(crate) fn record(&self, q: &CudaQueue, k: &Arc<CudaKernel>, args: &mut [DeviceArg<'_>]) -> Result<Node, DeviceError> {
+    pub(crate) fn record(
+        &self,
+        q: &CudaQueue,
+        k: &Arc<CudaKernel>,
+        args: &mut [DeviceArg<'_>],
+    ) -> Result<Node, DeviceError> {
         let Checked { lens, scalars, grid } = self.check_launch(k, args)?;
         let mut words = Vec::with_capacity(2 * args.len());
         for (i, a) in args.iter().enumerate() {
@@ -352,7 +394,12 @@ impl CudaDevice {
     /// Replays `nodes` (just recorded, their buffers alive) on `q` through `graph`'s CUDA
     /// graph: built when there is none or the shape changed, else updated where the words
     /// changed; then one `cuGraphLaunch`.
-    pub(crate) fn replay(&self, q: &CudaQueue, graph: &mut LaunchGraph, nodes: Vec<Node>) -> Result<Replay, DeviceError> {
+    pub(crate) fn replay(
+        &self,
+        q: &CudaQueue,
+        graph: &mut LaunchGraph,
+        nodes: Vec<Node>,
+    ) -> Result<Replay, DeviceError> {
         let nodes = Arc::new(nodes);
         let n = nodes.len();
         let replay = match (graph.cuda.as_mut(), changed_nodes(&graph.nodes, &nodes)) {
@@ -379,7 +426,12 @@ impl CudaDevice {
         Ok(replay)
     }
 
-    pub(crate) fn launch(&self, q: &CudaQueue, k: &Arc<CudaKernel>, args: &mut [DeviceArg<'_>]) -> Result<(), DeviceError> {
+    pub(crate) fn launch(
+        &self,
+        q: &CudaQueue,
+        k: &Arc<CudaKernel>,
+        args: &mut [DeviceArg<'_>],
+    ) -> Result<(), DeviceError> {
         let Checked { lens, scalars, grid } = self.check_launch(k, args)?;
         let mut records = q.records.lock().unwrap_or_else(|e| e.into_inner());
         if records.used == RECORD_SLOTS {
@@ -411,7 +463,11 @@ impl CudaDevice {
             }
         }
         b.arg(&record_view);
-        let cfg = LaunchConfig { grid_dim: (grid[0], grid[1], grid[2]), block_dim: (k.artifact.block_dim, 1, 1), shared_mem_bytes: 0 };
+        let cfg = LaunchConfig {
+            grid_dim: (grid[0], grid[1], grid[2]),
+            block_dim: (k.artifact.block_dim, 1, 1),
+            shared_mem_bytes: 0,
+        };
         // SAFETY: the arguments follow the kernel ABI of `compile_gpu` exactly: per buffer a
         // device pointer and its element count (the kernel bounds-checks every access against
         // it), per scalar its canonical bits, then a 32-byte zeroed error record; every
@@ -443,8 +499,13 @@ impl CudaQueue {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let words = self.stream.clone_dtoh(&slots.slice(0..n * RECORD_WORDS)).map_err(|e| driver_error("cuMemcpyDtoH (error records)", e))?;
-        self.stream.memset_zeros(&mut slots.slice_mut(0..n * RECORD_WORDS)).map_err(|e| driver_error("cuMemsetD8 (error records)", e))?;
+        let words = self
+            .stream
+            .clone_dtoh(&slots.slice(0..n * RECORD_WORDS))
+            .map_err(|e| driver_error("cuMemcpyDtoH (error records)", e))?;
+        self.stream
+            .memset_zeros(&mut slots.slice_mut(0..n * RECORD_WORDS))
+            .map_err(|e| driver_error("cuMemsetD8 (error records)", e))?;
         Ok(words)
     }
 

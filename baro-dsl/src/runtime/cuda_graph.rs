@@ -125,7 +125,11 @@ fn cuda_kernel(node: &Node) -> Result<&Arc<CudaKernel>, DeviceError> {
     match &node.kernel {
         KernelImpl::Cuda(k) => Ok(k),
         #[allow(unreachable_patterns)]
-        _ => Err(DeviceError::Mismatch { what: "launch graph node", expected: "a cuda kernel".into(), found: "a kernel of another device (a bug in baro)".into() }),
+        _ => Err(DeviceError::Mismatch {
+            what: "launch graph node",
+            expected: "a cuda kernel".into(),
+            found: "a kernel of another device (a bug in baro)".into(),
+        }),
     }
 }
 
@@ -136,12 +140,25 @@ fn call(name: &'static str, r: sys::CUresult) -> Result<(), DeviceError> {
 impl CudaGraph {
     /// A graph of `nodes` (at least one) in a chain, instantiated, with a zeroed record area
     /// allocated on `stream`.
-    pub(crate) fn build(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, nodes: &[Node]) -> Result<CudaGraph, DeviceError> {
-        let slots = stream.alloc_zeros::<u64>(nodes.len().max(1) * RECORD_WORDS).map_err(|e| driver_error("cuMemAlloc (graph error records)", e))?;
+    pub(crate) fn build(
+        ctx: &Arc<CudaContext>,
+        stream: &Arc<CudaStream>,
+        nodes: &[Node],
+    ) -> Result<CudaGraph, DeviceError> {
+        let slots = stream
+            .alloc_zeros::<u64>(nodes.len().max(1) * RECORD_WORDS)
+            .map_err(|e| driver_error("cuMemAlloc (graph error records)", e))?;
         let record_base = slots.device_ptr(stream).0;
         ctx.bind_to_thread().map_err(|e| driver_error("cuCtxSetCurrent", e))?;
         // Dropped on any error below: destroys what was created so far.
-        let mut g = CudaGraph { ctx: ctx.clone(), graph: std::ptr::null_mut(), exec: std::ptr::null_mut(), handles: Vec::with_capacity(nodes.len()), records: Arc::new(RecordArea { slots: Mutex::new(slots) }), record_base };
+        let mut g = CudaGraph {
+            ctx: ctx.clone(),
+            graph: std::ptr::null_mut(),
+            exec: std::ptr::null_mut(),
+            handles: Vec::with_capacity(nodes.len()),
+            records: Arc::new(RecordArea { slots: Mutex::new(slots) }),
+            record_base,
+        };
         // SAFETY: `g.graph` is a valid out-pointer; flags must be 0.
         call("cuGraphCreate", unsafe { sys::cuGraphCreate(&mut g.graph, 0) })?;
         for (i, node) in nodes.iter().enumerate() {
@@ -157,7 +174,9 @@ impl CudaGraph {
             // `raw` points into `p`, alive until the call returns: the kernel's function and
             // one 8-byte word per parameter of the GPU kernel ABI (the node's recorded words,
             // checked when recorded, and the address of its record in the area we own).
-            call("cuGraphAddKernelNode", unsafe { sys::cuGraphAddKernelNode_v2(&mut handle, g.graph, deps, n_deps, &raw) })?;
+            call("cuGraphAddKernelNode", unsafe {
+                sys::cuGraphAddKernelNode_v2(&mut handle, g.graph, deps, n_deps, &raw)
+            })?;
             g.handles.push(handle);
         }
         // SAFETY: `g.graph` is a complete graph of kernel nodes; `g.exec` a valid out-pointer.
@@ -174,13 +193,19 @@ impl CudaGraph {
         self.ctx.bind_to_thread().map_err(|e| driver_error("cuCtxSetCurrent", e))?;
         for &i in changed {
             let (Some(node), Some(&handle)) = (nodes.get(i), self.handles.get(i)) else {
-                return Err(DeviceError::Mismatch { what: "launch graph update", expected: format!("node {i} of {}", self.handles.len()), found: format!("{} recorded nodes (a bug in baro)", nodes.len()) });
+                return Err(DeviceError::Mismatch {
+                    what: "launch graph update",
+                    expected: format!("node {i} of {}", self.handles.len()),
+                    found: format!("{} recorded nodes (a bug in baro)", nodes.len()),
+                });
             };
             let mut p = Params::new(node, self.record_address(i))?;
             let raw = p.raw();
             // SAFETY: `handle` is a kernel node of the graph `exec` was instantiated from, with
             // the same function and grid (`changed_nodes` compared them); `raw` as in `build`.
-            call("cuGraphExecKernelNodeSetParams", unsafe { sys::cuGraphExecKernelNodeSetParams_v2(self.exec, handle, &raw) })?;
+            call("cuGraphExecKernelNodeSetParams", unsafe {
+                sys::cuGraphExecKernelNodeSetParams_v2(self.exec, handle, &raw)
+            })?;
         }
         Ok(())
     }

@@ -382,7 +382,11 @@ impl Device {
     pub fn write_bytes(&self, buf: &mut Buffer, bytes: &[u8]) -> Result<(), DeviceError> {
         self.default_stream.refuse_while_recording("a buffer write")?;
         if bytes.len() != buf.byte_len() {
-            return Err(DeviceError::Mismatch { what: "write", expected: format!("{} bytes", buf.byte_len()), found: format!("{} bytes", bytes.len()) });
+            return Err(DeviceError::Mismatch {
+                what: "write",
+                expected: format!("{} bytes", buf.byte_len()),
+                found: format!("{} bytes", bytes.len()),
+            });
         }
         match (&self.inner, &mut buf.mem) {
             (DeviceImpl::Host(_), Mem::Host(words)) => {
@@ -413,7 +417,11 @@ impl Device {
     fn read_bytes_prefix(&self, buf: &Buffer, len: usize) -> Result<Vec<u8>, DeviceError> {
         self.default_stream.refuse_while_recording("a buffer read")?;
         if len > buf.byte_len() {
-            return Err(DeviceError::Mismatch { what: "read", expected: format!("at most the buffer's {} bytes", buf.byte_len()), found: format!("{len} bytes") });
+            return Err(DeviceError::Mismatch {
+                what: "read",
+                expected: format!("at most the buffer's {} bytes", buf.byte_len()),
+                found: format!("{len} bytes"),
+            });
         }
         match (&self.inner, &buf.mem) {
             (DeviceImpl::Host(_), Mem::Host(words)) => Ok(super::buffer::words_as_bytes(words)[..len].to_vec()),
@@ -436,7 +444,11 @@ impl Device {
     /// buffer sized for more than one call uses. Synchronous, as `read`.
     pub fn read_prefix<T: Element>(&self, buf: &Buffer, n: usize) -> Result<Vec<T>, DeviceError> {
         buf.expect_elem(T::TYPE)?;
-        let len = n.checked_mul(T::TYPE.size_bytes()).ok_or_else(|| DeviceError::Mismatch { what: "read", expected: "an element count whose bytes fit in usize".into(), found: format!("{n} elements") })?;
+        let len = n.checked_mul(T::TYPE.size_bytes()).ok_or_else(|| DeviceError::Mismatch {
+            what: "read",
+            expected: "an element count whose bytes fit in usize".into(),
+            found: format!("{n} elements"),
+        })?;
         super::buffer::from_bytes(&self.read_bytes_prefix(buf, len)?)
     }
 
@@ -444,7 +456,11 @@ impl Device {
     pub fn copy(&self, stream: &Stream, src: &Buffer, dst: &mut Buffer) -> Result<(), DeviceError> {
         stream.refuse_while_recording("a device-to-device copy")?;
         if src.byte_len() != dst.byte_len() {
-            return Err(DeviceError::Mismatch { what: "copy", expected: format!("{} bytes in the destination", src.byte_len()), found: format!("{} bytes", dst.byte_len()) });
+            return Err(DeviceError::Mismatch {
+                what: "copy",
+                expected: format!("{} bytes in the destination", src.byte_len()),
+                found: format!("{} bytes", dst.byte_len()),
+            });
         }
         match (&self.inner, &src.mem, &mut dst.mem) {
             (DeviceImpl::Host(_), Mem::Host(s), Mem::Host(d)) => {
@@ -469,7 +485,15 @@ impl Device {
     /// (`PinnedBuffer::as_mut_slice` and dropping the buffer wait for the device). On the host
     /// it is a plain copy; on HIP, whose pinned memory is pageable for now, it waits for
     /// `stream` before returning.
-    pub fn copy_from_pinned(&self, stream: &Stream, src: &PinnedBuffer, src_off: usize, dst: &mut Buffer, dst_off: usize, len: usize) -> Result<(), DeviceError> {
+    pub fn copy_from_pinned(
+        &self,
+        stream: &Stream,
+        src: &PinnedBuffer,
+        src_off: usize,
+        dst: &mut Buffer,
+        dst_off: usize,
+        len: usize,
+    ) -> Result<(), DeviceError> {
         stream.refuse_while_recording("a copy from pinned memory")?;
         check_range("copy source", "bytes of pinned memory", src_off, len, src.len())?;
         check_range("copy destination", "bytes in the buffer", dst_off, len, dst.byte_len())?;
@@ -478,20 +502,29 @@ impl Device {
         }
         match (&self.inner, &src.mem, &mut dst.mem) {
             (DeviceImpl::Host(_), super::buffer::PinnedMem::Host(s), Mem::Host(d)) => {
-                super::buffer::words_as_bytes_mut(d)[dst_off..dst_off + len].copy_from_slice(&s[src_off..src_off + len]);
+                super::buffer::words_as_bytes_mut(d)[dst_off..dst_off + len]
+                    .copy_from_slice(&s[src_off..src_off + len]);
                 Ok(())
             }
             #[cfg(feature = "cuda")]
-            (DeviceImpl::Cuda(c), super::buffer::PinnedMem::Cuda(s), Mem::Cuda(d)) => c.copy_from_pinned(stream.cuda()?, s, src_off, d, dst_off, len),
+            (DeviceImpl::Cuda(c), super::buffer::PinnedMem::Cuda(s), Mem::Cuda(d)) => {
+                c.copy_from_pinned(stream.cuda()?, s, src_off, d, dst_off, len)
+            }
             #[cfg(feature = "hip")]
-            (DeviceImpl::Hip(h), super::buffer::PinnedMem::Host(s), Mem::Hip(d)) => h.copy_from_host(stream.hip()?, &s[src_off..src_off + len], d, dst_off),
+            (DeviceImpl::Hip(h), super::buffer::PinnedMem::Host(s), Mem::Hip(d)) => {
+                h.copy_from_host(stream.hip()?, &s[src_off..src_off + len], d, dst_off)
+            }
             #[allow(unreachable_patterns)]
             (_, _, mem) if mem.kind() != self.kind() => {
                 let _ = stream;
                 Err(self.foreign("buffer", mem.kind()))
             }
             #[allow(unreachable_patterns)]
-            _ => Err(DeviceError::Mismatch { what: "pinned memory", expected: format!("memory from this {} device's alloc_pinned", self.kind()), found: "pinned memory of another device".into() }),
+            _ => Err(DeviceError::Mismatch {
+                what: "pinned memory",
+                expected: format!("memory from this {} device's alloc_pinned", self.kind()),
+                found: "pinned memory of another device".into(),
+            }),
         }
     }
 
@@ -537,7 +570,12 @@ impl Device {
     /// writability, scalar type: the host's messages); a failed bounds check inside the
     /// kernel is reported by the next `stream.synchronize()` (on the host: right here).
     /// While `replay` records `stream`, the checked launch is recorded instead of queued.
-    pub fn launch(&self, stream: &Stream, kernel: &DeviceKernel, args: &mut [DeviceArg<'_>]) -> Result<(), DeviceError> {
+    pub fn launch(
+        &self,
+        stream: &Stream,
+        kernel: &DeviceKernel,
+        args: &mut [DeviceArg<'_>],
+    ) -> Result<(), DeviceError> {
         if stream.record_if_recording(|| self.record(stream, kernel, args))? {
             return Ok(());
         }
@@ -592,7 +630,12 @@ impl Device {
     /// this call returns. On CUDA a replayed graph does not take part in cudarc's per-buffer
     /// event tracking: work on other streams touching its buffers must be ordered with
     /// `Event`s.
-    pub unsafe fn replay<T, E: From<DeviceError>>(&self, stream: &Stream, graph: &mut LaunchGraph, f: impl FnOnce() -> Result<T, E>) -> Result<(T, Replay), E> {
+    pub unsafe fn replay<T, E: From<DeviceError>>(
+        &self,
+        stream: &Stream,
+        graph: &mut LaunchGraph,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<(T, Replay), E> {
         graph.bind(self.kind())?;
         let recording = stream.begin_recording()?;
         let out = f();
@@ -607,7 +650,12 @@ impl Device {
     }
 
     /// Replays `nodes` (just recorded on `stream`, their buffers alive) through `graph`.
-    unsafe fn replay_nodes(&self, stream: &Stream, graph: &mut LaunchGraph, nodes: Vec<Node>) -> Result<Replay, DeviceError> {
+    unsafe fn replay_nodes(
+        &self,
+        stream: &Stream,
+        graph: &mut LaunchGraph,
+        nodes: Vec<Node>,
+    ) -> Result<Replay, DeviceError> {
         match &self.inner {
             DeviceImpl::Host(h) => {
                 let _ = stream;
@@ -642,7 +690,11 @@ impl Device {
     }
 
     fn foreign(&self, what: &'static str, found: DeviceKind) -> DeviceError {
-        DeviceError::Mismatch { what, expected: format!("one made by this {} device", self.kind()), found: format!("one made by a {found} device") }
+        DeviceError::Mismatch {
+            what,
+            expected: format!("one made by this {} device", self.kind()),
+            found: format!("one made by a {found} device"),
+        }
     }
 }
 
@@ -662,7 +714,11 @@ impl KernelImpl {
 fn check_range(what: &'static str, unit: &str, off: usize, len: usize, size: usize) -> Result<(), DeviceError> {
     match off.checked_add(len) {
         Some(end) if end <= size => Ok(()),
-        _ => Err(DeviceError::Mismatch { what, expected: format!("a range within the {size} {unit}"), found: format!("bytes {off}..{}", off as u128 + len as u128) }),
+        _ => Err(DeviceError::Mismatch {
+            what,
+            expected: format!("a range within the {size} {unit}"),
+            found: format!("bytes {off}..{}", off as u128 + len as u128),
+        }),
     }
 }
 

@@ -38,7 +38,13 @@ pub(crate) fn describe_record(k: &Kernel, e: ErrorRecord, lens: &[u64]) -> Launc
         lower::ERR_WRITE => ("wrote", false),
         lower::ERR_READ_SHARED => ("read", true),
         lower::ERR_WRITE_SHARED => ("wrote", true),
-        lower::ERR_CHECK => return LaunchError::Check { kernel: k.name.clone(), id: e.id, cond: check_text(k, &k.body, e.id).unwrap_or_else(|| "?".to_string()) },
+        lower::ERR_CHECK => {
+            return LaunchError::Check {
+                kernel: k.name.clone(),
+                id: e.id,
+                cond: check_text(k, &k.body, e.id).unwrap_or_else(|| "?".to_string()),
+            }
+        }
         _ => return LaunchError::ForStep { kernel: k.name.clone(), step: index },
     };
     let (buffer, len) = if shared {
@@ -47,15 +53,26 @@ pub(crate) fn describe_record(k: &Kernel, e: ErrorRecord, lens: &[u64]) -> Launc
         let name = k.params.get(e.id as usize).map_or("?".to_string(), |p| p.name.clone());
         (name, lens.get(e.id as usize).copied().unwrap_or(0))
     };
-    LaunchError::OutOfBounds { kernel: k.name.clone(), verb, place: if shared { "shared " } else { "" }, buffer, index, len }
+    LaunchError::OutOfBounds {
+        kernel: k.name.clone(),
+        verb,
+        place: if shared { "shared " } else { "" },
+        buffer,
+        index,
+        len,
+    }
 }
 
 /// The condition of check `id` in `body` (nested blocks included), as IR text.
 fn check_text(k: &Kernel, body: &[crate::ir::Stmt], id: u64) -> Option<String> {
     body.iter().find_map(|s| match s {
         crate::ir::Stmt::Check { id: i, cond } if u64::from(*i) == id => Some(k.expr_text(cond)),
-        crate::ir::Stmt::For { body, .. } | crate::ir::Stmt::ParFor { body, .. } | crate::ir::Stmt::Lanes { body, .. } => check_text(k, body, id),
-        crate::ir::Stmt::If { then_body, else_body, .. } => check_text(k, then_body, id).or_else(|| check_text(k, else_body, id)),
+        crate::ir::Stmt::For { body, .. }
+        | crate::ir::Stmt::ParFor { body, .. }
+        | crate::ir::Stmt::Lanes { body, .. } => check_text(k, body, id),
+        crate::ir::Stmt::If { then_body, else_body, .. } => {
+            check_text(k, then_body, id).or_else(|| check_text(k, else_body, id))
+        }
         _ => None,
     })
 }

@@ -116,7 +116,11 @@ impl LaunchGraph {
     /// Checks that `kind` is this graph's device (binding a fresh graph to it).
     pub(crate) fn bind(&mut self, kind: DeviceKind) -> Result<(), DeviceError> {
         match self.kind {
-            Some(k) if k != kind => Err(DeviceError::Mismatch { what: "launch graph", expected: format!("one replayed on this {kind} device"), found: format!("one replayed on a {k} device") }),
+            Some(k) if k != kind => Err(DeviceError::Mismatch {
+                what: "launch graph",
+                expected: format!("one replayed on this {kind} device"),
+                found: format!("one replayed on a {k} device"),
+            }),
             _ => {
                 self.kind = Some(kind);
                 Ok(())

@@ -12,7 +12,11 @@ use crate::ir::{BinOp, Expr, Kernel, ParamKind};
 pub fn grid_size(k: &Kernel, scalars: &[u64]) -> Result<[u64; 3], LaunchError> {
     let mut g = [1u64; 3];
     if k.grid.len() > 3 {
-        return Err(LaunchError::Grid { kernel: k.name.clone(), axis: 3, message: format!("expected 1 to 3 grid axes, found {}", k.grid.len()) });
+        return Err(LaunchError::Grid {
+            kernel: k.name.clone(),
+            axis: 3,
+            message: format!("expected 1 to 3 grid axes, found {}", k.grid.len()),
+        });
     }
     for (axis, e) in k.grid.iter().enumerate() {
         let err = |message: String| LaunchError::Grid { kernel: k.name.clone(), axis, message };
@@ -23,7 +27,11 @@ pub fn grid_size(k: &Kernel, scalars: &[u64]) -> Result<[u64; 3], LaunchError> {
         g[axis] = u64::try_from(v).map_err(|_| err(format!("{v} workgroups overflow u64")))?;
     }
     if g[0].checked_mul(g[1]).and_then(|p| p.checked_mul(g[2])).is_none() {
-        return Err(LaunchError::Grid { kernel: k.name.clone(), axis: 2, message: format!("{} x {} x {} workgroups overflow u64", g[0], g[1], g[2]) });
+        return Err(LaunchError::Grid {
+            kernel: k.name.clone(),
+            axis: 2,
+            message: format!("{} x {} x {} workgroups overflow u64", g[0], g[1], g[2]),
+        });
     }
     Ok(g)
 }

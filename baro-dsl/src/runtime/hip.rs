@@ -174,7 +174,11 @@ impl HipDevice {
     pub(crate) fn new(ordinal: usize) -> Result<HipDevice, DeviceError> {
         let hip = library::runtime()?;
         let count = count_devices(hip)?;
-        let raw = i32::try_from(ordinal).ok().filter(|_| ordinal < count).ok_or(DeviceError::NoDevice { kind: DeviceKind::Hip, ordinal, count })?;
+        let raw = i32::try_from(ordinal).ok().filter(|_| ordinal < count).ok_or(DeviceError::NoDevice {
+            kind: DeviceKind::Hip,
+            ordinal,
+            count,
+        })?;
         init()?;
         set_device(raw)?;
         let props = properties(raw)?;
@@ -186,10 +190,19 @@ impl HipDevice {
             .and_then(|a| a.parse::<Target>().ok())
             .filter(|t| matches!(t, Target::Amdgpu { .. }))
             .ok_or_else(|| bad(format!("expected a gfx architecture name, found `{arch_name}`")))?;
-        let wave_width = u32::try_from(props.warpSize).ok().filter(|&w| Some(w) == target.wave_width()).ok_or_else(|| {
-            bad(format!("expected the wave width {target} is compiled for ({:?}), found {}", target.wave_width(), props.warpSize))
+        let wave_width =
+            u32::try_from(props.warpSize).ok().filter(|&w| Some(w) == target.wave_width()).ok_or_else(|| {
+                bad(format!(
+                    "expected the wave width {target} is compiled for ({:?}), found {}",
+                    target.wave_width(),
+                    props.warpSize
+                ))
+            })?;
+        let options = CompileOptions::from_env().map_err(|e| DeviceError::Compile {
+            kernel: "*".into(),
+            target: target.to_string(),
+            message: e.to_string(),
         })?;
-        let options = CompileOptions::from_env().map_err(|e| DeviceError::Compile { kernel: "*".into(), target: target.to_string(), message: e.to_string() })?;
         let cache = CompileCache::new(options.cache_dir.clone());
         Ok(HipDevice {
             ordinal: raw,
@@ -220,8 +233,10 @@ impl HipDevice {
         if let Some(hit) = self.kernels.lock().unwrap_or_else(|e| e.into_inner()).get(k) {
             return Ok(hit.clone());
         }
-        let compile_err = |message: String| DeviceError::Compile { kernel: k.name.clone(), target: self.target.to_string(), message };
-        let artifact = compile_gpu(k, &self.target, &self.options, &self.cache).map_err(|e| compile_err(e.to_string()))?;
+        let compile_err =
+            |message: String| DeviceError::Compile { kernel: k.name.clone(), target: self.target.to_string(), message };
+        let artifact =
+            compile_gpu(k, &self.target, &self.options, &self.cache).map_err(|e| compile_err(e.to_string()))?;
         let loaded = Arc::new(self.load(artifact)?);
         let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
         Ok(kernels.entry(k.clone()).or_insert(loaded).clone())
@@ -230,15 +245,31 @@ impl HipDevice {
     /// Loads an artifact's code object and finds its entry. The artifact must have been
     /// compiled for this device's architecture and wave width.
     pub(crate) fn load(&self, artifact: Arc<GpuArtifact>) -> Result<HipKernel, DeviceError> {
-        let bad = |message: String| DeviceError::Compile { kernel: artifact.kernel.name.clone(), target: artifact.target.to_string(), message };
+        let bad = |message: String| DeviceError::Compile {
+            kernel: artifact.kernel.name.clone(),
+            target: artifact.target.to_string(),
+            message,
+        };
         match &artifact.target {
             Target::Amdgpu { arch } if *arch == self.target.cpu() => {}
-            other => return Err(bad(format!("expected a code object for {} (hip device {}), found one for {other}", self.target, self.ordinal))),
+            other => {
+                return Err(bad(format!(
+                    "expected a code object for {} (hip device {}), found one for {other}",
+                    self.target, self.ordinal
+                )))
+            }
         }
-        if artifact.block_dim == 0 || artifact.block_dim > MAX_BLOCK_DIM || !artifact.block_dim.is_multiple_of(self.wave_width) {
-            return Err(bad(format!("expected a multiple of {} up to {MAX_BLOCK_DIM} threads per workgroup, found {}", self.wave_width, artifact.block_dim)));
+        if artifact.block_dim == 0
+            || artifact.block_dim > MAX_BLOCK_DIM
+            || !artifact.block_dim.is_multiple_of(self.wave_width)
+        {
+            return Err(bad(format!(
+                "expected a multiple of {} up to {MAX_BLOCK_DIM} threads per workgroup, found {}",
+                self.wave_width, artifact.block_dim
+            )));
         }
-        let entry = CString::new(artifact.entry.as_str()).map_err(|_| bad(format!("expected an entry name without NUL bytes, found `{}`", artifact.entry)))?;
+        let entry = CString::new(artifact.entry.as_str())
+            .map_err(|_| bad(format!("expected an entry name without NUL bytes, found `{}`", artifact.entry)))?;
         set_device(self.ordinal)?;
         let module = load_module(&artifact.image).map_err(|e| match e {
             LoadError::Image(message) => bad(message),
@@ -247,7 +278,9 @@ impl HipDevice {
         let mut function: ffi::Function = null_mut();
         // SAFETY: `module` is a live module handle, `entry` a NUL-terminated string that
         // outlives the call, `function` a valid out-pointer.
-        check("hipModuleGetFunction", unsafe { (api()?.hipModuleGetFunction)(&mut function, module.0, entry.as_ptr()) })?;
+        check("hipModuleGetFunction", unsafe {
+            (api()?.hipModuleGetFunction)(&mut function, module.0, entry.as_ptr())
+        })?;
         Ok(HipKernel { artifact, function, _module: module })
     }
 
@@ -292,7 +325,13 @@ impl HipDevice {
 
     /// Copies `src` into `dst[dst_off..]` through `q` (range checked by the caller) and waits
     /// for `q`: see `HipQueue::copy_from_host`.
-    pub(crate) fn copy_from_host(&self, q: &HipQueue, src: &[u8], dst: &mut HipMem, dst_off: usize) -> Result<(), DeviceError> {
+    pub(crate) fn copy_from_host(
+        &self,
+        q: &HipQueue,
+        src: &[u8],
+        dst: &mut HipMem,
+        dst_off: usize,
+    ) -> Result<(), DeviceError> {
         self.own(dst)?;
         // Pointer arithmetic inside the allocation (the range was checked against its length).
         q.copy_from_host(src, dst.ptr.cast::<u8>().wrapping_add(dst_off).cast())
@@ -330,16 +369,29 @@ impl HipDevice {
 
     /// Queues `k` on `q`. Arguments are checked like the host's before anything is queued; a
     /// failed bounds check is reported by the queue's next `synchronize`.
-    pub(crate) fn launch(&self, q: &HipQueue, k: &Arc<HipKernel>, args: &mut [DeviceArg<'_>]) -> Result<(), DeviceError> {
+    pub(crate) fn launch(
+        &self,
+        q: &HipQueue,
+        k: &Arc<HipKernel>,
+        args: &mut [DeviceArg<'_>],
+    ) -> Result<(), DeviceError> {
         let kernel = &k.artifact.kernel;
         let Prepared { words, lens, grid } = prepare(kernel, args, k.artifact.block_dim)?;
         if q.device() != self.ordinal {
-            return Err(DeviceError::Mismatch { what: "stream", expected: format!("a stream of hip device {}", self.ordinal), found: format!("one of hip device {}", q.device()) });
+            return Err(DeviceError::Mismatch {
+                what: "stream",
+                expected: format!("a stream of hip device {}", self.ordinal),
+                found: format!("one of hip device {}", q.device()),
+            });
         }
         for (i, a) in args.iter().enumerate() {
             if let Some(Mem::Hip(m)) = arg_mem(a) {
                 if m.device != self.ordinal {
-                    return Err(DeviceError::Mismatch { what: "launch argument", expected: format!("a buffer of hip device {} at #{i}", self.ordinal), found: format!("one of hip device {}", m.device) });
+                    return Err(DeviceError::Mismatch {
+                        what: "launch argument",
+                        expected: format!("a buffer of hip device {} at #{i}", self.ordinal),
+                        found: format!("one of hip device {}", m.device),
+                    });
                 }
             }
         }
@@ -348,16 +400,29 @@ impl HipDevice {
     }
 
     /// `launch`'s checks, then the launch as a graph node (its words and grid).
-    pub(crate) fn record(&self, q: &HipQueue, k: &Arc<HipKernel>, args: &mut [DeviceArg<'_>]) -> Result<Node, DeviceError> {
+    pub(crate) fn record(
+        &self,
+        q: &HipQueue,
+        k: &Arc<HipKernel>,
+        args: &mut [DeviceArg<'_>],
+    ) -> Result<Node, DeviceError> {
         let kernel = &k.artifact.kernel;
         let Prepared { words, grid, .. } = prepare(kernel, args, k.artifact.block_dim)?;
         if q.device() != self.ordinal {
-            return Err(DeviceError::Mismatch { what: "stream", expected: format!("a stream of hip device {}", self.ordinal), found: format!("one of hip device {}", q.device()) });
+            return Err(DeviceError::Mismatch {
+                what: "stream",
+                expected: format!("a stream of hip device {}", self.ordinal),
+                found: format!("one of hip device {}", q.device()),
+            });
         }
         for (i, a) in args.iter().enumerate() {
             if let Some(Mem::Hip(m)) = arg_mem(a) {
                 if m.device != self.ordinal {
-                    return Err(DeviceError::Mismatch { what: "launch argument", expected: format!("a buffer of hip device {} at #{i}", self.ordinal), found: format!("one of hip device {}", m.device) });
+                    return Err(DeviceError::Mismatch {
+                        what: "launch argument",
+                        expected: format!("a buffer of hip device {} at #{i}", self.ordinal),
+                        found: format!("one of hip device {}", m.device),
+                    });
                 }
             }
         }
@@ -369,7 +434,11 @@ impl HipDevice {
     /// buffers alive).
     pub(crate) fn launch_node(&self, q: &HipQueue, node: &Node) -> Result<(), DeviceError> {
         let KernelImpl::Hip(k) = &node.kernel else {
-            return Err(DeviceError::Mismatch { what: "launch graph node", expected: "a hip kernel".into(), found: "a kernel of another device (a bug in baro)".into() });
+            return Err(DeviceError::Mismatch {
+                what: "launch graph node",
+                expected: "a hip kernel".into(),
+                found: "a kernel of another device (a bug in baro)".into(),
+            });
         };
         set_device(self.ordinal)?;
         q.launch(k, node.words.clone(), node.lens(&k.artifact.kernel), node.grid)
@@ -377,7 +446,11 @@ impl HipDevice {
 
     fn own(&self, m: &HipMem) -> Result<(), DeviceError> {
         if m.device != self.ordinal {
-            return Err(DeviceError::Mismatch { what: "buffer", expected: format!("one of hip device {}", self.ordinal), found: format!("one of hip device {}", m.device) });
+            return Err(DeviceError::Mismatch {
+                what: "buffer",
+                expected: format!("one of hip device {}", self.ordinal),
+                found: format!("one of hip device {}", m.device),
+            });
         }
         set_device(self.ordinal)
     }
@@ -416,16 +489,23 @@ fn prepare(kernel: &Kernel, args: &[DeviceArg<'_>], block_dim: u32) -> Result<Pr
             continue;
         };
         let Mem::Hip(m) = &b.mem else {
-            return Err(DeviceError::Mismatch { what: "launch argument", expected: format!("a hip buffer at #{i}"), found: format!("a {} buffer", b.device_kind()) });
+            return Err(DeviceError::Mismatch {
+                what: "launch argument",
+                expected: format!("a hip buffer at #{i}"),
+                found: format!("a {} buffer", b.device_kind()),
+            });
         };
         lens[i] = len as u64;
         words.push(m.ptr as u64);
         words.push(lens[i]);
     }
-    let scalars = scalar_bits(args.len(), args.iter().enumerate().filter_map(|(i, a)| match a {
-        DeviceArg::Scalar(c) => Some((i, c)),
-        _ => None,
-    }));
+    let scalars = scalar_bits(
+        args.len(),
+        args.iter().enumerate().filter_map(|(i, a)| match a {
+            DeviceArg::Scalar(c) => Some((i, c)),
+            _ => None,
+        }),
+    );
     // HIP counts work-items per axis in 32 bits: workgroups x block size must fit.
     let x_limit = u64::from(u32::MAX) / u64::from(block_dim.max(1));
     let grid = check_limits(kernel, grid_size(kernel, &scalars)?, [x_limit, u64::from(u32::MAX), u64::from(u32::MAX)])?;

@@ -119,8 +119,10 @@ struct Emitted {
 }
 
 fn compile_uncached(k: &Kernel, order: HostOrder, disk: &CompileCache) -> Result<HostKernel, CompileError> {
-    crate::verify::check_wellformed(k)
-        .map_err(|errs| CompileError::Verify { kernel: k.name.clone(), errors: errs.iter().map(|e| e.to_string()).collect() })?;
+    crate::verify::check_wellformed(k).map_err(|errs| CompileError::Verify {
+        kernel: k.name.clone(),
+        errors: errs.iter().map(|e| e.to_string()).collect(),
+    })?;
     let expanded = crate::mathlib::expand_calls(&crate::lanes::expand(k)?);
     let llvm = |message: String| CompileError::Llvm { kernel: k.name.clone(), message };
     // Everything the machine code depends on: the expanded IR, the order (the only option
@@ -156,7 +158,14 @@ fn compile_uncached(k: &Kernel, order: HostOrder, disk: &CompileCache) -> Result
     // SAFETY: the entry has exactly the `EntryFn` signature (see `lower::host`) and lives as
     // long as `linked`, which the kernel owns.
     let entry: EntryFn = unsafe { std::mem::transmute::<usize, EntryFn>(linked.entry as usize) };
-    Ok(HostKernel { kernel: expanded.clone(), _object: linked, entry, ir_text, shared_bytes: lower::shared_layout(&expanded).1, origin })
+    Ok(HostKernel {
+        kernel: expanded.clone(),
+        _object: linked,
+        entry,
+        ir_text,
+        shared_bytes: lower::shared_layout(&expanded).1,
+        origin,
+    })
 }
 
 /// Links an object under `COMPILE_LOCK` (JIT set-up, like compiling, is serialised).
@@ -262,14 +271,24 @@ impl HostKernel {
             }
         }
         let grid = self.grid(&scalars)?;
-        let shared_words = usize::try_from(self.shared_bytes.div_ceil(8)).map_err(|_| LaunchError::Shared { kernel: k.name.clone(), bytes: self.shared_bytes })?;
+        let shared_words = usize::try_from(self.shared_bytes.div_ceil(8))
+            .map_err(|_| LaunchError::Shared { kernel: k.name.clone(), bytes: self.shared_bytes })?;
         let mut scratch = vec![0u64; shared_words.max(1)];
         let mut err = ErrorRecord::default();
         // SAFETY: every buffer pointer is valid for `lens[i]` elements of its type (read-only
         // buffers are never stored to: lowering rejects stores to them; writable ones point
         // to our private copies), the kernel checks every index against `lens`, `scratch`
         // holds `shared_layout`'s bytes, and `err` outlives the call.
-        unsafe { (self.entry)(ptrs.as_ptr(), lens.as_ptr(), scalars.as_ptr(), grid.as_ptr(), scratch.as_mut_ptr().cast(), &mut err) };
+        unsafe {
+            (self.entry)(
+                ptrs.as_ptr(),
+                lens.as_ptr(),
+                scalars.as_ptr(),
+                grid.as_ptr(),
+                scratch.as_mut_ptr().cast(),
+                &mut err,
+            )
+        };
         if err.kind != 0 {
             return Err(self.describe(err, &lens));
         }

@@ -18,7 +18,8 @@ pub(crate) struct HostDevice {
 
 impl HostDevice {
     pub(crate) fn new() -> Result<HostDevice, DeviceError> {
-        let rt = HostRuntime::new().map_err(|e| DeviceError::Driver { call: "llvm native target initialisation", message: e.to_string() })?;
+        let rt = HostRuntime::new()
+            .map_err(|e| DeviceError::Driver { call: "llvm native target initialisation", message: e.to_string() })?;
         Ok(HostDevice { rt })
     }
 
@@ -32,14 +33,22 @@ impl HostDevice {
     }
 
     pub(crate) fn compile(&self, k: &Kernel) -> Result<Arc<HostKernel>, DeviceError> {
-        self.rt.compile(k).map_err(|e| DeviceError::Compile { kernel: k.name.clone(), target: "host".into(), message: e.to_string() })
+        self.rt.compile(k).map_err(|e| DeviceError::Compile {
+            kernel: k.name.clone(),
+            target: "host".into(),
+            message: e.to_string(),
+        })
     }
 
     pub(crate) fn launch(&self, k: &HostKernel, args: &mut [DeviceArg<'_>]) -> Result<(), DeviceError> {
         check_args(k.kernel(), args.iter().map(DeviceArg::shape))?;
         let mut host_args = Vec::with_capacity(args.len());
         for (i, a) in args.iter_mut().enumerate() {
-            let foreign = || DeviceError::Mismatch { what: "launch argument", expected: format!("a host buffer at #{i}"), found: "a buffer of another device".into() };
+            let foreign = || DeviceError::Mismatch {
+                what: "launch argument",
+                expected: format!("a host buffer at #{i}"),
+                found: "a buffer of another device".into(),
+            };
             host_args.push(match a {
                 DeviceArg::Scalar(c) => Arg::Scalar(*c),
                 DeviceArg::Buf(b) => Arg::Buf { elem: b.elem(), bytes: b.host_bytes().ok_or_else(foreign)? },
@@ -62,7 +71,11 @@ impl HostDevice {
         check_args(k.kernel(), args.iter().map(DeviceArg::shape))?;
         let mut words = Vec::with_capacity(2 * args.len());
         for (i, a) in args.iter_mut().enumerate() {
-            let foreign = || DeviceError::Mismatch { what: "launch argument", expected: format!("a host buffer at #{i}"), found: "a buffer of another device".into() };
+            let foreign = || DeviceError::Mismatch {
+                what: "launch argument",
+                expected: format!("a host buffer at #{i}"),
+                found: "a buffer of another device".into(),
+            };
             match a {
                 DeviceArg::Scalar(c) => words.push(c.bits),
                 DeviceArg::Buf(b) => words.extend([b.host_addr().ok_or_else(foreign)? as u64, b.len() as u64]),
@@ -87,12 +100,23 @@ impl HostDevice {
     pub(crate) unsafe fn launch_node(&self, node: &Node) -> Result<(), DeviceError> {
         // Irrefutable in a build without GPU backends, where the host is the only kind.
         #[allow(irrefutable_let_patterns)]
-        let KernelImpl::Host(k) = &node.kernel else {
-            return Err(DeviceError::Mismatch { what: "launch graph node", expected: "a host kernel".into(), found: "a kernel of another device (a bug in baro)".into() });
+        let KernelImpl::Host(k) = &node.kernel
+        else {
+            return Err(DeviceError::Mismatch {
+                what: "launch graph node",
+                expected: "a host kernel".into(),
+                found: "a kernel of another device (a bug in baro)".into(),
+            });
         };
         let mut args = Vec::with_capacity(k.kernel().params.len());
         let mut words = node.words.iter().copied();
-        let mut next = || words.next().ok_or_else(|| DeviceError::Mismatch { what: "launch graph node", expected: format!("the parameter words of `{}`", k.kernel().name), found: "fewer (a bug in baro)".into() });
+        let mut next = || {
+            words.next().ok_or_else(|| DeviceError::Mismatch {
+                what: "launch graph node",
+                expected: format!("the parameter words of `{}`", k.kernel().name),
+                found: "fewer (a bug in baro)".into(),
+            })
+        };
         for p in &k.kernel().params {
             args.push(match p.kind {
                 ParamKind::Scalar(ty) => Arg::Scalar(Const::new(ty, next()?)),

@@ -14,8 +14,8 @@ use std::ptr::null_mut;
 use inkwell::llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy;
 use inkwell::llvm_sys::error::{LLVMDisposeErrorMessage, LLVMErrorRef, LLVMGetErrorMessage};
 use inkwell::llvm_sys::orc2::lljit::{
-    LLVMOrcCreateLLJIT, LLVMOrcCreateLLJITBuilder, LLVMOrcDisposeLLJIT, LLVMOrcLLJITAddObjectFile, LLVMOrcLLJITGetGlobalPrefix, LLVMOrcLLJITGetMainJITDylib,
-    LLVMOrcLLJITLookup, LLVMOrcLLJITRef,
+    LLVMOrcCreateLLJIT, LLVMOrcCreateLLJITBuilder, LLVMOrcDisposeLLJIT, LLVMOrcLLJITAddObjectFile,
+    LLVMOrcLLJITGetGlobalPrefix, LLVMOrcLLJITGetMainJITDylib, LLVMOrcLLJITLookup, LLVMOrcLLJITRef,
 };
 use inkwell::llvm_sys::orc2::{LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess, LLVMOrcJITDylibAddGenerator};
 use inkwell::module::Module;
@@ -30,7 +30,9 @@ pub(crate) fn target_machine() -> Result<TargetMachine, String> {
     let target = Target::from_triple(&triple).map_err(|e| e.to_string())?;
     target
         .create_target_machine(&triple, "generic", "", OptimizationLevel::Default, RelocMode::PIC, CodeModel::Default)
-        .ok_or_else(|| format!("expected a target machine for the host triple {}, found none", triple.as_str().to_string_lossy()))
+        .ok_or_else(|| {
+            format!("expected a target machine for the host triple {}, found none", triple.as_str().to_string_lossy())
+        })
 }
 
 /// What identifies the machine code `target_machine` emits, for the cache key.
@@ -78,10 +80,17 @@ pub(crate) fn link(object: &[u8], entry: &str) -> Result<LinkedObject, String> {
         let dylib = LLVMOrcLLJITGetMainJITDylib(jit);
         let mut generator = null_mut();
         let prefix: c_char = LLVMOrcLLJITGetGlobalPrefix(jit);
-        check(LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&mut generator, prefix, None, null_mut()), "resolving process symbols")?;
+        check(
+            LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&mut generator, prefix, None, null_mut()),
+            "resolving process symbols",
+        )?;
         LLVMOrcJITDylibAddGenerator(dylib, generator);
         // The buffer is copied here and owned by the JIT from the call on.
-        let buffer = LLVMCreateMemoryBufferWithMemoryRangeCopy(object.as_ptr().cast(), object.len(), c"baro-host-kernel.o".as_ptr());
+        let buffer = LLVMCreateMemoryBufferWithMemoryRangeCopy(
+            object.as_ptr().cast(),
+            object.len(),
+            c"baro-host-kernel.o".as_ptr(),
+        );
         check(LLVMOrcLLJITAddObjectFile(jit, dylib, buffer), "adding the kernel object")?;
     }
     let mut address = 0u64;
@@ -131,12 +140,23 @@ mod tests {
         let k = rt.compile(&testkernels::matvec()).expect("matvec compiles"); // (w, x, y, k, m)
         let (w, x) = ([1f32, 2.0, 3.0, 4.0, 5.0, 6.0], [1f32, 0.5, 0.25]);
         let mut y = [0f32; 2];
-        k.launch(&mut [Arg::buf(&w[..]), Arg::buf(&x[..]), Arg::buf_mut(&mut y[..]), Arg::from(3usize), Arg::from(2usize)]).expect("launch");
+        k.launch(&mut [
+            Arg::buf(&w[..]),
+            Arg::buf(&x[..]),
+            Arg::buf_mut(&mut y[..]),
+            Arg::from(3usize),
+            Arg::from(2usize),
+        ])
+        .expect("launch");
         (y.to_vec(), k.origin())
     }
 
     fn objects(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-        let mut v: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().ends_with(".host.o")).collect();
+        let mut v: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(".host.o"))
+            .collect();
         v.sort();
         v
     }

@@ -18,8 +18,8 @@ pub mod grid;
 #[cfg(feature = "hip")]
 pub mod hip;
 pub mod host;
-mod host_jit;
 mod host_device;
+mod host_jit;
 mod stream;
 
 pub use args::{Arg, Element, ScalarArg};

@@ -55,7 +55,10 @@ impl Stream {
 
     /// While recording: `record()`'s node is appended and `Ok(true)` returned; otherwise
     /// `Ok(false)` and nothing is called.
-    pub(crate) fn record_if_recording(&self, record: impl FnOnce() -> Result<Node, DeviceError>) -> Result<bool, DeviceError> {
+    pub(crate) fn record_if_recording(
+        &self,
+        record: impl FnOnce() -> Result<Node, DeviceError>,
+    ) -> Result<bool, DeviceError> {
         let mut r = self.recording.lock().unwrap_or_else(|e| e.into_inner());
         match r.as_mut() {
             Some(nodes) => {
@@ -91,7 +94,11 @@ impl Stream {
             #[cfg(feature = "hip")]
             (StreamImpl::Hip(q), EventImpl::Hip(e)) => q.wait(e),
             #[allow(unreachable_patterns)]
-            _ => Err(DeviceError::Mismatch { what: "event", expected: "an event and a stream of one device".into(), found: "two devices".into() }),
+            _ => Err(DeviceError::Mismatch {
+                what: "event",
+                expected: "an event and a stream of one device".into(),
+                found: "two devices".into(),
+            }),
         }
     }
 
@@ -100,7 +107,11 @@ impl Stream {
         match &self.inner {
             StreamImpl::Cuda(q) => Ok(q),
             #[allow(unreachable_patterns)]
-            _ => Err(DeviceError::Mismatch { what: "stream", expected: "a cuda stream".into(), found: "a stream of another device".into() }),
+            _ => Err(DeviceError::Mismatch {
+                what: "stream",
+                expected: "a cuda stream".into(),
+                found: "a stream of another device".into(),
+            }),
         }
     }
 
@@ -109,7 +120,11 @@ impl Stream {
         match &self.inner {
             StreamImpl::Hip(q) => Ok(q),
             #[allow(unreachable_patterns)]
-            _ => Err(DeviceError::Mismatch { what: "stream", expected: "a hip stream".into(), found: "a stream of another device".into() }),
+            _ => Err(DeviceError::Mismatch {
+                what: "stream",
+                expected: "a hip stream".into(),
+                found: "a stream of another device".into(),
+            }),
         }
     }
 }
@@ -144,7 +159,11 @@ impl Event {
             #[cfg(feature = "hip")]
             (EventImpl::Hip(e), StreamImpl::Hip(q)) => q.record(e),
             #[allow(unreachable_patterns)]
-            _ => Err(DeviceError::Mismatch { what: "event", expected: "an event and a stream of one device".into(), found: "two devices".into() }),
+            _ => Err(DeviceError::Mismatch {
+                what: "event",
+                expected: "an event and a stream of one device".into(),
+                found: "two devices".into(),
+            }),
         }
     }
 
@@ -156,15 +175,25 @@ impl Event {
                 let b = *b.lock().unwrap_or_else(|e| e.into_inner());
                 match (a, b) {
                     (Some(a), Some(b)) => Ok(b.saturating_duration_since(a).as_secs_f32() * 1e3),
-                    _ => Err(DeviceError::Mismatch { what: "elapsed time", expected: "two recorded events".into(), found: "an event never recorded".into() }),
+                    _ => Err(DeviceError::Mismatch {
+                        what: "elapsed time",
+                        expected: "two recorded events".into(),
+                        found: "an event never recorded".into(),
+                    }),
                 }
             }
             #[cfg(feature = "cuda")]
-            (EventImpl::Cuda(a), EventImpl::Cuda(b)) => a.elapsed_ms(b).map_err(|e| super::cuda::driver_error("cuEventElapsedTime", e)),
+            (EventImpl::Cuda(a), EventImpl::Cuda(b)) => {
+                a.elapsed_ms(b).map_err(|e| super::cuda::driver_error("cuEventElapsedTime", e))
+            }
             #[cfg(feature = "hip")]
             (EventImpl::Hip(a), EventImpl::Hip(b)) => a.elapsed_ms(b),
             #[allow(unreachable_patterns)]
-            _ => Err(DeviceError::Mismatch { what: "event", expected: "two events of one device".into(), found: "two devices".into() }),
+            _ => Err(DeviceError::Mismatch {
+                what: "event",
+                expected: "two events of one device".into(),
+                found: "two devices".into(),
+            }),
         }
     }
 }

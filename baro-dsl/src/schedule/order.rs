@@ -159,7 +159,8 @@ impl std::str::FromStr for Schedule {
             .parse()
             .map_err(|_| format!("expected a count in `{s}`, found `{}`", inner[..comma].trim()))?;
         let rest = inner[comma + 1..].trim();
-        let combine = || Combine::from_name(rest).ok_or_else(|| format!("expected seq, butterfly or pairwise, found `{rest}`"));
+        let combine =
+            || Combine::from_name(rest).ok_or_else(|| format!("expected seq, butterfly or pairwise, found `{rest}`"));
         let sched = match head {
             "lanes" => Schedule::Lanes { count: n, combine: combine()? },
             "chunked" => Schedule::Chunked { size: n, combine: combine()? },

@@ -150,9 +150,7 @@ impl Schedule {
             Schedule::Blocked { block, across } => {
                 let block = *block as u64;
                 let blocks = k.div_ceil(block);
-                across
-                    .expand(blocks)
-                    .map_leaves(&|b| sequential(b * block, k.min((b + 1) * block), 1))
+                across.expand(blocks).map_leaves(&|b| sequential(b * block, k.min((b + 1) * block), 1))
             }
         }
     }
@@ -164,16 +162,24 @@ mod tests {
 
     #[test]
     fn fused_trees_fuse_elements_into_partials_and_add_partials() {
-        let show = |t: &Tree| t.eval_fused(String::from("0"), &|i, p| format!("fma(x{i}, w{i}, {p})"), &|a, b| format!("({a} + {b})"));
+        let show = |t: &Tree| {
+            t.eval_fused(String::from("0"), &|i, p| format!("fma(x{i}, w{i}, {p})"), &|a, b| format!("({a} + {b})"))
+        };
         let t = Schedule::lanes(2, Combine::Butterfly).expand(3);
         assert_eq!(show(&t), "(fma(x2, w2, fma(x0, w0, 0)) + fma(x1, w1, 0))");
         let t = Schedule::Blocked { block: 2, across: Box::new(Schedule::Sequential) }.expand(3);
         assert_eq!(show(&t), "((0 + fma(x1, w1, fma(x0, w0, 0))) + fma(x2, w2, 0))");
         // With `fused(i, p) = p + a_i` it is the plain sum's tree, addition for addition.
-        for s in ["seq", "lanes(4, pairwise)", "lanes(4, butterfly)", "chunked(3, seq)", "blocked(2, lanes(2, butterfly))"] {
+        for s in
+            ["seq", "lanes(4, pairwise)", "lanes(4, butterfly)", "chunked(3, seq)", "blocked(2, lanes(2, butterfly))"]
+        {
             let t = s.parse::<Schedule>().unwrap().expand(11);
             let plain = t.eval(String::from("0"), &|i| format!("a{i}"), &|a, b| format!("({a} + {b})"));
-            assert_eq!(t.eval_fused(String::from("0"), &|i, p| format!("({p} + a{i})"), &|a, b| format!("({a} + {b})")), plain, "{s}");
+            assert_eq!(
+                t.eval_fused(String::from("0"), &|i, p| format!("({p} + a{i})"), &|a, b| format!("({a} + {b})")),
+                plain,
+                "{s}"
+            );
             assert_eq!(plain, t.to_string(), "{s}");
         }
     }
@@ -208,10 +214,11 @@ mod tests {
 
     #[test]
     fn every_element_appears_once() {
-        let scheds: Vec<Schedule> = ["seq", "lanes(8, butterfly)", "lanes(3, seq)", "chunked(5, pairwise)", "blocked(4, lanes(4, butterfly))"]
-            .iter()
-            .map(|s| s.parse().unwrap())
-            .collect();
+        let scheds: Vec<Schedule> =
+            ["seq", "lanes(8, butterfly)", "lanes(3, seq)", "chunked(5, pairwise)", "blocked(4, lanes(4, butterfly))"]
+                .iter()
+                .map(|s| s.parse().unwrap())
+                .collect();
         for s in &scheds {
             for k in [0u64, 1, 7, 33, 100] {
                 let t = s.expand(k);

@@ -16,8 +16,8 @@ use super::ordinals::{children, reduces};
 use super::report::{ErrorKind, Location, VerifyError};
 use super::symbolic::Run;
 use crate::ir::{Expr, Kernel, ParamId};
-use std::collections::{HashMap, HashSet};
 use crate::schedule::Schedule;
+use std::collections::{HashMap, HashSet};
 
 /// The longest length each reduction (by ordinal) ran with, over every run so far.
 #[derive(Default)]
@@ -40,11 +40,16 @@ fn selects<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
 /// The smallest length that exercises `s`'s order, and why, in words.
 fn needed(s: &Schedule) -> (u64, String) {
     match s {
-        Schedule::Lanes { count, .. } if *count > 1 => {
-            (*count as u64 + 1, format!("it has more than {count} elements, so every lane's partial is non-empty and several are combined"))
+        Schedule::Lanes { count, .. } if *count > 1 => (
+            *count as u64 + 1,
+            format!("it has more than {count} elements, so every lane's partial is non-empty and several are combined"),
+        ),
+        Schedule::Chunked { size, .. } if *size > 1 => {
+            (*size as u64 + 1, format!("it has more than {size} elements, so several chunks are combined"))
         }
-        Schedule::Chunked { size, .. } if *size > 1 => (*size as u64 + 1, format!("it has more than {size} elements, so several chunks are combined")),
-        Schedule::Blocked { block, .. } if *block > 1 => (*block as u64 + 1, format!("it has more than {block} elements, so several blocks are combined")),
+        Schedule::Blocked { block, .. } if *block > 1 => {
+            (*block as u64 + 1, format!("it has more than {block} elements, so several blocks are combined"))
+        }
         _ => (2, "it has at least 2 elements".to_string()),
     }
 }
@@ -155,12 +160,20 @@ impl Coverage {
                 Some(n) => format!("found at most {n} element{}", if n == 1 { "" } else { "s" }),
                 None => "found that it never ran (an enclosing loop or reduction was always empty)".to_string(),
             };
-            let params: Vec<ParamId> = if fed.is_empty() { any.keys().copied().collect() } else { fed.keys().copied().collect() };
-            let listed: Vec<&(ParamId, Vec<u64>)> = k.verify_shapes.values.iter().filter(|(p, _)| params.contains(p)).collect();
+            let params: Vec<ParamId> =
+                if fed.is_empty() { any.keys().copied().collect() } else { fed.keys().copied().collect() };
+            let listed: Vec<&(ParamId, Vec<u64>)> =
+                k.verify_shapes.values.iter().filter(|(p, _)| params.contains(p)).collect();
             let limited = if !params.is_empty() && listed.len() == params.len() {
                 let l: Vec<String> = listed
                     .iter()
-                    .map(|(p, vs)| format!("{} = [{}]", param_name(k, *p), vs.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")))
+                    .map(|(p, vs)| {
+                        format!(
+                            "{} = [{}]",
+                            param_name(k, *p),
+                            vs.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+                        )
+                    })
                     .collect();
                 format!("the values listed with verify({}) cannot give it {need} elements; ", l.join(", "))
             } else {

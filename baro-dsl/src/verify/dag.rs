@@ -72,14 +72,25 @@ const ATOM_BUDGET: usize = 12;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Node {
     /// The initial content of `buf[index]`.
-    Leaf { buf: Name, index: u64 },
+    Leaf {
+        buf: Name,
+        index: u64,
+    },
     /// A load whose index is itself symbolic; `version` counts the stores to `buf` before it.
-    Load { buf: Name, index: NodeId, version: u32 },
+    Load {
+        buf: Name,
+        index: NodeId,
+        version: u32,
+    },
     Const(Const),
     /// A float (or other non-concrete) scalar parameter.
     Param(Name),
     /// `op` over up to three operands (unused ones are `NONE`), producing `ty`.
-    Op { op: Op, ty: ScalarType, args: [NodeId; 3] },
+    Op {
+        op: Op,
+        ty: ScalarType,
+        args: [NodeId; 3],
+    },
 }
 
 impl Node {
@@ -152,7 +163,9 @@ impl Dag {
                 let mut stack = vec![id];
                 while let Some(n) = stack.pop() {
                     match *self.node(n) {
-                        Node::Op { op: Op::Bin(BinOp::Add), ty: t, args } if t == ty => stack.extend([args[1], args[0]]),
+                        Node::Op { op: Op::Bin(BinOp::Add), ty: t, args } if t == ty => {
+                            stack.extend([args[1], args[0]])
+                        }
                         Node::Const(c) if c.bits == 0 => {}
                         _ => terms.push(n),
                     }
@@ -220,7 +233,9 @@ impl Dag {
                 s.push(']');
             }
             Node::Const(c) => match c.as_f32() {
-                Some(v) if v.is_finite() && format!("{v}").parse::<f32>().ok().map(f32::to_bits) == Some(v.to_bits()) => {
+                Some(v)
+                    if v.is_finite() && format!("{v}").parse::<f32>().ok().map(f32::to_bits) == Some(v.to_bits()) =>
+                {
                     let _ = write!(s, "{v}");
                 }
                 _ => {
@@ -303,9 +318,13 @@ impl Dag {
             let (na, nb) = (self.node(a), self.node(b));
             let shallow_same = match (na, nb) {
                 (Node::Op { op: o1, ty: t1, args: a1 }, Node::Op { op: o2, ty: t2, args: a2 }) => {
-                    o1 == o2 && t1 == t2 && a1.iter().filter(|x| **x != NONE).count() == a2.iter().filter(|x| **x != NONE).count()
+                    o1 == o2
+                        && t1 == t2
+                        && a1.iter().filter(|x| **x != NONE).count() == a2.iter().filter(|x| **x != NONE).count()
                 }
-                (Node::Load { buf: b1, version: v1, .. }, Node::Load { buf: b2, version: v2, .. }) => b1 == b2 && v1 == v2,
+                (Node::Load { buf: b1, version: v1, .. }, Node::Load { buf: b2, version: v2, .. }) => {
+                    b1 == b2 && v1 == v2
+                }
                 _ => false,
             };
             if !shallow_same {
@@ -327,7 +346,13 @@ impl Dag {
     }
 
     /// A one-line description of the first difference between `expected` and `found`.
-    pub fn describe_difference(&self, expected: NodeId, found: NodeId, expected_side: &str, found_side: &str) -> String {
+    pub fn describe_difference(
+        &self,
+        expected: NodeId,
+        found: NodeId,
+        expected_side: &str,
+        found_side: &str,
+    ) -> String {
         match self.first_difference(expected, found) {
             None => "none".to_string(),
             Some((path, x, y)) => {
@@ -393,6 +418,9 @@ mod tests {
         let c = d.constant(Const::f32(0.0));
         let deep = d.op(Op::Bin(BinOp::Add), ScalarType::F32, &[ab, c]);
         let deep2 = d.op(Op::Bin(BinOp::Add), ScalarType::F32, &[ba, c]);
-        assert_eq!(d.describe_difference(deep, deep2, "m=1", "rows"), "at operand path 0: m=1 has `(x[0] + x[1])`, rows has `(x[1] + x[0])`");
+        assert_eq!(
+            d.describe_difference(deep, deep2, "m=1", "rows"),
+            "at operand path 0: m=1 has `(x[0] + x[1])`, rows has `(x[1] + x[0])`"
+        );
     }
 }

@@ -37,7 +37,12 @@ fn in_shape(mut e: VerifyError, k: &Kernel, shape: &[(ParamId, u64)]) -> VerifyE
 pub fn verify_kernel(k: &Kernel) -> Result<KernelProof, Vec<VerifyError>> {
     check_wellformed(k)?;
     let x = lanes::expand(k).map_err(|e| {
-        vec![VerifyError { kernel: k.name.clone(), location: Location::default(), kind: ErrorKind::Unsupported, message: e.message }]
+        vec![VerifyError {
+            kernel: k.name.clone(),
+            location: Location::default(),
+            kind: ErrorKind::Unsupported,
+            message: e.message,
+        }]
     })?;
     check_expanded(k, &x)
 }
@@ -60,7 +65,14 @@ pub fn check_expanded(k: &Kernel, x: &Kernel) -> Result<KernelProof, Vec<VerifyE
     let mut regions_checked = 0;
     let mut coverage = Coverage::default();
     for shape in &shapes {
-        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: true, memory: None, check_races: false, aliases: None };
+        let cfg = RunConfig {
+            scalars: shape,
+            offsets: &[],
+            check_implements: true,
+            memory: None,
+            check_races: false,
+            aliases: None,
+        };
         let mut dag = Dag::new();
         let code = execute(&x, &mut dag, &cfg).map_err(|e| vec![in_shape(e, k, shape)])?;
         regions_checked += code.regions_checked;
@@ -87,7 +99,14 @@ pub fn check_races(k: &Kernel) -> Result<usize, Vec<VerifyError>> {
     check_wellformed(k)?;
     let shapes = default_shapes(k);
     for shape in &shapes {
-        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: false, memory: None, check_races: true, aliases: None };
+        let cfg = RunConfig {
+            scalars: shape,
+            offsets: &[],
+            check_implements: false,
+            memory: None,
+            check_races: true,
+            aliases: None,
+        };
         execute(k, &mut Dag::new(), &cfg).map_err(|e| vec![in_shape(e, k, shape)])?;
     }
     Ok(shapes.len())
@@ -108,8 +127,19 @@ fn compare(k: &Kernel, dag: &mut Dag, meaning: &Run, code: &Run) -> Result<(), V
     for (key, want) in &meaning.outputs {
         let buf = dag.name_str(key.0).to_string();
         match code.outputs.get(key) {
-            None => return Err(fail(want.store, None, format!("expanded code never writes {buf}[{}], which the source writes", key.1))),
-            Some(got) if got.node != want.node && !(any_order && dag.canonical_int_sums(got.node, &mut memo) == dag.canonical_int_sums(want.node, &mut memo)) => {
+            None => {
+                return Err(fail(
+                    want.store,
+                    None,
+                    format!("expanded code never writes {buf}[{}], which the source writes", key.1),
+                ))
+            }
+            Some(got)
+                if got.node != want.node
+                    && !(any_order
+                        && dag.canonical_int_sums(got.node, &mut memo)
+                            == dag.canonical_int_sums(want.node, &mut memo)) =>
+            {
                 let reduce = meaning.reduce_of.get(&want.node).copied();
                 let diff = dag.describe_difference(want.node, got.node, "the schedule", "the expanded code");
                 return Err(fail(
@@ -127,7 +157,11 @@ fn compare(k: &Kernel, dag: &mut Dag, meaning: &Run, code: &Run) -> Result<(), V
         }
     }
     if let Some((key, got)) = code.outputs.iter().find(|(key, _)| !meaning.outputs.contains_key(key)) {
-        return Err(fail(got.store, None, format!("expanded code writes {}[{}], which the source never writes", dag.name_str(key.0), key.1)));
+        return Err(fail(
+            got.store,
+            None,
+            format!("expanded code writes {}[{}], which the source never writes", dag.name_str(key.0), key.1),
+        ));
     }
     Ok(())
 }

@@ -196,7 +196,14 @@ mod tests {
         let div = |e, c| Expr::bin(BinOp::Div, e, Expr::index(c));
         k.body = vec![
             Stmt::Let { var: a, value: div(Expr::Param(p), 4) },
-            Stmt::Let { var: b, value: Expr::bin(BinOp::Add, div(Expr::bin(BinOp::Mul, Expr::Var(a), Expr::index(2)), 8), Expr::Param(q)) },
+            Stmt::Let {
+                var: b,
+                value: Expr::bin(
+                    BinOp::Add,
+                    div(Expr::bin(BinOp::Mul, Expr::Var(a), Expr::index(2)), 8),
+                    Expr::Param(q),
+                ),
+            },
         ];
         let defs = Definitions::of(&k);
         let (f, constant) = feeds(&defs, &Expr::Var(b));

@@ -20,7 +20,9 @@ fn children_mut(e: &mut Expr) -> Vec<&mut Expr> {
     match e {
         Expr::Const(_) | Expr::Var(_) | Expr::Param(_) | Expr::GroupId(_) => Vec::new(),
         Expr::Load { index, .. } => vec![index],
-        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Call { arg, .. } => vec![arg],
+        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Call { arg, .. } => {
+            vec![arg]
+        }
         Expr::Binary { lhs, rhs, .. } => vec![lhs, rhs],
         Expr::Select { cond, then, els } => vec![cond, then, els],
         Expr::Fma { a, b, c } | Expr::Dot4 { a, b, c, .. } => vec![a, b, c],
@@ -143,7 +145,10 @@ fn schedule_alternatives(s: &Schedule) -> Vec<Schedule> {
 pub fn reorderings(k: &Kernel) -> Vec<(String, Kernel)> {
     let mut out = expr_mutants(k, &|k, e| match e {
         Expr::Binary { op: op @ (BinOp::Add | BinOp::Mul), lhs, rhs } if lhs != rhs && is_float(k, e) => {
-            vec![(format!("swap the operands of a float {}", op.name()), Expr::bin(*op, (**rhs).clone(), (**lhs).clone()))]
+            vec![(
+                format!("swap the operands of a float {}", op.name()),
+                Expr::bin(*op, (**rhs).clone(), (**lhs).clone()),
+            )]
         }
         _ => Vec::new(),
     });
@@ -151,7 +156,10 @@ pub fn reorderings(k: &Kernel) -> Vec<(String, Kernel)> {
         Expr::Binary { op: op @ (BinOp::Add | BinOp::Mul), lhs, rhs } if is_float(k, e) => match &**lhs {
             Expr::Binary { op: inner, lhs: a, rhs: b } if inner == op => {
                 let c = (**rhs).clone();
-                vec![(format!("reassociate a float {}", op.name()), Expr::bin(*op, (**a).clone(), Expr::bin(*op, (**b).clone(), c)))]
+                vec![(
+                    format!("reassociate a float {}", op.name()),
+                    Expr::bin(*op, (**a).clone(), Expr::bin(*op, (**b).clone(), c)),
+                )]
             }
             _ => Vec::new(),
         },
@@ -161,14 +169,28 @@ pub fn reorderings(k: &Kernel) -> Vec<(String, Kernel)> {
         // fma is f32 only: an f16/bf16 multiply-add has no fused form to mutate into.
         Expr::Binary { op: BinOp::Add, lhs, rhs } if k.type_of(e) == Ok(ScalarType::F32) => match &**lhs {
             Expr::Binary { op: BinOp::Mul, lhs: a, rhs: b } => {
-                vec![("contract a float multiply-add into an fma".to_string(), Expr::fma((**a).clone(), (**b).clone(), (**rhs).clone()))]
+                vec![(
+                    "contract a float multiply-add into an fma".to_string(),
+                    Expr::fma((**a).clone(), (**b).clone(), (**rhs).clone()),
+                )]
             }
             _ => Vec::new(),
         },
-        Expr::Fma { a, b, c } => vec![("split an fma into a multiply and an add".to_string(), Expr::bin(BinOp::Add, Expr::bin(BinOp::Mul, (**a).clone(), (**b).clone()), (**c).clone()))],
+        Expr::Fma { a, b, c } => vec![(
+            "split an fma into a multiply and an add".to_string(),
+            Expr::bin(BinOp::Add, Expr::bin(BinOp::Mul, (**a).clone(), (**b).clone()), (**c).clone()),
+        )],
         // An f32 sum of products and an `fma_sum` of the same products: never the same.
-        Expr::Reduce(r) if r.ty == ScalarType::F32 && matches!(r.body, Expr::Binary { op: BinOp::Mul, .. }) && matches!(r.op, ReduceOp::Add | ReduceOp::FmaSum) => {
-            let (op, what) = if r.op == ReduceOp::Add { (ReduceOp::FmaSum, "fuse a sum of products into an fma_sum") } else { (ReduceOp::Add, "unfuse an fma_sum into a sum of products") };
+        Expr::Reduce(r)
+            if r.ty == ScalarType::F32
+                && matches!(r.body, Expr::Binary { op: BinOp::Mul, .. })
+                && matches!(r.op, ReduceOp::Add | ReduceOp::FmaSum) =>
+        {
+            let (op, what) = if r.op == ReduceOp::Add {
+                (ReduceOp::FmaSum, "fuse a sum of products into an fma_sum")
+            } else {
+                (ReduceOp::Add, "unfuse an fma_sum into a sum of products")
+            };
             vec![(what.to_string(), Expr::Reduce(Box::new(Reduce { op, ..(**r).clone() })))]
         }
         _ => Vec::new(),
@@ -267,7 +289,12 @@ fn independent(a: &Stmt, b: &Stmt) -> bool {
     let (rb, wb) = var_sets(b);
     let (la, sa) = buf_sets(a);
     let (lb, sb) = buf_sets(b);
-    wa.is_disjoint(&rb) && wa.is_disjoint(&wb) && wb.is_disjoint(&ra) && sa.is_disjoint(&lb) && sa.is_disjoint(&sb) && sb.is_disjoint(&la)
+    wa.is_disjoint(&rb)
+        && wa.is_disjoint(&wb)
+        && wb.is_disjoint(&ra)
+        && sa.is_disjoint(&lb)
+        && sa.is_disjoint(&sb)
+        && sb.is_disjoint(&la)
 }
 
 /// For each (block, position) where `site` rewrites the block, a copy of `k` with it applied.
@@ -425,8 +452,13 @@ pub fn preserving_rewrites(k: &Kernel) -> Vec<(String, Kernel)> {
         subst_vars(&mut second, &|v| renames.iter().find(|(a, _)| *a == v).map(|(_, b)| *b));
         let var2 = renames.iter().find(|(a, _)| a == var).map_or(*var, |(_, b)| *b);
         let hi = Expr::bin(BinOp::Max, end.clone(), start.clone());
-        let mid_value = Expr::bin(BinOp::Add, start.clone(), Expr::bin(BinOp::Div, Expr::bin(BinOp::Sub, hi, start.clone()), Expr::c(Const::new(ty, 2))));
-        let first = Stmt::For { var: *var, start: start.clone(), end: Expr::Var(mid), step: step.clone(), body: body.clone() };
+        let mid_value = Expr::bin(
+            BinOp::Add,
+            start.clone(),
+            Expr::bin(BinOp::Div, Expr::bin(BinOp::Sub, hi, start.clone()), Expr::c(Const::new(ty, 2))),
+        );
+        let first =
+            Stmt::For { var: *var, start: start.clone(), end: Expr::Var(mid), step: step.clone(), body: body.clone() };
         let second = Stmt::For { var: var2, start: Expr::Var(mid), end: end.clone(), step: step.clone(), body: second };
         b.splice(pos..=pos, [Stmt::Let { var: mid, value: mid_value }, first, second]);
         Some(format!("split loop `{}` at its midpoint", k.var(*var).name))
@@ -480,7 +512,10 @@ fn replace_store(body: &mut Vec<Stmt>, n: &mut usize, f: &mut dyn FnMut(Stmt) ->
 
 fn count_stores(body: &[Stmt]) -> usize {
     body.iter()
-        .map(|s| usize::from(matches!(s, Stmt::Store { .. })) + super::ordinals::stmt_blocks(s).iter().map(|b| count_stores(b)).sum::<usize>())
+        .map(|s| {
+            usize::from(matches!(s, Stmt::Store { .. }))
+                + super::ordinals::stmt_blocks(s).iter().map(|b| count_stores(b)).sum::<usize>()
+        })
         .sum()
 }
 
@@ -542,7 +577,9 @@ fn row_tile(k: &Kernel) -> Option<u64> {
     let rows = k.sibling.as_ref()?.rows;
     k.grid.iter().find_map(|g| match g {
         Expr::Binary { op: BinOp::Div, lhs, rhs } => match (&**lhs, &**rhs) {
-            (Expr::Binary { op: BinOp::Add, lhs: p, .. }, Expr::Const(c)) if **p == Expr::Param(rows) && c.bits > 1 => Some(c.bits),
+            (Expr::Binary { op: BinOp::Add, lhs: p, .. }, Expr::Const(c)) if **p == Expr::Param(rows) && c.bits > 1 => {
+                Some(c.bits)
+            }
             _ => None,
         },
         _ => None,
@@ -570,7 +607,12 @@ pub fn concurrency_and_shape_mutants(k: &Kernel) -> Vec<(String, Kernel)> {
             "race: a store repeated by two par iterations".to_string(),
             vec![
                 Stmt::Let { var: tmp, value },
-                Stmt::ParFor { var: d, end: Expr::index(2), team: None, body: vec![Stmt::Store { buf, index, value: Expr::Var(tmp) }] },
+                Stmt::ParFor {
+                    var: d,
+                    end: Expr::index(2),
+                    team: None,
+                    body: vec![Stmt::Store { buf, index, value: Expr::Var(tmp) }],
+                },
             ],
         ))
     });
@@ -599,7 +641,10 @@ pub fn concurrency_and_shape_mutants(k: &Kernel) -> Vec<(String, Kernel)> {
             };
             let cond = Expr::bin(BinOp::Eq, Expr::bin(BinOp::Rem, r.len.clone(), Expr::index(lanes)), Expr::index(0));
             match swap_where(k, &r.body, &cond) {
-                Some(body) => vec![(format!("full-block: operands swapped only when the length is a multiple of {lanes}"), Expr::Reduce(Box::new(Reduce { body, ..(**r).clone() })))],
+                Some(body) => vec![(
+                    format!("full-block: operands swapped only when the length is a multiple of {lanes}"),
+                    Expr::Reduce(Box::new(Reduce { body, ..(**r).clone() })),
+                )],
                 None => Vec::new(),
             }
         }
@@ -609,13 +654,24 @@ pub fn concurrency_and_shape_mutants(k: &Kernel) -> Vec<(String, Kernel)> {
         let rows = Expr::Param(sib.rows);
         let rem = Expr::bin(BinOp::Rem, rows.clone(), Expr::index(t));
         let full = Expr::bin(BinOp::Eq, rem.clone(), Expr::index(0));
-        let tail = Expr::bin(BinOp::And, Expr::bin(BinOp::Gt, rows, Expr::index(t)), Expr::bin(BinOp::Ne, rem, Expr::index(0)));
+        let tail = Expr::bin(
+            BinOp::And,
+            Expr::bin(BinOp::Gt, rows, Expr::index(t)),
+            Expr::bin(BinOp::Ne, rem, Expr::index(0)),
+        );
         for (class, cond) in [("full-tile", full), ("tail", tail)] {
             out.extend(store_mutants(k, &|m, s| {
                 let Stmt::Store { buf, index, value } = s else { return None };
                 let value = swap_where(m, &value, &cond)?;
-                let when = if class == "tail" { format!("a full tile of {t} plus a partial one") } else { format!("a multiple of the tile, {t}") };
-                Some((format!("{class}: operands swapped only when the row count is {when}"), vec![Stmt::Store { buf, index, value }]))
+                let when = if class == "tail" {
+                    format!("a full tile of {t} plus a partial one")
+                } else {
+                    format!("a multiple of the tile, {t}")
+                };
+                Some((
+                    format!("{class}: operands swapped only when the row count is {when}"),
+                    vec![Stmt::Store { buf, index, value }],
+                ))
             }));
         }
     }
@@ -631,7 +687,13 @@ pub fn concurrency_and_shape_mutants(k: &Kernel) -> Vec<(String, Kernel)> {
             format!("memory: `{}` sum rewritten as accumulation into the output element", r.schedule),
             vec![
                 Stmt::Store { buf, index: index.clone(), value: zero },
-                Stmt::For { var: r.var, start: Expr::index(0), end: r.len.clone(), step: Expr::index(1), body: vec![Stmt::Store { buf, index, value: acc }] },
+                Stmt::For {
+                    var: r.var,
+                    start: Expr::index(0),
+                    end: r.len.clone(),
+                    step: Expr::index(1),
+                    body: vec![Stmt::Store { buf, index, value: acc }],
+                },
             ],
         ))
     }));

@@ -41,7 +41,9 @@ pub fn children(e: &Expr) -> Vec<&Expr> {
     match e {
         Expr::Const(_) | Expr::Var(_) | Expr::Param(_) | Expr::GroupId(_) => Vec::new(),
         Expr::Load { index, .. } => vec![index],
-        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Call { arg, .. } => vec![arg],
+        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Call { arg, .. } => {
+            vec![arg]
+        }
         Expr::Binary { lhs, rhs, .. } => vec![lhs, rhs],
         Expr::Select { cond, then, els } => vec![cond, then, els],
         Expr::Fma { a, b, c } | Expr::Dot4 { a, b, c, .. } => vec![a, b, c],

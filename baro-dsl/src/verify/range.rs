@@ -71,7 +71,10 @@ impl fmt::Display for Range {
 enum Def<'a> {
     Value(&'a Expr),
     /// `for v in start..end` (`start` `None`: a `par` loop, from 0).
-    Loop { start: Option<&'a Expr>, end: &'a Expr },
+    Loop {
+        start: Option<&'a Expr>,
+        end: &'a Expr,
+    },
 }
 
 /// Ranges over one kernel: its variables' definitions, read once.
@@ -94,9 +97,15 @@ impl<'a> Ranges<'a> {
     fn block(&mut self, b: &'a [Stmt]) {
         for s in b {
             match s {
-                Stmt::Let { var, value } | Stmt::Assign { var, value } => self.defs.entry(*var).or_default().push(Def::Value(value)),
-                Stmt::For { var, start, end, .. } => self.defs.entry(*var).or_default().push(Def::Loop { start: Some(start), end }),
-                Stmt::ParFor { var, end, .. } => self.defs.entry(*var).or_default().push(Def::Loop { start: None, end }),
+                Stmt::Let { var, value } | Stmt::Assign { var, value } => {
+                    self.defs.entry(*var).or_default().push(Def::Value(value))
+                }
+                Stmt::For { var, start, end, .. } => {
+                    self.defs.entry(*var).or_default().push(Def::Loop { start: Some(start), end })
+                }
+                Stmt::ParFor { var, end, .. } => {
+                    self.defs.entry(*var).or_default().push(Def::Loop { start: None, end })
+                }
                 _ => {}
             }
             for blk in stmt_blocks(s) {
@@ -216,7 +225,9 @@ impl<'a> Ranges<'a> {
 
     fn binary(&mut self, op: BinOp, a: Range, b: Range, rhs: &Expr, ty: ScalarType) -> Range {
         let full = Range::of_type(ty);
-        let sat = |x: i128, y: i128, f: fn(i128, i128) -> Option<i128>| f(x, y).unwrap_or(if (x < 0) != (y < 0) { i128::MIN } else { i128::MAX });
+        let sat = |x: i128, y: i128, f: fn(i128, i128) -> Option<i128>| {
+            f(x, y).unwrap_or(if (x < 0) != (y < 0) { i128::MIN } else { i128::MAX })
+        };
         let shift = |lw: &mut Self| -> Option<u32> {
             let s = lw.expr(rhs);
             (s.lo == s.hi && s.lo >= 0 && s.lo < ty.bits() as i128).then_some(s.lo as u32)
@@ -239,7 +250,9 @@ impl<'a> Ranges<'a> {
                 _ => full,
             },
             BinOp::Shl => match shift(self) {
-                Some(s) => Range::new(sat(a.lo, 1 << s, i128::checked_mul), sat(a.hi, 1 << s, i128::checked_mul)).fit(ty),
+                Some(s) => {
+                    Range::new(sat(a.lo, 1 << s, i128::checked_mul), sat(a.hi, 1 << s, i128::checked_mul)).fit(ty)
+                }
                 None => full,
             },
             _ => full,
@@ -363,7 +376,13 @@ mod tests {
         assert_eq!(r.expr(&Expr::bin(BinOp::Add, q.clone(), q)), Range::of_type(ScalarType::I8));
         // A dot4 of i8 words with accumulator 0.
         let w = c(ScalarType::U32, 0);
-        assert_eq!(r.expr(&Expr::dot4(Dot4Kind::I8I8, w.clone(), w.clone(), c(ScalarType::I32, 0))), Range::new(-65024, 65536));
-        assert_eq!(r.expr(&Expr::dot4(Dot4Kind::U8I8, w.clone(), w, c(ScalarType::I32, 0))), Range::new(-130560, 129540));
+        assert_eq!(
+            r.expr(&Expr::dot4(Dot4Kind::I8I8, w.clone(), w.clone(), c(ScalarType::I32, 0))),
+            Range::new(-65024, 65536)
+        );
+        assert_eq!(
+            r.expr(&Expr::dot4(Dot4Kind::U8I8, w.clone(), w, c(ScalarType::I32, 0))),
+            Range::new(-130560, 129540)
+        );
     }
 }

@@ -109,7 +109,11 @@ fn tile_values(c: u64) -> [u64; 4] {
 
 fn positive_const(e: &Expr) -> Option<u64> {
     match e {
-        Expr::Const(c) if c.ty.is_int() && !(c.ty.is_signed() && c.as_i64() < 0) && c.bits > 1 && c.bits <= MAX_TILE => Some(c.bits),
+        Expr::Const(c)
+            if c.ty.is_int() && !(c.ty.is_signed() && c.as_i64() < 0) && c.bits > 1 && c.bits <= MAX_TILE =>
+        {
+            Some(c.bits)
+        }
         _ => None,
     }
 }
@@ -124,7 +128,10 @@ pub fn tiles(k: &Kernel) -> BTreeMap<ParamId, BTreeSet<u64>> {
     }
     fn walk(defs: &Definitions, e: &Expr, out: &mut BTreeMap<ParamId, BTreeSet<u64>>) {
         if let Expr::Binary { op, lhs, rhs } = e {
-            let clamp = matches!(op, BinOp::Min | BinOp::Max | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne);
+            let clamp = matches!(
+                op,
+                BinOp::Min | BinOp::Max | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne
+            );
             if clamp {
                 if let Some(c) = positive_const(rhs) {
                     note(defs, lhs, c, out);
@@ -235,7 +242,8 @@ pub fn default_shapes(k: &Kernel) -> Vec<Vec<(ParamId, u64)>> {
         if !t.is_int() {
             continue;
         }
-        let listed: Vec<u64> = k.verify_shapes.values.iter().find(|(q, _)| *q == id).map(|(_, v)| v.clone()).unwrap_or_default();
+        let listed: Vec<u64> =
+            k.verify_shapes.values.iter().find(|(q, _)| *q == id).map(|(_, v)| v.clone()).unwrap_or_default();
         let is_rows = k.sibling.as_ref().is_some_and(|s| s.rows == id);
         let mut derived = if is_rows {
             vec![1, 2, 3, 5]
@@ -370,12 +378,17 @@ mod tests {
         let n = k.add_param("n", ParamKind::Scalar(ScalarType::INDEX));
         let rows = k.add_param("rows", ParamKind::Scalar(ScalarType::INDEX));
         // grid = [(n + 255) / 256, (rows + 7) / 8]: tiles 256 of n, 8 of rows.
-        let tile = |p, c: u64| Expr::bin(BinOp::Div, Expr::bin(BinOp::Add, Expr::Param(p), Expr::index(c - 1)), Expr::index(c));
+        let tile = |p, c: u64| {
+            Expr::bin(BinOp::Div, Expr::bin(BinOp::Add, Expr::Param(p), Expr::index(c - 1)), Expr::index(c))
+        };
         k.grid = vec![tile(n, 256), tile(rows, 8)];
-        k.sibling = Some(Sibling { of: "m".into(), rows, row_strides: Vec::new(), row_steps: Vec::new(), carried: Vec::new() });
+        k.sibling =
+            Some(Sibling { of: "m".into(), rows, row_strides: Vec::new(), row_steps: Vec::new(), carried: Vec::new() });
         k.verify_shapes.values = vec![(n, vec![1, 600]), (rows, vec![2])];
         let shapes = default_shapes(&k);
-        let axis = |p: ParamId| -> BTreeSet<u64> { shapes.iter().map(|s| s.iter().find(|(q, _)| *q == p).unwrap().1).collect() };
+        let axis = |p: ParamId| -> BTreeSet<u64> {
+            shapes.iter().map(|s| s.iter().find(|(q, _)| *q == p).unwrap().1).collect()
+        };
         assert_eq!(axis(n), BTreeSet::from([1, 255, 256, 257, 512, 600]));
         assert_eq!(axis(rows), BTreeSet::from([1, 2, 3, 5, 7, 8, 9, 16]));
     }

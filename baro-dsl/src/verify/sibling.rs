@@ -42,15 +42,26 @@ pub fn compare_rows_arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProo
 }
 
 fn invalid(k: &Kernel, message: String) -> SiblingError {
-    SiblingError::Invalid(vec![VerifyError { kernel: k.name.clone(), location: Location::default(), kind: ErrorKind::Malformed, message }])
+    SiblingError::Invalid(vec![VerifyError {
+        kernel: k.name.clone(),
+        location: Location::default(),
+        kind: ErrorKind::Malformed,
+        message,
+    }])
 }
 
 fn preconditions(rows: &Kernel, m1: &Kernel) -> Result<(), SiblingError> {
     let Some(sib) = &rows.sibling else {
-        return Err(invalid(rows, format!("kernel `{}` declares no sibling: expected `sibling of {}`", rows.name, m1.name)));
+        return Err(invalid(
+            rows,
+            format!("kernel `{}` declares no sibling: expected `sibling of {}`", rows.name, m1.name),
+        ));
     };
     if sib.of != m1.name {
-        return Err(invalid(rows, format!("kernel `{}` is declared a sibling of `{}`, checked against `{}`", rows.name, sib.of, m1.name)));
+        return Err(invalid(
+            rows,
+            format!("kernel `{}` is declared a sibling of `{}`, checked against `{}`", rows.name, sib.of, m1.name),
+        ));
     }
     let mut errs = wellformed::check(rows, true);
     errs.extend(wellformed::check(m1, true));
@@ -66,7 +77,10 @@ fn preconditions(rows: &Kernel, m1: &Kernel) -> Result<(), SiblingError> {
                 kernel: rows.name.clone(),
                 location: Location::default(),
                 kind: ErrorKind::Malformed,
-                message: format!("parameter `{}` of `{}` has no parameter of the same name and kind in the rows kernel", p.name, m1.name),
+                message: format!(
+                    "parameter `{}` of `{}` has no parameter of the same name and kind in the rows kernel",
+                    p.name, m1.name
+                ),
             });
         }
     }
@@ -144,7 +158,12 @@ fn check_schedules(rows: &Kernel, m1: &Kernel) -> Result<(), SiblingError> {
             reduce: at as u32,
             rows_schedule: r.get(at).map_or_else(|| "none".to_string(), |x| x.schedule.to_string()),
             m1_schedule: m[at % m.len()].schedule.to_string(),
-            detail: format!("the rows kernel has {} reductions, `{}` has {}: expected a whole number of repetitions", r.len(), m1.name, m.len()),
+            detail: format!(
+                "the rows kernel has {} reductions, `{}` has {}: expected a whole number of repetitions",
+                r.len(),
+                m1.name,
+                m.len()
+            ),
         });
     }
     Ok(())
@@ -186,16 +205,38 @@ fn reduce_at(dag: &Dag, run: &Run, root: NodeId, other: NodeId) -> Option<u32> {
 /// The counterexample for output `buf[index]` (row `row`): `want` is the m=1 kernel's node,
 /// `got` what the rows kernel stored there, if anything.
 #[allow(clippy::too_many_arguments)]
-fn mismatch(dag: &Dag, rows_run: &Run, shape: Vec<(String, u64)>, buf: String, row: u64, index: u64, m1_index: u64, want: NodeId, got: Option<&Written>) -> SiblingError {
+fn mismatch(
+    dag: &Dag,
+    rows_run: &Run,
+    shape: Vec<(String, u64)>,
+    buf: String,
+    row: u64,
+    index: u64,
+    m1_index: u64,
+    want: NodeId,
+    got: Option<&Written>,
+) -> SiblingError {
     let (rows_expr, first_difference, location) = match got {
         Some(g) => (
             dag.show(g.node, 16),
             dag.describe_difference(want, g.node, "m=1", "rows"),
             Location { stmt_path: Vec::new(), reduce: reduce_at(dag, rows_run, g.node, want), store: Some(g.store) },
         ),
-        None => ("(not written)".to_string(), format!("the rows kernel never writes {buf}[{index}]"), Location::default()),
+        None => {
+            ("(not written)".to_string(), format!("the rows kernel never writes {buf}[{index}]"), Location::default())
+        }
     };
-    SiblingError::Arithmetic(Box::new(Mismatch { shape, buffer: buf, row, index, m1_index, m1_expr: dag.show(want, 16), rows_expr, first_difference, location }))
+    SiblingError::Arithmetic(Box::new(Mismatch {
+        shape,
+        buffer: buf,
+        row,
+        index,
+        m1_index,
+        m1_expr: dag.show(want, 16),
+        rows_expr,
+        first_difference,
+        location,
+    }))
 }
 
 /// The input elements that the rows kernel's `check!`s make equal: every checked condition
@@ -208,11 +249,18 @@ fn check_aliases(rows: &Kernel, dag: &Dag, checks: &[NodeId]) -> HashMap<(Name, 
         }
         i
     }
-    let read_only = |buf: Name| rows.params.iter().any(|p| p.name == dag.name_str(buf) && matches!(p.kind, ParamKind::Buffer { access: Access::Read, .. }));
+    let read_only = |buf: Name| {
+        rows.params
+            .iter()
+            .any(|p| p.name == dag.name_str(buf) && matches!(p.kind, ParamKind::Buffer { access: Access::Read, .. }))
+    };
     let mut parent: HashMap<(Name, u64), u64> = HashMap::new();
     for &n in checks {
         let Node::Op { op: Op::Bin(BinOp::Eq), args, .. } = dag.node(n) else { continue };
-        let (Node::Leaf { buf: a, index: i }, Node::Leaf { buf: b, index: j }) = (dag.node(args[0]), dag.node(args[1])) else { continue };
+        let (Node::Leaf { buf: a, index: i }, Node::Leaf { buf: b, index: j }) = (dag.node(args[0]), dag.node(args[1]))
+        else {
+            continue;
+        };
         if a != b || !read_only(*a) {
             continue;
         }
@@ -252,14 +300,25 @@ fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> 
         }
         let mut dag = Dag::new();
         let carried: HashSet<Name> = sib.carried.iter().map(|p| dag.name(&rows.param(*p).name)).collect();
-        let cfg = RunConfig { scalars: shape, offsets: &[], check_implements: false, memory: None, check_races: true, aliases: None };
+        let cfg = RunConfig {
+            scalars: shape,
+            offsets: &[],
+            check_implements: false,
+            memory: None,
+            check_races: true,
+            aliases: None,
+        };
         let carried_names: Vec<String> = sib.carried.iter().map(|p| rows.param(*p).name.clone()).collect();
         let first = execute(rows, &mut dag, &cfg).map_err(|e| as_invalid(carry_note(e, &carried_names)))?;
         // The rows kernel's `check!` equalities hold in every launch that succeeds: both runs
         // read one leaf for the elements they make equal, so the comparison is the proof under
         // that precondition (and without a check, elements stay distinct).
         let aliases = check_aliases(rows, &dag, &first.checks);
-        let rows_run = if aliases.is_empty() { first } else { execute(rows, &mut dag, &RunConfig { aliases: Some(&aliases), ..cfg }).map_err(as_invalid)? };
+        let rows_run = if aliases.is_empty() {
+            first
+        } else {
+            execute(rows, &mut dag, &RunConfig { aliases: Some(&aliases), ..cfg }).map_err(as_invalid)?
+        };
         let mut covered = HashSet::new();
         // The state the next row starts from, and where each carried element was last written.
         let mut state: HashMap<(Name, u64), Value> = HashMap::new();
@@ -268,10 +327,19 @@ fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> 
             let offsets: Vec<(ParamId, u64)> = strides.iter().map(|(q, s)| (*q, r.wrapping_mul(*s))).collect();
             let m1_scalars: Vec<(ParamId, u64)> = m1_base
                 .iter()
-                .map(|&(q, v)| (q, steps.iter().find(|(p, _)| *p == q).map_or(v, |(_, s)| v.wrapping_add(r.wrapping_mul(*s)))))
+                .map(|&(q, v)| {
+                    (q, steps.iter().find(|(p, _)| *p == q).map_or(v, |(_, s)| v.wrapping_add(r.wrapping_mul(*s))))
+                })
                 .collect();
             let memory = (!carried.is_empty()).then_some(&state);
-            let cfg = RunConfig { scalars: &m1_scalars, offsets: &offsets, check_implements: false, memory, check_races: true, aliases: (!aliases.is_empty()).then_some(&aliases) };
+            let cfg = RunConfig {
+                scalars: &m1_scalars,
+                offsets: &offsets,
+                check_implements: false,
+                memory,
+                check_races: true,
+                aliases: (!aliases.is_empty()).then_some(&aliases),
+            };
             let m1_run = execute(m1, &mut dag, &cfg).map_err(as_invalid)?;
             for (key, want) in &m1_run.outputs {
                 covered.insert(*key);
@@ -280,12 +348,23 @@ fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> 
                     continue;
                 }
                 let buf = dag.name_str(key.0).to_string();
-                let off = m1.param_by_name(&buf).and_then(|q| offsets.iter().find(|(p, _)| *p == q)).map_or(0, |(_, o)| *o);
+                let off =
+                    m1.param_by_name(&buf).and_then(|q| offsets.iter().find(|(p, _)| *p == q)).map_or(0, |(_, o)| *o);
                 let got = rows_run.outputs.get(key);
                 if got.is_some_and(|g| g.node == want.node) {
                     continue;
                 }
-                return Err(mismatch(&dag, &rows_run, shape_named, buf, r, key.1, key.1.wrapping_sub(off), want.node, got));
+                return Err(mismatch(
+                    &dag,
+                    &rows_run,
+                    shape_named,
+                    buf,
+                    r,
+                    key.1,
+                    key.1.wrapping_sub(off),
+                    want.node,
+                    got,
+                ));
             }
             state = m1_run.memory.into_iter().filter(|(k, _)| carried.contains(&k.0)).collect();
         }
@@ -299,7 +378,8 @@ fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> 
         }
         if let Some((key, got)) = rows_run.outputs.iter().find(|(k, _)| !covered.contains(*k)) {
             let buf = dag.name_str(key.0).to_string();
-            let stride = m1.param_by_name(&buf).and_then(|q| strides.iter().find(|(p, _)| *p == q)).map_or(0, |(_, s)| *s);
+            let stride =
+                m1.param_by_name(&buf).and_then(|q| strides.iter().find(|(p, _)| *p == q)).map_or(0, |(_, s)| *s);
             let row = key.1.checked_div(stride).unwrap_or(0);
             return Err(SiblingError::Arithmetic(Box::new(Mismatch {
                 shape: shape_named,
@@ -309,7 +389,10 @@ fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> 
                 m1_index: key.1.wrapping_sub(row * stride),
                 m1_expr: "(not written)".to_string(),
                 rows_expr: dag.show(got.node, 16),
-                first_difference: format!("the rows kernel writes {buf}[{}], which no row of `{}` writes", key.1, m1.name),
+                first_difference: format!(
+                    "the rows kernel writes {buf}[{}], which no row of `{}` writes",
+                    key.1, m1.name
+                ),
                 location: Location { stmt_path: Vec::new(), reduce: None, store: Some(got.store) },
             })));
         }

@@ -11,11 +11,14 @@ use super::dag::{Dag, Name, Node, NodeId, Op};
 use super::ordinals::{stmt_blocks, stmt_exprs, Ordinals};
 use super::race::{Race, RaceLog, Space, Unit};
 use super::report::{ErrorKind, Location, VerifyError};
-use crate::ir::{Access, BinOp, Buf, Const, Expr, Implements, Kernel, ParamId, ParamKind, Reduce, ReduceOp, ScalarType, Stmt, UnOp, Var};
+use crate::ir::{
+    Access, BinOp, Buf, Const, Expr, Implements, Kernel, ParamId, ParamKind, Reduce, ReduceOp, ScalarType, Stmt, UnOp,
+    Var,
+};
 use crate::lanes::identity;
 use crate::schedule::{Schedule, Tree};
-use std::rc::Rc;
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 /// A value during execution: a concrete integer/bool or a DAG node of the given type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,7 +89,11 @@ const STEP_BUDGET: u64 = 50_000_000;
 /// Evaluates a uniform integer expression over scalar parameters (a row stride) for `scalars`.
 pub fn eval_uniform(k: &Kernel, scalars: &[(ParamId, u64)], e: &Expr) -> Result<u64, VerifyError> {
     let mut dag = Dag::new();
-    let mut ex = Exec::new(k, &mut dag, &RunConfig { scalars, offsets: &[], check_implements: false, memory: None, check_races: false, aliases: None });
+    let mut ex = Exec::new(
+        k,
+        &mut dag,
+        &RunConfig { scalars, offsets: &[], check_implements: false, memory: None, check_races: false, aliases: None },
+    );
     ex.concrete(e, "row stride")
 }
 
@@ -112,65 +119,73 @@ pub fn execute(k: &Kernel, dag: &mut Dag, cfg: &RunConfig) -> Result<Run, Verify
             }
         }
     }
-    Ok(Run { outputs: ex.outputs, regions_checked: ex.regions_checked, reduce_of: ex.reduce_of, longest: ex.longest, memory: ex.mem, branches: ex.branches, checks: ex.checks })
+    Ok(Run {
+        outputs: ex.outputs,
+        regions_checked: ex.regions_checked,
+        reduce_of: ex.reduce_of,
+        longest: ex.longest,
+        memory: ex.mem,
+        branches: ex.branches,
+        checks: ex.checks,
+    })
 }
 
 impl<'k, 'd> Exec<'k, 'd> {
-fn new(k: &'k Kernel, dag: &'d mut Dag, cfg: &RunConfig) -> Exec<'k, 'd> {
-    let ords = Ordinals::of(k);
-    let buf_names: Vec<Name> = k.params.iter().map(|p| dag.name(&p.name)).collect();
-    let shared_names: Vec<Name> = k.shared.iter().map(|s| dag.name(&s.name)).collect();
-    let mut offsets = vec![0u64; k.params.len()];
-    for (p, o) in cfg.offsets {
-        if let Some(slot) = offsets.get_mut(p.index()) {
-            *slot = *o;
+    fn new(k: &'k Kernel, dag: &'d mut Dag, cfg: &RunConfig) -> Exec<'k, 'd> {
+        let ords = Ordinals::of(k);
+        let buf_names: Vec<Name> = k.params.iter().map(|p| dag.name(&p.name)).collect();
+        let shared_names: Vec<Name> = k.shared.iter().map(|s| dag.name(&s.name)).collect();
+        let mut offsets = vec![0u64; k.params.len()];
+        for (p, o) in cfg.offsets {
+            if let Some(slot) = offsets.get_mut(p.index()) {
+                *slot = *o;
+            }
+        }
+        let mut params = vec![None; k.params.len()];
+        for (i, p) in k.params.iter().enumerate() {
+            if let ParamKind::Scalar(t) = p.kind {
+                params[i] = match cfg.scalars.iter().find(|(id, _)| id.index() == i) {
+                    Some((_, v)) => Some(Value::C(Const::new(t, *v))),
+                    None if t.is_int() => None,
+                    None => Some(Value::S(dag.intern(Node::Param(buf_names[i])), t)),
+                };
+            }
+        }
+        let longest = vec![None; ords.reduce.len()];
+        Exec {
+            k,
+            dag,
+            ords,
+            buf_names,
+            shared_names,
+            offsets,
+            params,
+            global: vec![None; k.vars.len()],
+            lanes: Vec::new(),
+            local: vec![false; k.vars.len()],
+            cur: None,
+            group: [0; 3],
+            mem: cfg.memory.cloned().unwrap_or_default(),
+            shared: HashMap::new(),
+            versions: HashMap::new(),
+            outputs: BTreeMap::new(),
+            path: Vec::new(),
+            reduce_of: HashMap::new(),
+            longest,
+            regions_checked: 0,
+            check_implements: cfg.check_implements,
+            steps: 0,
+            trees: HashMap::new(),
+            races: cfg.check_races.then(RaceLog::default),
+            in_reduce: 0,
+            branches: HashMap::new(),
+            checks: Vec::new(),
+            aliases: cfg.aliases.cloned().unwrap_or_default(),
+            iters: Vec::new(),
+            epoch: 0,
+            unit: 0,
         }
     }
-    let mut params = vec![None; k.params.len()];
-    for (i, p) in k.params.iter().enumerate() {
-        if let ParamKind::Scalar(t) = p.kind {
-            params[i] = match cfg.scalars.iter().find(|(id, _)| id.index() == i) {
-                Some((_, v)) => Some(Value::C(Const::new(t, *v))),
-                None if t.is_int() => None,
-                None => Some(Value::S(dag.intern(Node::Param(buf_names[i])), t)),
-            };
-        }
-    }
-    let longest = vec![None; ords.reduce.len()];
-    Exec {
-        k,
-        dag,
-        ords,
-        buf_names,
-        shared_names,
-        offsets,
-        params,
-        global: vec![None; k.vars.len()],
-        lanes: Vec::new(),
-        local: vec![false; k.vars.len()],
-        cur: None,
-        group: [0; 3],
-        mem: cfg.memory.cloned().unwrap_or_default(),
-        shared: HashMap::new(),
-        versions: HashMap::new(),
-        outputs: BTreeMap::new(),
-        path: Vec::new(),
-        reduce_of: HashMap::new(),
-        longest,
-        regions_checked: 0,
-        check_implements: cfg.check_implements,
-        steps: 0,
-        trees: HashMap::new(),
-        races: cfg.check_races.then(RaceLog::default),
-        in_reduce: 0,
-        branches: HashMap::new(),
-        checks: Vec::new(),
-        aliases: cfg.aliases.cloned().unwrap_or_default(),
-        iters: Vec::new(),
-        epoch: 0,
-        unit: 0,
-    }
-}
 }
 
 struct Exec<'k, 'd> {
@@ -351,7 +366,9 @@ impl Exec<'_, '_> {
         };
         match slot.copied().flatten() {
             Some(x) => Ok(x),
-            None => Err(self.unsupported(format!("variable `{}` ({v}) is read before it has a value", self.var_name(v)))),
+            None => {
+                Err(self.unsupported(format!("variable `{}` ({v}) is read before it has a value", self.var_name(v))))
+            }
         }
     }
 
@@ -385,7 +402,9 @@ impl Exec<'_, '_> {
                 }
                 Ok(v as u64)
             }
-            Value::S(..) => Err(self.unsupported(format!("{what} depends on loaded data: expected a value known from the shape"))),
+            Value::S(..) => {
+                Err(self.unsupported(format!("{what} depends on loaded data: expected a value known from the shape")))
+            }
         }
     }
 
@@ -465,7 +484,9 @@ impl Exec<'_, '_> {
                 Value::S(self.dag.op(Op::Fma, ScalarType::F32, &args), ScalarType::F32)
             }
             Expr::Dot4 { kind, a, b, c } => match (self.eval(a)?, self.eval(b)?, self.eval(c)?) {
-                (Value::C(x), Value::C(y), Value::C(z)) => Value::C(Const::new(ScalarType::I32, kind.eval(x.bits as u32, y.bits as u32, z.bits as i32) as u64)),
+                (Value::C(x), Value::C(y), Value::C(z)) => {
+                    Value::C(Const::new(ScalarType::I32, kind.eval(x.bits as u32, y.bits as u32, z.bits as i32) as u64))
+                }
                 (x, y, z) => {
                     let args = [self.node(x), self.node(y), self.node(z)];
                     Value::S(self.dag.op(Op::Dot4(*kind), ScalarType::I32, &args), ScalarType::I32)
@@ -483,7 +504,10 @@ impl Exec<'_, '_> {
                 };
                 let src = l ^ *mask as usize;
                 if src >= self.lanes.len() {
-                    return Err(self.unsupported(format!("shuffle_xor mask {mask} from lane {l} leaves the {} lanes", self.lanes.len())));
+                    return Err(self.unsupported(format!(
+                        "shuffle_xor mask {mask} from lane {l} leaves the {} lanes",
+                        self.lanes.len()
+                    )));
                 }
                 self.cur = Some(src);
                 let x = self.eval(value);
@@ -521,18 +545,30 @@ impl Exec<'_, '_> {
     }
 
     fn load(&mut self, buf: Buf, idx: Value) -> Result<Value, VerifyError> {
-        let ty = self.k.buf_elem(buf).ok_or_else(|| self.unsupported(format!("load from {buf:?}, which is not a buffer")))?;
+        let ty = self
+            .k
+            .buf_elem(buf)
+            .ok_or_else(|| self.unsupported(format!("load from {buf:?}, which is not a buffer")))?;
         match (buf, idx) {
             (Buf::Param(p), Value::C(c)) => {
                 let name = self.buf_names[p.index()];
                 let i = (c.bits).wrapping_add(self.offsets[p.index()]);
-                let writable = matches!(self.k.params.get(p.index()).map(|x| &x.kind), Some(ParamKind::Buffer { access: Access::ReadWrite, .. }));
+                let writable = matches!(
+                    self.k.params.get(p.index()).map(|x| &x.kind),
+                    Some(ParamKind::Buffer { access: Access::ReadWrite, .. })
+                );
                 if writable {
                     self.log_access(buf, Space::Global(name), i, false, None)?;
                 }
                 Ok(match self.mem.get(&(name, i)) {
                     Some(x) => *x,
-                    None => Value::S(self.dag.intern(Node::Leaf { buf: name, index: self.aliases.get(&(name, i)).copied().unwrap_or(i) }), ty),
+                    None => Value::S(
+                        self.dag.intern(Node::Leaf {
+                            buf: name,
+                            index: self.aliases.get(&(name, i)).copied().unwrap_or(i),
+                        }),
+                        ty,
+                    ),
                 })
             }
             (Buf::Param(p), Value::S(n, t)) => {
@@ -552,17 +588,23 @@ impl Exec<'_, '_> {
                 self.log_access(buf, Space::Shared(s.0), c.bits, false, None)?;
                 Ok(match self.shared.get(&(s.0, c.bits)) {
                     Some(x) => *x,
-                    None => Value::S(self.dag.intern(Node::Leaf { buf: self.shared_names[s.index()], index: c.bits }), ty),
+                    None => {
+                        Value::S(self.dag.intern(Node::Leaf { buf: self.shared_names[s.index()], index: c.bits }), ty)
+                    }
                 })
             }
-            (Buf::Shared(_), Value::S(..)) => Err(self.unsupported("shared-memory index depends on loaded data".to_string())),
+            (Buf::Shared(_), Value::S(..)) => {
+                Err(self.unsupported("shared-memory index depends on loaded data".to_string()))
+            }
         }
     }
 
     fn shared_bounds(&self, s: usize, i: u64) -> Result<(), VerifyError> {
         let len = self.k.shared.get(s).map_or(0, |a| a.len as u64);
         if i >= len {
-            return Err(self.unsupported(format!("index {i} into shared array of length {len}: expected an index below {len}")));
+            return Err(
+                self.unsupported(format!("index {i} into shared array of length {len}: expected an index below {len}"))
+            );
         }
         Ok(())
     }
@@ -573,7 +615,8 @@ impl Exec<'_, '_> {
         if len > 1 << 22 {
             return Err(self.unsupported(format!("reduction length {len} is too large to execute symbolically")));
         }
-        if let Some(slot) = self.ords.reduce.get(&(r as *const Reduce)).and_then(|o| self.longest.get_mut(*o as usize)) {
+        if let Some(slot) = self.ords.reduce.get(&(r as *const Reduce)).and_then(|o| self.longest.get_mut(*o as usize))
+        {
             *slot = Some(slot.map_or(len, |m| m.max(len)));
         }
         let vty = self.k.vars.get(r.var.index()).map_or(ScalarType::INDEX, |d| d.ty);
@@ -587,7 +630,11 @@ impl Exec<'_, '_> {
                 self.in_reduce -= 1;
                 return Err(e);
             }
-            let x = if fused { self.eval_product(&r.body).map(|ab| factors.push(ab)) } else { self.eval(&r.body).map(|x| leaves.push(x)) };
+            let x = if fused {
+                self.eval_product(&r.body).map(|ab| factors.push(ab))
+            } else {
+                self.eval(&r.body).map(|x| leaves.push(x))
+            };
             if let Err(e) = x {
                 self.in_reduce -= 1;
                 return Err(e);
@@ -621,7 +668,10 @@ impl Exec<'_, '_> {
                 self.set(*var, x)?;
                 self.eval_product(body)
             }
-            _ => Err(self.unsupported(format!("an `fma_sum` element must be a product `a * b`, found `{}`", self.k.expr_text(e)))),
+            _ => Err(self.unsupported(format!(
+                "an `fma_sum` element must be a product `a * b`, found `{}`",
+                self.k.expr_text(e)
+            ))),
         }
     }
 
@@ -672,7 +722,9 @@ impl Exec<'_, '_> {
     fn tick(&mut self) -> Result<(), VerifyError> {
         self.steps += 1;
         if self.steps > STEP_BUDGET {
-            return Err(self.unsupported(format!("execution exceeds {STEP_BUDGET} statements: use smaller verify shapes")));
+            return Err(
+                self.unsupported(format!("execution exceeds {STEP_BUDGET} statements: use smaller verify shapes"))
+            );
         }
         Ok(())
     }
@@ -697,7 +749,10 @@ impl Exec<'_, '_> {
                 }
                 Ok((int_val(a), int_val(b), int_val(c)))
             }
-            _ => Err(self.unsupported("loop bounds depend on loaded data: expected bounds known from the shape".to_string())),
+            _ => {
+                Err(self
+                    .unsupported("loop bounds depend on loaded data: expected bounds known from the shape".to_string()))
+            }
         }
     }
 
@@ -710,7 +765,10 @@ impl Exec<'_, '_> {
             }
             Stmt::LetRows { vars, row, value } => {
                 let Expr::Reduce(r) = value else {
-                    return Err(self.unsupported(format!("the value of a `let [..] = rows(..)` is `{}`: expected a reduction", self.k.expr_text(value))));
+                    return Err(self.unsupported(format!(
+                        "the value of a `let [..] = rows(..)` is `{}`: expected a reduction",
+                        self.k.expr_text(value)
+                    )));
                 };
                 let xs = self.rows_reduce(*row, r, vars.len())?;
                 if self.iters.is_empty() && self.cur.is_none() && lane_region(&r.schedule) {
@@ -751,7 +809,12 @@ impl Exec<'_, '_> {
                         }
                     }
                 }
-                Value::S(..) => return Err(self.unsupported("branch condition depends on loaded data: expected a condition known from the shape".to_string())),
+                Value::S(..) => {
+                    return Err(self.unsupported(
+                        "branch condition depends on loaded data: expected a condition known from the shape"
+                            .to_string(),
+                    ))
+                }
             },
             Stmt::ParFor { var, end, body, .. } => {
                 let n = self.concrete(end, "parallel loop length")?;
@@ -767,11 +830,21 @@ impl Exec<'_, '_> {
                 // The barrier that ends the loop (a nested loop's is inside one iteration).
                 self.barrier();
             }
-            Stmt::Lanes { lane, count, implements, body } => self.lanes_region(*lane, *count, implements.as_ref(), body)?,
+            Stmt::Lanes { lane, count, implements, body } => {
+                self.lanes_region(*lane, *count, implements.as_ref(), body)?
+            }
             Stmt::Barrier => self.barrier(),
             Stmt::Check { id, cond } => match self.eval(cond)? {
                 Value::C(c) if c.bits != 0 => {}
-                Value::C(_) => return Err(self.fail(ErrorKind::Malformed, format!("check {id} (`{}`) fails on this shape: expected a condition that can hold", self.k.expr_text(cond)))),
+                Value::C(_) => {
+                    return Err(self.fail(
+                        ErrorKind::Malformed,
+                        format!(
+                            "check {id} (`{}`) fails on this shape: expected a condition that can hold",
+                            self.k.expr_text(cond)
+                        ),
+                    ))
+                }
                 Value::S(n, _) => self.checks.push(n),
             },
         }
@@ -796,7 +869,11 @@ impl Exec<'_, '_> {
     /// Who a unit is, in words: `workgroup 1, par iteration j = 3`.
     fn unit_text(&self, u: &Unit) -> String {
         let dims = self.k.grid.len().max(1);
-        let g = if dims == 1 { u.group[0].to_string() } else { format!("({})", u.group[..dims].iter().map(u64::to_string).collect::<Vec<_>>().join(", ")) };
+        let g = if dims == 1 {
+            u.group[0].to_string()
+        } else {
+            format!("({})", u.group[..dims].iter().map(u64::to_string).collect::<Vec<_>>().join(", "))
+        };
         let mut t = format!("workgroup {g}");
         if u.steps.is_empty() {
             t.push_str(", uniform code");
@@ -809,7 +886,14 @@ impl Exec<'_, '_> {
 
     /// Logs an access to `space[index]` by the current unit; a race is an error at the
     /// current statement (and store, for a write).
-    fn log_access(&mut self, buf: Buf, space: Space, index: u64, write: bool, store: Option<u32>) -> Result<(), VerifyError> {
+    fn log_access(
+        &mut self,
+        buf: Buf,
+        space: Space,
+        index: u64,
+        write: bool,
+        store: Option<u32>,
+    ) -> Result<(), VerifyError> {
         if self.cur.is_some() {
             return Ok(());
         }
@@ -838,12 +922,19 @@ impl Exec<'_, '_> {
             verb(r.second_write),
             self.unit_text(&now),
         );
-        Err(VerifyError { kernel: self.k.name.clone(), location: Location { stmt_path: path, reduce: None, store }, kind: ErrorKind::Race, message })
+        Err(VerifyError {
+            kernel: self.k.name.clone(),
+            location: Location { stmt_path: path, reduce: None, store },
+            kind: ErrorKind::Race,
+            message,
+        })
     }
 
     fn store(&mut self, s: &Stmt, buf: Buf, i: Value, x: Value) -> Result<(), VerifyError> {
         let Value::C(c) = i else {
-            return Err(self.unsupported("store index depends on loaded data: expected an index known from the shape".to_string()));
+            return Err(self.unsupported(
+                "store index depends on loaded data: expected an index known from the shape".to_string(),
+            ));
         };
         match buf {
             Buf::Param(p) => {
@@ -866,7 +957,13 @@ impl Exec<'_, '_> {
         Ok(())
     }
 
-    fn lanes_region(&mut self, lane: Var, count: u32, imp: Option<&Implements>, body: &[Stmt]) -> Result<(), VerifyError> {
+    fn lanes_region(
+        &mut self,
+        lane: Var,
+        count: u32,
+        imp: Option<&Implements>,
+        body: &[Stmt],
+    ) -> Result<(), VerifyError> {
         if self.cur.is_some() {
             return Err(self.unsupported("a lanes region inside another lanes region".to_string()));
         }
@@ -940,7 +1037,10 @@ impl Exec<'_, '_> {
                         ranges.push(self.for_range(start, end, step)?);
                     }
                     if ranges.windows(2).any(|w| w[0] != w[1]) {
-                        return Err(self.fail(ErrorKind::NonUniformSync, "loop containing a shuffle has lane-dependent bounds".to_string()));
+                        return Err(self.fail(
+                            ErrorKind::NonUniformSync,
+                            "loop containing a shuffle has lane-dependent bounds".to_string(),
+                        ));
                     }
                     let (a, e, c) = ranges[0];
                     let ty = self.k.vars.get(var.index()).map_or(ScalarType::INDEX, |d| d.ty);
@@ -961,15 +1061,22 @@ impl Exec<'_, '_> {
                         cs.push(self.eval(cond)?);
                     }
                     if cs.windows(2).any(|w| w[0] != w[1]) {
-                        return Err(self.fail(ErrorKind::NonUniformSync, "branch containing a shuffle has a lane-dependent condition".to_string()));
+                        return Err(self.fail(
+                            ErrorKind::NonUniformSync,
+                            "branch containing a shuffle has a lane-dependent condition".to_string(),
+                        ));
                     }
                     match cs[0] {
                         Value::C(c) if c.bits != 0 => self.lockstep(then_body)?,
                         Value::C(_) => self.lockstep(else_body)?,
-                        Value::S(..) => return Err(self.unsupported("branch condition depends on loaded data".to_string())),
+                        Value::S(..) => {
+                            return Err(self.unsupported("branch condition depends on loaded data".to_string()))
+                        }
                     }
                 }
-                _ => return Err(self.unsupported("a shuffle inside a parallel loop or nested lanes region".to_string())),
+                _ => {
+                    return Err(self.unsupported("a shuffle inside a parallel loop or nested lanes region".to_string()))
+                }
             }
             self.path.pop();
         }
@@ -983,7 +1090,9 @@ impl Exec<'_, '_> {
             None => vec![self.reduce(&imp.reduce)?],
         };
         if expected.len() != imp.results.len() {
-            return Err(self.unsupported(format!("lanes region claims {} results without a row variable", imp.results.len())));
+            return Err(
+                self.unsupported(format!("lanes region claims {} results without a row variable", imp.results.len()))
+            );
         }
         for (j, (&result, expected)) in imp.results.iter().zip(expected).enumerate() {
             let found = self.get(result)?;
@@ -1022,6 +1131,11 @@ mod tests {
         let z = Const::new(ScalarType::U32, 0);
         assert!(const_bin(BinOp::Div, b, Const::new(ScalarType::I8, 0)).unwrap_err().contains("division by zero"));
         assert_eq!(const_bin(BinOp::Sub, z, Const::new(ScalarType::U32, 1)).unwrap().bits, u32::MAX as u64);
-        assert_eq!(const_bin(BinOp::Shr, Const::new(ScalarType::I32, (-8i64) as u64), Const::new(ScalarType::I32, 1)).unwrap().as_i64(), -4);
+        assert_eq!(
+            const_bin(BinOp::Shr, Const::new(ScalarType::I32, (-8i64) as u64), Const::new(ScalarType::I32, 1))
+                .unwrap()
+                .as_i64(),
+            -4
+        );
     }
 }

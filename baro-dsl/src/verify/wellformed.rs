@@ -7,10 +7,10 @@
 
 use super::lengths::Definitions;
 use super::ordinals::children;
-use std::collections::HashSet;
-use super::report::{ErrorKind, Location, VerifyError};
 use super::ordinals::Ordinals;
+use super::report::{ErrorKind, Location, VerifyError};
 use crate::ir::{Access, BinOp, Buf, Expr, Implements, Kernel, ParamKind, Reduce, ReduceOp, ScalarType, Stmt, Var};
+use std::collections::HashSet;
 
 /// Checks `k`. `user_ir` turns on the undeclared-reduction rule, which only applies to what
 /// an author wrote: expanded IR legitimately contains the loops a schedule describes.
@@ -152,7 +152,10 @@ impl Wf<'_> {
         }
         self.def_count[v.index()] += 1;
         if self.def_count[v.index()] == 2 {
-            self.malformed(format!("variable {} ({v}) is defined more than once: expected exactly one definition", self.name(v)));
+            self.malformed(format!(
+                "variable {} ({v}) is defined more than once: expected exactly one definition",
+                self.name(v)
+            ));
         }
         self.in_scope[v.index()] = true;
         self.var_depth[v.index()] = self.loop_depth;
@@ -180,13 +183,19 @@ impl Wf<'_> {
         if let Some(sib) = &k.sibling {
             match k.params.get(sib.rows.index()).map(|p| &p.kind) {
                 Some(ParamKind::Scalar(t)) if t.is_int() => {}
-                Some(_) => self.malformed(format!("sibling rows parameter `{}` is not an integer scalar", k.params[sib.rows.index()].name)),
+                Some(_) => self.malformed(format!(
+                    "sibling rows parameter `{}` is not an integer scalar",
+                    k.params[sib.rows.index()].name
+                )),
                 None => self.malformed(format!("sibling rows parameter {} does not exist", sib.rows)),
             }
             for (p, stride) in &sib.row_strides {
                 match k.params.get(p.index()).map(|x| &x.kind) {
                     Some(ParamKind::Buffer { .. }) => {}
-                    Some(_) => self.malformed(format!("row stride given for `{}`, which is not a buffer", k.params[p.index()].name)),
+                    Some(_) => self.malformed(format!(
+                        "row stride given for `{}`, which is not a buffer",
+                        k.params[p.index()].name
+                    )),
                     None => self.malformed(format!("row stride given for parameter {p}, which does not exist")),
                 }
                 self.typed_expr(stride, Some(ScalarType::INDEX), "row stride");
@@ -194,7 +203,10 @@ impl Wf<'_> {
             for (p, step) in &sib.row_steps {
                 match k.params.get(p.index()).map(|x| &x.kind) {
                     Some(ParamKind::Scalar(t)) if t.is_int() => {}
-                    Some(_) => self.malformed(format!("row step given for `{}`, which is not an integer scalar", k.params[p.index()].name)),
+                    Some(_) => self.malformed(format!(
+                        "row step given for `{}`, which is not an integer scalar",
+                        k.params[p.index()].name
+                    )),
                     None => self.malformed(format!("row step given for parameter {p}, which does not exist")),
                 }
                 self.typed_expr(step, Some(ScalarType::INDEX), "row step");
@@ -202,7 +214,10 @@ impl Wf<'_> {
             for p in &sib.carried {
                 match k.params.get(p.index()).map(|x| &x.kind) {
                     Some(ParamKind::Buffer { .. }) if sib.row_strides.iter().any(|(q, _)| q == p) => {
-                        self.malformed(format!("`{}` is both carried and row-strided: expected one state for every row", k.params[p.index()].name))
+                        self.malformed(format!(
+                            "`{}` is both carried and row-strided: expected one state for every row",
+                            k.params[p.index()].name
+                        ))
                     }
                     Some(ParamKind::Buffer { .. }) => {}
                     Some(_) => self.malformed(format!("carried `{}` is not a buffer", k.params[p.index()].name)),
@@ -254,7 +269,10 @@ impl Wf<'_> {
             }
             Expr::Param(p) => {
                 if p.index() >= self.k.params.len() {
-                    self.malformed(format!("parameter {p} does not exist: the kernel has {} parameters", self.k.params.len()));
+                    self.malformed(format!(
+                        "parameter {p} does not exist: the kernel has {} parameters",
+                        self.k.params.len()
+                    ));
                 }
                 false
             }
@@ -286,14 +304,20 @@ impl Wf<'_> {
                         self.malformed(format!("an `fma_sum` of {}: expected f32", r.ty));
                     }
                     if !is_product(&r.body) {
-                        self.malformed(format!("an `fma_sum` element must be a product `a * b`, found `{}`", self.k.expr_text(&r.body)));
+                        self.malformed(format!(
+                            "an `fma_sum` element must be a product `a * b`, found `{}`",
+                            self.k.expr_text(&r.body)
+                        ));
                     }
                 }
                 let a = self.expr(&r.len);
                 self.define(r.var);
                 if let Some(d) = self.k.vars.get(r.var.index()) {
                     if !d.ty.is_int() {
-                        self.malformed(format!("reduction variable `{}` has type {}: expected an integer", d.name, d.ty));
+                        self.malformed(format!(
+                            "reduction variable `{}` has type {}: expected an integer",
+                            d.name, d.ty
+                        ));
                     }
                 }
                 let b = self.expr(&r.body);
@@ -305,11 +329,14 @@ impl Wf<'_> {
                     None => self.malformed("shuffle_xor outside a lanes region".to_string()),
                     Some(l) if *mask >= l.count => {
                         let c = l.count;
-                        self.malformed(format!("shuffle_xor mask {mask} in a region of {c} lanes: expected a mask below {c}"))
+                        self.malformed(format!(
+                            "shuffle_xor mask {mask} in a region of {c} lanes: expected a mask below {c}"
+                        ))
                     }
-                    Some(_) if self.nonuniform > 0 => {
-                        self.err(ErrorKind::NonUniformSync, "shuffle_xor under lane-dependent control flow: expected uniform control flow".to_string())
-                    }
+                    Some(_) if self.nonuniform > 0 => self.err(
+                        ErrorKind::NonUniformSync,
+                        "shuffle_xor under lane-dependent control flow: expected uniform control flow".to_string(),
+                    ),
                     Some(_) => {}
                 }
                 self.expr(value);
@@ -332,7 +359,10 @@ impl Wf<'_> {
                     false
                 }
                 None => {
-                    self.malformed(format!("buffer parameter {p} does not exist: the kernel has {} parameters", self.k.params.len()));
+                    self.malformed(format!(
+                        "buffer parameter {p} does not exist: the kernel has {} parameters",
+                        self.k.params.len()
+                    ));
                     false
                 }
             },
@@ -389,7 +419,10 @@ impl Wf<'_> {
             return;
         }
         let defs = Definitions::of(self.k);
-        let Some(across) = self.seq_loops.iter().rev().find(|l| !depends_on(&defs, index, **l, &mut HashSet::new())) else { return };
+        let Some(across) = self.seq_loops.iter().rev().find(|l| !depends_on(&defs, index, **l, &mut HashSet::new()))
+        else {
+            return;
+        };
         let name = self.k.buf_name(buf).to_string();
         let across = self.name(*across);
         let carry = match buf {
@@ -431,7 +464,11 @@ impl Wf<'_> {
                     return;
                 }
                 if self.var_ty(*row) != Some(ScalarType::INDEX) {
-                    self.malformed(format!("row variable {} has type {}: expected usize", self.name(*row), self.var_ty(*row).unwrap_or(ScalarType::INDEX)));
+                    self.malformed(format!(
+                        "row variable {} has type {}: expected usize",
+                        self.name(*row),
+                        self.var_ty(*row).unwrap_or(ScalarType::INDEX)
+                    ));
                 }
                 // The row is a value known from the shape, the same in every lane.
                 self.define(*row);
@@ -440,7 +477,12 @@ impl Wf<'_> {
                 self.undefine(*row);
                 for v in vars {
                     if self.var_ty(*v).is_some_and(|t| t != r.ty) {
-                        self.malformed(format!("result {} of a reduction over rows has type {}: expected {}", self.name(*v), self.var_ty(*v).unwrap_or(r.ty), r.ty));
+                        self.malformed(format!(
+                            "result {} of a reduction over rows has type {}: expected {}",
+                            self.name(*v),
+                            self.var_ty(*v).unwrap_or(r.ty),
+                            r.ty
+                        ));
                     }
                     self.define(*v);
                     defined.push(*v);
@@ -459,7 +501,10 @@ impl Wf<'_> {
                     self.malformed(format!("assignment to `{}` ({var}) before it is defined", d.name));
                 }
                 if !d.mutable {
-                    self.malformed(format!("assignment to `{}`, which is immutable: expected a mutable variable", d.name));
+                    self.malformed(format!(
+                        "assignment to `{}`, which is immutable: expected a mutable variable",
+                        d.name
+                    ));
                 }
                 let in_implementing_region = self.lanes.as_ref().is_some_and(|l| l.implements);
                 if self.user_ir
@@ -483,7 +528,10 @@ impl Wf<'_> {
                 if self.buf_ok(*buf) {
                     if let Buf::Param(p) = buf {
                         if let ParamKind::Buffer { access: Access::Read, .. } = self.k.params[p.index()].kind {
-                            self.malformed(format!("store into `{}`, which is read-only: expected a `&mut` buffer", self.k.params[p.index()].name));
+                            self.malformed(format!(
+                                "store into `{}`, which is read-only: expected a `&mut` buffer",
+                                self.k.params[p.index()].name
+                            ));
                         }
                     }
                 }
@@ -498,7 +546,11 @@ impl Wf<'_> {
                     lane |= self.typed_expr(e, vt, what).0;
                 }
                 if vt.is_some_and(|t| !t.is_int()) {
-                    self.malformed(format!("loop variable {} has type {}: expected an integer", self.name(*var), vt.unwrap_or(ScalarType::INDEX)));
+                    self.malformed(format!(
+                        "loop variable {} has type {}: expected an integer",
+                        self.name(*var),
+                        vt.unwrap_or(ScalarType::INDEX)
+                    ));
                 }
                 self.define(*var);
                 if let Some(x) = self.per_lane.get_mut(var.index()) {
@@ -523,7 +575,10 @@ impl Wf<'_> {
             Stmt::ParFor { var, end, team, body } => {
                 if let Some(t) = team {
                     if *t == 0 || !t.is_power_of_two() || *t > crate::ir::MAX_BLOCK {
-                        self.malformed(format!("a `par` team of {t} lanes: expected a power of two up to {}", crate::ir::MAX_BLOCK));
+                        self.malformed(format!(
+                            "a `par` team of {t} lanes: expected a power of two up to {}",
+                            crate::ir::MAX_BLOCK
+                        ));
                     }
                 }
                 let vt = self.var_ty(*var);
@@ -541,16 +596,24 @@ impl Wf<'_> {
                 self.loop_depth -= 1;
                 self.undefine(*var);
             }
-            Stmt::Lanes { lane, count, implements, body } => self.lanes_region(*lane, *count, implements.as_ref(), body),
+            Stmt::Lanes { lane, count, implements, body } => {
+                self.lanes_region(*lane, *count, implements.as_ref(), body)
+            }
             Stmt::Check { cond, .. } => {
                 self.typed_expr(cond, Some(ScalarType::Bool), "check condition");
                 if cond.any(&|x| matches!(x, Expr::Reduce(_) | Expr::ShuffleXor { .. })) {
-                    self.malformed("a reduction or shuffle in a `check!` condition: expected plain loads and arithmetic".to_string());
+                    self.malformed(
+                        "a reduction or shuffle in a `check!` condition: expected plain loads and arithmetic"
+                            .to_string(),
+                    );
                 }
             }
             Stmt::Barrier => {
                 if self.nonuniform > 0 || self.in_parfor > 0 {
-                    self.err(ErrorKind::NonUniformSync, "barrier under lane-dependent control flow: expected uniform control flow".to_string());
+                    self.err(
+                        ErrorKind::NonUniformSync,
+                        "barrier under lane-dependent control flow: expected uniform control flow".to_string(),
+                    );
                 }
             }
         }
@@ -567,7 +630,9 @@ impl Wf<'_> {
         if let Some(imp) = imp {
             if imp.results.is_empty() || (imp.row.is_none() && imp.results.len() != 1) {
                 let n = imp.results.len();
-                self.malformed(format!("lanes region claims {n} results: expected one, or one per row with a row variable"));
+                self.malformed(format!(
+                    "lanes region claims {n} results: expected one, or one per row with a row variable"
+                ));
             }
             for &result in &imp.results {
                 if !self.var_ok(result) {
@@ -578,10 +643,16 @@ impl Wf<'_> {
                     self.malformed(format!("lanes region result `{}` is not defined before the region", d.name));
                 }
                 if !d.mutable {
-                    self.malformed(format!("lanes region result `{}` is immutable: expected a mutable variable", d.name));
+                    self.malformed(format!(
+                        "lanes region result `{}` is immutable: expected a mutable variable",
+                        d.name
+                    ));
                 }
                 if d.ty != imp.reduce.ty {
-                    self.malformed(format!("lanes region result `{}` has type {}: expected {}", d.name, d.ty, imp.reduce.ty));
+                    self.malformed(format!(
+                        "lanes region result `{}` has type {}: expected {}",
+                        d.name, d.ty, imp.reduce.ty
+                    ));
                 }
             }
             if let Some(row) = imp.row {

@@ -39,10 +39,22 @@ fn a_kernel_on_the_gpu_matches_the_host() {
         let kern = d.compile(&testkernels::matvec()).unwrap();
         let (wb, xb) = (d.upload(&w).unwrap(), d.upload(&x).unwrap());
         let mut y = d.alloc(ScalarType::F32, m).unwrap();
-        d.run(&kern, &mut [DeviceArg::buf(&wb), DeviceArg::buf(&xb), DeviceArg::buf_mut(&mut y), k.into(), m.into()]).unwrap();
+        d.run(&kern, &mut [DeviceArg::buf(&wb), DeviceArg::buf(&xb), DeviceArg::buf_mut(&mut y), k.into(), m.into()])
+            .unwrap();
         outs.push(d.read_bytes(&y).unwrap());
         // The same bounds error as the host, through the error record.
-        let e = d.run(&kern, &mut [DeviceArg::buf(&wb), DeviceArg::buf(&xb), DeviceArg::buf_mut(&mut y), 2usize.into(), (m + 1).into()]).unwrap_err();
+        let e = d
+            .run(
+                &kern,
+                &mut [
+                    DeviceArg::buf(&wb),
+                    DeviceArg::buf(&xb),
+                    DeviceArg::buf_mut(&mut y),
+                    2usize.into(),
+                    (m + 1).into(),
+                ],
+            )
+            .unwrap_err();
         assert_eq!(e.to_string(), format!("kernel `matvec` wrote `y[{m}]` but `y` has {m} elements"));
     }
     assert_eq!(outs[0], outs[1]);

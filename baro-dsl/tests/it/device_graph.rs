@@ -32,7 +32,16 @@ fn data(n: usize, seed: f32) -> Vec<f32> {
 impl Set {
     fn new(d: &Device) -> Set {
         let f = |n| d.alloc(ScalarType::F32, n).unwrap();
-        Set { w1: d.upload(&data(M * K, 1.0)).unwrap(), w2: d.upload(&data(M * M, 2.0)).unwrap(), w3: d.upload(&data(M * M, 3.0)).unwrap(), x: d.upload(&data(K, 4.0)).unwrap(), y: f(M), y2: f(M), z: f(M), u: f(M) }
+        Set {
+            w1: d.upload(&data(M * K, 1.0)).unwrap(),
+            w2: d.upload(&data(M * M, 2.0)).unwrap(),
+            w3: d.upload(&data(M * M, 3.0)).unwrap(),
+            x: d.upload(&data(K, 4.0)).unwrap(),
+            y: f(M),
+            y2: f(M),
+            z: f(M),
+            u: f(M),
+        }
     }
 
     fn outputs(&self, d: &Device) -> Vec<Vec<u8>> {
@@ -75,7 +84,12 @@ pub(crate) fn replay_matches_direct_launches(d: &Device) {
         ("first replay", base, None, Replay::Built { nodes: 2 }),
         ("new contents of x", base, Some(data(K, 9.0)), Replay::Updated { nodes: 2, changed: 0 }),
         ("a scalar changed", Shape { k: K - 5, ..base }, None, Replay::Updated { nodes: 2, changed: 1 }),
-        ("a buffer changed", Shape { other_y: true, ..base }, Some(data(K, 5.0)), Replay::Updated { nodes: 2, changed: 2 }),
+        (
+            "a buffer changed",
+            Shape { other_y: true, ..base },
+            Some(data(K, 5.0)),
+            Replay::Updated { nodes: 2, changed: 2 },
+        ),
         ("a launch added", Shape { third: true, ..base }, None, Replay::Built { nodes: 3 }),
         ("the same again", Shape { third: true, ..base }, Some(data(K, 6.0)), Replay::Updated { nodes: 3, changed: 0 }),
     ];
@@ -86,7 +100,8 @@ pub(crate) fn replay_matches_direct_launches(d: &Device) {
         }
         // SAFETY: every buffer the closure launches with lives in `graphed`, which outlives
         // the call and is touched by nothing else meanwhile.
-        let ((), replay) = unsafe { d.replay(d.default_stream(), &mut graph, || launch(d, &mut graphed, shape)) }.unwrap();
+        let ((), replay) =
+            unsafe { d.replay(d.default_stream(), &mut graph, || launch(d, &mut graphed, shape)) }.unwrap();
         assert_eq!(replay, path, "{what}");
         launch(d, &mut direct, shape).unwrap();
         d.default_stream().synchronize().unwrap();
@@ -157,7 +172,12 @@ fn anything_but_a_launch_while_recording_is_refused() {
         ("a stream synchronisation", Box::new(|d, _, _| d.default_stream().synchronize())),
         ("an event record", Box::new(|d, _, _| event.record(d.default_stream()))),
         ("an event wait", Box::new(|d, _, _| d.default_stream().wait_event(&event))),
-        ("a nested `Device::replay`", Box::new(|d, _, _| unsafe { d.replay(d.default_stream(), &mut LaunchGraph::new(), || Ok::<(), DeviceError>(())) }.map(drop))),
+        (
+            "a nested `Device::replay`",
+            Box::new(|d, _, _| {
+                unsafe { d.replay(d.default_stream(), &mut LaunchGraph::new(), || Ok::<(), DeviceError>(())) }.map(drop)
+            }),
+        ),
     ];
     for (op, f) in &ops {
         let Set { w1, x, y, .. } = &mut s;

@@ -39,7 +39,10 @@ fn buffer_misuse_is_an_error_that_says_what_was_expected() {
     let mut b = d.upload(&[1.0f32, 2.0]).unwrap();
     assert_eq!(d.read::<i32>(&b).unwrap_err().to_string(), "buffer element type: expected i32, found f32");
     assert_eq!(d.write_bytes(&mut b, &[0u8; 7]).unwrap_err().to_string(), "write: expected 8 bytes, found 7 bytes");
-    assert_eq!(d.upload_bytes(ScalarType::F32, &[0u8; 6]).unwrap_err().to_string(), "upload: expected a multiple of 4 bytes (one f32), found 6 bytes");
+    assert_eq!(
+        d.upload_bytes(ScalarType::F32, &[0u8; 6]).unwrap_err().to_string(),
+        "upload: expected a multiple of 4 bytes (one f32), found 6 bytes"
+    );
     let mut flags = d.alloc(ScalarType::Bool, 2).unwrap();
     d.write_bytes(&mut flags, &[1, 2]).unwrap();
     assert_eq!(d.read::<bool>(&flags).unwrap_err().to_string(), "bool buffer: expected bytes 0 or 1, found byte 2");
@@ -65,12 +68,16 @@ fn launch_through_device_matches_the_host_runtime() {
     assert_eq!(compiled.name(), "matvec");
     let (wb, xb) = (d.upload(&w).unwrap(), d.upload(&x).unwrap());
     let mut yb = d.alloc(ScalarType::F32, m).unwrap();
-    d.run(&compiled, &mut [DeviceArg::buf(&wb), DeviceArg::buf(&xb), DeviceArg::buf_mut(&mut yb), k.into(), m.into()]).unwrap();
+    d.run(&compiled, &mut [DeviceArg::buf(&wb), DeviceArg::buf(&xb), DeviceArg::buf_mut(&mut yb), k.into(), m.into()])
+        .unwrap();
     let got: Vec<u32> = d.read::<f32>(&yb).unwrap().iter().map(|v| v.to_bits()).collect();
 
     let rt = HostRuntime::new().unwrap();
     let mut y = vec![0.0f32; m];
-    rt.compile(&kernel).unwrap().launch(&mut [Arg::buf(&w), Arg::buf(&x), Arg::buf_mut(&mut y), Arg::from(k), Arg::from(m)]).unwrap();
+    rt.compile(&kernel)
+        .unwrap()
+        .launch(&mut [Arg::buf(&w), Arg::buf(&x), Arg::buf_mut(&mut y), Arg::from(k), Arg::from(m)])
+        .unwrap();
     assert_eq!(got, y.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
     assert!(got.iter().any(|&b| b != 0), "the kernel wrote nothing");
 }
@@ -95,16 +102,34 @@ fn argument_errors_match_the_host_messages() {
         "argument `y` (#2): expected &mut [f32], found &[i32]"
     );
     assert_eq!(
-        launch_err(&mut [DeviceArg::buf(&w), DeviceArg::buf(&x), DeviceArg::buf_mut(&mut y), 4u32.into(), 2usize.into()]),
+        launch_err(&mut [
+            DeviceArg::buf(&w),
+            DeviceArg::buf(&x),
+            DeviceArg::buf_mut(&mut y),
+            4u32.into(),
+            2usize.into()
+        ]),
         "argument `k` (#3): expected usize, found u32"
     );
     assert_eq!(
-        launch_err(&mut [DeviceArg::buf(&w), DeviceArg::buf(&x), DeviceArg::buf_mut(&mut y), DeviceArg::scalar(Const::f32(1.0)), 2usize.into()]),
+        launch_err(&mut [
+            DeviceArg::buf(&w),
+            DeviceArg::buf(&x),
+            DeviceArg::buf_mut(&mut y),
+            DeviceArg::scalar(Const::f32(1.0)),
+            2usize.into()
+        ]),
         "argument `k` (#3): expected usize, found f32"
     );
     // y has 2 elements, the grid asks for 3 outputs: the kernel's bounds check reports it.
     assert_eq!(
-        launch_err(&mut [DeviceArg::buf(&w), DeviceArg::buf(&x), DeviceArg::buf_mut(&mut y), 2usize.into(), 3usize.into()]),
+        launch_err(&mut [
+            DeviceArg::buf(&w),
+            DeviceArg::buf(&x),
+            DeviceArg::buf_mut(&mut y),
+            2usize.into(),
+            3usize.into()
+        ]),
         "kernel `matvec` wrote `y[2]` but `y` has 2 elements"
     );
     assert_eq!(d.read::<f32>(&y).unwrap(), vec![0.0, 0.0], "a failed host launch modified a buffer");
@@ -129,7 +154,10 @@ fn host_streams_and_events() {
 #[test]
 fn device_choice_and_unbuilt_backends() {
     #[cfg(not(feature = "hip"))]
-    assert_eq!(Device::hip(0).err().map(|e| e.to_string()).as_deref(), Some("hip support is not built into this binary: expected a build with `--features baro-dsl/hip`"));
+    assert_eq!(
+        Device::hip(0).err().map(|e| e.to_string()).as_deref(),
+        Some("hip support is not built into this binary: expected a build with `--features baro-dsl/hip`")
+    );
     assert_eq!("gpu".parse::<DeviceKind>().unwrap_err(), DeviceError::UnknownKind { found: "gpu".into() });
     let best = Device::best_available().unwrap();
     if Device::cuda(0).is_err() {

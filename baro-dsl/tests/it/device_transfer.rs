@@ -60,11 +60,21 @@ fn ranges_outside_either_side_are_errors_that_say_what_was_expected() {
     let p = d.alloc_pinned(64).unwrap();
     let mut b = d.alloc(ScalarType::U8, 32).unwrap();
     let s = d.default_stream();
-    assert_eq!(d.copy_from_pinned(s, &p, 60, &mut b, 0, 8).unwrap_err().to_string(), "copy source: expected a range within the 64 bytes of pinned memory, found bytes 60..68");
-    assert_eq!(d.copy_from_pinned(s, &p, 0, &mut b, 30, 4).unwrap_err().to_string(), "copy destination: expected a range within the 32 bytes in the buffer, found bytes 30..34");
+    assert_eq!(
+        d.copy_from_pinned(s, &p, 60, &mut b, 0, 8).unwrap_err().to_string(),
+        "copy source: expected a range within the 64 bytes of pinned memory, found bytes 60..68"
+    );
+    assert_eq!(
+        d.copy_from_pinned(s, &p, 0, &mut b, 30, 4).unwrap_err().to_string(),
+        "copy destination: expected a range within the 32 bytes in the buffer, found bytes 30..34"
+    );
     assert_eq!(
         d.copy_from_pinned(s, &p, usize::MAX, &mut b, 0, 2).unwrap_err().to_string(),
-        format!("copy source: expected a range within the 64 bytes of pinned memory, found bytes {}..{}", usize::MAX, usize::MAX as u128 + 2)
+        format!(
+            "copy source: expected a range within the 64 bytes of pinned memory, found bytes {}..{}",
+            usize::MAX,
+            usize::MAX as u128 + 2
+        )
     );
     assert_eq!(d.read_bytes(&b).unwrap(), vec![0u8; 32], "a rejected copy writes nothing");
 }

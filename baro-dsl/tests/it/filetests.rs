@@ -53,8 +53,15 @@ fn run_file(text: &str, bless: bool) -> Result<Verdict, Vec<String>> {
                 blessed = Some(format!("{}\n{}", kept.join("\n"), format::snapshot_block(output)));
             } else {
                 snapshot_differs = true;
-                let at = found.iter().zip(&snap.lines).position(|(a, b)| a != b).unwrap_or(found.len().min(snap.lines.len()));
-                let (want, got) = (snap.lines.get(at).map_or("(end of the block)", String::as_str), found.get(at).copied().unwrap_or("(end of the output)"));
+                let at = found
+                    .iter()
+                    .zip(&snap.lines)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(found.len().min(snap.lines.len()));
+                let (want, got) = (
+                    snap.lines.get(at).map_or("(end of the block)", String::as_str),
+                    found.get(at).copied().unwrap_or("(end of the output)"),
+                );
                 fails.push(format!(
                     "the output differs from the `; output:` block (BARO_BLESS=1 rewrites it) at output line {}:\n  expected: {want}\n  found:    {got}",
                     at + 1
@@ -112,7 +119,13 @@ fn filetests() {
     for n in &not_run {
         eprintln!("  not run: {n}");
     }
-    assert!(failures.is_empty(), "{} of {} filetests failed:\n\n{}", failures.len(), files.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} filetests failed:\n\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n\n")
+    );
 }
 
 // The runner's own tests: in-memory files it must fail, and the passing forms beside them.
@@ -152,7 +165,11 @@ kernel acc {
 fn fails_with(text: &str, needle: &str) {
     match run_file(text, false) {
         Ok(v) => panic!("expected a failure containing `{needle}`, the file passed ({v:?}):\n{text}"),
-        Err(fails) => assert!(fails.iter().any(|f| f.contains(needle)), "expected a failure containing `{needle}`, found:\n{}", fails.join("\n")),
+        Err(fails) => assert!(
+            fails.iter().any(|f| f.contains(needle)),
+            "expected a failure containing `{needle}`, found:\n{}",
+            fails.join("\n")
+        ),
     }
 }
 
@@ -160,9 +177,13 @@ fn fails_with(text: &str, needle: &str) {
 fn a_check_that_is_not_in_the_output_fails() {
     let good = format!("; test expand\n; check: lanes v2:lane in 4\n; check: shuffle_xor(v3:partial, 2)\n; check: shuffle_xor(v3:partial, 1)\n{SUM}");
     assert_eq!(run_file(&good, false), Ok(Verdict::Pass));
-    fails_with(&format!("; test expand\n; check: shuffle_xor(v3:partial, 16)\n{SUM}"), "`; check: shuffle_xor(v3:partial, 16)` not found in the output");
+    fails_with(
+        &format!("; test expand\n; check: shuffle_xor(v3:partial, 16)\n{SUM}"),
+        "`; check: shuffle_xor(v3:partial, 16)` not found in the output",
+    );
     // Checks match in order: the mask 1 step comes after the mask 2 step, not before.
-    let reversed = format!("; test expand\n; check: shuffle_xor(v3:partial, 1)\n; check: shuffle_xor(v3:partial, 2)\n{SUM}");
+    let reversed =
+        format!("; test expand\n; check: shuffle_xor(v3:partial, 1)\n; check: shuffle_xor(v3:partial, 2)\n{SUM}");
     fails_with(&reversed, "`; check: shuffle_xor(v3:partial, 2)` not found after output line");
 }
 
@@ -177,10 +198,19 @@ fn whitespace_runs_compare_as_one_space() {
 fn a_not_between_its_checks_fails() {
     let not_there = format!("; test expand\n; check: lanes v2:lane\n; not: barrier\n; check: store p1:y\n{SUM}");
     assert_eq!(run_file(&not_there, false), Ok(Verdict::Pass));
-    fails_with(&format!("; test expand\n; check: lanes v2:lane\n; not: shuffle_xor\n; check: store p1:y\n{SUM}"), "`; not: shuffle_xor` found at output line");
+    fails_with(
+        &format!("; test expand\n; check: lanes v2:lane\n; not: shuffle_xor\n; check: store p1:y\n{SUM}"),
+        "`; not: shuffle_xor` found at output line",
+    );
     // `; nowhere:` holds over the whole output, wherever it is written.
-    fails_with(&format!("; test expand\n; nowhere: shuffle_xor\n; check: store p1:y\n{SUM}"), "`; nowhere: shuffle_xor` found at output line 17");
-    assert_eq!(run_file(&format!("; test expand\n; check: store p1:y\n; nowhere: barrier\n{SUM}"), false), Ok(Verdict::Pass));
+    fails_with(
+        &format!("; test expand\n; nowhere: shuffle_xor\n; check: store p1:y\n{SUM}"),
+        "`; nowhere: shuffle_xor` found at output line 17",
+    );
+    assert_eq!(
+        run_file(&format!("; test expand\n; check: store p1:y\n; nowhere: barrier\n{SUM}"), false),
+        Ok(Verdict::Pass)
+    );
     // Outside its checks a forbidden text may appear: `reduce` is in the `implements` line.
     let outside = format!("; test expand\n; check: let v3:partial\n; not: reduce(\n{SUM}");
     assert_eq!(run_file(&outside, false), Ok(Verdict::Pass));
@@ -189,12 +219,21 @@ fn a_not_between_its_checks_fails() {
 #[test]
 fn expected_errors_must_all_be_reported_and_all_reported_expected() {
     fails_with(&format!("; test verify\n; error: undeclared reduction\n{SUM}"), "expected errors, found none");
-    fails_with(&format!("; test verify\n{UNDECLARED}"), "unexpected error (no `; error:` line matches it): acc: undeclared reduction at [1, 0]");
+    fails_with(
+        &format!("; test verify\n{UNDECLARED}"),
+        "unexpected error (no `; error:` line matches it): acc: undeclared reduction at [1, 0]",
+    );
     // The failure shows the statement the error names.
-    fails_with(&format!("; test verify\n{UNDECLARED}"), "the statements they name:\n    acc at [1, 0]: v0:s = add(v0:s, load(p0:x, v1:i))");
+    fails_with(
+        &format!("; test verify\n{UNDECLARED}"),
+        "the statements they name:\n    acc at [1, 0]: v0:s = add(v0:s, load(p0:x, v1:i))",
+    );
     let right = format!("; test verify\n; error: acc: undeclared reduction at [1, 0]:\n{UNDECLARED}");
     assert_eq!(run_file(&right, false), Ok(Verdict::Pass));
-    fails_with(&format!("; test verify\n; error: at [1]:\n{UNDECLARED}"), "`; error: at [1]:` matches no reported error");
+    fails_with(
+        &format!("; test verify\n; error: at [1]:\n{UNDECLARED}"),
+        "`; error: at [1]:` matches no reported error",
+    );
     let twice = format!("; test verify\n; error: undeclared reduction\n; error: undeclared reduction\n{UNDECLARED}");
     fails_with(&twice, "line 3: `; error: undeclared reduction` matches no reported error");
 }
@@ -210,7 +249,10 @@ fn malformed_directives_fail_instead_of_checking_nothing() {
     fails_with(&format!("; test lower sm_9\n; check: x\n{SUM}"), "`sm_9` is not a target");
     fails_with(&format!("; test verify\n; error:\n{SUM}"), "`; error:` with no text");
     fails_with(&format!("{SUM}; test verify\n"), "`; test` after the IR");
-    fails_with("; test verify\nkernel rows { param p0 m: usize sibling of absent rows p0:m strides [] body { } }", "which this file does not hold");
+    fails_with(
+        "; test verify\nkernel rows { param p0 m: usize sibling of absent rows p0:m strides [] body { } }",
+        "which this file does not hold",
+    );
 }
 
 #[test]
@@ -224,8 +266,13 @@ fn a_parse_error_is_an_error_with_its_line() {
 fn an_output_block_must_match_exactly_and_blessing_rewrites_it() {
     let empty = format!("; test expand\n{SUM}; output:\n");
     fails_with(&empty, "the output differs from the `; output:` block (BARO_BLESS=1 rewrites it) at output line 1:\n  expected: (end of the block)\n  found:    kernel total {");
-    let Ok(Verdict::Blessed(blessed)) = run_file(&empty, true) else { panic!("blessing an empty block must rewrite it") };
-    assert!(blessed.starts_with(&format!("; test expand\n{SUM}; output:\n; kernel total {{\n;     param p0 x: &[f32]\n")), "{blessed}");
+    let Ok(Verdict::Blessed(blessed)) = run_file(&empty, true) else {
+        panic!("blessing an empty block must rewrite it")
+    };
+    assert!(
+        blessed.starts_with(&format!("; test expand\n{SUM}; output:\n; kernel total {{\n;     param p0 x: &[f32]\n")),
+        "{blessed}"
+    );
     assert_eq!(run_file(&blessed, false), Ok(Verdict::Pass));
     assert_eq!(run_file(&blessed, true), Ok(Verdict::Pass), "an equal block is left as it is");
     // One character changed in the block: the line is named with both texts.

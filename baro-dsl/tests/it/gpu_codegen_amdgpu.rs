@@ -65,7 +65,11 @@ fn code_objects_pass_the_offline_checks_and_the_resource_table_is_current() {
             let explicit = check_args(&k, &m);
             assert!(m.num(".kernarg_segment_size") >= explicit, "{} {arch}: kernarg segment", k.name);
             let disasm = run_tool(&objdump, &["-d", &format!("--mcpu={arch}")], &path);
-            assert!(disasm.contains(&format!("<{}>:", a.entry)), "{} {arch}: entry symbol not in the disassembly", k.name);
+            assert!(
+                disasm.contains(&format!("<{}>:", a.entry)),
+                "{} {arch}: entry symbol not in the disassembly",
+                k.name
+            );
             let fmas = stray_fmas(&disasm);
             assert!(fmas.is_empty(), "{} {arch}: fused multiply-add outside a division:\n{}", k.name, fmas.join("\n"));
             assert!(disasm.contains("ds_bpermute_b32"), "{} {arch}: lane exchange should be ds_bpermute", k.name);
@@ -116,7 +120,13 @@ fn code_object_version_4_on_request() {
 #[test]
 fn barriers_fence_the_workgroup() {
     let cache = CompileCache::new(None);
-    let a = compile_gpu(&baro_dsl::testkernels::rmsnorm(false), &"gfx1100".parse().unwrap(), &CompileOptions::default(), &cache).unwrap();
+    let a = compile_gpu(
+        &baro_dsl::testkernels::rmsnorm(false),
+        &"gfx1100".parse().unwrap(),
+        &CompileOptions::default(),
+        &cache,
+    )
+    .unwrap();
     // One wave per workgroup: the backend may drop `s_barrier` itself, but the IR keeps it.
     assert!(a.llvm_ir.contains("@llvm.amdgcn.s.barrier()"), "the ParFor ends with a barrier");
     assert!(a.llvm_ir.contains("fence syncscope(\"workgroup\") release"), "{}", a.llvm_ir);
@@ -138,7 +148,8 @@ fn a_missing_linker_is_a_clear_error() {
 #[test]
 fn expression_lets_compile_for_gfx1100() {
     let k = baro_dsl::testkernels::expression_lets();
-    let a = compile_gpu(&k, &"gfx1100".parse().unwrap(), &CompileOptions::default(), &CompileCache::new(None)).unwrap_or_else(|e| panic!("{e}"));
+    let a = compile_gpu(&k, &"gfx1100".parse().unwrap(), &CompileOptions::default(), &CompileCache::new(None))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(!a.image.is_empty());
     assert!(a.asm.contains("expression_lets"), "{}", a.asm);
     assert!(stray_fmas(&a.asm).is_empty(), "fused multiply-adds: {:?}", stray_fmas(&a.asm));
@@ -160,8 +171,16 @@ fn an_explicit_fma_is_one_v_fma_on_gfx1100() {
         assert_eq!(fmas.len(), 1, "{}: expected the one explicit fma, found {fmas:?}\n{disasm}", k.name);
         assert!(fmas[0].starts_with("v_fma_f32") || fmas[0].starts_with("v_fmac_f32"), "{}: {fmas:?}", k.name);
         // `v_mul_f32` or its dual-issue form `v_dual_mul_f32`, likewise for the add.
-        assert!(disasm.contains("_mul_f32") && disasm.contains("_add_f32"), "{}: the unfused multiply and add\n{disasm}", k.name);
-        assert!(!a.llvm_ir.contains("fmuladd") && !a.llvm_ir.contains(" fast ") && !a.llvm_ir.contains(" contract "), "{}: fast-math in the IR", k.name);
+        assert!(
+            disasm.contains("_mul_f32") && disasm.contains("_add_f32"),
+            "{}: the unfused multiply and add\n{disasm}",
+            k.name
+        );
+        assert!(
+            !a.llvm_ir.contains("fmuladd") && !a.llvm_ir.contains(" fast ") && !a.llvm_ir.contains(" contract "),
+            "{}: fast-math in the IR",
+            k.name
+        );
     }
 }
 
@@ -177,15 +196,20 @@ fn fused_sums_accumulate_by_v_fma_on_gfx1100() {
     let mut compiled = 0;
     for (rows, m1) in baro_dsl::testkernels::verifier_pairs() {
         for k in [rows, m1].into_iter().filter(|k| k.name.contains("fused")) {
-            let a = compile_gpu(&k, &"gfx1100".parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+            let a = compile_gpu(&k, &"gfx1100".parse().unwrap(), &CompileOptions::default(), &cache)
+                .unwrap_or_else(|e| panic!("{}: {e}", k.name));
             let disasm = run_tool(&objdump, &["-d", "--mcpu=gfx1100"], &write_tmp(dir.path(), &a));
             let fmas = stray_fmas(&disasm);
-            let f32_fma = |f: &String| f.starts_with("v_fma_f32") || f.starts_with("v_fmac_f32") || f.contains("v_dual_fmac_f32");
+            let f32_fma =
+                |f: &String| f.starts_with("v_fma_f32") || f.starts_with("v_fmac_f32") || f.contains("v_dual_fmac_f32");
             assert!(!fmas.is_empty() && fmas.iter().all(f32_fma), "{}: {fmas:?}\n{disasm}", k.name);
             assert!(!disasm.contains("_mul_f32"), "{}: the products are fused, never rounded alone\n{disasm}", k.name);
             assert!(disasm.contains("_add_f32"), "{}: the partials' additions\n{disasm}", k.name);
             compiled += 1;
         }
     }
-    assert_eq!(compiled, 6, "matvec_fused(_rows), matvec_fused_blocked(_rows), and matvec_fused_multirow_rows with matvec_fused again");
+    assert_eq!(
+        compiled, 6,
+        "matvec_fused(_rows), matvec_fused_blocked(_rows), and matvec_fused_multirow_rows with matvec_fused again"
+    );
 }

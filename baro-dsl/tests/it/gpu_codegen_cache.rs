@@ -47,7 +47,8 @@ fn warm_compiles_hit_memory_then_disk_with_identical_bytes() {
     assert_eq!(cold, disk, "disk hits must return the compiled bytes");
     assert_eq!(cache.disk_errors() + fresh.disk_errors(), 0);
     // Each stage is stored under its extension: hsaco/ptx, s, ll.
-    let files: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let files: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     for ext in ["ptx", "hsaco", "s", "ll"] {
         assert!(files.iter().any(|f| f.ends_with(&format!(".{ext}"))), "no .{ext} entry in {files:?}");
     }
@@ -91,13 +92,17 @@ fn dump_dir_writes_every_stage() {
             let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             assert!(!bytes.is_empty(), "{n} is empty");
             match n.rsplit('.').next().unwrap() {
-                "ir" => assert!(baro_dsl::Kernel::from_text(std::str::from_utf8(&bytes).unwrap()).is_ok(), "{n}: the .ir stage parses back"),
+                "ir" => assert!(
+                    baro_dsl::Kernel::from_text(std::str::from_utf8(&bytes).unwrap()).is_ok(),
+                    "{n}: the .ir stage parses back"
+                ),
                 "ll" => assert_eq!(bytes, a.llvm_ir.as_bytes()),
                 "s" => assert_eq!(bytes, a.asm.as_bytes()),
                 _ => assert_eq!(bytes, a.image),
             }
         }
-        let expect: &[&str] = if matches!(t, Target::Nvptx { .. }) { &["ir", "ll", "ptx"] } else { &["ir", "ll", "s", "hsaco"] };
+        let expect: &[&str] =
+            if matches!(t, Target::Nvptx { .. }) { &["ir", "ll", "ptx"] } else { &["ir", "ll", "s", "hsaco"] };
         assert_eq!(names.len(), expect.len());
         for e in expect {
             assert!(names.iter().any(|n| n.ends_with(&format!("softmax_rows.{t}.{e}"))), "{names:?}");
@@ -109,6 +114,7 @@ fn dump_dir_writes_every_stage() {
 fn an_ill_formed_kernel_is_rejected_before_lowering() {
     let mut k = baro_dsl::Kernel::new("no_grid");
     k.grid.clear();
-    let e = compile_gpu_traced(&k, &"sm_90".parse().unwrap(), &CompileOptions::default(), &CompileCache::new(None)).unwrap_err();
+    let e = compile_gpu_traced(&k, &"sm_90".parse().unwrap(), &CompileOptions::default(), &CompileCache::new(None))
+        .unwrap_err();
     assert!(matches!(e, CompileError::Verify { .. }), "{e:?}");
 }

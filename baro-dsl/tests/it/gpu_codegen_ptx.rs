@@ -31,16 +31,29 @@ fn every_kernel_compiles_to_strict_ptx() {
         assert_eq!(ptx.matches(".entry").count(), 1, "{}: expected one entry", k.name);
         let start = ptx.find(&entry).unwrap_or_else(|| panic!("{}: no `{entry}` in\n{ptx}", k.name));
         let params = &ptx[start..start + ptx[start..].find(')').unwrap()];
-        assert_eq!(params.matches(".param .u64").count(), expected_abi(k).len(), "{}: entry parameters\n{params}", k.name);
+        assert_eq!(
+            params.matches(".param .u64").count(),
+            expected_abi(k).len(),
+            "{}: entry parameters\n{params}",
+            k.name
+        );
         assert!(ptx.contains(&format!(".maxntid {}, 1, 1", a.block_dim)), "{}: launch bound", k.name);
         assert_eq!(a.block_dim, 32, "{}: one warp", k.name);
         assert!(!ptx.contains("fma."), "{}: contains an fma", k.name);
         assert!(!ptx.contains(".ftz"), "{}: flushes denormals", k.name);
         assert!(!ptx.contains(".approx"), "{}: uses an approximate instruction", k.name);
         assert!(ptx.contains("add.rn.f32"), "{}: float sums should be add.rn.f32", k.name);
-        assert!(ptx.contains("shfl.sync.bfly.b32") || ptx.contains("shfl.sync.idx.b32"), "{}: no lane exchange", k.name);
+        assert!(
+            ptx.contains("shfl.sync.bfly.b32") || ptx.contains("shfl.sync.idx.b32"),
+            "{}: no lane exchange",
+            k.name
+        );
         assert!(a.llvm_ir.contains("ptx_kernel"), "{}: entry must use the ptx_kernel calling convention", k.name);
-        assert!(!a.llvm_ir.contains("fmuladd") && !a.llvm_ir.contains(" fast ") && !a.llvm_ir.contains(" contract "), "{}: fast-math in the IR", k.name);
+        assert!(
+            !a.llvm_ir.contains("fmuladd") && !a.llvm_ir.contains(" fast ") && !a.llvm_ir.contains(" contract "),
+            "{}: fast-math in the IR",
+            k.name
+        );
     }
 }
 
@@ -61,7 +74,8 @@ fn butterflies_products_and_sequential_combines() {
 
 #[test]
 fn a_lane_region_wider_than_the_wave_exchanges_through_shared_memory() {
-    let (_, lanes64, _) = baro_dsl::testkernels::negative_controls().into_iter().find(|(w, _, _)| *w == "lanes64").unwrap();
+    let (_, lanes64, _) =
+        baro_dsl::testkernels::negative_controls().into_iter().find(|(w, _, _)| *w == "lanes64").unwrap();
     let cache = CompileCache::new(None);
     // Two 32-lane warps: the xor-32 step goes through shared memory between two barriers,
     // the steps below 32 are hardware butterflies, the broadcast from lane 0 is shared too.
@@ -83,7 +97,13 @@ fn a_lane_region_wider_than_the_wave_exchanges_through_shared_memory() {
 #[test]
 fn other_sm_versions_are_selectable() {
     let cache = CompileCache::new(None);
-    let a = compile_gpu(&baro_dsl::testkernels::rmsnorm(false), &Target::Nvptx { sm: 80 }, &CompileOptions::default(), &cache).unwrap();
+    let a = compile_gpu(
+        &baro_dsl::testkernels::rmsnorm(false),
+        &Target::Nvptx { sm: 80 },
+        &CompileOptions::default(),
+        &cache,
+    )
+    .unwrap();
     let ptx = std::str::from_utf8(&a.image).unwrap();
     assert!(ptx.contains(".target sm_80"), "{ptx}");
     assert!(ptx.contains("bar.sync") || ptx.contains("barrier.sync"), "the ParFor ends with a barrier");
@@ -121,7 +141,8 @@ fn a_partial_wave_region_exchanges_only_among_its_lanes() {
     assert!(ptx.contains("shfl.sync.idx.b32"), "{ptx}");
     assert!(ptx.contains("16777215"), "member mask of 24 lanes:\n{ptx}");
     for arch in ["gfx1100", "gfx942"] {
-        compile_gpu(&sum24(), &arch.parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{e}"));
+        compile_gpu(&sum24(), &arch.parse().unwrap(), &CompileOptions::default(), &cache)
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 }
 
@@ -135,13 +156,20 @@ fn text_form_kernels_compile_or_name_the_wave_width() {
         if p.extension().and_then(|x| x.to_str()) != Some("ir") {
             continue;
         }
-        let k = baro_dsl::Kernel::from_text(&std::fs::read_to_string(&p).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let k = baro_dsl::Kernel::from_text(&std::fs::read_to_string(&p).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         for t in ["sm_90", "gfx1100", "gfx942"] {
             let target: Target = t.parse().unwrap();
-            let widest = baro_dsl::lanes::expand(&k).unwrap().body.iter().filter_map(|s| match s {
-                baro_dsl::ir::Stmt::Lanes { count, .. } => Some(*count),
-                _ => None,
-            }).max().unwrap_or(0);
+            let widest = baro_dsl::lanes::expand(&k)
+                .unwrap()
+                .body
+                .iter()
+                .filter_map(|s| match s {
+                    baro_dsl::ir::Stmt::Lanes { count, .. } => Some(*count),
+                    _ => None,
+                })
+                .max()
+                .unwrap_or(0);
             let result = compile_gpu(&k, &target, &CompileOptions::default(), &cache);
             if baro_dsl::verify::check_wellformed(&k).is_err() {
                 // Some text fixtures are parser tests, not valid kernels: lowering never sees them.
@@ -155,7 +183,11 @@ fn text_form_kernels_compile_or_name_the_wave_width() {
                         assert!(std::str::from_utf8(&a.image).unwrap().contains("%ctaid.y"), "{}: grid axis 1", k.name);
                     }
                 }
-                Err(e) => assert!(widest > target.wave_width().unwrap() && e.to_string().contains("wave width"), "{} on {t}: {e}", k.name),
+                Err(e) => assert!(
+                    widest > target.wave_width().unwrap() && e.to_string().contains("wave width"),
+                    "{} on {t}: {e}",
+                    k.name
+                ),
             }
             n += 1;
         }
@@ -191,7 +223,8 @@ fn block_sets_the_workgroup_width_without_changing_lane_regions() {
 
 #[test]
 fn a_lane_region_wider_than_the_wave_must_still_span_the_block() {
-    let (_, mut lanes64, _) = baro_dsl::testkernels::negative_controls().into_iter().find(|(w, _, _)| *w == "lanes64").unwrap();
+    let (_, mut lanes64, _) =
+        baro_dsl::testkernels::negative_controls().into_iter().find(|(w, _, _)| *w == "lanes64").unwrap();
     lanes64.block = Some(128);
     let cache = CompileCache::new(None);
     let e = compile_gpu(&lanes64, &sm90(), &CompileOptions::default(), &cache).unwrap_err().to_string();
@@ -202,7 +235,8 @@ fn a_lane_region_wider_than_the_wave_must_still_span_the_block() {
 #[test]
 fn expression_lets_compile_for_sm90() {
     let k = baro_dsl::testkernels::expression_lets();
-    let a = compile_gpu(&k, &sm90(), &CompileOptions::default(), &CompileCache::new(None)).unwrap_or_else(|e| panic!("{e}"));
+    let a = compile_gpu(&k, &sm90(), &CompileOptions::default(), &CompileCache::new(None))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(a.asm.contains(".visible .entry expression_lets("), "{}", a.asm);
     assert!(a.asm.contains("mul.rn.f32") && !a.asm.contains("fma."), "{}", a.asm);
 }
@@ -218,10 +252,19 @@ fn an_explicit_fma_is_fma_rn_and_nothing_else_fuses() {
         let a = compile_gpu(&k, &sm90(), &o, &cache).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(a.asm.matches("fma.rn.f32").count(), 1, "{}: one fma.rn.f32\n{}", k.name, a.asm);
         assert_eq!(a.asm.matches("fma.").count(), 1, "{}: no other fma\n{}", k.name, a.asm);
-        assert!(a.asm.contains("mul.rn.f32") && a.asm.contains("add.rn.f32"), "{}: the unfused multiply and add\n{}", k.name, a.asm);
+        assert!(
+            a.asm.contains("mul.rn.f32") && a.asm.contains("add.rn.f32"),
+            "{}: the unfused multiply and add\n{}",
+            k.name,
+            a.asm
+        );
         assert!(!a.asm.contains(".ftz") && !a.asm.contains(".approx"), "{}\n{}", k.name, a.asm);
         assert!(a.llvm_ir.contains("@llvm.fma.f32("), "{}", a.llvm_ir);
-        assert!(!a.llvm_ir.contains("fmuladd") && !a.llvm_ir.contains(" fast ") && !a.llvm_ir.contains(" contract "), "{}: fast-math in the IR", k.name);
+        assert!(
+            !a.llvm_ir.contains("fmuladd") && !a.llvm_ir.contains(" fast ") && !a.llvm_ir.contains(" contract "),
+            "{}: fast-math in the IR",
+            k.name
+        );
     }
 }
 
@@ -248,11 +291,15 @@ fn every_fused_sum_pair_compiles_for_sm90() {
     let mut compiled = 0;
     for (rows, m1) in baro_dsl::testkernels::verifier_pairs() {
         for k in [rows, m1].into_iter().filter(|k| k.name.contains("fused")) {
-            let a = compile_gpu(&k, &sm90(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+            let a = compile_gpu(&k, &sm90(), &CompileOptions::default(), &cache)
+                .unwrap_or_else(|e| panic!("{}: {e}", k.name));
             assert!(a.asm.contains("fma.rn.f32") && !a.asm.contains("mul.rn.f32"), "{}\n{}", k.name, a.asm);
             assert!(!a.llvm_ir.contains("fmuladd") && !a.llvm_ir.contains(" contract "), "{}", k.name);
             compiled += 1;
         }
     }
-    assert_eq!(compiled, 6, "matvec_fused(_rows), matvec_fused_blocked(_rows), and matvec_fused_multirow_rows with matvec_fused again");
+    assert_eq!(
+        compiled, 6,
+        "matvec_fused(_rows), matvec_fused_blocked(_rows), and matvec_fused_multirow_rows with matvec_fused again"
+    );
 }

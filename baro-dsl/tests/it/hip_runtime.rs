@@ -27,7 +27,11 @@ fn amd_gpu(what: &str) -> Device {
 fn assert_unusable_runtime_message(e: &DeviceError) {
     let m = e.to_string();
     assert!(matches!(e, DeviceError::NoDriver { .. }), "{e:?}");
-    assert!(m.starts_with("no HIP runtime: expected libamdhip64.so") || m.contains("expected the HIP runtime of ROCm 6 or newer (HIP 6.0.0), found HIP "), "{m}");
+    assert!(
+        m.starts_with("no HIP runtime: expected libamdhip64.so")
+            || m.contains("expected the HIP runtime of ROCm 6 or newer (HIP 6.0.0), found HIP "),
+        "{m}"
+    );
 }
 
 #[test]
@@ -52,7 +56,11 @@ fn runtime_version_needs_no_device() {
         Ok(v) => {
             println!("hip runtime version {v} ({})", hip::version_text(v));
             assert!(v >= 50_000_000, "expected HIP 5.0 or newer (version >= 50000000), found {v}");
-            assert_eq!(hip::check_version(v).is_ok(), hip::device_count().is_ok(), "the version check decides whether HIP is used");
+            assert_eq!(
+                hip::check_version(v).is_ok(),
+                hip::device_count().is_ok(),
+                "the version check decides whether HIP is used"
+            );
         }
         Err(e) => {
             println!("no HIP runtime library: {e}");
@@ -74,7 +82,10 @@ fn opening_a_missing_device_is_a_clear_error() {
     };
     let Err(e) = Device::hip(n) else { panic!("hip device {n} opened, but HIP counts {n} devices") };
     assert_eq!(e, DeviceError::NoDevice { kind: DeviceKind::Hip, ordinal: n, count: n });
-    assert_eq!(e.to_string(), format!("no hip device {n}: expected an ordinal below the device count, found {n} device(s)"));
+    assert_eq!(
+        e.to_string(),
+        format!("no hip device {n}: expected an ordinal below the device count, found {n} device(s)")
+    );
     assert!(Device::open(DeviceKind::Hip, n).is_err());
     if n == 0 {
         let best = Device::best_available().expect("the host is always available");
@@ -150,9 +161,15 @@ fn argument_and_bounds_errors_match_the_host() {
         let kern = dev.compile(&k).expect("matvec compiles");
         let (w, x) = (dev.alloc(ScalarType::F32, 64).unwrap(), dev.alloc(ScalarType::F32, 16).unwrap());
         let mut y = dev.alloc(ScalarType::F32, 4).unwrap();
-        let wrong = dev.run(&kern, &mut [DeviceArg::buf(&w), DeviceArg::buf(&x), DeviceArg::buf(&y), 16usize.into(), 4usize.into()]);
+        let wrong = dev.run(
+            &kern,
+            &mut [DeviceArg::buf(&w), DeviceArg::buf(&x), DeviceArg::buf(&y), 16usize.into(), 4usize.into()],
+        );
         // k = 32 reads past x (16 elements).
-        let oob = dev.run(&kern, &mut [DeviceArg::buf(&w), DeviceArg::buf(&x), DeviceArg::buf_mut(&mut y), 32usize.into(), 2usize.into()]);
+        let oob = dev.run(
+            &kern,
+            &mut [DeviceArg::buf(&w), DeviceArg::buf(&x), DeviceArg::buf_mut(&mut y), 32usize.into(), 2usize.into()],
+        );
         messages.push((wrong.expect_err("read-only y").to_string(), oob.expect_err("out of bounds").to_string()));
     }
     assert_eq!(messages[0], messages[1], "host and HIP report different errors");
@@ -250,7 +267,10 @@ fn parity_inputs_drive_every_kernel_on_the_host() {
     let host = Device::host().expect("host device");
     for (seed, k) in every_test_kernel().iter().enumerate() {
         let ins = inputs(k, 0x9e37_79b9 + seed as u64);
-        let before: Vec<&Vec<u8>> = ins.iter().filter_map(|i| if let Input::Buf { writable: true, bytes, .. } = i { Some(bytes) } else { None }).collect();
+        let before: Vec<&Vec<u8>> = ins
+            .iter()
+            .filter_map(|i| if let Input::Buf { writable: true, bytes, .. } = i { Some(bytes) } else { None })
+            .collect();
         let after = run(&host, k, &ins);
         assert_eq!(after.len(), before.len());
         assert!(after.iter().zip(&before).any(|(a, b)| a != *b), "kernel `{}` wrote nothing", k.name);
@@ -267,7 +287,11 @@ fn test_kernels_match_the_host_byte_for_byte() {
         let ins = inputs(k, 0x9e37_79b9 + seed as u64);
         let (want, got) = (run(&host, k, &ins), run(&d, k, &ins));
         let n: usize = want.iter().map(Vec::len).sum();
-        let diff: usize = want.iter().zip(&got).map(|(a, b)| a.iter().zip(b).filter(|(x, y)| x != y).count() + a.len().abs_diff(b.len())).sum();
+        let diff: usize = want
+            .iter()
+            .zip(&got)
+            .map(|(a, b)| a.iter().zip(b).filter(|(x, y)| x != y).count() + a.len().abs_diff(b.len()))
+            .sum();
         println!("{:<28} on {}: {n} bytes compared, {diff} differ", k.name, d.target());
         compared += n;
         differing += diff;

@@ -41,7 +41,20 @@ fn f32_sample() -> Vec<f32> {
         let f = f16::from_bits(h as u16).to_f32().to_bits();
         v.extend([f, f.wrapping_add(1 << 12), f.wrapping_add((1 << 12) + 1), f.wrapping_sub(1)]);
     }
-    v.extend([0, 0x8000_0000, 1, 0x0080_0000, 0x7f80_0000, 0xff80_0000, 0x7fc0_0000, 0x7f80_0001, 0xffff_ffff, 0x3380_0000, 0x3300_0000, 0x3300_0001]);
+    v.extend([
+        0,
+        0x8000_0000,
+        1,
+        0x0080_0000,
+        0x7f80_0000,
+        0xff80_0000,
+        0x7fc0_0000,
+        0x7f80_0001,
+        0xffff_ffff,
+        0x3380_0000,
+        0x3300_0000,
+        0x3300_0001,
+    ]);
     v.into_iter().map(f32::from_bits).collect()
 }
 
@@ -69,7 +82,11 @@ fn round_to_odd_f32(v: f64) -> f32 {
         return f;
     }
     // f is even and inexact: the odd neighbour on v's side of f.
-    let toward_v = if (f as f64) < v { f.to_bits() as i64 + if f > 0.0 { 1 } else { -1 } } else { f.to_bits() as i64 - if f > 0.0 { 1 } else { -1 } };
+    let toward_v = if (f as f64) < v {
+        f.to_bits() as i64 + if f > 0.0 { 1 } else { -1 }
+    } else {
+        f.to_bits() as i64 - if f > 0.0 { 1 } else { -1 }
+    };
     f32::from_bits(toward_v as u32)
 }
 
@@ -100,10 +117,28 @@ fn integers_to_half_round_once() {
 
 #[test]
 fn float_to_int_saturates_and_int_to_int_wraps() {
-    let x: Vec<f32> = [0.0, -0.0, 1.5, -1.5, 127.9, 128.0, -129.0, 3e9, -3e9, 1e20, -1e20, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 255.5, 256.0, -0.9]
-        .into_iter()
-        .chain(f32_sample().into_iter().step_by(97))
-        .collect();
+    let x: Vec<f32> = [
+        0.0,
+        -0.0,
+        1.5,
+        -1.5,
+        127.9,
+        128.0,
+        -129.0,
+        3e9,
+        -3e9,
+        1e20,
+        -1e20,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        255.5,
+        256.0,
+        -0.9,
+    ]
+    .into_iter()
+    .chain(f32_sample().into_iter().step_by(97))
+    .collect();
     let n = x.len();
     let mut a = vec![0i8; n];
     compile(&cast(T::F32, T::I8)).launch(&mut [Arg::buf(&x), Arg::buf_mut(&mut a), Arg::from(n)]).unwrap();
@@ -128,6 +163,8 @@ fn float_to_int_saturates_and_int_to_int_wraps() {
     }
     let bytes: Vec<i8> = vec![-128, -1, 0, 1, 127];
     let mut wide = vec![0u32; bytes.len()];
-    compile(&cast(T::I8, T::U32)).launch(&mut [Arg::buf(&bytes), Arg::buf_mut(&mut wide), Arg::from(bytes.len())]).unwrap();
+    compile(&cast(T::I8, T::U32))
+        .launch(&mut [Arg::buf(&bytes), Arg::buf_mut(&mut wide), Arg::from(bytes.len())])
+        .unwrap();
     assert_eq!(wide, bytes.iter().map(|&b| b as u32).collect::<Vec<_>>());
 }

@@ -21,7 +21,14 @@ fn matvec() -> Kernel {
     k.grid = vec![p(n)];
     let i = k.add_var("i", T::INDEX, false);
     let body = mul(ld(x, v(i)), Expr::cast(T::F32, ld(w, add(mul(Expr::GroupId(0), p(kk)), v(i)))));
-    let r = Reduce { op: ReduceOp::Add, ty: T::F32, schedule: Schedule::lanes(32, baro_dsl::Combine::Butterfly), var: i, len: p(kk), body };
+    let r = Reduce {
+        op: ReduceOp::Add,
+        ty: T::F32,
+        schedule: Schedule::lanes(32, baro_dsl::Combine::Butterfly),
+        var: i,
+        len: p(kk),
+        body,
+    };
     k.body = vec![st(y, Expr::GroupId(0), Expr::Reduce(Box::new(r)))];
     k
 }
@@ -68,14 +75,21 @@ fn out_of_bounds_is_an_error_and_leaves_buffers_untouched() {
     let mut y = vec![7f32; 2];
     // k = 71 > x.len(): lane 6 reads x[70] first... whichever lane gets there first, the
     // message names the buffer, the index and the length.
-    let e = err(c.launch(&mut [Arg::buf(&x), Arg::buf(&w), Arg::buf_mut(&mut y), Arg::from(71usize), Arg::from(2usize)]));
+    let e =
+        err(c.launch(&mut [Arg::buf(&x), Arg::buf(&w), Arg::buf_mut(&mut y), Arg::from(71usize), Arg::from(2usize)]));
     assert!(e.starts_with("kernel `matvec` read `x[") && e.ends_with("]` but `x` has 64 elements"), "{e}");
     let idx: usize = e["kernel `matvec` read `x[".len()..e.find("]`").unwrap()].parse().unwrap();
     assert!((64..71).contains(&idx), "{e}");
     assert_eq!(y, vec![7f32; 2], "a failed launch must not write user buffers");
     // y too short: the second workgroup's store fails after the first one stored y[0].
     let mut short = vec![7f32; 1];
-    let e = err(c.launch(&mut [Arg::buf(&x), Arg::buf(&w), Arg::buf_mut(&mut short), Arg::from(64usize), Arg::from(2usize)]));
+    let e = err(c.launch(&mut [
+        Arg::buf(&x),
+        Arg::buf(&w),
+        Arg::buf_mut(&mut short),
+        Arg::from(64usize),
+        Arg::from(2usize),
+    ]));
     assert_eq!(e, "kernel `matvec` wrote `y[1]` but `y` has 1 elements");
     assert_eq!(short, vec![7f32], "the store to y[0] of workgroup 0 must not leak out");
 }
@@ -95,8 +109,14 @@ fn shared_and_signed_index_errors() {
     ];
     let c = compile(&k);
     let mut ys = vec![0f32; 8];
-    assert_eq!(err(c.launch(&mut [Arg::buf_mut(&mut ys), Arg::from(-1i32)])), "kernel `bad_shared` wrote `y[-1]` but `y` has 8 elements");
-    assert_eq!(err(c.launch(&mut [Arg::buf_mut(&mut ys), Arg::from(5i32)])), "kernel `bad_shared` wrote shared `tile[5]` but `tile` has 4 elements");
+    assert_eq!(
+        err(c.launch(&mut [Arg::buf_mut(&mut ys), Arg::from(-1i32)])),
+        "kernel `bad_shared` wrote `y[-1]` but `y` has 8 elements"
+    );
+    assert_eq!(
+        err(c.launch(&mut [Arg::buf_mut(&mut ys), Arg::from(5i32)])),
+        "kernel `bad_shared` wrote shared `tile[5]` but `tile` has 4 elements"
+    );
     assert_eq!(ys, vec![0f32; 8]);
     c.launch(&mut [Arg::buf_mut(&mut ys), Arg::from(3i32)]).unwrap();
     assert_eq!(ys, vec![0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
@@ -112,7 +132,10 @@ fn grid_errors() {
     k.body = vec![st(y, Expr::GroupId(1), Expr::GroupId(0))];
     let c = compile(&k);
     let mut ys = vec![0u64; 4];
-    assert_eq!(err(c.launch(&mut [Arg::buf_mut(&mut ys), Arg::from(0usize), Arg::from(1usize)])), "kernel `grid` grid axis 0: expected at least 1 workgroup, found 0");
+    assert_eq!(
+        err(c.launch(&mut [Arg::buf_mut(&mut ys), Arg::from(0usize), Arg::from(1usize)])),
+        "kernel `grid` grid axis 0: expected at least 1 workgroup, found 0"
+    );
     assert_eq!(
         err(c.launch(&mut [Arg::buf_mut(&mut ys), Arg::from(1usize), Arg::from(1usize << 40)])),
         "kernel `grid` grid axis 1: 1208925819614629174706176 workgroups overflow u64"
@@ -149,7 +172,10 @@ fn zero_step_loop_is_an_error_not_a_hang() {
     k.body = vec![Stmt::For { var: j, start: ix(0), end: ix(4), step: p(s), body: vec![st(y, v(j), v(j))] }];
     let c = compile(&k);
     let mut ys = vec![9u64; 4];
-    assert_eq!(err(c.launch(&mut [Arg::buf_mut(&mut ys), Arg::from(0usize)])), "kernel `step`: a `for` loop has step 0, expected a positive step");
+    assert_eq!(
+        err(c.launch(&mut [Arg::buf_mut(&mut ys), Arg::from(0usize)])),
+        "kernel `step`: a `for` loop has step 0, expected a positive step"
+    );
     assert_eq!(ys, vec![9; 4]);
     c.launch(&mut [Arg::buf_mut(&mut ys), Arg::from(2usize)]).unwrap();
     assert_eq!(ys, vec![0, 9, 2, 9]);
@@ -177,7 +203,8 @@ fn cache_send_sync_and_concurrent_launches() {
     let w: Vec<bf16> = Rng(2).vec_f32(300).into_iter().map(bf16::from_f32).collect();
     let run = |c: &baro_dsl::runtime::HostKernel| {
         let mut y = vec![0f32; 3];
-        c.launch(&mut [Arg::buf(&x), Arg::buf(&w), Arg::buf_mut(&mut y), Arg::from(100usize), Arg::from(3usize)]).unwrap();
+        c.launch(&mut [Arg::buf(&x), Arg::buf(&w), Arg::buf_mut(&mut y), Arg::from(100usize), Arg::from(3usize)])
+            .unwrap();
         bits(&y)
     };
     let want = run(&a);

@@ -127,8 +127,32 @@ fn float_min_max_and_sign_ops() {
     k.body = vec![body];
     let mut y = vec![0f32; 24];
     compile(&k).launch(&mut [Arg::buf(&a), Arg::buf(&b), Arg::buf_mut(&mut y), Arg::from(6usize)]).unwrap();
-    let max = |l: f32, r: f32| if l.is_nan() { l } else if r.is_nan() { r } else if l > r { l } else if r > l { r } else { f32::from_bits(l.to_bits() & r.to_bits()) };
-    let min = |l: f32, r: f32| if l.is_nan() { l } else if r.is_nan() { r } else if l < r { l } else if r < l { r } else { f32::from_bits(l.to_bits() | r.to_bits()) };
+    let max = |l: f32, r: f32| {
+        if l.is_nan() {
+            l
+        } else if r.is_nan() {
+            r
+        } else if l > r {
+            l
+        } else if r > l {
+            r
+        } else {
+            f32::from_bits(l.to_bits() & r.to_bits())
+        }
+    };
+    let min = |l: f32, r: f32| {
+        if l.is_nan() {
+            l
+        } else if r.is_nan() {
+            r
+        } else if l < r {
+            l
+        } else if r < l {
+            r
+        } else {
+            f32::from_bits(l.to_bits() | r.to_bits())
+        }
+    };
     for i in 0..6 {
         let got: Vec<u32> = y[i * 4..i * 4 + 4].iter().map(|f| f.to_bits()).collect();
         let want = vec![max(a[i], b[i]).to_bits(), min(a[i], b[i]).to_bits(), (-a[i]).to_bits(), a[i].abs().to_bits()];
@@ -149,7 +173,9 @@ fn shared_tile_with_barrier() {
     let tile = k.add_shared("tile", T::F32, 64);
     k.grid = vec![p(groups)];
     let base = mul(Expr::GroupId(0), ix(64));
-    let fill = par_for(&mut k, ix(64), |i| vec![Stmt::Store { buf: Buf::Shared(tile), index: v(i), value: ld(x, add(base.clone(), v(i))) }]);
+    let fill = par_for(&mut k, ix(64), |i| {
+        vec![Stmt::Store { buf: Buf::Shared(tile), index: v(i), value: ld(x, add(base.clone(), v(i))) }]
+    });
     let drain = par_for(&mut k, ix(64), |i| {
         let t = Expr::load(Buf::Shared(tile), bin(BinOp::Sub, ix(63), v(i)));
         vec![st(y, add(base.clone(), v(i)), mul(t, Expr::f32(2.0)))]
@@ -201,7 +227,8 @@ fn strided_for_with_if() {
         let xs = Rng(9).vec_f32(n.max(1));
         let mut ys = vec![0.5f32; n.max(1)];
         let mut cnt_out = [99u32];
-        c.launch(&mut [Arg::buf(&xs), Arg::buf_mut(&mut ys), Arg::buf_mut(&mut cnt_out), Arg::from(s), Arg::from(n)]).unwrap();
+        c.launch(&mut [Arg::buf(&xs), Arg::buf_mut(&mut ys), Arg::buf_mut(&mut cnt_out), Arg::from(s), Arg::from(n)])
+            .unwrap();
         let mut want = vec![0.5f32; n.max(1)];
         let mut visits = 0;
         for jj in (s..n).step_by(3) {
@@ -228,7 +255,8 @@ fn all_math_functions_in_one_kernel() {
     let mut ys = vec![0f32; xs.len()];
     compile(&k).launch(&mut [Arg::buf(&xs), Arg::buf_mut(&mut ys), Arg::from(xs.len())]).unwrap();
     for (i, &x) in xs.iter().enumerate() {
-        let want = (mathlib::silu(x) + (mathlib::sigmoid(x) + mathlib::softplus(x))) + mathlib::log(mathlib::exp(x.abs())) * mathlib::rsqrt(x.abs());
+        let want = (mathlib::silu(x) + (mathlib::sigmoid(x) + mathlib::softplus(x)))
+            + mathlib::log(mathlib::exp(x.abs())) * mathlib::rsqrt(x.abs());
         assert_eq!(ys[i].to_bits(), want.to_bits(), "x = {x}");
     }
 }
@@ -266,7 +294,12 @@ fn fma_rounds_once_and_a_multiply_add_twice() {
     // Inputs where the two roundings differ: `c = -(a·b)` rounded leaves fma the product's
     // rounding error and mul-then-add 0; a product that overflows f32 though the sum does not;
     // one below half the smallest subnormal; an exact zero whose sign only fma keeps.
-    let mut cases: Vec<(f32, f32, f32)> = vec![(p(64), p(64), -p(127)), (p(-75), p(-75), p(-149)), (-1e-30, 1e-30, 0.0), (1.0 + p(-23), 1.0 - p(-23), -1.0)];
+    let mut cases: Vec<(f32, f32, f32)> = vec![
+        (p(64), p(64), -p(127)),
+        (p(-75), p(-75), p(-149)),
+        (-1e-30, 1e-30, 0.0),
+        (1.0 + p(-23), 1.0 - p(-23), -1.0),
+    ];
     let mut rng = Rng(29);
     while cases.len() < 300 {
         let (a, b) = (rng.f32(), rng.f32());
@@ -277,10 +310,19 @@ fn fma_rounds_once_and_a_multiply_add_twice() {
     let differing = cases.len();
     // Any inputs: fma must still be `mul_add` where the two roundings agree.
     cases.extend((0..300).map(|_| (rng.f32(), rng.f32(), rng.f32())));
-    let (a, b, cc): (Vec<f32>, Vec<f32>, Vec<f32>) = (cases.iter().map(|t| t.0).collect(), cases.iter().map(|t| t.1).collect(), cases.iter().map(|t| t.2).collect());
+    let (a, b, cc): (Vec<f32>, Vec<f32>, Vec<f32>) =
+        (cases.iter().map(|t| t.0).collect(), cases.iter().map(|t| t.1).collect(), cases.iter().map(|t| t.2).collect());
     let n = cases.len();
     let (mut y, mut z) = (vec![0f32; n], vec![0f32; n]);
-    c.launch(&mut [Arg::buf(&a), Arg::buf(&b), Arg::buf(&cc), Arg::buf_mut(&mut y), Arg::buf_mut(&mut z), Arg::from(n)]).unwrap();
+    c.launch(&mut [
+        Arg::buf(&a),
+        Arg::buf(&b),
+        Arg::buf(&cc),
+        Arg::buf_mut(&mut y),
+        Arg::buf_mut(&mut z),
+        Arg::from(n),
+    ])
+    .unwrap();
     for i in 0..n {
         let (fused, split) = (a[i].mul_add(b[i], cc[i]), a[i] * b[i] + cc[i]);
         if i < differing {
@@ -289,6 +331,12 @@ fn fma_rounds_once_and_a_multiply_add_twice() {
         assert_eq!(y[i].to_bits(), fused.to_bits(), "fma({}, {}, {})", a[i], b[i], cc[i]);
         assert_eq!(z[i].to_bits(), split.to_bits(), "{} * {} + {}", a[i], b[i], cc[i]);
     }
-    assert_eq!(y[..4].iter().map(|v| v.to_bits()).collect::<Vec<_>>(), [p(127).to_bits(), p(-148).to_bits(), (-0f32).to_bits(), (-p(-46)).to_bits()]);
-    assert_eq!(z[..4].iter().map(|v| v.to_bits()).collect::<Vec<_>>(), [f32::INFINITY.to_bits(), p(-149).to_bits(), 0, 0]);
+    assert_eq!(
+        y[..4].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        [p(127).to_bits(), p(-148).to_bits(), (-0f32).to_bits(), (-p(-46)).to_bits()]
+    );
+    assert_eq!(
+        z[..4].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        [f32::INFINITY.to_bits(), p(-149).to_bits(), 0, 0]
+    );
 }

@@ -22,10 +22,14 @@ fn rows_kernel(racy: bool) -> Kernel {
     let rows = k.add_param("rows", ParamKind::Scalar(IDX));
     let (r, j) = (k.add_var("r", IDX, false), k.add_var("j", IDX, false));
     let half = || Expr::Const(Const::f32(0.5));
-    let xi = Expr::load(Buf::Param(x), Expr::bin(BinOp::Add, Expr::bin(BinOp::Mul, Expr::Var(r), Expr::Param(n)), Expr::Var(j)));
+    let xi = Expr::load(
+        Buf::Param(x),
+        Expr::bin(BinOp::Add, Expr::bin(BinOp::Mul, Expr::Var(r), Expr::Param(n)), Expr::Var(j)),
+    );
     let yi = Expr::bin(BinOp::Add, Expr::bin(BinOp::Mul, Expr::Var(r), Expr::Param(n)), Expr::Var(j));
     let body = if racy {
-        let stepped = Expr::bin(BinOp::Add, Expr::bin(BinOp::Mul, Expr::load(Buf::Param(state), Expr::Var(j)), half()), xi);
+        let stepped =
+            Expr::bin(BinOp::Add, Expr::bin(BinOp::Mul, Expr::load(Buf::Param(state), Expr::Var(j)), half()), xi);
         vec![
             Stmt::Store { buf: Buf::Param(state), index: Expr::Var(j), value: stepped },
             Stmt::Store { buf: Buf::Param(y), index: yi, value: Expr::load(Buf::Param(state), Expr::Var(j)) },
@@ -41,7 +45,10 @@ fn rows_kernel(racy: bool) -> Kernel {
         ]
     };
     k.grid = vec![Expr::Param(rows)];
-    k.body = vec![Stmt::Let { var: r, value: Expr::GroupId(0) }, Stmt::ParFor { var: j, end: Expr::Param(n), team: None, body }];
+    k.body = vec![
+        Stmt::Let { var: r, value: Expr::GroupId(0) },
+        Stmt::ParFor { var: j, end: Expr::Param(n), team: None, body },
+    ];
     k
 }
 
@@ -54,7 +61,14 @@ fn run_rows(rt: &HostRuntime, racy: bool, n: u64, rows: u64) -> Vec<f32> {
     let mut state = inputs(n as usize, 2);
     let mut y = vec![0f32; (n * rows) as usize];
     let k = rt.compile(&rows_kernel(racy)).expect("compile");
-    k.launch(&mut [Arg::buf(&x), Arg::buf_mut(&mut state), Arg::buf_mut(&mut y), Arg::scalar(Const::index(n)), Arg::scalar(Const::index(rows))]).expect("launch");
+    k.launch(&mut [
+        Arg::buf(&x),
+        Arg::buf_mut(&mut state),
+        Arg::buf_mut(&mut y),
+        Arg::scalar(Const::index(n)),
+        Arg::scalar(Const::index(rows)),
+    ])
+    .expect("launch");
     y.extend(state);
     y
 }
@@ -64,8 +78,15 @@ fn run_matvec(rt: &HostRuntime, k_len: u64, m: u64, rows: u64) -> Vec<f32> {
     let x = inputs((rows * k_len) as usize, 4);
     let mut y = vec![0f32; (rows * m) as usize];
     let kern = rt.compile(&matvec_tiled_rows()).expect("compile");
-    kern.launch(&mut [Arg::buf(&w), Arg::buf(&x), Arg::buf_mut(&mut y), Arg::scalar(Const::index(k_len)), Arg::scalar(Const::index(m)), Arg::scalar(Const::index(rows))])
-        .expect("launch");
+    kern.launch(&mut [
+        Arg::buf(&w),
+        Arg::buf(&x),
+        Arg::buf_mut(&mut y),
+        Arg::scalar(Const::index(k_len)),
+        Arg::scalar(Const::index(m)),
+        Arg::scalar(Const::index(rows)),
+    ])
+    .expect("launch");
     y
 }
 
@@ -87,6 +108,10 @@ fn race_free_kernels_give_the_same_bytes_in_every_order() {
 fn a_race_between_workgroups_shows_in_the_shuffled_order() {
     let seq = HostRuntime::with_order(HostOrder::Sequential).unwrap();
     let sequential = bits(&run_rows(&seq, true, 37, 9));
-    let differs = (1..=4).filter(|&seed| bits(&run_rows(&HostRuntime::with_order(HostOrder::Shuffled { seed }).unwrap(), true, 37, 9)) != sequential).count();
+    let differs = (1..=4)
+        .filter(|&seed| {
+            bits(&run_rows(&HostRuntime::with_order(HostOrder::Shuffled { seed }).unwrap(), true, 37, 9)) != sequential
+        })
+        .count();
     assert!(differs > 0, "the carried state stepped by 9 workgroups gave the sequential bytes in every shuffled order");
 }

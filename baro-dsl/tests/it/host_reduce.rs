@@ -12,7 +12,15 @@ use half::bf16;
 use host_common::*;
 use proptest::prelude::*;
 
-const SCHEDULES: [&str; 7] = ["lanes(32, butterfly)", "lanes(32, pairwise)", "lanes(32, seq)", "lanes(3, seq)", "chunked(16, seq)", "blocked(32, lanes(8, butterfly))", "seq"];
+const SCHEDULES: [&str; 7] = [
+    "lanes(32, butterfly)",
+    "lanes(32, pairwise)",
+    "lanes(32, seq)",
+    "lanes(3, seq)",
+    "chunked(16, seq)",
+    "blocked(32, lanes(8, butterfly))",
+    "seq",
+];
 
 /// `dot(x: &[f32], w: &[W], y: &mut [f32], k: usize)`, grid n: `y[o] = sum(i < k) x[i] * w[o*k+i]`.
 fn row_dot(schedule: &Schedule, w_ty: T) -> Kernel {
@@ -21,7 +29,8 @@ fn row_dot(schedule: &Schedule, w_ty: T) -> Kernel {
 
 /// `row_dot` as an `fma_sum` (`op` = `FmaSum`): each partial takes `x[i]·w[o·k + i]` in by fma.
 fn row_dot_op(schedule: &Schedule, w_ty: T, op: ReduceOp) -> Kernel {
-    let mut k = Kernel::new(format!("dot_{}_{}_{}", op.name(), w_ty, schedule.to_string().replace([' ', '(', ')', ','], "_")));
+    let mut k =
+        Kernel::new(format!("dot_{}_{}_{}", op.name(), w_ty, schedule.to_string().replace([' ', '(', ')', ','], "_")));
     let x = input(&mut k, "x", T::F32);
     let w = input(&mut k, "w", w_ty);
     let y = output(&mut k, "y", T::F32);
@@ -170,7 +179,8 @@ fn fused_sums_follow_their_tree_with_one_rounding_per_element() {
             let y_plain = run(&plain, &x, Arg::buf(&w), k, n);
             let tree = s.expand(k as u64);
             for o in 0..n {
-                let want = tree.eval_fused(0.0f32, &|i, acc| x[i as usize].mul_add(w[o * k + i as usize], acc), &|a, b| a + b);
+                let want =
+                    tree.eval_fused(0.0f32, &|i, acc| x[i as usize].mul_add(w[o * k + i as usize], acc), &|a, b| a + b);
                 assert_eq!(y[o].to_bits(), want.to_bits(), "{name} k={k} row {o}");
                 assert_eq!(y_plain[o].to_bits(), reference(&s, &x, &w, k, o).to_bits(), "{name} k={k} row {o} (plain)");
                 differs += usize::from(y[o].to_bits() != y_plain[o].to_bits());

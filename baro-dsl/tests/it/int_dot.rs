@@ -107,13 +107,18 @@ fn dot4_text_form_round_trips() {
 fn sm90_ptx_uses_dp4a() {
     let cache = CompileCache::new(None);
     for (kind, insn) in [(Dot4Kind::I8I8, "dp4a.s32.s32"), (Dot4Kind::U8I8, "dp4a.u32.s32")] {
-        let a = compile_gpu(&dot4_kernel(kind), &Target::Nvptx { sm: 90 }, &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{e}"));
+        let a = compile_gpu(&dot4_kernel(kind), &Target::Nvptx { sm: 90 }, &CompileOptions::default(), &cache)
+            .unwrap_or_else(|e| panic!("{e}"));
         let ptx = std::str::from_utf8(&a.image).unwrap();
         assert!(ptx.contains(".target sm_90"), "{ptx}");
         let lines: Vec<&str> = ptx.lines().filter(|l| l.contains("dp4a")).collect();
         // The loop is unrolled and versioned: several copies, each the one instruction.
         assert!(!lines.is_empty(), "{}: no dp4a in\n{ptx}", kind.name());
-        assert!(lines.iter().all(|l| l.trim_start().starts_with(insn)), "{}: expected {insn}, found {lines:?}", kind.name());
+        assert!(
+            lines.iter().all(|l| l.trim_start().starts_with(insn)),
+            "{}: expected {insn}, found {lines:?}",
+            kind.name()
+        );
         println!("{}: {}", kind.name(), lines[0].trim());
     }
 }
@@ -128,7 +133,8 @@ fn gfx1100_code_object_uses_v_dot4() {
     // [1,1,0] is i8·i8, [0,1,0] u8·i8. Clamp off: the sum wraps.
     for (kind, flags) in [(Dot4Kind::I8I8, "neg_lo:[1,1,0]"), (Dot4Kind::U8I8, "neg_lo:[0,1,0]")] {
         let k = dot4_kernel(kind);
-        let a = compile_gpu(&k, &"gfx1100".parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{e}"));
+        let a = compile_gpu(&k, &"gfx1100".parse().unwrap(), &CompileOptions::default(), &cache)
+            .unwrap_or_else(|e| panic!("{e}"));
         let path = tmp.path().join(format!("{}.hsaco", a.entry));
         std::fs::write(&path, &a.image).unwrap();
         let metas = parse_kernels(&run_tool(&readelf, &["--notes"], &path));
@@ -161,7 +167,8 @@ fn gfx942_has_no_sudot4_and_gets_the_exact_operations() {
     let tmp = tempfile::tempdir().unwrap();
     let cache = CompileCache::new(None);
     for kind in Dot4Kind::ALL {
-        let a = compile_gpu(&dot4_kernel(kind), &"gfx942".parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{e}"));
+        let a = compile_gpu(&dot4_kernel(kind), &"gfx942".parse().unwrap(), &CompileOptions::default(), &cache)
+            .unwrap_or_else(|e| panic!("{e}"));
         let path = tmp.path().join(format!("{}.hsaco", a.entry));
         std::fs::write(&path, &a.image).unwrap();
         let disasm = run_tool(&objdump, &["-d", "--mcpu=gfx942"], &path);

@@ -109,7 +109,10 @@ fn a_float_reduction_declared_order_free_is_rejected() {
 #[test]
 fn bounded_integer_sums_are_accepted_and_verified() {
     // 2^17 − 1 i8 products fit; so do 2^14 dot4s (each in [-65024, 65536]).
-    for k in [row_sum("i8_fits", Elem::I8Product, Schedule::Any, Some((1 << 17) - 1)), row_sum("dot4_fits", Elem::Dot4, Schedule::Any, Some(1 << 14))] {
+    for k in [
+        row_sum("i8_fits", Elem::I8Product, Schedule::Any, Some((1 << 17) - 1)),
+        row_sum("dot4_fits", Elem::Dot4, Schedule::Any, Some(1 << 14)),
+    ] {
         check_wellformed(&k).unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
     }
     let k = row_sum("i8_small", Elem::I8Product, Schedule::Any, Some(256));
@@ -119,10 +122,15 @@ fn bounded_integer_sums_are_accepted_and_verified() {
     assert!(proof.regions_checked > 0, "{proof:?}");
     let lanes_of = |k: &Kernel| -> Vec<String> {
         let x = baro_dsl::lanes::expand(k).unwrap();
-        x.body.iter().filter_map(|s| match s {
-            baro_dsl::ir::Stmt::Lanes { count, implements: Some(imp), .. } => Some(format!("{count}: {}", imp.reduce.schedule)),
-            _ => None,
-        }).collect()
+        x.body
+            .iter()
+            .filter_map(|s| match s {
+                baro_dsl::ir::Stmt::Lanes { count, implements: Some(imp), .. } => {
+                    Some(format!("{count}: {}", imp.reduce.schedule))
+                }
+                _ => None,
+            })
+            .collect()
     };
     assert_eq!(lanes_of(&k), vec!["32: lanes(32, butterfly)".to_string()]);
     let short = row_sum("i8_short", Elem::I8Product, Schedule::Any, Some(64));

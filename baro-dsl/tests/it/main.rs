@@ -28,10 +28,6 @@ mod gpu_codegen_cache;
 mod gpu_codegen_ptx;
 mod hip_runtime;
 #[cfg(feature = "llvm")]
-mod int_dot;
-#[cfg(feature = "llvm")]
-mod int_sum;
-#[cfg(feature = "llvm")]
 mod host_convert;
 #[cfg(feature = "llvm")]
 mod host_errors;
@@ -41,6 +37,10 @@ mod host_ops;
 mod host_order;
 #[cfg(feature = "llvm")]
 mod host_reduce;
+#[cfg(feature = "llvm")]
+mod int_dot;
+#[cfg(feature = "llvm")]
+mod int_sum;
 mod mathlib_accuracy;
 #[cfg(feature = "llvm")]
 mod mathlib_jit;

@@ -11,7 +11,19 @@ fn inputs() -> Vec<f32> {
     let mut v: Vec<f32> = (0..(1u64 << 32)).step_by(4096).map(|b| f32::from_bits(b as u32)).collect();
     let n = 400_000;
     v.extend((0..n).map(|i| -110.0 + 220.0 * (i as f32) / (n as f32)));
-    v.extend([0.0, -0.0, 1.0, -1.0, f32::MIN_POSITIVE, 1e-45, -1e-45, f32::MAX, f32::MIN, f32::INFINITY, f32::NEG_INFINITY]);
+    v.extend([
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        f32::MIN_POSITIVE,
+        1e-45,
+        -1e-45,
+        f32::MAX,
+        f32::MIN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+    ]);
     v.extend([88.72283, 88.72284, -103.9, -104.0, -87.3, 20.0, 20.000002, -17.0, 0.5, 2.0]);
     v
 }
@@ -77,7 +89,14 @@ fn max_ulps(func: MathFn) -> (u64, f32) {
 
 #[test]
 fn twins_are_within_stated_ulps() {
-    let bounds = [(MathFn::Exp, 1), (MathFn::Log, 1), (MathFn::Sigmoid, 2), (MathFn::Silu, 3), (MathFn::Softplus, 3), (MathFn::Rsqrt, 1)];
+    let bounds = [
+        (MathFn::Exp, 1),
+        (MathFn::Log, 1),
+        (MathFn::Sigmoid, 2),
+        (MathFn::Silu, 3),
+        (MathFn::Softplus, 3),
+        (MathFn::Rsqrt, 1),
+    ];
     let mut failures = Vec::new();
     for (f, bound) in bounds {
         let (d, x) = max_ulps(f);

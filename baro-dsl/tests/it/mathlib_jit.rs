@@ -13,7 +13,19 @@ fn inputs() -> Vec<f32> {
     let mut v: Vec<f32> = (0..(1u64 << 32)).step_by(8192).map(|b| f32::from_bits(b as u32)).collect();
     let n = 500_000;
     v.extend((0..n).map(|i| -110.0 + 220.0 * (i as f32) / (n as f32)));
-    v.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::MIN_POSITIVE, 1e-45, f32::MAX, 88.72283, 88.72284, -104.0, 20.0]);
+    v.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::MIN_POSITIVE,
+        1e-45,
+        f32::MAX,
+        88.72283,
+        88.72284,
+        -104.0,
+        20.0,
+    ]);
     v.extend([0x7fc0_0000u32, 0xffc0_0001, 0x7f80_0001].map(f32::from_bits));
     v
 }

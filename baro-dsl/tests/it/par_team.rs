@@ -34,14 +34,16 @@ fn matvec8(team: &str) -> Kernel {
 
 #[test]
 fn reduction_in_a_team_less_par_loop_is_refused() {
-    let err = baro_dsl::lanes::expand(&matvec8("")).expect_err("a team-less loop with a lane reduction must be refused");
+    let err =
+        baro_dsl::lanes::expand(&matvec8("")).expect_err("a team-less loop with a lane reduction must be refused");
     let msg = err.to_string();
     assert!(msg.contains("par_team(0..n, 32)"), "the error names the fix: {msg}");
 }
 
 #[test]
 fn team_of_another_size_is_refused() {
-    let err = baro_dsl::lanes::expand(&matvec8("team 16 ")).expect_err("a team of 16 for a 32-lane reduction must be refused");
+    let err = baro_dsl::lanes::expand(&matvec8("team 16 "))
+        .expect_err("a team of 16 for a 32-lane reduction must be refused");
     let msg = err.to_string();
     assert!(msg.contains("teams of 16 lanes"), "the error names the team: {msg}");
 }

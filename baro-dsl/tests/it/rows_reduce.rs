@@ -4,7 +4,9 @@
 //! expansions altered so that one row's order differs, or two rows trade elements, are
 //! rejected naming the row; a kernel storing its rows swapped fails the sibling check.
 
-use baro_dsl::ir::{Access, BinOp, Buf, Expr, Kernel, ParamKind, Reduce, ReduceOp, ScalarType as T, Sibling, Stmt, Var};
+use baro_dsl::ir::{
+    Access, BinOp, Buf, Expr, Kernel, ParamKind, Reduce, ReduceOp, ScalarType as T, Sibling, Stmt, Var,
+};
 use baro_dsl::lanes;
 use baro_dsl::schedule::Schedule;
 use baro_dsl::verify::{check_expanded, check_sibling, verify_kernel, ErrorKind, SiblingError};
@@ -40,7 +42,14 @@ fn element(k: &mut Kernel, op: ReduceOp, nested: bool, xb: Expr) -> (Var, Expr, 
     let q = Expr::select(odd, Expr::un(baro_dsl::ir::UnOp::Neg, ld(w, at.clone())), ld(w, at));
     let xi = ld(x, add(xb, add(mul(Expr::Var(i), Expr::index(8)), Expr::Var(j))));
     let inner_op = if op == ReduceOp::FmaSum { ReduceOp::FmaSum } else { ReduceOp::Add };
-    let inner = Reduce { op: inner_op, ty: T::F32, schedule: Schedule::Sequential, var: j, len: Expr::index(8), body: mul(q, xi) };
+    let inner = Reduce {
+        op: inner_op,
+        ty: T::F32,
+        schedule: Schedule::Sequential,
+        var: j,
+        len: Expr::index(8),
+        body: mul(q, xi),
+    };
     let scale = ld(w, add(row_w, mul(Expr::Var(i), Expr::index(8))));
     let len = Expr::bin(BinOp::Div, Expr::Param(kk), Expr::index(8));
     (i, len, mul(scale, Expr::Reduce(Box::new(inner))))
@@ -73,7 +82,12 @@ fn rows(op: ReduceOp, schedule: &Schedule, nested: bool, store_row: impl Fn(u64)
     let mut k = Kernel::new("dot_rows");
     params(&mut k);
     let m = k.add_param("m", ParamKind::Scalar(T::INDEX));
-    let (x, y, kk, n) = (k.param_by_name("x").unwrap(), k.param_by_name("y").unwrap(), k.param_by_name("k").unwrap(), k.param_by_name("n").unwrap());
+    let (x, y, kk, n) = (
+        k.param_by_name("x").unwrap(),
+        k.param_by_name("y").unwrap(),
+        k.param_by_name("k").unwrap(),
+        k.param_by_name("n").unwrap(),
+    );
     k.grid = vec![Expr::Param(n), Expr::bin(BinOp::Div, add(Expr::Param(m), Expr::index(R - 1)), Expr::index(R))];
     k.sibling = Some(Sibling::strided("dot_m1", m, vec![(x, Expr::Param(kk)), (y, Expr::Param(n))]));
     let r0 = k.add_var("r0", T::INDEX, false);
@@ -91,7 +105,11 @@ fn rows(op: ReduceOp, schedule: &Schedule, nested: bool, store_row: impl Fn(u64)
         let at = add(Expr::Var(r0), Expr::index(store_row(j)));
         body.push(Stmt::If {
             cond: Expr::bin(BinOp::Lt, at.clone(), Expr::Param(m)),
-            then_body: vec![Stmt::Store { buf: Buf::Param(y), index: add(mul(at, Expr::Param(n)), Expr::GroupId(0)), value: Expr::Var(vars[j as usize]) }],
+            then_body: vec![Stmt::Store {
+                buf: Buf::Param(y),
+                index: add(mul(at, Expr::Param(n)), Expr::GroupId(0)),
+                value: Expr::Var(vars[j as usize]),
+            }],
             else_body: vec![],
         });
     }
@@ -99,7 +117,14 @@ fn rows(op: ReduceOp, schedule: &Schedule, nested: bool, store_row: impl Fn(u64)
     k
 }
 
-const SCHEDULES: [&str; 6] = ["lanes(32, butterfly)", "seq", "lanes(4, seq)", "lanes(8, pairwise)", "chunked(8, seq)", "blocked(8, lanes(4, butterfly))"];
+const SCHEDULES: [&str; 6] = [
+    "lanes(32, butterfly)",
+    "seq",
+    "lanes(4, seq)",
+    "lanes(8, pairwise)",
+    "chunked(8, seq)",
+    "blocked(8, lanes(4, butterfly))",
+];
 
 fn cases() -> Vec<(ReduceOp, Schedule, bool)> {
     let mut out = Vec::new();
@@ -122,7 +147,8 @@ fn rows_kernels_on_a_reduction_over_rows_are_proven_siblings() {
     for (op, s, nested) in cases() {
         let (a, b) = (rows(op, &s, nested, |j| j), m1(op, &s, nested));
         let what = format!("{} {s} nested={nested}", op.name());
-        verify_kernel(&a).unwrap_or_else(|e| panic!("{what}: {}", e.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("\n")));
+        verify_kernel(&a)
+            .unwrap_or_else(|e| panic!("{what}: {}", e.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("\n")));
         let p = check_sibling(&a, &b).unwrap_or_else(|e| panic!("{what}: {e}"));
         assert!(p.shapes >= 8 && p.outputs > 0, "{what}: {p:?}");
         proven += 1;
@@ -153,7 +179,10 @@ fn alter_region(k: &mut Kernel, f: &dyn Fn(&mut Vec<Stmt>, &[Var])) -> bool {
         for s in b {
             match s {
                 Stmt::Lanes { implements: Some(imp), body, .. } if imp.row.is_some() => {
-                    let parts: Vec<Var> = body.iter().filter_map(|s| if let Stmt::Let { var, .. } = s { Some(*var) } else { None }).collect();
+                    let parts: Vec<Var> = body
+                        .iter()
+                        .filter_map(|s| if let Stmt::Let { var, .. } = s { Some(*var) } else { None })
+                        .collect();
                     f(body, &parts);
                     return true;
                 }
@@ -199,14 +228,21 @@ fn expansions_where_one_row_differs_are_rejected_naming_the_row() {
     type Mutation = (&'static str, fn(&mut Vec<Stmt>, &[Var]));
     let mutations: [Mutation; 3] = [
         ("rows 0 and 1 trade elements", |body, parts| {
-            let Some(Stmt::For { body: inner, .. }) = body.iter_mut().find(|s| matches!(s, Stmt::For { .. })) else { panic!("no strided loop") };
+            let Some(Stmt::For { body: inner, .. }) = body.iter_mut().find(|s| matches!(s, Stmt::For { .. })) else {
+                panic!("no strided loop")
+            };
             let (a, b) = (update_of(inner, parts[0]), update_of(inner, parts[1]));
-            let (Stmt::Assign { value: va, .. }, Stmt::Assign { value: vb, .. }) = (inner[a].clone(), inner[b].clone()) else { unreachable!() };
+            let (Stmt::Assign { value: va, .. }, Stmt::Assign { value: vb, .. }) = (inner[a].clone(), inner[b].clone())
+            else {
+                unreachable!()
+            };
             inner[a] = Stmt::Assign { var: parts[0], value: rename(&vb, parts[1], parts[0]) };
             inner[b] = Stmt::Assign { var: parts[1], value: rename(&va, parts[0], parts[1]) };
         }),
         ("row 2 takes its operands in another order", |body, parts| {
-            let Some(Stmt::For { body: inner, .. }) = body.iter_mut().find(|s| matches!(s, Stmt::For { .. })) else { panic!("no strided loop") };
+            let Some(Stmt::For { body: inner, .. }) = body.iter_mut().find(|s| matches!(s, Stmt::For { .. })) else {
+                panic!("no strided loop")
+            };
             let at = update_of(inner, parts[2]);
             match &mut inner[at] {
                 Stmt::Assign { value: Expr::Binary { lhs, rhs, .. }, .. } => std::mem::swap(lhs, rhs),
@@ -216,7 +252,8 @@ fn expansions_where_one_row_differs_are_rejected_naming_the_row() {
             }
         }),
         ("row 3 combines its lanes in another order", |body, parts| {
-            let steps: Vec<usize> = (0..body.len()).filter(|&i| matches!(&body[i], Stmt::Assign { var, .. } if *var == parts[3])).collect();
+            let steps: Vec<usize> =
+                (0..body.len()).filter(|&i| matches!(&body[i], Stmt::Assign { var, .. } if *var == parts[3])).collect();
             assert!(steps.len() >= 2, "expected two or more combine steps");
             body.swap(steps[0], steps[1]);
         }),
@@ -274,11 +311,29 @@ fn host_rows_kernel_equals_m1_per_row_byte_for_byte() {
             let mut rng = Rng(0x9e37 + (m * 131 + kk) as u64);
             let (x, w) = (rng.vec_f32(m * kk), rng.vec_f32(n * kk));
             let mut y = vec![f32::NAN; m * n];
-            a.launch(&mut [Arg::buf(&x), Arg::buf(&w), Arg::buf_mut(&mut y), Arg::from(kk), Arg::from(n), Arg::from(m)]).unwrap();
+            a.launch(&mut [
+                Arg::buf(&x),
+                Arg::buf(&w),
+                Arg::buf_mut(&mut y),
+                Arg::from(kk),
+                Arg::from(n),
+                Arg::from(m),
+            ])
+            .unwrap();
             for r in 0..m {
                 let mut y1 = vec![f32::NAN; n];
-                b.launch(&mut [Arg::buf(&x[r * kk..(r + 1) * kk]), Arg::buf(&w), Arg::buf_mut(&mut y1), Arg::from(kk), Arg::from(n)]).unwrap();
-                let (got, want): (Vec<u32>, Vec<u32>) = (y[r * n..(r + 1) * n].iter().map(|v| v.to_bits()).collect(), y1.iter().map(|v| v.to_bits()).collect());
+                b.launch(&mut [
+                    Arg::buf(&x[r * kk..(r + 1) * kk]),
+                    Arg::buf(&w),
+                    Arg::buf_mut(&mut y1),
+                    Arg::from(kk),
+                    Arg::from(n),
+                ])
+                .unwrap();
+                let (got, want): (Vec<u32>, Vec<u32>) = (
+                    y[r * n..(r + 1) * n].iter().map(|v| v.to_bits()).collect(),
+                    y1.iter().map(|v| v.to_bits()).collect(),
+                );
                 assert_eq!(got, want, "{} {s} nested={nested} m={m} k={kk} row {r}", op.name());
                 compared += 1;
             }
@@ -295,7 +350,9 @@ fn malformed_reductions_over_rows_are_reported() {
     use baro_dsl::verify::check_wellformed;
     let s: Schedule = "seq".parse().unwrap();
     let base = || rows(ReduceOp::Add, &s, false, |j| j);
-    let errors = |k: &Kernel| check_wellformed(k).expect_err("malformed").iter().map(|e| e.message.clone()).collect::<Vec<_>>().join("\n");
+    let errors = |k: &Kernel| {
+        check_wellformed(k).expect_err("malformed").iter().map(|e| e.message.clone()).collect::<Vec<_>>().join("\n")
+    };
     fn at(k: &mut Kernel) -> &mut Stmt {
         k.body.iter_mut().find(|s| matches!(s, Stmt::LetRows { .. })).unwrap()
     }
@@ -304,14 +361,22 @@ fn malformed_reductions_over_rows_are_reported() {
     if let Stmt::LetRows { value, .. } = at(&mut k) {
         *value = Expr::f32(1.0);
     }
-    assert!(errors(&k).contains("the value of a `let [..] = rows(..)` is `1.0:f32`: expected a reduction"), "{}", errors(&k));
+    assert!(
+        errors(&k).contains("the value of a `let [..] = rows(..)` is `1.0:f32`: expected a reduction"),
+        "{}",
+        errors(&k)
+    );
 
     let mut k = base();
     let wrong = k.add_var("wrong", T::I32, false);
     if let Stmt::LetRows { vars, .. } = at(&mut k) {
         vars[1] = wrong;
     }
-    assert!(errors(&k).contains("result `wrong` of a reduction over rows has type i32: expected f32"), "{}", errors(&k));
+    assert!(
+        errors(&k).contains("result `wrong` of a reduction over rows has type i32: expected f32"),
+        "{}",
+        errors(&k)
+    );
 
     let mut k = base();
     if let Stmt::LetRows { vars, .. } = at(&mut k) {
@@ -324,7 +389,11 @@ fn malformed_reductions_over_rows_are_reported() {
         Stmt::LetRows { row, .. } => *row,
         _ => unreachable!(),
     };
-    k.body.push(Stmt::Store { buf: Buf::Param(k.param_by_name("y").unwrap()), index: Expr::Var(row), value: Expr::f32(0.0) });
+    k.body.push(Stmt::Store {
+        buf: Buf::Param(k.param_by_name("y").unwrap()),
+        index: Expr::Var(row),
+        value: Expr::f32(0.0),
+    });
     assert!(errors(&k).contains("variable `row` (v1) is used before it is defined"), "{}", errors(&k));
 
     let mut k = base();

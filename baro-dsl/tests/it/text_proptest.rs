@@ -90,7 +90,14 @@ fn expr() -> BoxedStrategy<Expr> {
 }
 
 fn reduce(e: BoxedStrategy<Expr>) -> impl Strategy<Value = Reduce> {
-    (select(vec![ReduceOp::Add, ReduceOp::Max, ReduceOp::Min, ReduceOp::FmaSum]), scalar_type(), schedule(), id(), e.clone(), e)
+    (
+        select(vec![ReduceOp::Add, ReduceOp::Max, ReduceOp::Min, ReduceOp::FmaSum]),
+        scalar_type(),
+        schedule(),
+        id(),
+        e.clone(),
+        e,
+    )
         .prop_map(|(op, ty, schedule, v, len, body)| Reduce { op, ty, schedule, var: Var(v), len, body })
 }
 
@@ -113,7 +120,12 @@ fn stmt() -> impl Strategy<Value = Stmt> {
                 body
             }),
             (expr(), block(), block()).prop_map(|(cond, then_body, else_body)| Stmt::If { cond, then_body, else_body }),
-            (id(), expr(), prop::option::of(any::<u32>()), block()).prop_map(|(v, end, team, body)| Stmt::ParFor { var: Var(v), end, team, body }),
+            (id(), expr(), prop::option::of(any::<u32>()), block()).prop_map(|(v, end, team, body)| Stmt::ParFor {
+                var: Var(v),
+                end,
+                team,
+                body
+            }),
             (id(), any::<u32>(), prop::option::of((id(), reduce(expr()))), block()).prop_map(
                 |(lane, count, imp, body)| {
                     let implements = imp.map(|(r, red)| Implements::one(Var(r), red));
@@ -136,7 +148,13 @@ fn kernel() -> impl Strategy<Value = Kernel> {
         .prop_map(|(name, kind)| Param { name, kind });
     let shared = (name(), scalar_type(), any::<u32>()).prop_map(|(name, elem, len)| SharedArray { name, elem, len });
     let var = (name(), scalar_type(), any::<bool>()).prop_map(|(name, ty, mutable)| VarDecl { name, ty, mutable });
-    let sibling = (name(), id(), prop::collection::vec((id(), expr()), 0..3), prop::collection::vec((id(), expr()), 0..2), prop::collection::vec(id(), 0..2))
+    let sibling = (
+        name(),
+        id(),
+        prop::collection::vec((id(), expr()), 0..3),
+        prop::collection::vec((id(), expr()), 0..2),
+        prop::collection::vec(id(), 0..2),
+    )
         .prop_map(|(of, rows, s, steps, carried)| Sibling {
             of,
             rows: ParamId(rows),

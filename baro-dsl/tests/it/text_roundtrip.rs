@@ -104,11 +104,17 @@ fn every_variant() -> Kernel {
             }],
         },
         Stmt::Barrier,
-        Stmt::Check { id: 0, cond: Expr::bin(BinOp::Eq, ld(Buf::Param(h), Expr::Var(i)), ld(Buf::Param(h), Expr::index(0))) },
+        Stmt::Check {
+            id: 0,
+            cond: Expr::bin(BinOp::Eq, ld(Buf::Param(h), Expr::Var(i)), ld(Buf::Param(h), Expr::index(0))),
+        },
         Stmt::Lanes {
             lane,
             count: 32,
-            implements: Some(Implements::one(r, reduce(Schedule::lanes(32, Combine::Butterfly), ld(Buf::Shared(tile), Expr::Var(j))))),
+            implements: Some(Implements::one(
+                r,
+                reduce(Schedule::lanes(32, Combine::Butterfly), ld(Buf::Shared(tile), Expr::Var(j))),
+            )),
             body: vec![
                 Stmt::Let { var: p, value: ld(Buf::Shared(tile), Expr::Var(lane)) },
                 Stmt::Assign {
@@ -171,17 +177,32 @@ fn every_variant() -> Kernel {
     }
     body.push(Stmt::Assign { var: acc, value: Expr::fma(Expr::Var(acc), Expr::f32(-0.0), Expr::Var(p)) });
     let products = Expr::bin(BinOp::Mul, ld(Buf::Param(x), Expr::Var(j)), Expr::Var(acc));
-    body.push(Stmt::Assign { var: acc, value: Expr::Reduce(Box::new(Reduce { op: ReduceOp::FmaSum, ..reduce(Schedule::lanes(32, Combine::Butterfly), products) })) });
+    body.push(Stmt::Assign {
+        var: acc,
+        value: Expr::Reduce(Box::new(Reduce {
+            op: ReduceOp::FmaSum,
+            ..reduce(Schedule::lanes(32, Combine::Butterfly), products)
+        })),
+    });
     // A reduction over rows: `[y0, y1]`, row `row` read by the body.
     let row = k.add_var("row", T::INDEX, false);
     let y0 = k.add_var("y0", T::F32, false);
     let y1 = k.add_var("y1", T::F32, false);
-    let per_row = Expr::bin(BinOp::Mul, ld(Buf::Param(x), Expr::bin(BinOp::Add, Expr::Var(row), Expr::Var(j))), Expr::Var(acc));
-    body.push(Stmt::LetRows { vars: vec![y0, y1], row, value: Expr::Reduce(Box::new(reduce(Schedule::lanes(32, Combine::Butterfly), per_row))) });
+    let per_row =
+        Expr::bin(BinOp::Mul, ld(Buf::Param(x), Expr::bin(BinOp::Add, Expr::Var(row), Expr::Var(j))), Expr::Var(acc));
+    body.push(Stmt::LetRows {
+        vars: vec![y0, y1],
+        row,
+        value: Expr::Reduce(Box::new(reduce(Schedule::lanes(32, Combine::Butterfly), per_row))),
+    });
     body.push(Stmt::Lanes {
         lane,
         count: 2,
-        implements: Some(Implements { results: vec![y0, y1], row: Some(row), reduce: Box::new(reduce(Schedule::lanes(2, Combine::Sequential), Expr::Var(row))) }),
+        implements: Some(Implements {
+            results: vec![y0, y1],
+            row: Some(row),
+            reduce: Box::new(reduce(Schedule::lanes(2, Combine::Sequential), Expr::Var(row))),
+        }),
         body: vec![],
     });
     for c in consts {
@@ -208,14 +229,17 @@ fn ill_formed_references_round_trip() {
         Stmt::Lanes {
             lane: baro_dsl::ir::Var(1),
             count: 0,
-            implements: Some(Implements::one(baro_dsl::ir::Var(2), Reduce {
-                op: ReduceOp::Add,
-                ty: ScalarType::F16,
-                schedule: Schedule::lanes(12, Combine::Butterfly), // invalid, still representable
-                var: baro_dsl::ir::Var(3),
-                len: Expr::index(0),
-                body: Expr::index(1),
-            })),
+            implements: Some(Implements::one(
+                baro_dsl::ir::Var(2),
+                Reduce {
+                    op: ReduceOp::Add,
+                    ty: ScalarType::F16,
+                    schedule: Schedule::lanes(12, Combine::Butterfly), // invalid, still representable
+                    var: baro_dsl::ir::Var(3),
+                    len: Expr::index(0),
+                    body: Expr::index(1),
+                },
+            )),
             body: vec![],
         },
         // Several results without a row variable, and a reduction over rows with none.
@@ -291,8 +315,12 @@ fn dot_rows(op: ReduceOp, schedule: Schedule) -> Kernel {
     let row = k.add_var("row", ScalarType::INDEX, false);
     let ys: Vec<_> = (0..3).map(|j| k.add_var(format!("y{j}"), ScalarType::F32, false)).collect();
     let Stmt::Store { value: Expr::Reduce(mut r), .. } = k.body.pop().unwrap() else { unreachable!() };
-    let (x, w, out, n) = (baro_dsl::ir::ParamId(0), baro_dsl::ir::ParamId(1), baro_dsl::ir::ParamId(2), baro_dsl::ir::ParamId(3));
-    let xi = Expr::load(Buf::Param(x), Expr::bin(BinOp::Add, Expr::bin(BinOp::Mul, Expr::Var(row), Expr::Param(n)), Expr::Var(r.var)));
+    let (x, w, out, n) =
+        (baro_dsl::ir::ParamId(0), baro_dsl::ir::ParamId(1), baro_dsl::ir::ParamId(2), baro_dsl::ir::ParamId(3));
+    let xi = Expr::load(
+        Buf::Param(x),
+        Expr::bin(BinOp::Add, Expr::bin(BinOp::Mul, Expr::Var(row), Expr::Param(n)), Expr::Var(r.var)),
+    );
     r.body = Expr::bin(BinOp::Mul, xi, Expr::load(Buf::Param(w), Expr::Var(r.var)));
     k.body.push(Stmt::LetRows { vars: ys.clone(), row, value: Expr::Reduce(r) });
     for (j, y) in ys.into_iter().enumerate() {
@@ -303,7 +331,14 @@ fn dot_rows(op: ReduceOp, schedule: Schedule) -> Kernel {
 
 #[test]
 fn reductions_over_rows_round_trip_expanded_for_every_schedule_kind() {
-    let schedules = ["seq", "lanes(32, butterfly)", "lanes(4, seq)", "chunked(8, seq)", "blocked(16, lanes(32, butterfly))", "blocked(8, seq)"];
+    let schedules = [
+        "seq",
+        "lanes(32, butterfly)",
+        "lanes(4, seq)",
+        "chunked(8, seq)",
+        "blocked(16, lanes(32, butterfly))",
+        "blocked(8, seq)",
+    ];
     for s in schedules {
         for op in [ReduceOp::Add, ReduceOp::FmaSum, ReduceOp::Max] {
             let k = dot_rows(op, s.parse().unwrap());
@@ -313,7 +348,11 @@ fn reductions_over_rows_round_trip_expanded_for_every_schedule_kind() {
             assert_round_trip(&e);
             // The weight is loaded once per element for the three rows.
             let text = e.to_string();
-            assert_eq!(text.matches("load(p1:w").count(), if s.starts_with("lanes") || s.starts_with("blocked(16") { 2 } else { 1 }, "{s}:\n{text}");
+            assert_eq!(
+                text.matches("load(p1:w").count(),
+                if s.starts_with("lanes") || s.starts_with("blocked(16") { 2 } else { 1 },
+                "{s}:\n{text}"
+            );
         }
     }
 }

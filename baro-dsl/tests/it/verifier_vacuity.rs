@@ -32,7 +32,10 @@ fn blocked_dot(rows: bool, schedule: Schedule, k_values: Option<Vec<u64>>) -> Ke
     let body = bin(
         BinOp::Mul,
         Expr::load(Buf::Param(x), bin(BinOp::Add, row(r_e.clone()), Expr::Var(b))),
-        Expr::cast(F32, Expr::load(Buf::Param(q), bin(BinOp::Add, bin(BinOp::Mul, Expr::Var(o), Expr::Var(nb)), Expr::Var(b)))),
+        Expr::cast(
+            F32,
+            Expr::load(Buf::Param(q), bin(BinOp::Add, bin(BinOp::Mul, Expr::Var(o), Expr::Var(nb)), Expr::Var(b))),
+        ),
     );
     let dot = Expr::Reduce(Box::new(Reduce { op: ReduceOp::Add, ty: F32, schedule, var: b, len: Expr::Var(nb), body }));
     let out = bin(BinOp::Add, bin(BinOp::Mul, r_e, Expr::Param(n)), Expr::Var(o));
@@ -41,7 +44,13 @@ fn blocked_dot(rows: bool, schedule: Schedule, k_values: Option<Vec<u64>>) -> Ke
         Stmt::Let { var: o, value: Expr::GroupId(0) },
         Stmt::Let { var: nb, value: bin(BinOp::Div, Expr::Param(kk), Expr::index(32)) },
         match rp {
-            Some(rp) => Stmt::For { var: r, start: Expr::index(0), end: Expr::Param(rp), step: Expr::index(1), body: vec![store] },
+            Some(rp) => Stmt::For {
+                var: r,
+                start: Expr::index(0),
+                end: Expr::Param(rp),
+                step: Expr::index(1),
+                body: vec![store],
+            },
             None => store,
         },
     ];
@@ -109,7 +118,8 @@ fn a_lanes_reduction_must_run_past_its_lane_count() {
 #[test]
 fn default_shapes_make_a_divided_let_bound_length_ragged() {
     let k = blocked_dot(false, butterfly32(), None);
-    let ks: Vec<u64> = default_shapes(&k).iter().filter_map(|s| s.iter().find(|(p, _)| *p == ParamId(3)).map(|(_, v)| *v)).collect();
+    let ks: Vec<u64> =
+        default_shapes(&k).iter().filter_map(|s| s.iter().find(|(p, _)| *p == ParamId(3)).map(|(_, v)| *v)).collect();
     let nbs: Vec<u64> = ks.iter().map(|k| k / 32).collect();
     assert!(nbs.iter().all(|&nb| nb > 0), "an empty reduction among {ks:?}");
     assert!(nbs.contains(&31) && nbs.contains(&33), "no length ragged against 32 lanes among {nbs:?}");
@@ -125,17 +135,31 @@ fn default_shapes_make_a_divided_let_bound_length_ragged() {
 fn a_constant_length_is_exempt_once_it_ran() {
     // sum(j in 0..16, lanes(32)): every launch has the 16 elements the check saw.
     let mut k = blocked_dot(false, butterfly32(), None);
-    let Stmt::Store { value: Expr::Reduce(r), .. } = &mut k.body[2] else { panic!("expected the store of the reduction") };
+    let Stmt::Store { value: Expr::Reduce(r), .. } = &mut k.body[2] else {
+        panic!("expected the store of the reduction")
+    };
     r.len = Expr::index(16);
     verify_kernel(&k).expect("a constant 16-element reduction");
     // ... but not when it never ran: an inner constant reduction under an always-empty outer one.
     let mut k = blocked_dot(false, Schedule::Sequential, Some(vec![1, 3]));
     let v = k.add_var("j", IDX, false);
-    let Stmt::Store { value: Expr::Reduce(r), .. } = &mut k.body[2] else { panic!("expected the store of the reduction") };
-    let inner = Reduce { op: ReduceOp::Add, ty: F32, schedule: Schedule::Sequential, var: v, len: Expr::index(4), body: Expr::f32(1.0) };
+    let Stmt::Store { value: Expr::Reduce(r), .. } = &mut k.body[2] else {
+        panic!("expected the store of the reduction")
+    };
+    let inner = Reduce {
+        op: ReduceOp::Add,
+        ty: F32,
+        schedule: Schedule::Sequential,
+        var: v,
+        len: Expr::index(4),
+        body: Expr::f32(1.0),
+    };
     r.body = bin(BinOp::Mul, r.body.clone(), Expr::Reduce(Box::new(inner)));
     let errs = verify_kernel(&k).expect_err("both reductions never ran");
-    assert_eq!(errs.iter().map(|e| (e.kind, e.location.reduce)).collect::<Vec<_>>(), vec![(ErrorKind::Vacuous, Some(0)), (ErrorKind::Vacuous, Some(1))]);
+    assert_eq!(
+        errs.iter().map(|e| (e.kind, e.location.reduce)).collect::<Vec<_>>(),
+        vec![(ErrorKind::Vacuous, Some(0)), (ErrorKind::Vacuous, Some(1))]
+    );
     assert!(errs[1].message.contains("found that it never ran"), "{}", errs[1]);
     assert!(errs[1].message.ends_with("verify(k = [...]) in the #[kernel] attribute"), "{}", errs[1]);
 }

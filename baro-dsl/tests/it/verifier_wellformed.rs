@@ -101,7 +101,8 @@ fn type_mismatch_and_use_before_definition_are_all_reported() {
 #[test]
 fn store_into_read_only_buffer_is_malformed() {
     let mut k = base();
-    k.body = vec![Stmt::Store { buf: Buf::Param(baro_dsl::ir::ParamId(0)), index: Expr::index(0), value: Expr::f32(0.0) }];
+    k.body =
+        vec![Stmt::Store { buf: Buf::Param(baro_dsl::ir::ParamId(0)), index: Expr::index(0), value: Expr::f32(0.0) }];
     let errs = check_wellformed(&k).unwrap_err();
     assert!(errs[0].message.contains("store into `x`, which is read-only"), "{}", errs[0].message);
 }
@@ -126,7 +127,11 @@ fn barrier_and_shuffle_under_lane_dependent_if_are_non_uniform() {
         lane,
         count: 4,
         implements: None,
-        body: vec![Stmt::If { cond: lane0, then_body: vec![Stmt::Barrier, Stmt::Let { var: p, value: shuffled }], else_body: vec![] }],
+        body: vec![Stmt::If {
+            cond: lane0,
+            then_body: vec![Stmt::Barrier, Stmt::Let { var: p, value: shuffled }],
+            else_body: vec![],
+        }],
     }];
     let errs = check_wellformed(&k).unwrap_err();
     assert_eq!(kinds(&errs), vec![ErrorKind::NonUniformSync, ErrorKind::NonUniformSync], "{errs:?}");
@@ -149,7 +154,10 @@ fn grid_and_mask_limits_are_checked() {
     }];
     let errs = check_wellformed(&k).unwrap_err();
     let msgs: Vec<&str> = errs.iter().map(|e| e.message.as_str()).collect();
-    assert_eq!(msgs, vec!["grid has 0 axes: expected 1 to 3", "shuffle_xor mask 4 in a region of 4 lanes: expected a mask below 4"]);
+    assert_eq!(
+        msgs,
+        vec!["grid has 0 axes: expected 1 to 3", "shuffle_xor mask 4 in a region of 4 lanes: expected a mask below 4"]
+    );
 }
 
 /// The expanded matvec with its lanes region's body rewritten by `f`.
@@ -165,7 +173,11 @@ fn broken_matvec(f: impl Fn(&mut Vec<Stmt>)) -> Kernel {
 
 fn shuffle_positions(body: &[Stmt]) -> Vec<usize> {
     let is_shuffle = |e: &Expr| matches!(e, Expr::ShuffleXor { .. });
-    body.iter().enumerate().filter(|(_, s)| matches!(s, Stmt::Assign { value, .. } if value.any(&is_shuffle))).map(|(i, _)| i).collect()
+    body.iter()
+        .enumerate()
+        .filter(|(_, s)| matches!(s, Stmt::Assign { value, .. } if value.any(&is_shuffle)))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 #[test]
@@ -183,7 +195,11 @@ fn swapped_shuffle_steps_are_caught() {
     });
     let errs = verify_kernel(&k).unwrap_err();
     assert_eq!(kinds(&errs), vec![ErrorKind::ScheduleNotImplemented]);
-    assert!(errs[0].message.starts_with("lanes region does not compute its declared `lanes(32, butterfly)` sum"), "{}", errs[0].message);
+    assert!(
+        errs[0].message.starts_with("lanes region does not compute its declared `lanes(32, butterfly)` sum"),
+        "{}",
+        errs[0].message
+    );
     assert!(errs[0].message.contains("first difference"), "{}", errs[0].message);
 }
 
@@ -211,7 +227,14 @@ fn an_fma_sum_of_a_non_product_is_malformed() {
     let fused = |body: fn(Var) -> Expr| {
         let mut k = base();
         let i = k.add_var("i", IDX, false);
-        let r = Reduce { op: ReduceOp::FmaSum, ty: F32, schedule: "lanes(4, butterfly)".parse::<Schedule>().unwrap(), var: i, len: Expr::Param(baro_dsl::ir::ParamId(2)), body: body(i) };
+        let r = Reduce {
+            op: ReduceOp::FmaSum,
+            ty: F32,
+            schedule: "lanes(4, butterfly)".parse::<Schedule>().unwrap(),
+            var: i,
+            len: Expr::Param(baro_dsl::ir::ParamId(2)),
+            body: body(i),
+        };
         k.body = vec![store_y(Expr::Reduce(Box::new(r)))];
         k
     };
@@ -251,5 +274,9 @@ fn an_fma_sum_expanded_as_multiply_and_add_is_caught() {
     assert_eq!(n, 1, "one fused update in the lane loop");
     let errs = verify_kernel(&x).unwrap_err();
     assert_eq!(kinds(&errs), vec![ErrorKind::ScheduleNotImplemented]);
-    assert!(errs[0].message.starts_with("lanes region does not compute its declared `lanes(32, butterfly)` fma_sum"), "{}", errs[0].message);
+    assert!(
+        errs[0].message.starts_with("lanes region does not compute its declared `lanes(32, butterfly)` fma_sum"),
+        "{}",
+        errs[0].message
+    );
 }

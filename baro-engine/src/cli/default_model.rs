@@ -57,7 +57,8 @@ pub fn describe(cfg: &ModelConfig) -> String {
 
 /// The default model as a GGUF file in memory.
 pub fn gguf() -> Result<GgufFile, String> {
-    let bytes = gguf_bytes(&config(), MIX, WEIGHT_SEED).map_err(|e| format!("cannot build the built-in model (a bug in baro): {e}"))?;
+    let bytes = gguf_bytes(&config(), MIX, WEIGHT_SEED)
+        .map_err(|e| format!("cannot build the built-in model (a bug in baro): {e}"))?;
     GgufFile::from_vec(bytes).map_err(|e| format!("cannot read the built-in model back (a bug in baro): {e}"))
 }
 

@@ -46,7 +46,13 @@ fn io(e: std::io::Error) -> String {
 }
 
 /// Runs one generation from `prompt` (not empty), writing the new text to `out`.
-pub fn run(engine: &mut Engine, prompt: &[TokenId], sampler: &mut Sampler, settings: &Settings<'_>, out: &mut dyn Write) -> Result<Report, String> {
+pub fn run(
+    engine: &mut Engine,
+    prompt: &[TokenId],
+    sampler: &mut Sampler,
+    settings: &Settings<'_>,
+    out: &mut dyn Write,
+) -> Result<Report, String> {
     if prompt.is_empty() {
         return Err("prompt: expected at least one token, found none".into());
     }
@@ -96,7 +102,8 @@ pub fn run(engine: &mut Engine, prompt: &[TokenId], sampler: &mut Sampler, setti
     };
     let gen_time = start.elapsed();
     if !matches!(ended, Ended::Stop(_)) {
-        let mut tail = decoder.as_mut().map(|d| d.finish()).transpose().map_err(|e| format!("decoding: {e}"))?.unwrap_or_default();
+        let mut tail =
+            decoder.as_mut().map(|d| d.finish()).transpose().map_err(|e| format!("decoding: {e}"))?.unwrap_or_default();
         tail.push_str(&stop.finish());
         out.write_all(tail.as_bytes()).map_err(io)?;
     }

@@ -59,7 +59,10 @@ pub fn check_path(path: &Path) -> Result<(), String> {
     if path.exists() {
         Ok(())
     } else {
-        Err(format!("--model {}: expected a GGUF file or a Hugging Face folder, found nothing at that path", path.display()))
+        Err(format!(
+            "--model {}: expected a GGUF file or a Hugging Face folder, found nothing at that path",
+            path.display()
+        ))
     }
 }
 
@@ -67,7 +70,9 @@ pub fn check_path(path: &Path) -> Result<(), String> {
 pub fn open(path: &Path) -> Result<Loaded, String> {
     let shown = path.display();
     if !path.exists() {
-        return Err(format!("--model {shown}: expected a GGUF file or a Hugging Face folder, found nothing at that path"));
+        return Err(format!(
+            "--model {shown}: expected a GGUF file or a Hugging Face folder, found nothing at that path"
+        ));
     }
     let source = ModelSource::open(path).map_err(|e| format!("--model {shown}: {e}"))?;
     let config = source.config().map_err(|e| format!("--model {shown}: {e}"))?;
@@ -77,7 +82,9 @@ pub fn open(path: &Path) -> Result<Loaded, String> {
             let tokenizer = Tokenizer::from_gguf(file).map_err(|e| format!("--model {shown}: its tokenizer: {e}"))?;
             let template = match tokenizer.chat_template() {
                 Some(source) => ChatTemplate::from_source(source).unwrap_or_else(|e| {
-                    warnings.push(format!("the model's chat template does not parse ({e}); using the built-in qwen3.5 one"));
+                    warnings.push(format!(
+                        "the model's chat template does not parse ({e}); using the built-in qwen3.5 one"
+                    ));
                     ChatTemplate::qwen35()
                 }),
                 None => ChatTemplate::qwen35(),

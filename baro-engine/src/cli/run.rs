@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use baro_dsl::runtime::DeviceKind;
 use baro_engine::engine::staging::{self, format_bytes};
-use baro_engine::engine::{Engine, EngineOptions, PrefillMode, Precision};
+use baro_engine::engine::{Engine, EngineOptions, Precision, PrefillMode};
 use baro_engine::sampling::{SampleError, Sampler, SamplerConfig, StopReason};
 use baro_engine::tokenizer::{ChatMessage, ChatOptions, Specials, TokenId};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
@@ -120,7 +120,9 @@ fn sampler_config(args: &RunArgs) -> Result<SamplerConfig, String> {
     };
     match config.validate() {
         Ok(()) => Ok(config),
-        Err(SampleError::BadConfig { field, expected, found }) => Err(format!("--{}: expected {expected}, found {found}", field.replace('_', "-"))),
+        Err(SampleError::BadConfig { field, expected, found }) => {
+            Err(format!("--{}: expected {expected}, found {found}", field.replace('_', "-")))
+        }
         Err(e) => Err(e.to_string()),
     }
 }
@@ -142,10 +144,16 @@ fn check_flags(args: &RunArgs) -> Result<SamplerConfig, String> {
         // The built-in model's shape is known before it is built: check what depends on it.
         let cfg = crate::cli::default_model::config();
         if let Some(&id) = args.prompt_ids.iter().flatten().find(|&&id| id as usize >= cfg.vocab_size) {
-            return Err(format!("prompt: token {id}: expected an id below the model's vocabulary size {}", cfg.vocab_size));
+            return Err(format!(
+                "prompt: token {id}: expected an id below the model's vocabulary size {}",
+                cfg.vocab_size
+            ));
         }
         if args.expert_slots < cfg.n_experts_used {
-            return Err(format!("--expert-slots: expected at least the model's top-k ({}), found {}", cfg.n_experts_used, args.expert_slots));
+            return Err(format!(
+                "--expert-slots: expected at least the model's top-k ({}), found {}",
+                cfg.n_experts_used, args.expert_slots
+            ));
         }
     }
     sampler_config(args)
@@ -167,7 +175,10 @@ fn prompt_ids(args: &RunArgs, loaded: &Loaded) -> Result<(Vec<TokenId>, String),
             args.prompt.clone()
         } else {
             let options = ChatOptions { add_generation_prompt: true, ..ChatOptions::default() };
-            loaded.template.render(&[ChatMessage::new("user", &args.prompt)], &options).map_err(|e| format!("--prompt: {e}"))?
+            loaded
+                .template
+                .render(&[ChatMessage::new("user", &args.prompt)], &options)
+                .map_err(|e| format!("--prompt: {e}"))?
         };
         let mut ids = tokenizer.encode(&text, Specials::With).map_err(|e| format!("--prompt: {e}"))?;
         let special = tokenizer.special_ids();
@@ -211,13 +222,24 @@ fn print_report(out: &mut dyn Write, r: &Report) -> std::io::Result<()> {
     let (p, g) = (r.prompt_time.as_secs_f64(), r.gen_time.as_secs_f64());
     let path = match r.prefill.mode {
         PrefillMode::Batched { chunk } => {
-            let chunks = if r.prefill.chunks == 1 { "1 chunk".to_string() } else { format!("{} chunks", r.prefill.chunks) };
-            format!("batched prefill, {} rows through the rows kernels in {chunks} of up to {chunk}", r.prefill.rows_batched)
+            let chunks =
+                if r.prefill.chunks == 1 { "1 chunk".to_string() } else { format!("{} chunks", r.prefill.chunks) };
+            format!(
+                "batched prefill, {} rows through the rows kernels in {chunks} of up to {chunk}",
+                r.prefill.rows_batched
+            )
         }
         PrefillMode::Replay => "replay prefill, one decode step per token".to_string(),
     };
     writeln!(out, "prompt: {} tokens in {:.3} s, {} ({path})", r.prompt_tokens, p, rate(r.prompt_tokens, p))?;
-    writeln!(out, "generation: {} tokens in {:.3} s, {} (stopped: {})", r.generated, g, rate(r.generated, g), ended(&r.ended))
+    writeln!(
+        out,
+        "generation: {} tokens in {:.3} s, {} (stopped: {})",
+        r.generated,
+        g,
+        rate(r.generated, g),
+        ended(&r.ended)
+    )
 }
 
 /// Staged mode only: the decode expert cache's hit rate over the run.
@@ -236,7 +258,12 @@ fn print_cache_stats(out: &mut dyn Write, engine: &Engine) -> std::io::Result<()
         format_bytes(slots.copied_bytes())
     )?;
     if let Some(l) = engine.layer_staging() {
-        writeln!(out, "layer staging: {} layers staged for prefill, {} streamed on the copy stream", l.stages(), format_bytes(l.copied_bytes()))?;
+        writeln!(
+            out,
+            "layer staging: {} layers staged for prefill, {} streamed on the copy stream",
+            l.stages(),
+            format_bytes(l.copied_bytes())
+        )?;
     }
     Ok(())
 }
@@ -262,13 +289,26 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         n => args.max_context.min(n),
     };
     if prompt.len() > capacity {
-        return Err(format!("prompt: expected at most {capacity} tokens (--max-context, the model's context length), found {}", prompt.len()));
+        return Err(format!(
+            "prompt: expected at most {capacity} tokens (--max-context, the model's context length), found {}",
+            prompt.len()
+        ));
     }
     if args.expert_slots < loaded.config.n_experts_used {
-        return Err(format!("--expert-slots: expected at least the model's top-k ({}), found {}", loaded.config.n_experts_used, args.expert_slots));
+        return Err(format!(
+            "--expert-slots: expected at least the model's top-k ({}), found {}",
+            loaded.config.n_experts_used, args.expert_slots
+        ));
     }
-    let options = EngineOptions { max_ctx: args.max_context, vram_budget: args.vram_budget, expert_slots: args.expert_slots, precision: args.precision, ..EngineOptions::default() };
-    let (engine, engine_time) = spin("compiling kernels and uploading weights", || Engine::new(device, &loaded.source, options));
+    let options = EngineOptions {
+        max_ctx: args.max_context,
+        vram_budget: args.vram_budget,
+        expert_slots: args.expert_slots,
+        precision: args.precision,
+        ..EngineOptions::default()
+    };
+    let (engine, engine_time) =
+        spin("compiling kernels and uploading weights", || Engine::new(device, &loaded.source, options));
     let mut engine = engine.map_err(|e| e.to_string())?;
     let mut sampler = Sampler::new(sampler_config).map_err(|e| e.to_string())?;
     let c = sampler.config();
@@ -289,7 +329,12 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     .map_err(io)?;
     writeln!(out, "{shown}").map_err(io)?;
     writeln!(out).map_err(io)?;
-    let settings = Settings { max_tokens: args.max_tokens, stops: &args.stop, tokenizer: loaded.tokenizer.as_ref(), prefill: args.prefill_mode()? };
+    let settings = Settings {
+        max_tokens: args.max_tokens,
+        stops: &args.stop,
+        tokenizer: loaded.tokenizer.as_ref(),
+        prefill: args.prefill_mode()?,
+    };
     let report = generate::run(&mut engine, &prompt, &mut sampler, &settings, &mut out)?;
     writeln!(out).map_err(io)?;
     writeln!(out).map_err(io)?;

@@ -78,7 +78,8 @@ pub struct ServeArgs {
 }
 
 /// The `--help` text of the subcommand.
-pub const LONG_ABOUT: &str = "Serve a qwen35moe model over HTTP: OpenAI-compatible /v1/chat/completions, /v1/completions and \
+pub const LONG_ABOUT: &str =
+    "Serve a qwen35moe model over HTTP: OpenAI-compatible /v1/chat/completions, /v1/completions and \
     /v1/models (streaming as server-sent events), Ollama-compatible /api/chat, /api/generate and /api/tags (streaming \
     NDJSON), /health and /metrics (Prometheus text).\n\n\
     Concurrent requests are decoded together, each sequence in its own state, so a request's tokens and logprobs are \
@@ -86,7 +87,14 @@ pub const LONG_ABOUT: &str = "Serve a qwen35moe model over HTTP: OpenAI-compatib
     disconnects frees its sequence; beyond --max-queue requests the server answers 503.";
 
 fn check(args: &ServeArgs) -> Result<(), String> {
-    for (flag, v) in [("--max-queue", args.max_queue), ("--max-batch", args.max_batch), ("--max-tokens", args.max_tokens), ("--max-context", args.max_context), ("--prefill-chunk", args.prefill_chunk), ("--max-body", args.max_body)] {
+    for (flag, v) in [
+        ("--max-queue", args.max_queue),
+        ("--max-batch", args.max_batch),
+        ("--max-tokens", args.max_tokens),
+        ("--max-context", args.max_context),
+        ("--prefill-chunk", args.prefill_chunk),
+        ("--max-body", args.max_body),
+    ] {
         if v == 0 {
             return Err(format!("{flag}: expected at least 1, found 0"));
         }
@@ -111,7 +119,8 @@ pub fn run(args: &ServeArgs) -> Result<(), String> {
         (None, Some(path)) => path.file_stem().map_or("model".into(), |s| s.to_string_lossy().into_owned()),
         (None, None) => "baro-builtin".into(),
     };
-    let size_bytes = args.model.as_ref().and_then(|p| std::fs::metadata(p).ok()).filter(|m| m.is_file()).map_or(0, |m| m.len());
+    let size_bytes =
+        args.model.as_ref().and_then(|p| std::fs::metadata(p).ok()).filter(|m| m.is_file()).map_or(0, |m| m.len());
     let config = ServerConfig {
         max_queue: args.max_queue,
         limits: Limits { max_tokens: args.max_tokens, ctx: args.max_context },
@@ -128,12 +137,15 @@ pub fn run(args: &ServeArgs) -> Result<(), String> {
     };
     let server = Server::new(name.clone(), size_bytes, config);
     let app = std::sync::Arc::clone(server.app());
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     // The port is bound first, so a busy port is reported at once and clients get 503
     // "loading" (and `/health` 503) until the model is ready.
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind((args.host.as_str(), args.port)))
-        .map_err(|e| format!("--host {} --port {}: expected an address to listen on, found an error: {e}", args.host, args.port))?;
+    let listener = runtime.block_on(tokio::net::TcpListener::bind((args.host.as_str(), args.port))).map_err(|e| {
+        format!("--host {} --port {}: expected an address to listen on, found an error: {e}", args.host, args.port)
+    })?;
     let addr = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
     if !addr.ip().is_loopback() && args.api_key.is_none() {
         eprintln!("warning: listening on {addr}, beyond loopback, without --api-key: anyone who can reach this port can use the model");
@@ -152,9 +164,18 @@ pub fn run(args: &ServeArgs) -> Result<(), String> {
         return Err("serve: expected a model with a tokenizer (the API speaks text), found none".into());
     };
     if args.expert_slots < loaded.config.n_experts_used {
-        return Err(format!("--expert-slots: expected at least the model's top-k ({}), found {}", loaded.config.n_experts_used, args.expert_slots));
+        return Err(format!(
+            "--expert-slots: expected at least the model's top-k ({}), found {}",
+            loaded.config.n_experts_used, args.expert_slots
+        ));
     }
-    let options = EngineOptions { max_ctx: args.max_context, vram_budget: args.vram_budget, expert_slots: args.expert_slots, precision: args.precision, ..EngineOptions::default() };
+    let options = EngineOptions {
+        max_ctx: args.max_context,
+        vram_budget: args.vram_budget,
+        expert_slots: args.expert_slots,
+        precision: args.precision,
+        ..EngineOptions::default()
+    };
     let (engine, _) = spin("compiling kernels and uploading weights", || Engine::new(device, &loaded.source, options));
     let engine = engine.map_err(|e| e.to_string())?;
     let target = format!("{} - {}", engine.device().kind(), engine.device().name());

@@ -44,7 +44,8 @@ fn best() -> Result<(Device, Option<String>), String> {
             Err(e) => why.push(format!("{kind}: {e}")),
         }
     }
-    let host = Device::host().map_err(|e| format!("no target available: expected at least the host, found none: {e}"))?;
+    let host =
+        Device::host().map_err(|e| format!("no target available: expected at least the host, found none: {e}"))?;
     Ok((host, Some(why_host(&why))))
 }
 
@@ -61,7 +62,10 @@ mod tests {
 
     #[test]
     fn the_host_fallback_note_is_one_line_naming_each_runtime() {
-        let note = why_host(&["cuda: no CUDA driver (libcuda.so.1) found".into(), "hip: no HIP runtime:\nexpected libamdhip64.so".into()]);
+        let note = why_host(&[
+            "cuda: no CUDA driver (libcuda.so.1) found".into(),
+            "hip: no HIP runtime:\nexpected libamdhip64.so".into(),
+        ]);
         assert_eq!(note, "note: running on the host; no GPU runtime was used (cuda: no CUDA driver (libcuda.so.1) found; hip: no HIP runtime: expected libamdhip64.so)");
     }
 }

@@ -84,14 +84,27 @@ impl Engine {
         self.ensure_layer_staging()?;
         let vocab = self.weights.config.vocab_size;
         let Some(p) = self.rows_scratch.as_mut() else {
-            return Err(EngineError::Unsupported { what: "rows scratch", expected: "allocated before a batched step".into(), found: "none (a bug in baro)".into() });
+            return Err(EngineError::Unsupported {
+                what: "rows scratch",
+                expected: "allocated before a batched step".into(),
+                found: "none (a bug in baro)".into(),
+            });
         };
         let w = &self.weights;
         let tokens: Vec<TokenId> = rows.iter().map(|(_, t)| *t).collect();
         // Staged: each layer's experts stream into one of two sets, exactly as in batched prefill.
         let experts = LayerStream::start(&self.device, self.slots.as_ref(), self.layer_staging.as_mut())?;
         write_tokens(&self.device, p, &tokens)?;
-        forward(&self.device, &self.kernels, self.precision, w, p, tokens.len(), Mode::Batch { rows, experts }, &mut Timer::off())?;
+        forward(
+            &self.device,
+            &self.kernels,
+            self.precision,
+            w,
+            p,
+            tokens.len(),
+            Mode::Batch { rows, experts },
+            &mut Timer::off(),
+        )?;
         let logits = Pass::new(&self.device, &self.kernels, Width::Rows(n), self.precision).head_rows(w, p, n)?;
         for (state, _) in rows.iter_mut() {
             state.pos += 1;

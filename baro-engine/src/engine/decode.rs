@@ -154,7 +154,11 @@ impl Engine {
     pub fn new(device: Device, source: &ModelSource, options: EngineOptions) -> Result<Engine, EngineError> {
         let cfg = source.config()?;
         if cfg.conv_kernel < 2 {
-            return Err(EngineError::Unsupported { what: "conv kernel length", expected: "at least 2".into(), found: cfg.conv_kernel.to_string() });
+            return Err(EngineError::Unsupported {
+                what: "conv kernel length",
+                expected: "at least 2".into(),
+                found: cfg.conv_kernel.to_string(),
+            });
         }
         let max_ctx = match cfg.context_length {
             0 => options.max_ctx,
@@ -170,9 +174,23 @@ impl Engine {
         let state = State::new(&device, &cfg, max_ctx)?;
         let mut weights = Weights::load_dense(&device, source, &cfg)?;
         let fixed = device.allocated_bytes() - before;
-        let (memory, slots) = staging::place_experts(&device, source, &cfg, &mut weights, budget, fixed, options.expert_slots)?;
+        let (memory, slots) =
+            staging::place_experts(&device, source, &cfg, &mut weights, budget, fixed, options.expert_slots)?;
         let graphs = options.graphs.then(DecodeGraphs::default);
-        Ok(Engine { device, kernels, weights, state, precision: options.precision, rows_scratch: None, reordered_attention: false, prefill_profile: None, memory, slots, layer_staging: None, graphs })
+        Ok(Engine {
+            device,
+            kernels,
+            weights,
+            state,
+            precision: options.precision,
+            rows_scratch: None,
+            reordered_attention: false,
+            prefill_profile: None,
+            memory,
+            slots,
+            layer_staging: None,
+            graphs,
+        })
     }
 
     /// Whether decode steps replay launch graphs: `EngineOptions::graphs` with resident
@@ -186,7 +204,11 @@ impl Engine {
     pub fn decode_graph_stats(&self) -> Option<GraphStats> {
         let g = self.graphs.as_ref()?;
         let (a, b) = (g.logits.stats(), g.greedy.stats());
-        Some(GraphStats { replays: a.replays + b.replays, builds: a.builds + b.builds, updated_nodes: a.updated_nodes + b.updated_nodes })
+        Some(GraphStats {
+            replays: a.replays + b.replays,
+            builds: a.builds + b.builds,
+            updated_nodes: a.updated_nodes + b.updated_nodes,
+        })
     }
 
     /// The activations the quantized matvecs read.
@@ -248,7 +270,11 @@ impl Engine {
     pub fn restore(&mut self, snapshot: &State) -> Result<(), EngineError> {
         let copy = snapshot.snapshot(&self.device, &self.weights.config)?;
         if copy.max_ctx != self.state.max_ctx {
-            return Err(EngineError::Unsupported { what: "snapshot", expected: format!("a context of {} positions", self.state.max_ctx), found: format!("{}", copy.max_ctx) });
+            return Err(EngineError::Unsupported {
+                what: "snapshot",
+                expected: format!("a context of {} positions", self.state.max_ctx),
+                found: format!("{}", copy.max_ctx),
+            });
         }
         self.state = copy;
         Ok(())
@@ -327,7 +353,12 @@ impl Engine {
     }
 
     /// `generate` with the prompt fed by `mode`.
-    pub fn generate_with(&mut self, prompt: &[TokenId], n: usize, mode: PrefillMode) -> Result<Vec<TokenId>, EngineError> {
+    pub fn generate_with(
+        &mut self,
+        prompt: &[TokenId],
+        n: usize,
+        mode: PrefillMode,
+    ) -> Result<Vec<TokenId>, EngineError> {
         self.reset()?;
         let logits = self.prefill(prompt, mode, Logits::Last)?.logits;
         let mut out = Vec::with_capacity(n);
@@ -357,7 +388,15 @@ impl Engine {
 /// One decode step's launches for the token already in `state.s.tokens`: the forward pass,
 /// the output head into `state.s.logits` and, when `greedy`, the device's greedy pick into
 /// `state.s.pick`. Launches only (so that `Device::replay` can record it).
-fn queue_decode(device: &Device, kernels: &Kernels, precision: Precision, w: &Weights, state: &mut State, slots: Option<&mut DecodeSlots>, greedy: bool) -> Result<(), EngineError> {
+fn queue_decode(
+    device: &Device,
+    kernels: &Kernels,
+    precision: Precision,
+    w: &Weights,
+    state: &mut State,
+    slots: Option<&mut DecodeSlots>,
+    greedy: bool,
+) -> Result<(), EngineError> {
     let State { layers, rope_cos, rope_sin, s, max_ctx, pos } = state;
     let seq = Sequence { layers, rope_cos, rope_sin, pos: *pos, max_ctx: *max_ctx };
     forward(device, kernels, precision, w, s, 1, Mode::Decode { seq, slots }, &mut Timer::off())?;
@@ -368,8 +407,29 @@ fn queue_decode(device: &Device, kernels: &Kernels, precision: Precision, w: &We
     if greedy {
         let n = w.config.vocab_size;
         let chunks = crate::kernels::pick::pick_chunks(n);
-        run.launch(&kernels.greedy_chunks, &mut [A::buf(&s.logits), A::buf_mut(&mut s.pick_best), A::buf_mut(&mut s.pick_at), A::buf_mut(&mut s.pick_nan_at), A::buf_mut(&mut s.pick_inf_at), A::from(n)])?;
-        run.launch(&kernels.greedy_pick, &mut [A::buf(&s.pick_best), A::buf(&s.pick_at), A::buf(&s.pick_nan_at), A::buf(&s.pick_inf_at), A::buf_mut(&mut s.pick), A::from(chunks), A::from(n)])?;
+        run.launch(
+            &kernels.greedy_chunks,
+            &mut [
+                A::buf(&s.logits),
+                A::buf_mut(&mut s.pick_best),
+                A::buf_mut(&mut s.pick_at),
+                A::buf_mut(&mut s.pick_nan_at),
+                A::buf_mut(&mut s.pick_inf_at),
+                A::from(n),
+            ],
+        )?;
+        run.launch(
+            &kernels.greedy_pick,
+            &mut [
+                A::buf(&s.pick_best),
+                A::buf(&s.pick_at),
+                A::buf(&s.pick_nan_at),
+                A::buf(&s.pick_inf_at),
+                A::buf_mut(&mut s.pick),
+                A::from(chunks),
+                A::from(n),
+            ],
+        )?;
     }
     Ok(())
 }

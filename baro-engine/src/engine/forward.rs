@@ -53,7 +53,8 @@ pub(crate) struct Input<'b> {
 /// matvecs), else the buffer itself.
 pub fn weight_arg<'a>(kernel: &baro_dsl::Kernel, w: &'a Buffer) -> A<'a> {
     let param = kernel.params.iter().find(|p| p.name == "w");
-    let words = matches!(param.map(|p| &p.kind), Some(baro_dsl::ir::ParamKind::Buffer { elem: baro_dsl::ScalarType::U32, .. }));
+    let words =
+        matches!(param.map(|p| &p.kind), Some(baro_dsl::ir::ParamKind::Buffer { elem: baro_dsl::ScalarType::U32, .. }));
     if words && w.elem() == baro_dsl::ScalarType::U8 {
         A::words(w)
     } else {
@@ -112,18 +113,35 @@ impl<'a> Pass<'a> {
     }
 
     /// `input` for `n` rows of x (a one-token MoE's k slots).
-    fn input_rows<'b>(&self, x: &'b Buffer, cols: usize, n: usize, q8: &'b mut Q8Blocks) -> Result<Input<'b>, DeviceError> {
+    fn input_rows<'b>(
+        &self,
+        x: &'b Buffer,
+        cols: usize,
+        n: usize,
+        q8: &'b mut Q8Blocks,
+    ) -> Result<Input<'b>, DeviceError> {
         if !self.quantizes(cols) {
             return Ok(Input { x, q8: None });
         }
         let nb = n * cols / crate::kernels::q8act::Q8_BLOCK;
-        self.launch(&self.k.q8act, &mut [A::buf(x), A::buf_mut(&mut q8.q), A::buf_mut(&mut q8.d), A::buf_mut(&mut q8.sum), A::from(nb)])?;
+        self.launch(
+            &self.k.q8act,
+            &mut [A::buf(x), A::buf_mut(&mut q8.q), A::buf_mut(&mut q8.d), A::buf_mut(&mut q8.sum), A::from(nb)],
+        )?;
         Ok(Input { x, q8: Some(q8) })
     }
 
     /// The m = 1 arguments of the matvec for `w` reading `x`, and the kernel pair: the q8
     /// matvec where the input is quantized and `w`'s type has one, else the f32 one.
-    fn matvec_args<'b>(&self, w: &'b Matrix, x: &Input<'b>, ids: &'b Buffer, y: &'b mut Buffer, x_stride: usize, n_slots: usize) -> Result<(&'a KernelPair, Vec<A<'b>>), DeviceError> {
+    fn matvec_args<'b>(
+        &self,
+        w: &'b Matrix,
+        x: &Input<'b>,
+        ids: &'b Buffer,
+        y: &'b mut Buffer,
+        x_stride: usize,
+        n_slots: usize,
+    ) -> Result<(&'a KernelPair, Vec<A<'b>>), DeviceError> {
         let dims = [A::from(w.cols), A::from(w.rows), A::from(x_stride), A::from(n_slots)];
         if let (Some(q), Some(pair)) = (x.q8, self.k.matvec_q8_for(w.ty)) {
             // The q8 matvecs read the blocks' words and scales, and the K-quants with mins
@@ -138,7 +156,13 @@ impl<'a> Pass<'a> {
                     "w" => weight_arg(pair.one.kernel(), &w.buf),
                     "ids" => A::buf(ids),
                     "y" if y.is_some() => A::buf_mut(y.take().expect("checked just above")),
-                    other => return Err(DeviceError::Mismatch { what: "q8 matvec", expected: "parameters xq, xd, xsum, w, ids, y before k".into(), found: format!("{other} in {} (a bug in baro)", pair.one.name()) }),
+                    other => {
+                        return Err(DeviceError::Mismatch {
+                            what: "q8 matvec",
+                            expected: "parameters xq, xd, xsum, w, ids, y before k".into(),
+                            found: format!("{other} in {} (a bug in baro)", pair.one.name()),
+                        })
+                    }
                 });
             }
             args.extend(dims);
@@ -164,7 +188,13 @@ impl<'a> Pass<'a> {
     /// are `matvec`'s. The f32 8-row matvecs (`matvec_f32_rows8`, `matvec_q8_0_rows8`) are not
     /// launched: on an H100 they made the projections ≈ 3× slower than the serial rows kernels
     /// (bench/NOTES.md, 2026-12-07), their x read from global memory.
-    pub(crate) fn project(&self, w: &Matrix, x: &Input<'_>, zero_ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
+    pub(crate) fn project(
+        &self,
+        w: &Matrix,
+        x: &Input<'_>,
+        zero_ids: &Buffer,
+        y: &mut Buffer,
+    ) -> Result<(), DeviceError> {
         if let (Width::Rows(t), Some(_)) = (self.width, x.q8.as_ref()) {
             if let Some(rows8) = self.k.matvec_q8_for(w.ty).and_then(|pair| self.k.matvec_q8_tile_for(pair, w.cols)) {
                 let (_, mut args) = self.matvec_args(w, x, zero_ids, y, 0, 1)?;
@@ -177,12 +207,27 @@ impl<'a> Pass<'a> {
 
     /// y[slot] = w[ids[slot]] · x[slot · x_stride ..] for `n_slots` slots: the m = 1 kernel's
     /// expert slots (a one-token MoE).
-    fn matvec_slots(&self, w: &Matrix, x: &Input<'_>, ids: &Buffer, y: &mut Buffer, x_stride: usize, n_slots: usize) -> Result<(), DeviceError> {
+    fn matvec_slots(
+        &self,
+        w: &Matrix,
+        x: &Input<'_>,
+        ids: &Buffer,
+        y: &mut Buffer,
+        x_stride: usize,
+        n_slots: usize,
+    ) -> Result<(), DeviceError> {
         let (pair, mut args) = self.matvec_args(w, x, ids, y, x_stride, n_slots)?;
         self.launch(&pair.one, &mut args)
     }
 
-    pub(crate) fn rmsnorm(&self, x: &Buffer, w: &Buffer, y: &mut Buffer, n: usize, eps: f32) -> Result<(), DeviceError> {
+    pub(crate) fn rmsnorm(
+        &self,
+        x: &Buffer,
+        w: &Buffer,
+        y: &mut Buffer,
+        n: usize,
+        eps: f32,
+    ) -> Result<(), DeviceError> {
         self.run(&self.k.rmsnorm, vec![A::buf(x), A::buf(w), A::buf_mut(y), A::from(n), A::from(eps)])
     }
 
@@ -190,12 +235,39 @@ impl<'a> Pass<'a> {
     /// in the q8 mode (n a multiple of 32) y's blocks go into `q8` in the same launch
     /// (`add_rmsnorm_q8`: `q8act`'s bits), for `normed`.
     #[allow(clippy::too_many_arguments)]
-    fn add_rmsnorm(&self, a: &Buffer, b: &Buffer, w: &Buffer, h: &mut Buffer, y: &mut Buffer, q8: &mut Q8Blocks, n: usize, eps: f32) -> Result<(), DeviceError> {
+    fn add_rmsnorm(
+        &self,
+        a: &Buffer,
+        b: &Buffer,
+        w: &Buffer,
+        h: &mut Buffer,
+        y: &mut Buffer,
+        q8: &mut Q8Blocks,
+        n: usize,
+        eps: f32,
+    ) -> Result<(), DeviceError> {
         if self.quantizes(n) {
             let Q8Blocks { q, d, sum } = q8;
-            return self.run(&self.k.add_rmsnorm_q8, vec![A::buf(a), A::buf(b), A::buf(w), A::buf_mut(h), A::buf_mut(y), A::buf_mut(q), A::buf_mut(d), A::buf_mut(sum), A::from(n), A::from(eps)]);
+            return self.run(
+                &self.k.add_rmsnorm_q8,
+                vec![
+                    A::buf(a),
+                    A::buf(b),
+                    A::buf(w),
+                    A::buf_mut(h),
+                    A::buf_mut(y),
+                    A::buf_mut(q),
+                    A::buf_mut(d),
+                    A::buf_mut(sum),
+                    A::from(n),
+                    A::from(eps),
+                ],
+            );
         }
-        self.run(&self.k.add_rmsnorm, vec![A::buf(a), A::buf(b), A::buf(w), A::buf_mut(h), A::buf_mut(y), A::from(n), A::from(eps)])
+        self.run(
+            &self.k.add_rmsnorm,
+            vec![A::buf(a), A::buf(b), A::buf(w), A::buf_mut(h), A::buf_mut(y), A::from(n), A::from(eps)],
+        )
     }
 
     /// Whether this pass's matvec inputs of `cols` columns are quantized (the q8 mode, `cols` a
@@ -219,13 +291,31 @@ impl<'a> Pass<'a> {
 
     /// `swiglu_pairs` into `h`, as a matvec input: in the q8 mode (n a multiple of 32) h's
     /// blocks go into `q8` in the same launch (`swiglu_pairs_q8`: `q8act`'s bits).
-    fn swiglu_input<'b>(&self, gu: &Buffer, h: &'b mut Buffer, n: usize, n_slots: usize, q8: &'b mut Q8Blocks) -> Result<Input<'b>, DeviceError> {
+    fn swiglu_input<'b>(
+        &self,
+        gu: &Buffer,
+        h: &'b mut Buffer,
+        n: usize,
+        n_slots: usize,
+        q8: &'b mut Q8Blocks,
+    ) -> Result<Input<'b>, DeviceError> {
         if !self.quantizes(n) {
             self.swiglu_pairs(gu, h, n, n_slots)?;
             return Ok(Input { x: h, q8: None });
         }
         let Q8Blocks { q, d, sum } = &mut *q8;
-        self.run(&self.k.swiglu_pairs_q8, vec![A::buf(gu), A::buf_mut(h), A::buf_mut(q), A::buf_mut(d), A::buf_mut(sum), A::from(n), A::from(n_slots)])?;
+        self.run(
+            &self.k.swiglu_pairs_q8,
+            vec![
+                A::buf(gu),
+                A::buf_mut(h),
+                A::buf_mut(q),
+                A::buf_mut(d),
+                A::buf_mut(sum),
+                A::from(n),
+                A::from(n_slots),
+            ],
+        )?;
         Ok(Input { x: h, q8: Some(q8) })
     }
 
@@ -245,8 +335,21 @@ impl<'a> Pass<'a> {
             TensorType::F16 => TensorType::F32, // widened at load
             ty => ty,
         };
-        let pair = self.k.embed.get(&ty).ok_or(DeviceError::Mismatch { what: "token embedding", expected: "a table type with an embed kernel".into(), found: ty.to_string() })?;
-        self.run(pair, vec![A::buf(&p.tokens), A::buf(&w.token_embd.buf), A::buf_mut(&mut p.x), A::from(0usize), A::from(w.config.hidden_dim)])
+        let pair = self.k.embed.get(&ty).ok_or(DeviceError::Mismatch {
+            what: "token embedding",
+            expected: "a table type with an embed kernel".into(),
+            found: ty.to_string(),
+        })?;
+        self.run(
+            pair,
+            vec![
+                A::buf(&p.tokens),
+                A::buf(&w.token_embd.buf),
+                A::buf_mut(&mut p.x),
+                A::from(0usize),
+                A::from(w.config.hidden_dim),
+            ],
+        )
     }
 
     /// The output head over `t` rows of `p.xn` (already normed) through the rows matvec, read
@@ -312,7 +415,11 @@ pub(crate) struct LayerStream<'a> {
 }
 
 impl<'a> LayerStream<'a> {
-    pub(crate) fn start(device: &'a Device, slots: Option<&'a DecodeSlots>, staging: Option<&'a mut LayerStaging>) -> Result<LayerStream<'a>, DeviceError> {
+    pub(crate) fn start(
+        device: &'a Device,
+        slots: Option<&'a DecodeSlots>,
+        staging: Option<&'a mut LayerStaging>,
+    ) -> Result<LayerStream<'a>, DeviceError> {
         let mut staged = match (slots, staging) {
             (Some(slots), Some(staging)) => Some((slots.store(), staging)),
             _ => None,
@@ -325,7 +432,13 @@ impl<'a> LayerStream<'a> {
 
     /// Runs `f` on layer `i`'s experts (of `n_layers`): resident, or the staged set holding
     /// it, after queueing layer i + 1 into the other set.
-    fn with_layer<T>(&mut self, resident: Option<&ExpertMatrices>, i: usize, n_layers: usize, f: impl FnOnce(&ExpertMatrices) -> Result<T, DeviceError>) -> Result<T, EngineError> {
+    fn with_layer<T>(
+        &mut self,
+        resident: Option<&ExpertMatrices>,
+        i: usize,
+        n_layers: usize,
+        f: impl FnOnce(&ExpertMatrices) -> Result<T, DeviceError>,
+    ) -> Result<T, EngineError> {
         match (resident, self.staged.as_mut()) {
             (Some(resident), _) => Ok(f(resident)?),
             (None, Some((store, staging))) => {
@@ -343,11 +456,19 @@ impl<'a> LayerStream<'a> {
 }
 
 fn neither() -> EngineError {
-    EngineError::Unsupported { what: "routed experts", expected: "resident or staged".into(), found: "neither (a bug in baro)".into() }
+    EngineError::Unsupported {
+        what: "routed experts",
+        expected: "resident or staged".into(),
+        found: "neither (a bug in baro)".into(),
+    }
 }
 
 fn layer_mismatch() -> EngineError {
-    EngineError::Unsupported { what: "layer state", expected: "the weights' layer kind".into(), found: "another kind (a bug in baro)".into() }
+    EngineError::Unsupported {
+        what: "layer state",
+        expected: "the weights' layer kind".into(),
+        found: "another kind (a bug in baro)".into(),
+    }
 }
 
 /// One sequence's state as a pass over its rows sees it.
@@ -383,7 +504,16 @@ pub(crate) fn write_tokens(device: &Device, p: &mut Scratch, tokens: &[TokenId])
 /// Runs the `rows` tokens in `p.tokens` (`write_tokens`; one in `Mode::Decode`) through every
 /// layer and the final norm, into `p.xn`. Queues launches only.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn forward(device: &Device, k: &Kernels, precision: Precision, w: &Weights, p: &mut Scratch, rows: usize, mut mode: Mode<'_, '_>, timer: &mut Timer) -> Result<(), EngineError> {
+pub(crate) fn forward(
+    device: &Device,
+    k: &Kernels,
+    precision: Precision,
+    w: &Weights,
+    p: &mut Scratch,
+    rows: usize,
+    mut mode: Mode<'_, '_>,
+    timer: &mut Timer,
+) -> Result<(), EngineError> {
     let cfg = &w.config;
     let width = match mode {
         Mode::Decode { .. } => Width::One,
@@ -421,7 +551,15 @@ pub(crate) fn forward(device: &Device, k: &Kernels, precision: Precision, w: &We
 }
 
 /// The gated delta net of layer `i` on `p.xn`, into `p.mix`.
-fn gdn(pass: &Pass<'_>, cfg: &ModelConfig, w: &GdnWeights, p: &mut Scratch, mode: &mut Mode<'_, '_>, i: usize, timer: &mut Timer) -> Result<(), EngineError> {
+fn gdn(
+    pass: &Pass<'_>,
+    cfg: &ModelConfig,
+    w: &GdnWeights,
+    p: &mut Scratch,
+    mode: &mut Mode<'_, '_>,
+    i: usize,
+    timer: &mut Timer,
+) -> Result<(), EngineError> {
     let ids = &p.zero_ids;
     let x = pass.normed(&p.xn, cfg.hidden_dim, &p.q8_in);
     pass.project(&w.qkv, &x, ids, &mut p.qkv)?;
@@ -449,18 +587,53 @@ fn gdn(pass: &Pass<'_>, cfg: &ModelConfig, w: &GdnWeights, p: &mut Scratch, mode
             }
         }
     }
-    pass.run(&pass.k.gated_rmsnorm, vec![A::buf(&p.o), A::buf(&p.z), A::buf(&w.norm), A::buf_mut(&mut p.o_normed), A::from(cfg.gdn_value_dim), A::from(cfg.gdn_n_value_heads), A::from(cfg.rms_eps)])?;
+    pass.run(
+        &pass.k.gated_rmsnorm,
+        vec![
+            A::buf(&p.o),
+            A::buf(&p.z),
+            A::buf(&w.norm),
+            A::buf_mut(&mut p.o_normed),
+            A::from(cfg.gdn_value_dim),
+            A::from(cfg.gdn_n_value_heads),
+            A::from(cfg.rms_eps),
+        ],
+    )?;
     let o = pass.input(&p.o_normed, cfg.gdn_n_value_heads * cfg.gdn_value_dim, &mut p.q8_mid)?;
     Ok(pass.project(&w.out, &o, &p.zero_ids, &mut p.mix)?)
 }
 
 /// The GDN's causal conv on `p.qkv` through `conv_ring` from position `pos`, into `p.conv_out`.
-fn gdn_conv(pass: &Pass<'_>, cfg: &ModelConfig, w: &GdnWeights, conv_ring: &mut Buffer, p: &mut Scratch, pos: usize) -> Result<(), DeviceError> {
-    pass.run(&pass.k.gdn_conv, vec![A::buf(&p.qkv), A::buf(&w.conv), A::buf_mut(conv_ring), A::buf_mut(&mut p.conv_out), A::from(cfg.gdn_conv_dim()), A::from(cfg.conv_kernel), A::from(pos)])
+fn gdn_conv(
+    pass: &Pass<'_>,
+    cfg: &ModelConfig,
+    w: &GdnWeights,
+    conv_ring: &mut Buffer,
+    p: &mut Scratch,
+    pos: usize,
+) -> Result<(), DeviceError> {
+    pass.run(
+        &pass.k.gdn_conv,
+        vec![
+            A::buf(&p.qkv),
+            A::buf(&w.conv),
+            A::buf_mut(conv_ring),
+            A::buf_mut(&mut p.conv_out),
+            A::from(cfg.gdn_conv_dim()),
+            A::from(cfg.conv_kernel),
+            A::from(pos),
+        ],
+    )
 }
 
 /// The delta rule on `p.conv_out` and `p.ba` (beta | alpha) with the state `ssm`, into `p.o`.
-fn gdn_scan(pass: &Pass<'_>, cfg: &ModelConfig, w: &GdnWeights, ssm: &mut Buffer, p: &mut Scratch) -> Result<(), DeviceError> {
+fn gdn_scan(
+    pass: &Pass<'_>,
+    cfg: &ModelConfig,
+    w: &GdnWeights,
+    ssm: &mut Buffer,
+    p: &mut Scratch,
+) -> Result<(), DeviceError> {
     let (dk, dv) = (cfg.gdn_key_dim, cfg.gdn_value_dim);
     let args = vec![
         A::buf(&p.conv_out),
@@ -480,33 +653,88 @@ fn gdn_scan(pass: &Pass<'_>, cfg: &ModelConfig, w: &GdnWeights, ssm: &mut Buffer
 }
 
 /// Full gated attention of layer `i` on `p.xn`, into `p.mix`.
-fn attention(pass: &Pass<'_>, cfg: &ModelConfig, w: &AttentionWeights, p: &mut Scratch, mode: &mut Mode<'_, '_>, i: usize) -> Result<(), EngineError> {
+fn attention(
+    pass: &Pass<'_>,
+    cfg: &ModelConfig,
+    w: &AttentionWeights,
+    p: &mut Scratch,
+    mode: &mut Mode<'_, '_>,
+    i: usize,
+) -> Result<(), EngineError> {
     let ids = &p.zero_ids;
     let (hd, nh, nkv, eps) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.rms_eps);
     let x = pass.normed(&p.xn, cfg.hidden_dim, &p.q8_in);
     pass.project(&w.q, &x, ids, &mut p.q_gate)?;
     pass.project(&w.k, &x, ids, &mut p.k_raw)?;
     pass.project(&w.v, &x, ids, &mut p.v)?;
-    pass.run(&pass.k.head_rmsnorm, vec![A::buf(&p.q_gate), A::buf(&w.q_norm), A::buf_mut(&mut p.q), A::from(hd), A::from(2 * hd), A::from(hd), A::from(nh), A::from(eps)])?;
-    pass.run(&pass.k.head_rmsnorm, vec![A::buf(&p.k_raw), A::buf(&w.k_norm), A::buf_mut(&mut p.k), A::from(hd), A::from(hd), A::from(hd), A::from(nkv), A::from(eps)])?;
+    pass.run(
+        &pass.k.head_rmsnorm,
+        vec![
+            A::buf(&p.q_gate),
+            A::buf(&w.q_norm),
+            A::buf_mut(&mut p.q),
+            A::from(hd),
+            A::from(2 * hd),
+            A::from(hd),
+            A::from(nh),
+            A::from(eps),
+        ],
+    )?;
+    pass.run(
+        &pass.k.head_rmsnorm,
+        vec![
+            A::buf(&p.k_raw),
+            A::buf(&w.k_norm),
+            A::buf_mut(&mut p.k),
+            A::from(hd),
+            A::from(hd),
+            A::from(hd),
+            A::from(nkv),
+            A::from(eps),
+        ],
+    )?;
     let reordered = matches!(mode, Mode::Chunk { reordered: true, .. });
     match mode {
         Mode::Decode { seq, .. } | Mode::Chunk { seq, .. } => {
-            let Some(LayerState::Attention { k_cache, v_cache }) = seq.layers.get_mut(i) else { return Err(layer_mismatch()) };
+            let Some(LayerState::Attention { k_cache, v_cache }) = seq.layers.get_mut(i) else {
+                return Err(layer_mismatch());
+            };
             let kernel = if reordered { &pass.k.attention_reordered } else { pass.pick(&pass.k.attention) };
-            attention_cached(pass, cfg, kernel, k_cache, v_cache, (seq.rope_cos, seq.rope_sin), p, seq.pos, seq.max_ctx)?;
+            attention_cached(
+                pass,
+                cfg,
+                kernel,
+                k_cache,
+                v_cache,
+                (seq.rope_cos, seq.rope_sin),
+                p,
+                seq.pos,
+                seq.max_ctx,
+            )?;
         }
         Mode::Batch { rows, .. } => {
             let one = pass.at(Width::One);
             let (q_dim, kv_dim) = (nh * hd, nkv * hd);
             for (r, (state, _)) in rows.iter_mut().enumerate() {
                 let State { pos, max_ctx, layers, rope_cos, rope_sin, s } = &mut **state;
-                let Some(LayerState::Attention { k_cache, v_cache }) = layers.get_mut(i) else { return Err(layer_mismatch()) };
+                let Some(LayerState::Attention { k_cache, v_cache }) = layers.get_mut(i) else {
+                    return Err(layer_mismatch());
+                };
                 pass.copy_row(&p.q_gate, r, &mut s.q_gate, 2 * q_dim)?;
                 pass.copy_row(&p.q, r, &mut s.q, q_dim)?;
                 pass.copy_row(&p.k, r, &mut s.k, kv_dim)?;
                 pass.copy_row(&p.v, r, &mut s.v, kv_dim)?;
-                attention_cached(&one, cfg, &pass.k.attention.one, k_cache, v_cache, (rope_cos, rope_sin), s, *pos, *max_ctx)?;
+                attention_cached(
+                    &one,
+                    cfg,
+                    &pass.k.attention.one,
+                    k_cache,
+                    v_cache,
+                    (rope_cos, rope_sin),
+                    s,
+                    *pos,
+                    *max_ctx,
+                )?;
                 pass.put_row(&s.attn, &mut p.attn, r, q_dim)?;
             }
         }
@@ -518,12 +746,36 @@ fn attention(pass: &Pass<'_>, cfg: &ModelConfig, w: &AttentionWeights, p: &mut S
 /// Attention's stateful part from position `pos`: RoPE on `p.q` and `p.k`, the KV append,
 /// attention (`kernel`) over positions 0..=pos (per row) gated by `p.q_gate`, into `p.attn`.
 #[allow(clippy::too_many_arguments)]
-fn attention_cached(pass: &Pass<'_>, cfg: &ModelConfig, kernel: &DeviceKernel, k_cache: &mut Buffer, v_cache: &mut Buffer, rope: (&Buffer, &Buffer), p: &mut Scratch, pos: usize, max_ctx: usize) -> Result<(), DeviceError> {
+fn attention_cached(
+    pass: &Pass<'_>,
+    cfg: &ModelConfig,
+    kernel: &DeviceKernel,
+    k_cache: &mut Buffer,
+    v_cache: &mut Buffer,
+    rope: (&Buffer, &Buffer),
+    p: &mut Scratch,
+    pos: usize,
+    max_ctx: usize,
+) -> Result<(), DeviceError> {
     let (hd, nh, nkv) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads);
     for (x, n) in [(&mut p.q, nh), (&mut p.k, nkv)] {
-        pass.run(&pass.k.rope_neox, vec![A::buf_mut(x), A::buf(rope.0), A::buf(rope.1), A::from(pos), A::from(cfg.rope_dim), A::from(hd), A::from(n)])?;
+        pass.run(
+            &pass.k.rope_neox,
+            vec![
+                A::buf_mut(x),
+                A::buf(rope.0),
+                A::buf(rope.1),
+                A::from(pos),
+                A::from(cfg.rope_dim),
+                A::from(hd),
+                A::from(n),
+            ],
+        )?;
     }
-    pass.run(&pass.k.kv_append, vec![A::buf(&p.k), A::buf(&p.v), A::buf_mut(k_cache), A::buf_mut(v_cache), A::from(pos), A::from(nkv * hd)])?;
+    pass.run(
+        &pass.k.kv_append,
+        vec![A::buf(&p.k), A::buf(&p.v), A::buf_mut(k_cache), A::buf_mut(v_cache), A::from(pos), A::from(nkv * hd)],
+    )?;
     let scale = (1.0 / (hd as f64).sqrt()) as f32;
     let args = vec![
         A::buf(&p.q),
@@ -549,7 +801,14 @@ fn attention_cached(pass: &Pass<'_>, cfg: &ModelConfig, kernel: &DeviceKernel, k
 /// kernel and its k fits the staged activations, that kernel over tiles of one expert (it
 /// checks every tile's ids and fails the launch otherwise), else the rows kernel, one slot
 /// per row. Either computes each slot as the m = 1 kernel does (proven).
-fn expert_matvec(pass: &Pass<'_>, tiled: bool, w: &Matrix, x: &Input<'_>, ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
+fn expert_matvec(
+    pass: &Pass<'_>,
+    tiled: bool,
+    w: &Matrix,
+    x: &Input<'_>,
+    ids: &Buffer,
+    y: &mut Buffer,
+) -> Result<(), DeviceError> {
     let (pair, mut args) = pass.matvec_args(w, x, ids, y, 0, 1)?;
     match pass.k.matvec_q8_tile_for(pair, w.cols).filter(|_| tiled) {
         Some(tiles) => {
@@ -569,12 +828,32 @@ fn expert_matvec(pass: &Pass<'_>, tiled: bool, w: &Matrix, x: &Input<'_>, ids: &
 /// gathered back into (row, k) order. When profiling, `timer` splits a rows pass's block into
 /// router and sort, the routed experts' matvecs (and SwiGLU), and the rest (the caller's mark).
 #[allow(clippy::too_many_arguments)]
-fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '_>, i: usize, n_layers: usize, p: &mut Scratch, timer: &mut Timer) -> Result<(), EngineError> {
+fn moe(
+    pass: &Pass<'_>,
+    cfg: &ModelConfig,
+    w: &MoeWeights,
+    mode: &mut Mode<'_, '_>,
+    i: usize,
+    n_layers: usize,
+    p: &mut Scratch,
+    timer: &mut Timer,
+) -> Result<(), EngineError> {
     let ids = &p.zero_ids;
-    let (k, fi, fs, h, ne) = (cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim, cfg.hidden_dim, cfg.n_experts);
+    let (k, fi, fs, h, ne) =
+        (cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim, cfg.hidden_dim, cfg.n_experts);
     let x = pass.normed(&p.xn, h, &p.q8_in);
     pass.project(&w.router, &x, ids, &mut p.router_logits)?;
-    pass.run(&pass.k.router_topk, vec![A::buf(&p.router_logits), A::buf_mut(&mut p.router_probs), A::buf_mut(&mut p.expert_ids), A::buf_mut(&mut p.expert_weights), A::from(ne), A::from(k)])?;
+    pass.run(
+        &pass.k.router_topk,
+        vec![
+            A::buf(&p.router_logits),
+            A::buf_mut(&mut p.router_probs),
+            A::buf_mut(&mut p.expert_ids),
+            A::buf_mut(&mut p.expert_weights),
+            A::from(ne),
+            A::from(k),
+        ],
+    )?;
     match mode {
         Mode::Decode { slots, .. } => {
             let (experts, expert_ids) = match (&w.experts, slots.as_deref_mut()) {
@@ -588,7 +867,10 @@ fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '
         }
         Mode::Chunk { experts, .. } | Mode::Batch { experts, .. } => {
             let pairs = pass.rows() * k;
-            pass.launch(&pass.k.moe_count, &mut [A::buf(&p.expert_ids), A::buf_mut(&mut p.counts), A::from(pairs), A::from(ne)])?;
+            pass.launch(
+                &pass.k.moe_count,
+                &mut [A::buf(&p.expert_ids), A::buf_mut(&mut p.counts), A::from(pairs), A::from(ne)],
+            )?;
             // The q8 mode pads each expert's group to whole tiles of EXPERT_TILE slots, so the
             // 8-row matvecs share each weight unpack over a tile of one expert, where that pads
             // the pairs at most MAX_TILE_PADDING-fold (sparse routing, as in a batched step of a
@@ -606,22 +888,54 @@ fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '
             let slots = if let Some(slots) = tiled {
                 pass.launch(
                     &pass.k.moe_scatter_tiles,
-                    &mut [A::buf(&p.expert_ids), A::buf(&p.counts), A::buf_mut(&mut p.pair_of), A::buf_mut(&mut p.slot_of), A::buf_mut(&mut p.sorted_ids), A::buf_mut(&mut p.n_slots), A::from(pairs), A::from(ne), A::from(EXPERT_TILE)],
+                    &mut [
+                        A::buf(&p.expert_ids),
+                        A::buf(&p.counts),
+                        A::buf_mut(&mut p.pair_of),
+                        A::buf_mut(&mut p.slot_of),
+                        A::buf_mut(&mut p.sorted_ids),
+                        A::buf_mut(&mut p.n_slots),
+                        A::from(pairs),
+                        A::from(ne),
+                        A::from(EXPERT_TILE),
+                    ],
                 )?;
                 slots
             } else {
                 pass.launch(
                     &pass.k.moe_scatter,
-                    &mut [A::buf(&p.expert_ids), A::buf(&p.counts), A::buf_mut(&mut p.pair_of), A::buf_mut(&mut p.slot_of), A::buf_mut(&mut p.sorted_ids), A::from(pairs), A::from(ne)],
+                    &mut [
+                        A::buf(&p.expert_ids),
+                        A::buf(&p.counts),
+                        A::buf_mut(&mut p.pair_of),
+                        A::buf_mut(&mut p.slot_of),
+                        A::buf_mut(&mut p.sorted_ids),
+                        A::from(pairs),
+                        A::from(ne),
+                    ],
                 )?;
                 pairs
             };
             if slots > expert_slots(cfg, pass.rows()) {
-                return Err(EngineError::Unsupported { what: "expert slots", expected: format!("at most {} for {} rows", expert_slots(cfg, pass.rows()), pass.rows()), found: format!("{slots} (a bug in baro)") });
+                return Err(EngineError::Unsupported {
+                    what: "expert slots",
+                    expected: format!("at most {} for {} rows", expert_slots(cfg, pass.rows()), pass.rows()),
+                    found: format!("{slots} (a bug in baro)"),
+                });
             }
             let by_slot = pass.at(Width::Rows(slots));
             if slots > 0 {
-                pass.launch(&pass.k.moe_gather, &mut [A::buf(&p.xn), A::buf(&p.pair_of), A::buf_mut(&mut p.xs), A::from(h), A::from(k), A::from(slots)])?;
+                pass.launch(
+                    &pass.k.moe_gather,
+                    &mut [
+                        A::buf(&p.xn),
+                        A::buf(&p.pair_of),
+                        A::buf_mut(&mut p.xs),
+                        A::from(h),
+                        A::from(k),
+                        A::from(slots),
+                    ],
+                )?;
             }
             timer.mark(pass.device, "moe: router, sort, gather")?;
             experts.with_layer(w.experts.as_ref(), i, n_layers, |e| {
@@ -635,13 +949,27 @@ fn moe(pass: &Pass<'_>, cfg: &ModelConfig, w: &MoeWeights, mode: &mut Mode<'_, '
                 expert_matvec(&by_slot, tiled.is_some(), &e.down, &act, &p.sorted_ids, &mut p.down_sorted)
             })?;
             timer.mark(pass.device, "moe: routed experts")?;
-            pass.launch(&pass.k.moe_ungather, &mut [A::buf(&p.down_sorted), A::buf(&p.slot_of), A::buf_mut(&mut p.down), A::from(h), A::from(pairs)])?;
+            pass.launch(
+                &pass.k.moe_ungather,
+                &mut [A::buf(&p.down_sorted), A::buf(&p.slot_of), A::buf_mut(&mut p.down), A::from(h), A::from(pairs)],
+            )?;
         }
     }
     pass.project(&w.gate_up_shexp, &x, ids, &mut p.sh_gate_up)?;
     let sh_act = pass.swiglu_input(&p.sh_gate_up, &mut p.sh_act, fs, 1, &mut p.q8_mid)?;
     pass.project(&w.down_shexp, &sh_act, ids, &mut p.sh_out)?;
     pass.project(&w.shared_gate, &x, ids, &mut p.sh_logit)?;
-    pass.run(&pass.k.moe_combine, vec![A::buf(&p.down), A::buf(&p.expert_weights), A::buf(&p.sh_out), A::buf(&p.sh_logit), A::buf_mut(&mut p.mix), A::from(h), A::from(k)])?;
+    pass.run(
+        &pass.k.moe_combine,
+        vec![
+            A::buf(&p.down),
+            A::buf(&p.expert_weights),
+            A::buf(&p.sh_out),
+            A::buf(&p.sh_logit),
+            A::buf_mut(&mut p.mix),
+            A::from(h),
+            A::from(k),
+        ],
+    )?;
     Ok(())
 }

@@ -86,17 +86,28 @@ impl Engine {
     pub fn prefill(&mut self, tokens: &[TokenId], mode: PrefillMode, which: Logits) -> Result<Prefilled, EngineError> {
         let cfg = self.weights.config.clone();
         if tokens.is_empty() {
-            return Err(EngineError::Unsupported { what: "prompt", expected: "at least one token".into(), found: "none".into() });
+            return Err(EngineError::Unsupported {
+                what: "prompt",
+                expected: "at least one token".into(),
+                found: "none".into(),
+            });
         }
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= cfg.vocab_size) {
             return Err(EngineError::BadToken { token: bad, vocab: cfg.vocab_size });
         }
         if self.state.pos + tokens.len() > self.state.max_ctx {
-            return Err(EngineError::ContextFull { pos: self.state.pos + tokens.len() - 1, max_ctx: self.state.max_ctx });
+            return Err(EngineError::ContextFull {
+                pos: self.state.pos + tokens.len() - 1,
+                max_ctx: self.state.max_ctx,
+            });
         }
         let chunk = match mode {
             PrefillMode::Replay => {
-                let mut logits = Vec::with_capacity(if which == Logits::All { tokens.len() * cfg.vocab_size } else { cfg.vocab_size });
+                let mut logits = Vec::with_capacity(if which == Logits::All {
+                    tokens.len() * cfg.vocab_size
+                } else {
+                    cfg.vocab_size
+                });
                 for (i, &t) in tokens.iter().enumerate() {
                     let l = self.step(t)?;
                     if which == Logits::All || i + 1 == tokens.len() {
@@ -106,7 +117,11 @@ impl Engine {
                 return Ok(Prefilled { logits, mode, rows_batched: 0, chunks: 0 });
             }
             PrefillMode::Batched { chunk: 0 } => {
-                return Err(EngineError::Unsupported { what: "prefill chunk size", expected: "at least 1 token".into(), found: "0".into() });
+                return Err(EngineError::Unsupported {
+                    what: "prefill chunk size",
+                    expected: "at least 1 token".into(),
+                    found: "0".into(),
+                });
             }
             PrefillMode::Batched { chunk } => chunk.min(tokens.len()),
         };
@@ -158,7 +173,11 @@ impl Engine {
         let t = tokens.len();
         let h = self.weights.config.hidden_dim;
         let Some(p) = self.rows_scratch.as_mut() else {
-            return Err(EngineError::Unsupported { what: "prefill scratch", expected: "allocated before a chunk".into(), found: "none (a bug in baro)".into() });
+            return Err(EngineError::Unsupported {
+                what: "prefill scratch",
+                expected: "allocated before a chunk".into(),
+                found: "none (a bug in baro)".into(),
+            });
         };
         let w = &self.weights;
         let State { layers, rope_cos, rope_sin, s, max_ctx, pos } = &mut self.state;
@@ -166,7 +185,16 @@ impl Engine {
         let experts = LayerStream::start(&self.device, self.slots.as_ref(), self.layer_staging.as_mut())?;
         write_tokens(&self.device, p, tokens)?;
         let mut timer = Timer::new(self.prefill_profile.take());
-        let done = forward(&self.device, &self.kernels, self.precision, w, p, t, Mode::Chunk { seq, experts, reordered: self.reordered_attention }, &mut timer);
+        let done = forward(
+            &self.device,
+            &self.kernels,
+            self.precision,
+            w,
+            p,
+            t,
+            Mode::Chunk { seq, experts, reordered: self.reordered_attention },
+            &mut timer,
+        );
         self.prefill_profile = timer.totals;
         done?;
         *pos += t;

@@ -86,7 +86,11 @@ impl Compiled {
     fn pair(&self, rows: fn() -> Kernel) -> Result<KernelPair, EngineError> {
         let ir = rows();
         let Some(sibling) = ir.sibling.as_ref() else {
-            return Err(EngineError::Unsupported { what: "kernel pair", expected: format!("{} declared the rows sibling of an m = 1 kernel", ir.name), found: "no rows_of (a bug in baro)".into() });
+            return Err(EngineError::Unsupported {
+                what: "kernel pair",
+                expected: format!("{} declared the rows sibling of an m = 1 kernel", ir.name),
+                found: "no rows_of (a bug in baro)".into(),
+            });
         };
         let get = |name: &str| self.0.get(name).cloned().ok_or_else(|| missing(name));
         Ok(KernelPair { one: get(&sibling.of)?, rows: get(&ir.name)? })
@@ -94,7 +98,11 @@ impl Compiled {
 }
 
 fn missing(name: &str) -> EngineError {
-    EngineError::Unsupported { what: "kernel", expected: format!("{name} in kernels::all()"), found: "no such kernel (a bug in baro)".into() }
+    EngineError::Unsupported {
+        what: "kernel",
+        expected: format!("{name} in kernels::all()"),
+        found: "no such kernel (a bug in baro)".into(),
+    }
 }
 
 impl Kernels {
@@ -127,7 +135,9 @@ impl Kernels {
             all.insert(k.name.clone(), c?);
         }
         let c = Compiled(all);
-        let by_type = |pairs: &[(TensorType, KernelFn)]| pairs.iter().map(|&(ty, rows)| Ok((ty, c.pair(rows)?))).collect::<Result<HashMap<_, _>, EngineError>>();
+        let by_type = |pairs: &[(TensorType, KernelFn)]| {
+            pairs.iter().map(|&(ty, rows)| Ok((ty, c.pair(rows)?))).collect::<Result<HashMap<_, _>, EngineError>>()
+        };
         use TensorType as T;
         Ok(Kernels {
             embed: by_type(&[
@@ -199,7 +209,11 @@ impl Kernels {
     pub(crate) fn matvec_for(&self, ty: TensorType, cols: usize) -> &KernelPair {
         let staged = if cols <= quant::XS_MAX_K { self.matvec_xs.get(&ty) } else { None };
         let pair = staged.unwrap_or(&self.matvec[&ty]);
-        debug_assert_eq!(pair.one.name(), kernels::decode_matvec_name(ty, cols), "matvec_for and kernels::decode_matvec_name disagree");
+        debug_assert_eq!(
+            pair.one.name(),
+            kernels::decode_matvec_name(ty, cols),
+            "matvec_for and kernels::decode_matvec_name disagree"
+        );
         pair
     }
 

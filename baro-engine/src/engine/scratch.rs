@@ -48,18 +48,18 @@ pub struct Scratch {
     pub n_slots: Buffer,        // (1) u32: the slot count of the tiled layout (`moe_scatter_tiles`)
     // Slots: rows · top_k pairs, and in the q8 mode the padding of the tiled layout
     // (`moe_scatter_tiles`), so the slot buffers hold `expert_slots` rows.
-    pub pair_of: Buffer,        // (slot) u32: the (row · top_k + k) pair in each expert-sorted slot
-    pub slot_of: Buffer,        // (pair) u32
-    pub sorted_ids: Buffer,     // (slot) u32: the slot's expert
-    pub xs: Buffer,             // (slot, hidden): each slot's token row
-    pub gate_up: Buffer,        // (pair, gate | up · expert_ffn): by (row, k) in a one-token pass, by slot in a rows pass
-    pub act: Buffer,            // (pair, expert_ffn)
-    pub down_sorted: Buffer,    // (slot, hidden)
-    pub down: Buffer,           // (pair, hidden): in (row, k) order
-    pub sh_gate_up: Buffer,     // (row, gate | up · shared_ffn)
-    pub sh_act: Buffer,         // (row, shared_ffn)
-    pub sh_out: Buffer,         // (row, hidden)
-    pub sh_logit: Buffer,       // (row)
+    pub pair_of: Buffer,     // (slot) u32: the (row · top_k + k) pair in each expert-sorted slot
+    pub slot_of: Buffer,     // (pair) u32
+    pub sorted_ids: Buffer,  // (slot) u32: the slot's expert
+    pub xs: Buffer,          // (slot, hidden): each slot's token row
+    pub gate_up: Buffer,     // (pair, gate | up · expert_ffn): by (row, k) in a one-token pass, by slot in a rows pass
+    pub act: Buffer,         // (pair, expert_ffn)
+    pub down_sorted: Buffer, // (slot, hidden)
+    pub down: Buffer,        // (pair, hidden): in (row, k) order
+    pub sh_gate_up: Buffer,  // (row, gate | up · shared_ffn)
+    pub sh_act: Buffer,      // (row, shared_ffn)
+    pub sh_out: Buffer,      // (row, hidden)
+    pub sh_logit: Buffer,    // (row)
     // the output head
     pub head_row: Buffer, // (hidden): one row on its way into `head_x`
     pub head_x: Buffer,   // (HEAD_TILE, hidden): rows c.. of `xn` for a head tile past the first
@@ -87,7 +87,11 @@ pub struct Q8Blocks {
 
 impl Q8Blocks {
     fn new(device: &Device, blocks: usize) -> Result<Q8Blocks, DeviceError> {
-        Ok(Q8Blocks { q: device.alloc(ScalarType::U32, blocks * 8)?, d: device.alloc(ScalarType::F32, blocks)?, sum: device.alloc(ScalarType::I32, blocks)? })
+        Ok(Q8Blocks {
+            q: device.alloc(ScalarType::U32, blocks * 8)?,
+            d: device.alloc(ScalarType::F32, blocks)?,
+            sum: device.alloc(ScalarType::I32, blocks)?,
+        })
     }
 }
 

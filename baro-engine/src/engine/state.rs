@@ -48,7 +48,9 @@ impl State {
                         conv_ring: f(cfg.gdn_conv_dim() * (cfg.conv_kernel - 1))?,
                         ssm: f(cfg.gdn_n_value_heads * cfg.gdn_key_dim * cfg.gdn_value_dim)?,
                     },
-                    LayerKind::Attention => LayerState::Attention { k_cache: f(max_ctx * kv_dim)?, v_cache: f(max_ctx * kv_dim)? },
+                    LayerKind::Attention => {
+                        LayerState::Attention { k_cache: f(max_ctx * kv_dim)?, v_cache: f(max_ctx * kv_dim)? }
+                    }
                 })
             })
             .collect::<Result<Vec<_>, DeviceError>>()?;
@@ -75,7 +77,13 @@ impl State {
                     device.copy(stream, v_cache, v)?;
                 }
                 // Both were built from the same `cfg.layer_kinds`.
-                _ => return Err(DeviceError::Mismatch { what: "state snapshot", expected: "the same layer kinds".into(), found: "another layout (a bug in baro)".into() }),
+                _ => {
+                    return Err(DeviceError::Mismatch {
+                        what: "state snapshot",
+                        expected: "the same layer kinds".into(),
+                        found: "another layout (a bug in baro)".into(),
+                    })
+                }
             }
         }
         copy.pos = self.pos;

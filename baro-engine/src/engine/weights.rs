@@ -32,7 +32,9 @@ use baro_dsl::ScalarType;
 
 use crate::kernels::embed;
 use crate::model::names::{self, ExpertPart, GgufTensorSpec, HfSource, HfTensor, Transform};
-use crate::model::{dequant, ConfigError, GgufError, GgufFile, HfCheckpoint, HfError, LayerKind, ModelConfig, TensorType};
+use crate::model::{
+    dequant, ConfigError, GgufError, GgufFile, HfCheckpoint, HfError, LayerKind, ModelConfig, TensorType,
+};
 
 /// Where weights come from.
 pub enum ModelSource {
@@ -109,15 +111,15 @@ pub struct Matrix {
 
 /// The gated delta net's weights (value heads tiled).
 pub struct GdnWeights {
-    pub qkv: Matrix,     // (q | k | v channel, hidden)
-    pub gate_z: Matrix,  // (v_head · value_dim, hidden)
+    pub qkv: Matrix,    // (q | k | v channel, hidden)
+    pub gate_z: Matrix, // (v_head · value_dim, hidden)
     /// `ssm_beta` and `ssm_alpha` as one matrix (beta rows, then alpha rows): one matvec.
     pub beta_alpha: Matrix, // (beta | alpha · v_head, hidden)
-    pub ssm_a: Buffer,   // (v_head) f32, −exp(A_log)
+    pub ssm_a: Buffer,  // (v_head) f32, −exp(A_log)
     pub dt_bias: Buffer, // (v_head) f32
-    pub conv: Buffer,    // (channel, tap) f32
-    pub norm: Buffer,    // (value_dim) f32, plain w
-    pub out: Matrix,     // (hidden, v_head · value_dim)
+    pub conv: Buffer,   // (channel, tap) f32
+    pub norm: Buffer,   // (value_dim) f32, plain w
+    pub out: Matrix,    // (hidden, v_head · value_dim)
 }
 
 /// Full gated attention's weights.
@@ -151,7 +153,7 @@ pub struct MoeWeights {
     pub experts: Option<ExpertMatrices>,
     /// The shared expert's gate and up projections as one matrix (gate rows, then up rows).
     pub gate_up_shexp: Matrix, // (gate | up · shared_ffn, hidden)
-    pub down_shexp: Matrix,    // (hidden, shared_ffn)
+    pub down_shexp: Matrix, // (hidden, shared_ffn)
 }
 
 /// The shape and element type of a stack of matrices, without its bytes.
@@ -193,8 +195,8 @@ pub struct LayerWeights {
 /// Every weight of the text model on one device.
 pub struct Weights {
     pub config: ModelConfig,
-    pub token_embd: Matrix,     // (vocab, hidden): F32, BF16, Q8_0, Q4_K, Q5_K or Q6_K (F16 is widened to F32)
-    pub output_norm: Buffer,    // (hidden) f32, 1 + w
+    pub token_embd: Matrix, // (vocab, hidden): F32, BF16, Q8_0, Q4_K, Q5_K or Q6_K (F16 is widened to F32)
+    pub output_norm: Buffer, // (hidden) f32, 1 + w
     pub output: Option<Matrix>, // (vocab, hidden); None when tied to `token_embd`
     pub layers: Vec<LayerWeights>,
 }
@@ -226,11 +228,19 @@ impl Weights {
         let mut token_embd = l.matrix("token_embd.weight")?;
         if token_embd.ty == TensorType::F16 {
             let t = l.fetch("token_embd.weight")?;
-            token_embd.buf = l.upload("token_embd.weight", TensorType::F32, &f32_bytes(&dequant::to_f32(TensorType::F16, &t.bytes)))?;
+            token_embd.buf = l.upload(
+                "token_embd.weight",
+                TensorType::F32,
+                &f32_bytes(&dequant::to_f32(TensorType::F16, &t.bytes)),
+            )?;
             token_embd.ty = TensorType::F32;
         }
         if embed::kernel_name(token_embd.ty).is_none() {
-            return Err(WeightError::Type { name: "token_embd.weight".into(), expected: "F32, F16, BF16, Q8_0, Q4_K, Q5_K or Q6_K (an embedding kernel's table)", found: token_embd.ty });
+            return Err(WeightError::Type {
+                name: "token_embd.weight".into(),
+                expected: "F32, F16, BF16, Q8_0, Q4_K, Q5_K or Q6_K (an embedding kernel's table)",
+                found: token_embd.ty,
+            });
         }
         let output = if cfg.tied_embeddings { None } else { Some(l.matrix("output.weight")?) };
         let mut layers = Vec::with_capacity(cfg.n_layers);
@@ -263,7 +273,12 @@ impl Weights {
                 gate_up_shexp: l.stacked_matrix(&b("ffn_gate_shexp.weight"), &b("ffn_up_shexp.weight"))?,
                 down_shexp: l.matrix(&b("ffn_down_shexp.weight"))?,
             };
-            layers.push(LayerWeights { attn_norm: l.vector(&b("attn_norm.weight"))?, post_attention_norm: l.vector(&b("post_attention_norm.weight"))?, mixer, moe });
+            layers.push(LayerWeights {
+                attn_norm: l.vector(&b("attn_norm.weight"))?,
+                post_attention_norm: l.vector(&b("post_attention_norm.weight"))?,
+                mixer,
+                moe,
+            });
         }
         Ok(Weights { config: cfg.clone(), token_embd, output_norm: l.vector("output_norm.weight")?, output, layers })
     }
@@ -279,7 +294,11 @@ struct HostTensor<'a> {
 /// Layer `layer`'s routed experts (fused gate and up, down) on the host, in their stored
 /// element types: borrowed from a GGUF file, or assembled from a checkpoint's per-expert or
 /// fused tensors. Reads no device.
-pub fn host_experts<'a>(source: &'a ModelSource, cfg: &'a ModelConfig, layer: usize) -> Result<HostExperts<'a>, WeightError> {
+pub fn host_experts<'a>(
+    source: &'a ModelSource,
+    cfg: &'a ModelConfig,
+    layer: usize,
+) -> Result<HostExperts<'a>, WeightError> {
     let l = HostLoader::new(source, cfg);
     Ok([l.gate_up_exps(layer)?, l.host_matrix(&format!("blk.{layer}.ffn_down_exps.weight"))?])
 }
@@ -297,7 +316,10 @@ pub fn upload_experts(device: &Device, [gate_up, down]: HostExperts<'_>) -> Resu
         let buf = upload(device, what, m.shape.ty, &m.bytes)?;
         Ok(Matrix { buf, ty: m.shape.ty, n_mats: m.shape.n_mats, rows: m.shape.rows, cols: m.shape.cols })
     };
-    Ok(ExpertMatrices { gate_up: up_one(gate_up, "routed gate and up experts")?, down: up_one(down, "routed down experts")? })
+    Ok(ExpertMatrices {
+        gate_up: up_one(gate_up, "routed gate and up experts")?,
+        down: up_one(down, "routed down experts")?,
+    })
 }
 
 /// The device element type a matrix of `ty` is stored as: its float type, or raw bytes.
@@ -320,17 +342,35 @@ pub fn alloc_matrix(device: &Device, shape: MatrixShape) -> Result<Matrix, Devic
 /// Stacks `first` and `second` (the same number of matrices, columns and element type) into
 /// one stack whose matrix i is first i's rows followed by second i's: two projections of one
 /// input as one matrix (gate then up: the fused gate-and-up layout).
-fn stack_rows<'a>(first_name: &str, first: HostMatrix<'a>, second_name: &str, second: HostMatrix<'a>) -> Result<HostMatrix<'a>, WeightError> {
+fn stack_rows<'a>(
+    first_name: &str,
+    first: HostMatrix<'a>,
+    second_name: &str,
+    second: HostMatrix<'a>,
+) -> Result<HostMatrix<'a>, WeightError> {
     let (g, u) = (first.shape, second.shape);
     if g.ty != u.ty {
-        return Err(WeightError::PairType { first: first_name.into(), second: second_name.into(), first_ty: g.ty, second_ty: u.ty });
+        return Err(WeightError::PairType {
+            first: first_name.into(),
+            second: second_name.into(),
+            first_ty: g.ty,
+            second_ty: u.ty,
+        });
     }
     if (u.n_mats, u.cols) != (g.n_mats, g.cols) {
-        return Err(WeightError::Shape { name: second_name.into(), expected: vec![g.n_mats, u.rows, g.cols], found: vec![u.n_mats, u.rows, u.cols] });
+        return Err(WeightError::Shape {
+            name: second_name.into(),
+            expected: vec![g.n_mats, u.rows, g.cols],
+            found: vec![u.n_mats, u.rows, u.cols],
+        });
     }
     for (name, m) in [(first_name, &first), (second_name, &second)] {
         if m.bytes.len() != m.shape.bytes() {
-            return Err(WeightError::Shape { name: name.into(), expected: vec![m.shape.n_mats, m.shape.rows, m.shape.cols], found: vec![m.bytes.len()] });
+            return Err(WeightError::Shape {
+                name: name.into(),
+                expected: vec![m.shape.n_mats, m.shape.rows, m.shape.cols],
+                found: vec![m.bytes.len()],
+            });
         }
     }
     let (gb, ub) = (g.mat_bytes(), u.mat_bytes());
@@ -343,7 +383,9 @@ fn stack_rows<'a>(first_name: &str, first: HostMatrix<'a>, second_name: &str, se
 }
 
 fn upload(device: &Device, name: &str, ty: TensorType, bytes: &[u8]) -> Result<Buffer, WeightError> {
-    device.upload_bytes(storage_elem(ty), bytes).map_err(|source| WeightError::Device { name: name.into(), source: Box::new(source) })
+    device
+        .upload_bytes(storage_elem(ty), bytes)
+        .map_err(|source| WeightError::Device { name: name.into(), source: Box::new(source) })
 }
 
 /// Reads canonical tensors from the source on the host.
@@ -391,7 +433,9 @@ impl<'a> Loader<'a> {
         let t = self.fetch(name)?;
         match t.ty {
             TensorType::F32 => self.upload(name, TensorType::F32, &t.bytes),
-            TensorType::F16 | TensorType::BF16 => self.upload(name, TensorType::F32, &f32_bytes(&dequant::to_f32(t.ty, &t.bytes))),
+            TensorType::F16 | TensorType::BF16 => {
+                self.upload(name, TensorType::F32, &f32_bytes(&dequant::to_f32(t.ty, &t.bytes)))
+            }
             found => Err(WeightError::Type { name: name.into(), expected: "F32, F16 or BF16", found }),
         }
     }
@@ -409,7 +453,10 @@ impl<'a> HostLoader<'a> {
 
     fn spec(&self, name: &str) -> Result<&GgufTensorSpec, WeightError> {
         // Every name asked for comes from the same table: a miss is a bug in this file.
-        self.specs.get(name).ok_or_else(|| WeightError::Missing { name: name.into(), canonical: "the qwen35moe tensor table (a bug in baro)".into() })
+        self.specs.get(name).ok_or_else(|| WeightError::Missing {
+            name: name.into(),
+            canonical: "the qwen35moe tensor table (a bug in baro)".into(),
+        })
     }
 
     /// (n_mats, rows, cols) of a matrix spec; 1-D specs are one row.
@@ -426,7 +473,11 @@ impl<'a> HostLoader<'a> {
     fn matrix_shape(&self, name: &str, ty: TensorType) -> Result<MatrixShape, WeightError> {
         let (n_mats, rows, cols) = self.spec_dims(name)?;
         if ty.is_quantized() && cols % ty.block_len() != 0 {
-            return Err(WeightError::Shape { name: name.into(), expected: vec![rows, cols.next_multiple_of(ty.block_len())], found: self.spec(name)?.shape.clone() });
+            return Err(WeightError::Shape {
+                name: name.into(),
+                expected: vec![rows, cols.next_multiple_of(ty.block_len())],
+                found: self.spec(name)?.shape.clone(),
+            });
         }
         Ok(MatrixShape { ty, n_mats, rows, cols })
     }
@@ -441,7 +492,8 @@ impl<'a> HostLoader<'a> {
     fn fused_gate_up(&self, layer: usize) -> Option<(String, crate::model::TensorView<'a>)> {
         let ModelSource::Gguf(g) = self.source else { return None };
         let fused = format!("blk.{layer}.ffn_gate_up_exps.weight");
-        let separate = g.tensor(&format!("blk.{layer}.ffn_gate_exps.weight")).is_some() || g.tensor(&format!("blk.{layer}.ffn_up_exps.weight")).is_some();
+        let separate = g.tensor(&format!("blk.{layer}.ffn_gate_exps.weight")).is_some()
+            || g.tensor(&format!("blk.{layer}.ffn_up_exps.weight")).is_some();
         g.tensor(&fused).filter(|_| !separate).map(|t| (fused, t))
     }
 
@@ -457,15 +509,24 @@ impl<'a> HostLoader<'a> {
         };
         let (e, n, k) = match self.spec(&gate)?.shape.as_slice() {
             &[e, n, k] => (e, n, k),
-            other => return Err(WeightError::Shape { name: gate.clone(), expected: vec![0, 0, 0], found: other.to_vec() }),
+            other => {
+                return Err(WeightError::Shape { name: gate.clone(), expected: vec![0, 0, 0], found: other.to_vec() })
+            }
         };
         let expected = vec![e, 2 * n, k];
         expect_shape(&fused, &expected, t.shape)?;
         let per = n * (k / t.ty.block_len()) * t.ty.block_bytes();
         if k % t.ty.block_len() != 0 || t.bytes.len() != e * 2 * per {
-            return Err(WeightError::Shape { name: fused, expected: vec![e, 2 * n, k.next_multiple_of(t.ty.block_len())], found: t.shape.to_vec() });
+            return Err(WeightError::Shape {
+                name: fused,
+                expected: vec![e, 2 * n, k.next_multiple_of(t.ty.block_len())],
+                found: t.shape.to_vec(),
+            });
         }
-        Ok(HostMatrix { shape: MatrixShape { ty: t.ty, n_mats: e, rows: 2 * n, cols: k }, bytes: Cow::Borrowed(t.bytes) })
+        Ok(HostMatrix {
+            shape: MatrixShape { ty: t.ty, n_mats: e, rows: 2 * n, cols: k },
+            bytes: Cow::Borrowed(t.bytes),
+        })
     }
 
     /// The stored element type of routed-expert tensor `name` (`part` of `layer`) without
@@ -483,7 +544,10 @@ impl<'a> HostLoader<'a> {
             }
             ModelSource::Hf(ck) => {
                 let one = format!("model.layers.{layer}.mlp.experts.0.{}.weight", part_name(part));
-                let fused = format!("model.layers.{layer}.mlp.experts.{}", if part == ExpertPart::Down { "down_proj" } else { "gate_up_proj" });
+                let fused = format!(
+                    "model.layers.{layer}.mlp.experts.{}",
+                    if part == ExpertPart::Down { "down_proj" } else { "gate_up_proj" }
+                );
                 ck.tensor(&one).or_else(|| ck.tensor(&fused)).map(|t| t.ty).ok_or_else(|| missing(one))
             }
         }
@@ -495,7 +559,8 @@ impl<'a> HostLoader<'a> {
             let shape = self.matrix_shape(&name, self.expert_type(&name, layer, part)?)?;
             Ok((name, shape))
         };
-        let ((gate, g), (up, u)) = (shape(ExpertPart::Gate, "ffn_gate_exps.weight")?, shape(ExpertPart::Up, "ffn_up_exps.weight")?);
+        let ((gate, g), (up, u)) =
+            (shape(ExpertPart::Gate, "ffn_gate_exps.weight")?, shape(ExpertPart::Up, "ffn_up_exps.weight")?);
         if g.ty != u.ty {
             return Err(WeightError::PairType { first: gate, second: up, first_ty: g.ty, second_ty: u.ty });
         }
@@ -507,7 +572,8 @@ impl<'a> HostLoader<'a> {
         let spec = self.spec(name)?;
         match self.source {
             ModelSource::Gguf(g) => {
-                let t = g.tensor(name).ok_or_else(|| WeightError::Missing { name: name.into(), canonical: name.into() })?;
+                let t =
+                    g.tensor(name).ok_or_else(|| WeightError::Missing { name: name.into(), canonical: name.into() })?;
                 expect_shape(name, &spec.shape, t.shape)?;
                 Ok(HostTensor { ty: t.ty, bytes: Cow::Borrowed(t.bytes) })
             }
@@ -526,13 +592,23 @@ impl<'a> HostLoader<'a> {
                 let row_bytes = spec.shape[1..].iter().product::<usize>() * es;
                 let bytes = match spec.transform {
                     Transform::Plain => Cow::Borrowed(t.bytes),
-                    Transform::VHeadRows { skip, head_len } => Cow::Owned(names::reorder_blocks(t.bytes, skip * row_bytes, head_len * row_bytes, &order)),
-                    Transform::VHeadCols { head_len } => {
-                        Cow::Owned(t.bytes.chunks_exact(row_bytes).flat_map(|row| names::reorder_blocks(row, 0, head_len * es, &order)).collect())
+                    Transform::VHeadRows { skip, head_len } => {
+                        Cow::Owned(names::reorder_blocks(t.bytes, skip * row_bytes, head_len * row_bytes, &order))
                     }
+                    Transform::VHeadCols { head_len } => Cow::Owned(
+                        t.bytes
+                            .chunks_exact(row_bytes)
+                            .flat_map(|row| names::reorder_blocks(row, 0, head_len * es, &order))
+                            .collect(),
+                    ),
                     Transform::OnePlus | Transform::NegExpVHeads => {
-                        let get = |n: &str| ck.tensor(n).map(|v| HfTensor { shape: v.shape.to_vec(), data: v.to_f32() });
-                        let data = names::hf_to_gguf(self.cfg, spec, &get).map_err(|e| WeightError::Shape { name: format!("{hf} ({e})"), expected: spec.shape.clone(), found: t.shape.to_vec() })?;
+                        let get =
+                            |n: &str| ck.tensor(n).map(|v| HfTensor { shape: v.shape.to_vec(), data: v.to_f32() });
+                        let data = names::hf_to_gguf(self.cfg, spec, &get).map_err(|e| WeightError::Shape {
+                            name: format!("{hf} ({e})"),
+                            expected: spec.shape.clone(),
+                            found: t.shape.to_vec(),
+                        })?;
                         return Ok(HostTensor { ty: TensorType::F32, bytes: Cow::Owned(f32_bytes(&data)) });
                     }
                 };
@@ -549,14 +625,19 @@ impl<'a> HostLoader<'a> {
                         let t = ck.tensor(&name).ok_or_else(|| missing(&name))?;
                         expect_shape(&name, one_shape, t.shape)?;
                         match ty {
-                            Some(first) if first != t.ty => return Err(WeightError::Type { name, expected: type_name(first), found: t.ty }),
+                            Some(first) if first != t.ty => {
+                                return Err(WeightError::Type { name, expected: type_name(first), found: t.ty })
+                            }
                             _ => ty = Some(t.ty),
                         }
                         bytes.extend_from_slice(t.bytes);
                     }
                     return Ok(HostTensor { ty: ty.unwrap_or(TensorType::F32), bytes: Cow::Owned(bytes) });
                 }
-                let fused = format!("model.layers.{layer}.mlp.experts.{}", if *part == ExpertPart::Down { "down_proj" } else { "gate_up_proj" });
+                let fused = format!(
+                    "model.layers.{layer}.mlp.experts.{}",
+                    if *part == ExpertPart::Down { "down_proj" } else { "gate_up_proj" }
+                );
                 let t = ck.tensor(&fused).ok_or_else(|| missing(&per_expert(0)))?;
                 if *part == ExpertPart::Down {
                     expect_shape(&fused, &spec.shape, t.shape)?;

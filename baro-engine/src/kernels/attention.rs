@@ -29,7 +29,22 @@ pub fn kv_append(k_new: &[f32], v_new: &[f32], k_cache: &mut [f32], v_cache: &mu
 /// ctx_stride ≥ n_ctx); y: (n_heads, head_dim). Query head h reads kv head
 /// h / (n_heads / n_kv_heads).
 #[kernel(grid = [n_heads], block = 256, verify(head_dim = [1, 3, 33], n_heads = [2, 4], n_kv_heads = [1, 2], n_ctx = [1, 31, 33], ctx_stride = [40], gate_stride = [70], gate_off = [35]))]
-pub fn attention_decode(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[f32], scratch: &mut [f32], y: &mut [f32], head_dim: usize, n_heads: usize, n_kv_heads: usize, n_ctx: usize, ctx_stride: usize, gate_stride: usize, gate_off: usize, scale: f32) {
+pub fn attention_decode(
+    q: &[f32],
+    k_cache: &[f32],
+    v_cache: &[f32],
+    gate: &[f32],
+    scratch: &mut [f32],
+    y: &mut [f32],
+    head_dim: usize,
+    n_heads: usize,
+    n_kv_heads: usize,
+    n_ctx: usize,
+    ctx_stride: usize,
+    gate_stride: usize,
+    gate_off: usize,
+    scale: f32,
+) {
     let h = group_id(0);
     let kv = (h / (n_heads / n_kv_heads)) * head_dim;
     let row = n_kv_heads * head_dim;
@@ -46,7 +61,8 @@ pub fn attention_decode(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[f32
         scratch[sb + t] = scratch[sb + t] / s;
     }
     for d in par(0..head_dim) {
-        y[h * head_dim + d] = sum!(t in 0..n_ctx, order = seq, scratch[sb + t] * v_cache[t * row + kv + d]) * sigmoid(gate[h * gate_stride + gate_off + d]);
+        y[h * head_dim + d] = sum!(t in 0..n_ctx, order = seq, scratch[sb + t] * v_cache[t * row + kv + d])
+            * sigmoid(gate[h * gate_stride + gate_off + d]);
     }
 }
 
@@ -57,7 +73,23 @@ pub fn attention_decode(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[f32
          row_stride(q = n_heads * head_dim, gate = n_heads * gate_stride, scratch = n_heads * ctx_stride, y = n_heads * head_dim),
          row_step(n_ctx = 1),
          verify(head_dim = [1, 33], n_heads = [2], n_kv_heads = [1, 2], n_ctx = [1, 31], ctx_stride = [40], gate_stride = [70], gate_off = [35], rows = [1, 3]))]
-pub fn attention_rows(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[f32], scratch: &mut [f32], y: &mut [f32], head_dim: usize, n_heads: usize, n_kv_heads: usize, n_ctx: usize, ctx_stride: usize, gate_stride: usize, gate_off: usize, scale: f32, rows: usize) {
+pub fn attention_rows(
+    q: &[f32],
+    k_cache: &[f32],
+    v_cache: &[f32],
+    gate: &[f32],
+    scratch: &mut [f32],
+    y: &mut [f32],
+    head_dim: usize,
+    n_heads: usize,
+    n_kv_heads: usize,
+    n_ctx: usize,
+    ctx_stride: usize,
+    gate_stride: usize,
+    gate_off: usize,
+    scale: f32,
+    rows: usize,
+) {
     let h = group_id(0);
     let r = group_id(1);
     let n = n_ctx + r;
@@ -77,24 +109,40 @@ pub fn attention_rows(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[f32],
         scratch[sb + t] = scratch[sb + t] / s;
     }
     for d in par(0..head_dim) {
-        y[qb + d] = sum!(t in 0..n, order = seq, scratch[sb + t] * v_cache[t * row + kv + d]) * sigmoid(gate[r * n_heads * gate_stride + h * gate_stride + gate_off + d]);
+        y[qb + d] = sum!(t in 0..n, order = seq, scratch[sb + t] * v_cache[t * row + kv + d])
+            * sigmoid(gate[r * n_heads * gate_stride + h * gate_stride + gate_off + d]);
     }
 }
 
 /// `attention_decode` in plain Rust.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_reference(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[f32], head_dim: usize, n_heads: usize, n_kv_heads: usize, n_ctx: usize, gate_stride: usize, gate_off: usize, scale: f32) -> Vec<f32> {
+pub fn attention_reference(
+    q: &[f32],
+    k_cache: &[f32],
+    v_cache: &[f32],
+    gate: &[f32],
+    head_dim: usize,
+    n_heads: usize,
+    n_kv_heads: usize,
+    n_ctx: usize,
+    gate_stride: usize,
+    gate_off: usize,
+    scale: f32,
+) -> Vec<f32> {
     let row = n_kv_heads * head_dim;
     let mut y = vec![0.0f32; n_heads * head_dim];
     for h in 0..n_heads {
         let kv = (h / (n_heads / n_kv_heads)) * head_dim;
-        let scores: Vec<f32> = (0..n_ctx).map(|t| sum_sequential(head_dim, |d| q[h * head_dim + d] * k_cache[t * row + kv + d]) * scale).collect();
+        let scores: Vec<f32> = (0..n_ctx)
+            .map(|t| sum_sequential(head_dim, |d| q[h * head_dim + d] * k_cache[t * row + kv + d]) * scale)
+            .collect();
         let m = max_lanes_butterfly(n_ctx, 32, |t| scores[t]);
         let e: Vec<f32> = scores.iter().map(|&v| mathlib::exp(v - m)).collect();
         let s = sum_lanes_butterfly(n_ctx, 32, |t| e[t]);
         let p: Vec<f32> = e.iter().map(|&v| v / s).collect();
         for d in 0..head_dim {
-            y[h * head_dim + d] = sum_sequential(n_ctx, |t| p[t] * v_cache[t * row + kv + d]) * mathlib::sigmoid(gate[h * gate_stride + gate_off + d]);
+            y[h * head_dim + d] = sum_sequential(n_ctx, |t| p[t] * v_cache[t * row + kv + d])
+                * mathlib::sigmoid(gate[h * gate_stride + gate_off + d]);
         }
     }
     y
@@ -106,7 +154,23 @@ pub fn attention_reference(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[
 /// `attention_rows`' declaration the verifier rejects it (`kernels_rows::reordered_attention_is_rejected`),
 /// and the identity gate run with it reports the divergence.
 #[kernel(grid = [n_heads, rows], block = 256)]
-pub fn attention_rows_reordered(q: &[f32], k_cache: &[f32], v_cache: &[f32], gate: &[f32], scratch: &mut [f32], y: &mut [f32], head_dim: usize, n_heads: usize, n_kv_heads: usize, n_ctx: usize, ctx_stride: usize, gate_stride: usize, gate_off: usize, scale: f32, rows: usize) {
+pub fn attention_rows_reordered(
+    q: &[f32],
+    k_cache: &[f32],
+    v_cache: &[f32],
+    gate: &[f32],
+    scratch: &mut [f32],
+    y: &mut [f32],
+    head_dim: usize,
+    n_heads: usize,
+    n_kv_heads: usize,
+    n_ctx: usize,
+    ctx_stride: usize,
+    gate_stride: usize,
+    gate_off: usize,
+    scale: f32,
+    rows: usize,
+) {
     let h = group_id(0);
     let r = group_id(1);
     let n = n_ctx + r;
@@ -126,6 +190,7 @@ pub fn attention_rows_reordered(q: &[f32], k_cache: &[f32], v_cache: &[f32], gat
         scratch[sb + t] = scratch[sb + t] / s;
     }
     for d in 0..head_dim {
-        y[qb + d] = sum!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t] * v_cache[t * row + kv + d]) * sigmoid(gate[r * n_heads * gate_stride + h * gate_stride + gate_off + d]);
+        y[qb + d] = sum!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t] * v_cache[t * row + kv + d])
+            * sigmoid(gate[r * n_heads * gate_stride + h * gate_stride + gate_off + d]);
     }
 }

@@ -45,7 +45,14 @@ pub fn embed_q8_0(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
     for i in par(0..dim) {
         let at = row + (i / 32) * 34;
         let h = (table[at] as u32) | ((table[at + 1] as u32) << 8);
-        let d = f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
+        let d = f32::from_bits(
+            ((h & 0x8000) << 16)
+                | (if (h & 0x7c00) == 0 {
+                    (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits()
+                } else {
+                    ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 })
+                }),
+        );
         y[i] = d * ((table[at + 2 + i % 32] as i8) as f32);
     }
 }
@@ -62,10 +69,28 @@ pub fn embed_q4_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
         let e = i % 256;
         let j = e / 32;
         let hd = (table[at] as u32) | ((table[at + 1] as u32) << 8);
-        let d = f32::from_bits(((hd & 0x8000) << 16) | (if (hd & 0x7c00) == 0 { (((hd & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((hd & 0x7fff) << 13) + (if (hd & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
+        let d = f32::from_bits(
+            ((hd & 0x8000) << 16)
+                | (if (hd & 0x7c00) == 0 {
+                    (((hd & 0x3ff) as f32) * 5.9604645e-8).to_bits()
+                } else {
+                    ((hd & 0x7fff) << 13) + (if (hd & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 })
+                }),
+        );
         let hm = (table[at + 2] as u32) | ((table[at + 3] as u32) << 8);
-        let dmin = f32::from_bits(((hm & 0x8000) << 16) | (if (hm & 0x7c00) == 0 { (((hm & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((hm & 0x7fff) << 13) + (if (hm & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
-        let sc = if j < 4 { table[at + 4 + j] & 63 } else { (table[at + 8 + j] & 15) | ((table[at + 4 + (j + 4) % 8] >> 6) << 4) };
+        let dmin = f32::from_bits(
+            ((hm & 0x8000) << 16)
+                | (if (hm & 0x7c00) == 0 {
+                    (((hm & 0x3ff) as f32) * 5.9604645e-8).to_bits()
+                } else {
+                    ((hm & 0x7fff) << 13) + (if (hm & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 })
+                }),
+        );
+        let sc = if j < 4 {
+            table[at + 4 + j] & 63
+        } else {
+            (table[at + 8 + j] & 15) | ((table[at + 4 + (j + 4) % 8] >> 6) << 4)
+        };
         let m = if j < 4 { table[at + 8 + j] & 63 } else { (table[at + 8 + j] >> 4) | ((table[at + 4 + j] >> 6) << 4) };
         let q = (table[at + 16 + (e / 64) * 32 + e % 32] >> ((j % 2 * 4) as u8)) & 15;
         y[i] = d * (sc as f32) * (q as f32) - dmin * (m as f32);
@@ -83,10 +108,28 @@ pub fn embed_q5_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
         let e = i % 256;
         let j = e / 32;
         let hd = (table[at] as u32) | ((table[at + 1] as u32) << 8);
-        let d = f32::from_bits(((hd & 0x8000) << 16) | (if (hd & 0x7c00) == 0 { (((hd & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((hd & 0x7fff) << 13) + (if (hd & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
+        let d = f32::from_bits(
+            ((hd & 0x8000) << 16)
+                | (if (hd & 0x7c00) == 0 {
+                    (((hd & 0x3ff) as f32) * 5.9604645e-8).to_bits()
+                } else {
+                    ((hd & 0x7fff) << 13) + (if (hd & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 })
+                }),
+        );
         let hm = (table[at + 2] as u32) | ((table[at + 3] as u32) << 8);
-        let dmin = f32::from_bits(((hm & 0x8000) << 16) | (if (hm & 0x7c00) == 0 { (((hm & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((hm & 0x7fff) << 13) + (if (hm & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
-        let sc = if j < 4 { table[at + 4 + j] & 63 } else { (table[at + 8 + j] & 15) | ((table[at + 4 + (j + 4) % 8] >> 6) << 4) };
+        let dmin = f32::from_bits(
+            ((hm & 0x8000) << 16)
+                | (if (hm & 0x7c00) == 0 {
+                    (((hm & 0x3ff) as f32) * 5.9604645e-8).to_bits()
+                } else {
+                    ((hm & 0x7fff) << 13) + (if (hm & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 })
+                }),
+        );
+        let sc = if j < 4 {
+            table[at + 4 + j] & 63
+        } else {
+            (table[at + 8 + j] & 15) | ((table[at + 4 + (j + 4) % 8] >> 6) << 4)
+        };
         let m = if j < 4 { table[at + 8 + j] & 63 } else { (table[at + 8 + j] >> 4) | ((table[at + 4 + j] >> 6) << 4) };
         let low = (table[at + 48 + (e / 64) * 32 + e % 32] >> ((j % 2 * 4) as u8)) & 15;
         let high = ((table[at + 16 + e % 32] >> (j as u8)) & 1) << 4;
@@ -108,7 +151,14 @@ pub fn embed_q6_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
         let group = e % 128 / 32;
         let l = e % 32;
         let hd = (table[at + 208] as u32) | ((table[at + 209] as u32) << 8);
-        let d = f32::from_bits(((hd & 0x8000) << 16) | (if (hd & 0x7c00) == 0 { (((hd & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((hd & 0x7fff) << 13) + (if (hd & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }));
+        let d = f32::from_bits(
+            ((hd & 0x8000) << 16)
+                | (if (hd & 0x7c00) == 0 {
+                    (((hd & 0x3ff) as f32) * 5.9604645e-8).to_bits()
+                } else {
+                    ((hd & 0x7fff) << 13) + (if (hd & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 })
+                }),
+        );
         let low = (table[at + 64 * half + l + 32 * (group % 2)] >> ((group / 2 * 4) as u8)) & 15;
         let high = (table[at + 128 + 32 * half + l] >> ((2 * group) as u8)) & 3;
         let q = ((low | (high << 4)) as i32) - 32;

@@ -15,12 +15,22 @@ use baro::reference::{sum_lanes_butterfly, sum_sequential};
 /// `ring[c · (K−1) + (that position) % (K−1)]` (zero before the sequence starts); then x[c]
 /// replaces the oldest. Needs conv_kernel ≥ 2. One workgroup per 64 channels.
 #[kernel(grid = [(channels + 63) / 64], verify(channels = [1, 3, 70], conv_kernel = [2, 4], pos = [0, 1, 6]))]
-pub fn gdn_conv_step(x: &[f32], w: &[f32], ring: &mut [f32], y: &mut [f32], channels: usize, conv_kernel: usize, pos: usize) {
+pub fn gdn_conv_step(
+    x: &[f32],
+    w: &[f32],
+    ring: &mut [f32],
+    y: &mut [f32],
+    channels: usize,
+    conv_kernel: usize,
+    pos: usize,
+) {
     let r = conv_kernel - 1;
     for l in par(0..64) {
         let c = group_id(0) * 64 + l;
         if c < channels {
-            y[c] = silu(sum!(t in 0..conv_kernel, order = seq, w[c * conv_kernel + t] * (if t == r { x[c] } else { ring[c * r + (pos + t) % r] })));
+            y[c] = silu(
+                sum!(t in 0..conv_kernel, order = seq, w[c * conv_kernel + t] * (if t == r { x[c] } else { ring[c * r + (pos + t) % r] })),
+            );
             ring[c * r + pos % r] = x[c];
         }
     }
@@ -31,7 +41,16 @@ pub fn gdn_conv_step(x: &[f32], w: &[f32], ring: &mut [f32], y: &mut [f32], chan
 /// order, as decode would feed them). One workgroup per 64 channels, as the m=1 kernel.
 #[kernel(grid = [(channels + 63) / 64], rows_of = gdn_conv_step, rows = rows, row_stride(x = channels, y = channels), row_step(pos = 1), carry(ring),
          verify(channels = [1, 3, 70], conv_kernel = [2, 4], pos = [0, 1, 6], rows = [1, 2, 5]))]
-pub fn gdn_conv_rows(x: &[f32], w: &[f32], ring: &mut [f32], y: &mut [f32], channels: usize, conv_kernel: usize, pos: usize, rows: usize) {
+pub fn gdn_conv_rows(
+    x: &[f32],
+    w: &[f32],
+    ring: &mut [f32],
+    y: &mut [f32],
+    channels: usize,
+    conv_kernel: usize,
+    pos: usize,
+    rows: usize,
+) {
     let r = conv_kernel - 1;
     for l in par(0..64) {
         let c = group_id(0) * 64 + l;
@@ -39,7 +58,9 @@ pub fn gdn_conv_rows(x: &[f32], w: &[f32], ring: &mut [f32], y: &mut [f32], chan
             for t_row in 0..rows {
                 let p = pos + t_row;
                 let xb = t_row * channels;
-                y[xb + c] = silu(sum!(t in 0..conv_kernel, order = seq, w[c * conv_kernel + t] * (if t == r { x[xb + c] } else { ring[c * r + (p + t) % r] })));
+                y[xb + c] = silu(
+                    sum!(t in 0..conv_kernel, order = seq, w[c * conv_kernel + t] * (if t == r { x[xb + c] } else { ring[c * r + (p + t) % r] })),
+                );
                 ring[c * r + p % r] = x[xb + c];
             }
         }
@@ -68,7 +89,20 @@ pub const GDN_MAX_DK: usize = 128;
 /// order: only where values are kept and which thread computes them changes
 /// (`dk ≤ GDN_MAX_DK`; a larger dk is a bounds error on the workgroup arrays).
 #[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, verify(dk = [1, 31, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4]))]
-pub fn gdn_step(qkv: &[f32], ba: &[f32], ssm_a: &[f32], dt_bias: &[f32], state: &mut [f32], o: &mut [f32], dk: usize, dv: usize, n_k_heads: usize, n_v_heads: usize, tiled: bool, q_scale: f32) {
+pub fn gdn_step(
+    qkv: &[f32],
+    ba: &[f32],
+    ssm_a: &[f32],
+    dt_bias: &[f32],
+    state: &mut [f32],
+    o: &mut [f32],
+    dk: usize,
+    dv: usize,
+    n_k_heads: usize,
+    n_v_heads: usize,
+    tiled: bool,
+    q_scale: f32,
+) {
     let h = group_id(0);
     let c0 = group_id(1) * 32;
     let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
@@ -124,7 +158,21 @@ pub fn gdn_step(qkv: &[f32], ba: &[f32], ssm_a: &[f32], dt_bias: &[f32], state: 
 #[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, rows_of = gdn_step, rows = rows,
          row_stride(qkv = 2 * n_k_heads * dk + n_v_heads * dv, ba = 2 * n_v_heads, o = n_v_heads * dv), carry(state),
          verify(dk = [1, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4], rows = [1, 3]))]
-pub fn gdn_scan_rows(qkv: &[f32], ba: &[f32], ssm_a: &[f32], dt_bias: &[f32], state: &mut [f32], o: &mut [f32], dk: usize, dv: usize, n_k_heads: usize, n_v_heads: usize, tiled: bool, q_scale: f32, rows: usize) {
+pub fn gdn_scan_rows(
+    qkv: &[f32],
+    ba: &[f32],
+    ssm_a: &[f32],
+    dt_bias: &[f32],
+    state: &mut [f32],
+    o: &mut [f32],
+    dk: usize,
+    dv: usize,
+    n_k_heads: usize,
+    n_v_heads: usize,
+    tiled: bool,
+    q_scale: f32,
+    rows: usize,
+) {
     let h = group_id(0);
     let c0 = group_id(1) * 32;
     let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
@@ -202,7 +250,20 @@ pub fn conv_step_reference(x: &[f32], w: &[f32], ring: &mut [f32], conv_kernel: 
 
 /// `gdn_step` in plain Rust; updates `state` in place and returns o.
 #[allow(clippy::too_many_arguments)]
-pub fn gdn_step_reference(qkv: &[f32], b: &[f32], a: &[f32], ssm_a: &[f32], dt_bias: &[f32], state: &mut [f32], dk: usize, dv: usize, n_k_heads: usize, n_v_heads: usize, tiled: bool, q_scale: f32) -> Vec<f32> {
+pub fn gdn_step_reference(
+    qkv: &[f32],
+    b: &[f32],
+    a: &[f32],
+    ssm_a: &[f32],
+    dt_bias: &[f32],
+    state: &mut [f32],
+    dk: usize,
+    dv: usize,
+    n_k_heads: usize,
+    n_v_heads: usize,
+    tiled: bool,
+    q_scale: f32,
+) -> Vec<f32> {
     let mut o = vec![0.0f32; n_v_heads * dv];
     for h in 0..n_v_heads {
         let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };

@@ -93,7 +93,18 @@ pub fn byte_i8(w: &[u32], at: usize) -> i32 {
 #[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min],
          verify(k = [256, 512, 1280], n = [1, 9], x_stride = [0, 256], n_slots = [1, 2]),
          rows(name = matvec_q4_k_q8_rows, tile = 8, axis = 1, row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(k = [256, 1280], rows = [1, 3, 9])))]
-pub fn matvec_q4_k_q8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_q4_k_q8(
+    xq: &[u32],
+    xd: &[f32],
+    xsum: &[i32],
+    w: &[u32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
     let e = ids[s] as usize;
@@ -112,7 +123,18 @@ pub fn matvec_q4_k_q8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u3
 #[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min],
          verify(k = [256, 512, 1280], n = [1, 9], x_stride = [0, 256], n_slots = [1, 2]),
          rows(name = matvec_q5_k_q8_rows, tile = 8, axis = 1, row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(k = [256, 1280], rows = [1, 3, 9])))]
-pub fn matvec_q5_k_q8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_q5_k_q8(
+    xq: &[u32],
+    xd: &[f32],
+    xsum: &[i32],
+    w: &[u32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
     let e = ids[s] as usize;
@@ -134,7 +156,17 @@ pub fn matvec_q5_k_q8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u3
 #[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_at_words, f16_bits, byte_i8],
          verify(k = [256, 512, 1280], n = [1, 9], x_stride = [0, 256], n_slots = [1, 2]),
          rows(name = matvec_q6_k_q8_rows, tile = 8, axis = 1, row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(k = [256, 1280], rows = [1, 3, 9])))]
-pub fn matvec_q6_k_q8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_q6_k_q8(
+    xq: &[u32],
+    xd: &[f32],
+    w: &[u32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
     let e = ids[s] as usize;
@@ -166,7 +198,19 @@ pub const KQ8_ROWS8_MAX_K: usize = 4096;
 /// reads the last row's blocks and is not stored. k ≤ `KQ8_ROWS8_MAX_K`.
 #[kernel(grid = [(n + 31) / 32, (rows + 7) / 8], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min], rows_of = matvec_q4_k_q8, rows = rows,
          row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9, 33], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
-pub fn matvec_q4_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+pub fn matvec_q4_k_q8_rows8(
+    xq: &[u32],
+    xd: &[f32],
+    xsum: &[i32],
+    w: &[u32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+    rows: usize,
+) {
     let ob = group_id(0) * 32;
     let r0 = group_id(1) * 8;
     let last = rows - 1;
@@ -223,12 +267,23 @@ pub fn matvec_q4_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids
     }
 }
 
-
 /// `matvec_q5_k_q8` over 8 rows of one matrix at once: `matvec_q4_k_q8_rows8` with 5-bit codes.
 /// k ≤ `KQ8_ROWS8_MAX_K`.
 #[kernel(grid = [(n + 31) / 32, (rows + 7) / 8], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min], rows_of = matvec_q5_k_q8, rows = rows,
          row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9, 33], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
-pub fn matvec_q5_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+pub fn matvec_q5_k_q8_rows8(
+    xq: &[u32],
+    xd: &[f32],
+    xsum: &[i32],
+    w: &[u32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+    rows: usize,
+) {
     let ob = group_id(0) * 32;
     let r0 = group_id(1) * 8;
     let last = rows - 1;
@@ -286,12 +341,22 @@ pub fn matvec_q5_k_q8_rows8(xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u32], ids
     }
 }
 
-
 /// `matvec_q6_k_q8` over 8 rows of one matrix at once: `matvec_q4_k_q8_rows8`'s staging without
 /// block sums (Q6_K reads none). k ≤ `KQ8_ROWS8_MAX_K`.
 #[kernel(grid = [(n + 31) / 32, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits, byte_i8], rows_of = matvec_q6_k_q8, rows = rows,
          row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9, 33], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
-pub fn matvec_q6_k_q8_rows8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+pub fn matvec_q6_k_q8_rows8(
+    xq: &[u32],
+    xd: &[f32],
+    w: &[u32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+    rows: usize,
+) {
     let ob = group_id(0) * 32;
     let r0 = group_id(1) * 8;
     let last = rows - 1;
@@ -382,7 +447,17 @@ fn code(ty: TensorType, blk: &[u8], e: usize) -> i32 {
 /// results of the module doc summed by `sum_lanes_butterfly(.., 32, ..)`. `ty` is Q4_K, Q5_K
 /// or Q6_K; `w` is the stack's raw bytes; `xsum` is read for Q4_K and Q5_K only.
 #[allow(clippy::too_many_arguments)]
-pub fn matvec_kquant_q8_reference(ty: TensorType, xq: &[u32], xd: &[f32], xsum: &[i32], w: &[u8], ids: &[u32], k: usize, n: usize, x_stride: usize) -> Vec<f32> {
+pub fn matvec_kquant_q8_reference(
+    ty: TensorType,
+    xq: &[u32],
+    xd: &[f32],
+    xsum: &[i32],
+    w: &[u8],
+    ids: &[u32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+) -> Vec<f32> {
     let bytes = match ty {
         TensorType::Q4_K => Q4_K_BLOCK_BYTES,
         TensorType::Q5_K => Q5_K_BLOCK_BYTES,
@@ -398,7 +473,11 @@ pub fn matvec_kquant_q8_reference(ty: TensorType, xq: &[u32], xd: &[f32], xsum: 
             y.push(sum_lanes_butterfly(k / 32, 32, |u| {
                 let blk = &w[(row + u / 8) * bytes..(row + u / 8 + 1) * bytes];
                 let j = u % 8;
-                let x: Vec<i32> = xq[(xb + u) * 8..(xb + u + 1) * 8].iter().flat_map(|v| v.to_le_bytes()).map(|b| i32::from(b as i8)).collect();
+                let x: Vec<i32> = xq[(xb + u) * 8..(xb + u + 1) * 8]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .map(|b| i32::from(b as i8))
+                    .collect();
                 let idot = |from: usize, to: usize| (from..to).map(|i| code(ty, blk, j * 32 + i) * x[i]).sum::<i32>();
                 if ty == TensorType::Q6_K {
                     let (lo, hi) = (i32::from(blk[192 + 2 * j] as i8), i32::from(blk[193 + 2 * j] as i8));

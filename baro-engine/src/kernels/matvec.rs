@@ -22,7 +22,16 @@ use half::{bf16, f16};
 
 #[kernel(grid = [(n + 7) / 8, n_slots], block = 256,
          rows(name = matvec_f32_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_f32(x: &[f32], w: &[f32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_f32(
+    x: &[f32],
+    w: &[f32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
     let xb = s * x_stride;
@@ -35,7 +44,16 @@ pub fn matvec_f32(x: &[f32], w: &[f32], ids: &[u32], y: &mut [f32], k: usize, n:
 
 #[kernel(grid = [(n + 7) / 8, n_slots], block = 256,
          rows(name = matvec_f16_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_f16(x: &[f32], w: &[f16], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_f16(
+    x: &[f32],
+    w: &[f16],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
     let xb = s * x_stride;
@@ -48,7 +66,16 @@ pub fn matvec_f16(x: &[f32], w: &[f16], ids: &[u32], y: &mut [f32], k: usize, n:
 
 #[kernel(grid = [(n + 7) / 8, n_slots], block = 256,
          rows(name = matvec_bf16_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_bf16(x: &[f32], w: &[bf16], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_bf16(
+    x: &[f32],
+    w: &[bf16],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
     let xb = s * x_stride;
@@ -77,7 +104,17 @@ pub fn matvec_reference(x: &[f32], w: &[f32], ids: &[u32], k: usize, n: usize, x
 /// is not stored. Proven the sibling of `matvec_f32` while this crate compiles.
 #[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, rows_of = matvec_f32, rows = rows,
          row_stride(x = k, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 7, 8, 9, 17]))]
-pub fn matvec_f32_rows8(x: &[f32], w: &[f32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+pub fn matvec_f32_rows8(
+    x: &[f32],
+    w: &[f32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+    rows: usize,
+) {
     let ob = group_id(0) * 8;
     let r0 = group_id(1) * 8;
     let last = rows - 1;

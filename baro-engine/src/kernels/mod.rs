@@ -65,7 +65,9 @@ pub fn decode_matvec_name(ty: crate::model::TensorType, cols: usize) -> &'static
 pub fn decode_matvec(ty: crate::model::TensorType, cols: usize) -> baro::dsl::Kernel {
     let name = decode_matvec_name(ty, cols);
     // Every name above is a kernel of `decode()` (`tests/it/kernels_matvec.rs` checks each type).
-    decode().into_iter().find(|k| k.name == name).unwrap_or_else(|| panic!("decode matvec {name}: expected it in kernels::decode(), found no such kernel (a bug in baro)"))
+    decode().into_iter().find(|k| k.name == name).unwrap_or_else(|| {
+        panic!("decode matvec {name}: expected it in kernels::decode(), found no such kernel (a bug in baro)")
+    })
 }
 
 /// Every kernel of this module, for precompiling (and for the offline GPU compile test).
@@ -190,7 +192,6 @@ pub fn rows() -> Vec<baro::dsl::Kernel> {
         kquant_q8::matvec_q6_k_q8_rows8(),
     ]
 }
-
 
 /// Every (rows kernel, m = 1 kernel) pair declared with `rows_of`, for the proof count and
 /// the tests that re-run the sibling check at run time.

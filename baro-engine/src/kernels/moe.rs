@@ -26,7 +26,14 @@ use baro::reference::{max_lanes_butterfly, sum_lanes_butterfly, sum_sequential};
 /// (`ModelConfig::validate` checks it).
 #[kernel(grid = [1], block = 256, verify(n_experts = [1, 31, 33, 70], top_k = [1, 2, 9]),
          rows(name = router_topk_rows, axis = 0, row_stride(logits = n_experts, probs = n_experts, ids = top_k, weights = top_k), verify(n_experts = [1, 33, 70], rows = [1, 3])))]
-pub fn router_topk(logits: &[f32], probs: &mut [f32], ids: &mut [u32], weights: &mut [f32], n_experts: usize, top_k: usize) {
+pub fn router_topk(
+    logits: &[f32],
+    probs: &mut [f32],
+    ids: &mut [u32],
+    weights: &mut [f32],
+    n_experts: usize,
+    top_k: usize,
+) {
     let work = shared::<f32, 1024>();
     let rank = shared::<u32, 1024>();
     let m = max!(e in 0..n_experts, order = lanes(32).butterfly(), logits[e]);
@@ -43,7 +50,8 @@ pub fn router_topk(logits: &[f32], probs: &mut [f32], ids: &mut [u32], weights: 
         rank[e] = r;
     }
     for j in par_team(0..top_k, 32) {
-        ids[j] = min!(e in 0..n_experts, order = lanes(32).butterfly(), if rank[e] == (j as u32) { e } else { n_experts }) as u32;
+        ids[j] = min!(e in 0..n_experts, order = lanes(32).butterfly(), if rank[e] == (j as u32) { e } else { n_experts })
+            as u32;
         weights[j] = max!(e in 0..n_experts, order = lanes(32).butterfly(), if rank[e] == (j as u32) { work[e] } else { f32::NEG_INFINITY });
     }
     let total = sum!(j in 0..top_k, order = seq, weights[j]);
@@ -74,7 +82,15 @@ pub fn swiglu_pairs(gu: &[f32], h: &mut [f32], n: usize, n_slots: usize) {
 /// 256 elements per workgroup.
 #[kernel(grid = [(dim + 255) / 256], block = 256, verify(dim = [1, 31, 256, 257, 600], top_k = [1, 2, 3]),
          rows(name = moe_combine_rows, row_stride(ye = top_k * dim, weights = top_k, shared = dim, shared_logit = 1, y = dim)))]
-pub fn moe_combine(ye: &[f32], weights: &[f32], shared: &[f32], shared_logit: &[f32], y: &mut [f32], dim: usize, top_k: usize) {
+pub fn moe_combine(
+    ye: &[f32],
+    weights: &[f32],
+    shared: &[f32],
+    shared_logit: &[f32],
+    y: &mut [f32],
+    dim: usize,
+    top_k: usize,
+) {
     let base = group_id(0) * 256;
     let gs = sigmoid(shared_logit[0]);
     for j in par(0..if dim - base < 256 { dim - base } else { 256 }) {
@@ -90,7 +106,8 @@ pub fn router_reference(logits: &[f32], top_k: usize) -> (Vec<f32>, Vec<u32>, Ve
     let m = max_lanes_butterfly(n, 32, |e| logits[e]);
     let s = sum_lanes_butterfly(n, 32, |e| mathlib::exp(logits[e] - m));
     let probs: Vec<f32> = logits.iter().map(|&l| mathlib::exp(l - m) / s).collect();
-    let rank: Vec<usize> = (0..n).map(|e| (0..n).filter(|&f| probs[f] > probs[e] || (probs[f] == probs[e] && f < e)).count()).collect();
+    let rank: Vec<usize> =
+        (0..n).map(|e| (0..n).filter(|&f| probs[f] > probs[e] || (probs[f] == probs[e] && f < e)).count()).collect();
     let (mut ids, mut w) = (Vec::new(), Vec::new());
     for j in 0..top_k {
         let id = (0..n).find(|&e| rank[e] == j).unwrap_or(n);
@@ -129,7 +146,15 @@ pub fn moe_count(ids: &[u32], counts: &mut [u32], n_pairs: usize, n_experts: usi
 /// `ids = sorted_ids`), so pairs that share an expert sit next to each other and share its
 /// weight rows, and every pair's dot is still the m=1 kernel's dot.
 #[kernel(grid = [n_experts])]
-pub fn moe_scatter(ids: &[u32], counts: &[u32], pair_of: &mut [u32], slot_of: &mut [u32], sorted_ids: &mut [u32], n_pairs: usize, n_experts: usize) {
+pub fn moe_scatter(
+    ids: &[u32],
+    counts: &[u32],
+    pair_of: &mut [u32],
+    slot_of: &mut [u32],
+    sorted_ids: &mut [u32],
+    n_pairs: usize,
+    n_experts: usize,
+) {
     let e = group_id(0);
     let mut slot: usize = 0;
     for f in 0..e {
@@ -156,7 +181,17 @@ pub const EXPERT_TILE: usize = 8;
 /// expert (`sorted_ids`); their outputs are never read (`slot_of` names real slots only).
 /// `n_slots[0]` = the slot count, a multiple of `tile`. Pure integer moves, as `moe_scatter`.
 #[kernel(grid = [n_experts])]
-pub fn moe_scatter_tiles(ids: &[u32], counts: &[u32], pair_of: &mut [u32], slot_of: &mut [u32], sorted_ids: &mut [u32], n_slots: &mut [u32], n_pairs: usize, n_experts: usize, tile: usize) {
+pub fn moe_scatter_tiles(
+    ids: &[u32],
+    counts: &[u32],
+    pair_of: &mut [u32],
+    slot_of: &mut [u32],
+    sorted_ids: &mut [u32],
+    n_slots: &mut [u32],
+    n_pairs: usize,
+    n_experts: usize,
+    tile: usize,
+) {
     let e = group_id(0);
     let mut slot: usize = 0;
     for f in 0..e {

@@ -44,7 +44,16 @@ pub fn rmsnorm_zc(x: &[f32], w: &[f32], y: &mut [f32], n: usize, eps: f32) {
 /// verifier's race check rejects the default strides {1, 3}, so the domain is listed.
 #[kernel(grid = [n_heads], block = 256, verify(head_dim = [1, 31, 33, 70], in_stride = [70, 141], out_stride = [70], n_heads = [1, 2, 3]),
          rows(name = head_rmsnorm_rows, row_stride(x = n_heads * in_stride, y = n_heads * out_stride), verify(n_heads = [1, 2], rows = [1, 3])))]
-pub fn head_rmsnorm(x: &[f32], w: &[f32], y: &mut [f32], head_dim: usize, in_stride: usize, out_stride: usize, n_heads: usize, eps: f32) {
+pub fn head_rmsnorm(
+    x: &[f32],
+    w: &[f32],
+    y: &mut [f32],
+    head_dim: usize,
+    in_stride: usize,
+    out_stride: usize,
+    n_heads: usize,
+    eps: f32,
+) {
     let h = group_id(0);
     let xb = h * in_stride;
     let ss = sum!(i in 0..head_dim, order = lanes(32).butterfly(), x[xb + i] * x[xb + i]);
@@ -79,7 +88,15 @@ pub fn rmsnorm_reference(x: &[f32], w: &[f32], eps: f32, zero_centred: bool) -> 
 }
 
 /// `head_rmsnorm` in plain Rust: `n_heads · out_stride` outputs (gaps left at 0).
-pub fn head_rmsnorm_reference(x: &[f32], w: &[f32], head_dim: usize, in_stride: usize, out_stride: usize, n_heads: usize, eps: f32) -> Vec<f32> {
+pub fn head_rmsnorm_reference(
+    x: &[f32],
+    w: &[f32],
+    head_dim: usize,
+    in_stride: usize,
+    out_stride: usize,
+    n_heads: usize,
+    eps: f32,
+) -> Vec<f32> {
     let mut y = vec![0.0f32; n_heads * out_stride];
     for h in 0..n_heads {
         let xh = &x[h * in_stride..h * in_stride + head_dim];

@@ -21,7 +21,14 @@ pub fn pick_chunks(n: usize) -> usize {
 /// the lowest index holding a value equal to it (n if none: a chunk of NaNs), nan_at[c] and
 /// inf_at[c] = the lowest index holding a NaN / +inf (n if none). Eight chunks per workgroup.
 #[kernel(grid = [(n + 8191) / 8192], block = 256, verify(n = [1, 31, 1024, 1025, 9000]))]
-pub fn greedy_chunks(logits: &[f32], best: &mut [f32], at: &mut [u32], nan_at: &mut [u32], inf_at: &mut [u32], n: usize) {
+pub fn greedy_chunks(
+    logits: &[f32],
+    best: &mut [f32],
+    at: &mut [u32],
+    nan_at: &mut [u32],
+    inf_at: &mut [u32],
+    n: usize,
+) {
     let cb = group_id(0) * 8;
     let chunks = (n + 1023) / 1024;
     for t in par_team(0..if chunks - cb < 8 { chunks - cb } else { 8 }, 32) {
@@ -30,9 +37,12 @@ pub fn greedy_chunks(logits: &[f32], best: &mut [f32], at: &mut [u32], nan_at: &
         let len = if n - base < 1024 { n - base } else { 1024 };
         let m = max!(e in 0..len, order = lanes(32).butterfly(), logits[base + e]);
         best[c] = m;
-        at[c] = min!(e in 0..len, order = lanes(32).butterfly(), if logits[base + e] == m { base + e } else { n }) as u32;
-        nan_at[c] = min!(e in 0..len, order = lanes(32).butterfly(), if logits[base + e] != logits[base + e] { base + e } else { n }) as u32;
-        inf_at[c] = min!(e in 0..len, order = lanes(32).butterfly(), if logits[base + e] == f32::INFINITY { base + e } else { n }) as u32;
+        at[c] =
+            min!(e in 0..len, order = lanes(32).butterfly(), if logits[base + e] == m { base + e } else { n }) as u32;
+        nan_at[c] = min!(e in 0..len, order = lanes(32).butterfly(), if logits[base + e] != logits[base + e] { base + e } else { n })
+            as u32;
+        inf_at[c] = min!(e in 0..len, order = lanes(32).butterfly(), if logits[base + e] == f32::INFINITY { base + e } else { n })
+            as u32;
     }
 }
 
@@ -41,7 +51,15 @@ pub fn greedy_chunks(logits: &[f32], best: &mut [f32], at: &mut [u32], nan_at: &
 /// first +inf's index (n where there is none), pick[3] = 1 when the largest value is -inf
 /// (every logit masked; with no NaN that is the host's `AllMasked`), else 0.
 #[kernel(grid = [1], block = 32, verify(chunks = [1, 2, 33, 70], n = [1, 3000]))]
-pub fn greedy_pick(best: &[f32], at: &[u32], nan_at: &[u32], inf_at: &[u32], pick: &mut [u32], chunks: usize, n: usize) {
+pub fn greedy_pick(
+    best: &[f32],
+    at: &[u32],
+    nan_at: &[u32],
+    inf_at: &[u32],
+    pick: &mut [u32],
+    chunks: usize,
+    n: usize,
+) {
     let m = max!(c in 0..chunks, order = lanes(32).butterfly(), best[c]);
     pick[0] = min!(c in 0..chunks, order = lanes(32).butterfly(), if best[c] == m { at[c] as usize } else { n }) as u32;
     pick[1] = min!(c in 0..chunks, order = lanes(32).butterfly(), nan_at[c] as usize) as u32;

@@ -50,7 +50,19 @@ pub fn q8_of(x: f32, d: f32) -> i32 {
     let v = if d == 0.0 { 0.0 } else { x / d };
     let f = v.floor();
     let h = v - f;
-    let r = if h > 0.5 { f + 1.0 } else { if h < 0.5 { f } else { if ((f as i32) & 1) == 0 { f } else { f + 1.0 } } };
+    let r = if h > 0.5 {
+        f + 1.0
+    } else {
+        if h < 0.5 {
+            f
+        } else {
+            if ((f as i32) & 1) == 0 {
+                f
+            } else {
+                f + 1.0
+            }
+        }
+    };
     (r as i32).max(-127).min(127)
 }
 
@@ -58,7 +70,10 @@ pub fn q8_of(x: f32, d: f32) -> i32 {
 /// word (the first value in the low byte).
 #[kernel_helper]
 pub fn q8_word(x0: f32, x1: f32, x2: f32, x3: f32, d: f32) -> u32 {
-    ((q8_of(x0, d) as u32) & 255) | (((q8_of(x1, d) as u32) & 255) << 8) | (((q8_of(x2, d) as u32) & 255) << 16) | (((q8_of(x3, d) as u32) & 255) << 24)
+    ((q8_of(x0, d) as u32) & 255)
+        | (((q8_of(x1, d) as u32) & 255) << 8)
+        | (((q8_of(x2, d) as u32) & 255) << 16)
+        | (((q8_of(x3, d) as u32) & 255) << 24)
 }
 
 /// x: (nb, 32) f32 → q: (nb, 8) u32 (four i8 each), d: (nb) f32, s: (nb) i32.
@@ -93,7 +108,18 @@ pub fn q8act(x: &[f32], q: &mut [u32], d: &mut [f32], s: &mut [i32], nb: usize) 
 /// workgroup writes its 256 elements of h and y and their 8 blocks. n a multiple of 32.
 #[kernel(grid = [(n + 255) / 256], block = 256, uses = [q8_of, q8_word], verify(n = [32, 96, 256, 288, 608]),
          rows(name = add_rmsnorm_q8_rows, row_stride(a = n, b = n, h = n, y = n, q = n / 4, d = n / 32, s = n / 32), verify(n = [32, 288])))]
-pub fn add_rmsnorm_q8(a: &[f32], b: &[f32], w: &[f32], h: &mut [f32], y: &mut [f32], q: &mut [u32], d: &mut [f32], s: &mut [i32], n: usize, eps: f32) {
+pub fn add_rmsnorm_q8(
+    a: &[f32],
+    b: &[f32],
+    w: &[f32],
+    h: &mut [f32],
+    y: &mut [f32],
+    q: &mut [u32],
+    d: &mut [f32],
+    s: &mut [i32],
+    n: usize,
+    eps: f32,
+) {
     let base = group_id(0) * 256;
     let m = if n - base < 256 { n - base } else { 256 };
     let ss = sum!(i in 0..n, order = lanes(32).butterfly(), (a[i] + b[i]) * (a[i] + b[i]));
@@ -131,7 +157,15 @@ pub fn add_rmsnorm_q8(a: &[f32], b: &[f32], w: &[f32], h: &mut [f32], y: &mut [f
 /// multiple of 32.
 #[kernel(grid = [(n + 255) / 256, n_slots], block = 256, uses = [q8_of, q8_word], verify(n = [32, 96, 256, 288, 608], n_slots = [1, 3]),
          rows(name = swiglu_pairs_q8_rows, axis = 1, row_stride(gu = 2 * n, h = n, q = n / 4, d = n / 32, s = n / 32), fix(n_slots = 1), verify(n = [32, 288])))]
-pub fn swiglu_pairs_q8(gu: &[f32], h: &mut [f32], q: &mut [u32], d: &mut [f32], s: &mut [i32], n: usize, n_slots: usize) {
+pub fn swiglu_pairs_q8(
+    gu: &[f32],
+    h: &mut [f32],
+    q: &mut [u32],
+    d: &mut [f32],
+    s: &mut [i32],
+    n: usize,
+    n_slots: usize,
+) {
     let base = group_id(0) * 256;
     let sl = group_id(1);
     let m = if n - base < 256 { n - base } else { 256 };
@@ -182,7 +216,10 @@ pub fn q8act_reference(x: &[f32]) -> (Vec<u32>, Vec<f32>, Vec<i32>) {
             .collect();
         d.push(scale);
         s.push(qs.iter().sum());
-        q.extend(qs.chunks_exact(4).map(|c| u32::from_le_bytes([c[0] as i8 as u8, c[1] as i8 as u8, c[2] as i8 as u8, c[3] as i8 as u8])));
+        q.extend(
+            qs.chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0] as i8 as u8, c[1] as i8 as u8, c[2] as i8 as u8, c[3] as i8 as u8])),
+        );
     }
     (q, d, s)
 }
@@ -200,7 +237,17 @@ pub fn q8act_reference(x: &[f32]) -> (Vec<u32>, Vec<f32>, Vec<i32>) {
 /// their loads: nine words per block.
 #[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_at_words, f16_bits], verify(k = [32, 64, 96, 1056], n = [1, 9], x_stride = [0, 64], n_slots = [1, 2]),
          rows(name = matvec_q8_0_q8_rows, tile = 8, axis = 1, row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(k = [32, 1056], rows = [1, 3, 9])))]
-pub fn matvec_q8_0_q8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_q8_0_q8(
+    xq: &[u32],
+    xd: &[f32],
+    w: &[u32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+) {
     let ob = group_id(0) * 8;
     let s = group_id(1);
     let e = ids[s] as usize;
@@ -233,7 +280,18 @@ pub const Q8_ROWS8_MAX_K: usize = 4096;
 /// the last row's blocks and is not stored. k ≤ `Q8_ROWS8_MAX_K`.
 #[kernel(grid = [(n + 31) / 32, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits], rows_of = matvec_q8_0_q8, rows = rows,
          row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), verify(k = [32, 1056], n = [1, 9, 33], x_stride = [0], n_slots = [1], rows = [1, 3, 7, 8, 9, 17]))]
-pub fn matvec_q8_0_q8_rows8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+pub fn matvec_q8_0_q8_rows8(
+    xq: &[u32],
+    xd: &[f32],
+    w: &[u32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+    rows: usize,
+) {
     let ob = group_id(0) * 32;
     let r0 = group_id(1) * 8;
     let last = rows - 1;
@@ -291,7 +349,15 @@ pub fn matvec_q8_0_q8_rows8(xq: &[u32], xd: &[f32], w: &[u32], ids: &[u32], y: &
 /// and output, the block results `(d_w · xd[b]) · (Σ_j q_w · q_x as f32)` summed by
 /// `sum_lanes_butterfly(.., 32, ..)`. `w` is the Q8_0 stack's raw bytes.
 #[allow(clippy::too_many_arguments)]
-pub fn matvec_q8_0_q8_reference(xq: &[u32], xd: &[f32], w: &[u8], ids: &[u32], k: usize, n: usize, x_stride: usize) -> Vec<f32> {
+pub fn matvec_q8_0_q8_reference(
+    xq: &[u32],
+    xd: &[f32],
+    w: &[u8],
+    ids: &[u32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+) -> Vec<f32> {
     let nb = k / 32;
     let mut y = Vec::with_capacity(ids.len() * n);
     for (s, &e) in ids.iter().enumerate() {

@@ -20,17 +20,26 @@
 //! 8 rows per workgroup, each running the m = 1 body (one output per workgroup for the plain
 //! kernels; for `_xs`, x staged per row and 8 or 16 outputs).
 
-use baro::{kernel, kernel_helper};
 use baro::reference::{sum_lanes_butterfly, sum_sequential};
+use baro::{kernel, kernel_helper};
 use half::f16;
 
-use crate::model::dequant::{scale_min_k4, Q4_K_BLOCK_BYTES, Q5_K_BLOCK_BYTES, Q6_K_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK_K};
+use crate::model::dequant::{
+    scale_min_k4, Q4_K_BLOCK_BYTES, Q5_K_BLOCK_BYTES, Q6_K_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK_K,
+};
 
 /// The f16 whose bits are the low 16 of `h`, widened to f32 exactly (normal, subnormal,
 /// infinity and NaN), by integer operations and one exact multiply.
 #[kernel_helper]
 pub fn f16_bits(h: u32) -> f32 {
-    f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }))
+    f32::from_bits(
+        ((h & 0x8000) << 16)
+            | (if (h & 0x7c00) == 0 {
+                (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits()
+            } else {
+                ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 })
+            }),
+    )
 }
 
 /// The little-endian f16 at byte `byte` of a byte buffer.
@@ -50,7 +59,16 @@ pub fn f16_at_words(w: &[u32], byte: usize) -> f32 {
 /// Q8_0 (k a multiple of 32): rows of k/32 blocks `{ f16 d; i8 q[32] }`.
 #[kernel(grid = [n, n_slots], uses = [f16_at_bytes, f16_bits],
          rows(name = matvec_q8_0_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_q8_0(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_q8_0(
+    x: &[f32],
+    w: &[u8],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+) {
     let o = group_id(0);
     let s = group_id(1);
     let xb = s * x_stride;
@@ -63,7 +81,16 @@ pub fn matvec_q8_0(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n:
 /// Q4_K (k a multiple of 256): super-blocks `{ f16 d; f16 dmin; u8 scales[12]; u8 qs[128] }`.
 #[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_bytes, f16_bits],
          rows(name = matvec_q4_k_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_q4_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_q4_k(
+    x: &[f32],
+    w: &[u8],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+) {
     let o = group_id(0);
     let s = group_id(1);
     let xb = s * x_stride;
@@ -78,7 +105,16 @@ pub fn matvec_q4_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n:
 /// Q5_K (k a multiple of 256): `{ f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128] }`.
 #[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_bytes, f16_bits],
          rows(name = matvec_q5_k_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_q5_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_q5_k(
+    x: &[f32],
+    w: &[u8],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+) {
     let o = group_id(0);
     let s = group_id(1);
     let xb = s * x_stride;
@@ -94,7 +130,16 @@ pub fn matvec_q5_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n:
 /// sub-block u % 16 of super-block u / 16; its element t is element e = (u % 16)·16 + t.
 #[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_bytes, f16_bits],
          rows(name = matvec_q6_k_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_q6_k(x: &[f32], w: &[u8], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_q6_k(
+    x: &[f32],
+    w: &[u8],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+) {
     let o = group_id(0);
     let s = group_id(1);
     let xb = s * x_stride;
@@ -132,7 +177,11 @@ fn unit(ty: crate::model::TensorType, blk: &[u8], j: usize, x: &[f32]) -> f32 {
                 let e = j * 32 + i;
                 if ty == T::Q4_K {
                     let byte = blk[16 + (e / 64) * 32 + e % 32];
-                    if j.is_multiple_of(2) { byte & 0xF } else { byte >> 4 }
+                    if j.is_multiple_of(2) {
+                        byte & 0xF
+                    } else {
+                        byte >> 4
+                    }
                 } else {
                     let byte = blk[48 + (e / 64) * 32 + e % 32];
                     let low = if j.is_multiple_of(2) { byte & 0xF } else { byte >> 4 };
@@ -156,7 +205,6 @@ fn unit(ty: crate::model::TensorType, blk: &[u8], j: usize, x: &[f32]) -> f32 {
         T::F32 | T::F16 | T::BF16 => f32::NAN,
     }
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // The same four products with x staged in workgroup memory first (`_xs`), for k ≤ XS_MAX_K.
@@ -209,7 +257,16 @@ pub const XS_KERNELS: [(crate::model::TensorType, &str, &str); 4] = [
 /// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q8_0`.
 #[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, uses = [f16_at_words, f16_bits],
          rows(name = matvec_q8_0_xs_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_q8_0_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_q8_0_xs(
+    x: &[f32],
+    w: &[u32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+) {
     let g = if n * n_slots >= 4096 { 16 } else { 8 };
     let ob = group_id(0) * g;
     let s = group_id(1);
@@ -240,7 +297,17 @@ pub fn matvec_q8_0_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
 /// the arithmetic is the same. A row past the last reads the last row's x and is not stored.
 #[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits], rows_of = matvec_q8_0_xs, rows = rows,
          row_stride(x = k, y = n), verify(x_stride = [0], n_slots = [1], rows = [1, 3, 7, 8, 9, 17]))]
-pub fn matvec_q8_0_rows8(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize, rows: usize) {
+pub fn matvec_q8_0_rows8(
+    x: &[f32],
+    w: &[u32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+    rows: usize,
+) {
     let ob = group_id(0) * 8;
     let r0 = group_id(1) * 8;
     let last = rows - 1;
@@ -282,7 +349,16 @@ pub fn matvec_q8_0_rows8(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: us
 /// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q4_k`.
 #[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits],
          rows(name = matvec_q4_k_xs_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_q4_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_q4_k_xs(
+    x: &[f32],
+    w: &[u32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+) {
     let g = if n * n_slots >= 4096 { 16 } else { 8 };
     let ob = group_id(0) * g;
     let s = group_id(1);
@@ -310,7 +386,16 @@ pub fn matvec_q4_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
 /// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q5_k`.
 #[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits],
          rows(name = matvec_q5_k_xs_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_q5_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_q5_k_xs(
+    x: &[f32],
+    w: &[u32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+) {
     let g = if n * n_slots >= 4096 { 16 } else { 8 };
     let ob = group_id(0) * g;
     let s = group_id(1);
@@ -338,7 +423,16 @@ pub fn matvec_q5_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
 /// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q6_k`.
 #[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_words, f16_bits],
          rows(name = matvec_q6_k_xs_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_q6_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize, n: usize, x_stride: usize, n_slots: usize) {
+pub fn matvec_q6_k_xs(
+    x: &[f32],
+    w: &[u32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+) {
     let g = if n * n_slots >= 4096 { 16 } else { 8 };
     let ob = group_id(0) * g;
     let s = group_id(1);
@@ -362,7 +456,15 @@ pub fn matvec_q6_k_xs(x: &[f32], w: &[u32], ids: &[u32], y: &mut [f32], k: usize
 /// Any of the four quantized matvecs in plain Rust, in the kernel's order (through
 /// `model::dequant`'s `scale_min_k4` and `half`'s f16, independent of the kernels' inline
 /// decode). `ty` must be Q8_0, Q4_K, Q5_K or Q6_K.
-pub fn matvec_quant_reference(ty: crate::model::TensorType, x: &[f32], w: &[u8], ids: &[u32], k: usize, n: usize, x_stride: usize) -> Vec<f32> {
+pub fn matvec_quant_reference(
+    ty: crate::model::TensorType,
+    x: &[f32],
+    w: &[u8],
+    ids: &[u32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+) -> Vec<f32> {
     use crate::model::TensorType as T;
     let (block_len, block_bytes, per_block, unit_len) = match ty {
         T::Q8_0 => (32, Q8_0_BLOCK_BYTES, 1, 32),

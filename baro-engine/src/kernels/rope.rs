@@ -20,7 +20,15 @@ use baro::kernel;
 /// the verifier's race check rejects the default strides, so the domain is listed.
 #[kernel(grid = [n_heads], verify(pos = [0, 3], rope_dim = [2, 4, 6], head_stride = [6, 7], n_heads = [1, 2, 3]),
          rows(name = rope_neox_rows, row_stride(x = n_heads * head_stride), row_step(pos = 1), verify(n_heads = [1, 2], rows = [1, 3])))]
-pub fn rope_neox(x: &mut [f32], cos: &[f32], sin: &[f32], pos: usize, rope_dim: usize, head_stride: usize, n_heads: usize) {
+pub fn rope_neox(
+    x: &mut [f32],
+    cos: &[f32],
+    sin: &[f32],
+    pos: usize,
+    rope_dim: usize,
+    head_stride: usize,
+    n_heads: usize,
+) {
     let h = group_id(0);
     let half = rope_dim / 2;
     let b = h * head_stride;
@@ -49,7 +57,15 @@ pub fn rope_table(theta: f64, rope_dim: usize, n_pos: usize) -> (Vec<f32>, Vec<f
 }
 
 /// `rope_neox` in plain Rust, on a copy.
-pub fn rope_reference(x: &[f32], cos: &[f32], sin: &[f32], pos: usize, rope_dim: usize, head_stride: usize, n_heads: usize) -> Vec<f32> {
+pub fn rope_reference(
+    x: &[f32],
+    cos: &[f32],
+    sin: &[f32],
+    pos: usize,
+    rope_dim: usize,
+    head_stride: usize,
+    n_heads: usize,
+) -> Vec<f32> {
     let mut y = x.to_vec();
     let half = rope_dim / 2;
     for h in 0..n_heads {

@@ -79,7 +79,9 @@ impl ModelConfig {
 
     /// Layer kinds from an interval: layer i is attention iff (i + 1) % interval == 0.
     pub fn kinds_from_interval(n_layers: usize, interval: usize) -> Vec<LayerKind> {
-        (0..n_layers).map(|i| if interval > 0 && (i + 1) % interval == 0 { LayerKind::Attention } else { LayerKind::Gdn }).collect()
+        (0..n_layers)
+            .map(|i| if interval > 0 && (i + 1) % interval == 0 { LayerKind::Attention } else { LayerKind::Gdn })
+            .collect()
     }
 
     /// The interval that reproduces `layer_kinds`, if one does.
@@ -93,11 +95,15 @@ impl ModelConfig {
         let arch_ok = |v: &Value| {
             let model_type = v.get("model_type").and_then(Value::as_str).unwrap_or("");
             let archs = v.get("architectures").and_then(Value::as_array).cloned().unwrap_or_default();
-            model_type.starts_with("qwen3_5_moe") || archs.iter().any(|a| a.as_str().is_some_and(|s| s.starts_with("Qwen3_5Moe")))
+            model_type.starts_with("qwen3_5_moe")
+                || archs.iter().any(|a| a.as_str().is_some_and(|s| s.starts_with("Qwen3_5Moe")))
         };
         if !arch_ok(&root) {
             let found = root.get("model_type").map(|v| v.to_string()).unwrap_or_else(|| "no model_type".into());
-            return Err(ConfigError::UnknownArchitecture { expected: "model_type qwen3_5_moe_text or qwen3_5_moe", found });
+            return Err(ConfigError::UnknownArchitecture {
+                expected: "model_type qwen3_5_moe_text or qwen3_5_moe",
+                found,
+            });
         }
         let c = root.get("text_config").unwrap_or(&root);
         let j = Json(c);
@@ -116,7 +122,13 @@ impl ModelConfig {
                     }),
                 })
                 .collect::<Result<Vec<_>, _>>()?,
-            Some(other) => return Err(ConfigError::WrongType { key: "layer_types".into(), expected: "an array", found: other.to_string() }),
+            Some(other) => {
+                return Err(ConfigError::WrongType {
+                    key: "layer_types".into(),
+                    expected: "an array",
+                    found: other.to_string(),
+                })
+            }
             None => ModelConfig::kinds_from_interval(n_layers, j.usize_or("full_attention_interval", 4)?),
         };
         let rope = c.get("rope_parameters").filter(|v| v.is_object());
@@ -159,7 +171,11 @@ impl ModelConfig {
             n_experts_used: j.usize("num_experts_per_tok")?,
             expert_ffn_dim: j.usize("moe_intermediate_size")?,
             shared_ffn_dim: j.usize("shared_expert_intermediate_size")?,
-            tied_embeddings: c.get("tie_word_embeddings").or_else(|| root.get("tie_word_embeddings")).and_then(Value::as_bool).unwrap_or(false),
+            tied_embeddings: c
+                .get("tie_word_embeddings")
+                .or_else(|| root.get("tie_word_embeddings"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         };
         cfg.validate()?;
         Ok(cfg)
@@ -169,7 +185,13 @@ impl ModelConfig {
     pub fn from_gguf(file: &GgufFile) -> Result<ModelConfig, ConfigError> {
         let arch = match file.meta("general.architecture") {
             Some(MetaValue::String(s)) => s.clone(),
-            Some(v) => return Err(ConfigError::WrongType { key: "general.architecture".into(), expected: "a string", found: format!("{v:?}") }),
+            Some(v) => {
+                return Err(ConfigError::WrongType {
+                    key: "general.architecture".into(),
+                    expected: "a string",
+                    found: format!("{v:?}"),
+                })
+            }
             None => return Err(ConfigError::Missing { key: "general.architecture".into() }),
         };
         if arch != GGUF_ARCH {
@@ -198,7 +220,13 @@ impl ModelConfig {
         }
         let vocab_size = match file.tensor_info("token_embd.weight") {
             Some(t) if t.shape.len() == 2 => t.shape[0],
-            Some(t) => return Err(ConfigError::Invalid { what: "token_embd.weight shape".into(), expected: "2 dims".into(), found: format!("{:?}", t.shape) }),
+            Some(t) => {
+                return Err(ConfigError::Invalid {
+                    what: "token_embd.weight shape".into(),
+                    expected: "2 dims".into(),
+                    found: format!("{:?}", t.shape),
+                })
+            }
             None => return Err(ConfigError::Missing { key: "tensor token_embd.weight (the vocab size)".into() }),
         };
         let cfg = ModelConfig {
@@ -288,25 +316,48 @@ impl ModelConfig {
             }
         }
         if self.layer_kinds.len() != self.n_layers {
-            return Err(invalid("number of layer kinds", format!("n_layers = {}", self.n_layers), self.layer_kinds.len()));
+            return Err(invalid(
+                "number of layer kinds",
+                format!("n_layers = {}", self.n_layers),
+                self.layer_kinds.len(),
+            ));
         }
         if self.n_heads % self.n_kv_heads != 0 {
             return Err(invalid("n_heads % n_kv_heads", "0", format!("{} % {}", self.n_heads, self.n_kv_heads)));
         }
         if self.gdn_n_value_heads % self.gdn_n_key_heads != 0 {
-            return Err(invalid("gdn_n_value_heads % gdn_n_key_heads", "0", format!("{} % {}", self.gdn_n_value_heads, self.gdn_n_key_heads)));
+            return Err(invalid(
+                "gdn_n_value_heads % gdn_n_key_heads",
+                "0",
+                format!("{} % {}", self.gdn_n_value_heads, self.gdn_n_key_heads),
+            ));
         }
         if self.rope_dim > self.head_dim || self.rope_dim % 2 != 0 {
             return Err(invalid("rope_dim", format!("even and at most head_dim = {}", self.head_dim), self.rope_dim));
         }
         if self.n_experts > crate::kernels::moe::ROUTER_MAX_EXPERTS {
-            return Err(invalid("n_experts", format!("at most {} (the router kernel's workgroup scratch)", crate::kernels::moe::ROUTER_MAX_EXPERTS), self.n_experts));
+            return Err(invalid(
+                "n_experts",
+                format!("at most {} (the router kernel's workgroup scratch)", crate::kernels::moe::ROUTER_MAX_EXPERTS),
+                self.n_experts,
+            ));
         }
         if self.gdn_key_dim > crate::kernels::gdn::GDN_MAX_DK {
-            return Err(invalid("gdn_key_dim", format!("at most {} (the delta-rule kernels keep dk × 32 state floats in workgroup memory)", crate::kernels::gdn::GDN_MAX_DK), self.gdn_key_dim));
+            return Err(invalid(
+                "gdn_key_dim",
+                format!(
+                    "at most {} (the delta-rule kernels keep dk × 32 state floats in workgroup memory)",
+                    crate::kernels::gdn::GDN_MAX_DK
+                ),
+                self.gdn_key_dim,
+            ));
         }
         if self.n_experts_used > self.n_experts {
-            return Err(invalid("n_experts_used", format!("at most n_experts = {}", self.n_experts), self.n_experts_used));
+            return Err(invalid(
+                "n_experts_used",
+                format!("at most n_experts = {}", self.n_experts),
+                self.n_experts_used,
+            ));
         }
         if !(self.rms_eps.is_finite() && self.rms_eps > 0.0) {
             return Err(invalid("rms_eps", "a positive finite number", self.rms_eps));
@@ -328,10 +379,8 @@ impl Json<'_> {
     fn usize_opt(&self, key: &str) -> Result<Option<usize>, ConfigError> {
         match self.0.get(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => v.as_u64().and_then(|n| usize::try_from(n).ok()).map(Some).ok_or_else(|| ConfigError::WrongType {
-                key: key.into(),
-                expected: "a non-negative integer",
-                found: v.to_string(),
+            Some(v) => v.as_u64().and_then(|n| usize::try_from(n).ok()).map(Some).ok_or_else(|| {
+                ConfigError::WrongType { key: key.into(), expected: "a non-negative integer", found: v.to_string() }
             }),
         }
     }
@@ -344,7 +393,11 @@ impl Json<'_> {
     fn f64_opt(&self, key: &str) -> Result<Option<f64>, ConfigError> {
         match self.0.get(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => v.as_f64().map(Some).ok_or_else(|| ConfigError::WrongType { key: key.into(), expected: "a number", found: v.to_string() }),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| ConfigError::WrongType {
+                key: key.into(),
+                expected: "a number",
+                found: v.to_string(),
+            }),
         }
     }
     fn f64(&self, key: &str) -> Result<f64, ConfigError> {
@@ -364,10 +417,18 @@ impl Meta<'_> {
     }
     fn usize(&self, key: &str) -> Result<usize, ConfigError> {
         let (full, v) = self.get(key)?;
-        v.as_u64().and_then(|n| usize::try_from(n).ok()).ok_or(ConfigError::WrongType { key: full, expected: "a non-negative integer", found: format!("{} {:?}", v.kind(), v) })
+        v.as_u64().and_then(|n| usize::try_from(n).ok()).ok_or(ConfigError::WrongType {
+            key: full,
+            expected: "a non-negative integer",
+            found: format!("{} {:?}", v.kind(), v),
+        })
     }
     fn f64(&self, key: &str) -> Result<f64, ConfigError> {
         let (full, v) = self.get(key)?;
-        v.as_f64().ok_or(ConfigError::WrongType { key: full, expected: "a number", found: format!("{} {:?}", v.kind(), v) })
+        v.as_f64().ok_or(ConfigError::WrongType {
+            key: full,
+            expected: "a number",
+            found: format!("{} {:?}", v.kind(), v),
+        })
     }
 }

@@ -51,7 +51,9 @@ pub enum GgufError {
     DimsOverflow { tensor: String, dims: Vec<u64> },
     #[error("unsupported tensor type for {tensor:?}: {name} (ggml type {found}); supported: F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K")]
     UnsupportedType { tensor: String, found: u32, name: &'static str },
-    #[error("bad gguf tensor {tensor:?}: innermost dimension {ne0} is not a multiple of the {ty} block length {block}")]
+    #[error(
+        "bad gguf tensor {tensor:?}: innermost dimension {ne0} is not a multiple of the {ty} block length {block}"
+    )]
     PartialBlock { tensor: String, ne0: u64, ty: TensorType, block: usize },
     #[error("bad gguf tensor {tensor:?}: offset {offset} is not a multiple of the alignment {alignment}")]
     Misaligned { tensor: String, offset: u64, alignment: u64 },
@@ -168,7 +170,8 @@ pub struct GgufFile {
 impl GgufFile {
     /// Memory-maps and parses `path`.
     pub fn open(path: &Path) -> Result<GgufFile, GgufError> {
-        let bytes = Bytes::map(path).map_err(|e| GgufError::Io { path: path.display().to_string(), message: e.to_string() })?;
+        let bytes =
+            Bytes::map(path).map_err(|e| GgufError::Io { path: path.display().to_string(), message: e.to_string() })?;
         GgufFile::parse(bytes)
     }
 
@@ -269,11 +272,17 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn truncated(&self, what: &str, n: u64) -> GgufError {
-        GgufError::Truncated { what: what.to_string(), start: self.at, end: self.at.saturating_add(n), len: self.buf.len() as u64 }
+        GgufError::Truncated {
+            what: what.to_string(),
+            start: self.at,
+            end: self.at.saturating_add(n),
+            len: self.buf.len() as u64,
+        }
     }
 
     fn take(&mut self, n: u64, what: &str) -> Result<&'a [u8], GgufError> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.buf.len() as u64).ok_or_else(|| self.truncated(what, n))?;
+        let end =
+            self.at.checked_add(n).filter(|&e| e <= self.buf.len() as u64).ok_or_else(|| self.truncated(what, n))?;
         let s = &self.buf[self.at as usize..end as usize];
         self.at = end;
         Ok(s)
@@ -374,9 +383,15 @@ impl<'a> Reader<'a> {
         // The product of the nonzero dimensions must fit too: a zero-element tensor whose other
         // dimensions overflow would make a product taken in another order (the shape's, outer
         // first) overflow where this one stops at the zero.
-        let nonzero = ne.iter().filter(|&&d| d != 0).try_fold(1u64, |acc, &d| acc.checked_mul(d)).filter(|&n| n <= i64::MAX as u64).ok_or_else(overflow)?;
+        let nonzero = ne
+            .iter()
+            .filter(|&&d| d != 0)
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+            .filter(|&n| n <= i64::MAX as u64)
+            .ok_or_else(overflow)?;
         let n_elements = if ne.contains(&0) { 0 } else { nonzero };
-        let shape: Vec<usize> = ne.iter().rev().map(|&d| usize::try_from(d)).collect::<Result<_, _>>().map_err(|_| overflow())?;
+        let shape: Vec<usize> =
+            ne.iter().rev().map(|&d| usize::try_from(d)).collect::<Result<_, _>>().map_err(|_| overflow())?;
         if ne[0] % ty.block_len() as u64 != 0 {
             return Err(GgufError::PartialBlock { tensor: name, ne0: ne[0], ty, block: ty.block_len() });
         }

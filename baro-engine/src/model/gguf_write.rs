@@ -59,7 +59,10 @@ impl GgufWriter {
         match ty.bytes_for(shape) {
             Some(n) if n == bytes.len() => {}
             expected => {
-                return Err(format!("tensor {name:?} of type {ty} and shape {shape:?}: expected {expected:?} bytes, found {}", bytes.len()))
+                return Err(format!(
+                    "tensor {name:?} of type {ty} and shape {shape:?}: expected {expected:?} bytes, found {}",
+                    bytes.len()
+                ))
             }
         }
         self.tensors.push((name.to_string(), ty, shape.to_vec(), bytes));
@@ -136,7 +139,11 @@ pub struct StreamHeader {
 /// `GgufWriter::to_bytes` lays them), so the data can be written after it piece by piece. A
 /// non-default `alignment` must also be in `metadata` as `general.alignment`; a tensor whose
 /// shape is not a whole number of blocks of its type is an error.
-pub fn stream_header(metadata: &[(String, MetaValue)], tensors: &[TensorEntry], alignment: usize) -> Result<StreamHeader, String> {
+pub fn stream_header(
+    metadata: &[(String, MetaValue)],
+    tensors: &[TensorEntry],
+    alignment: usize,
+) -> Result<StreamHeader, String> {
     if !alignment.is_power_of_two() {
         return Err(format!("alignment: expected a power of two, found {alignment}"));
     }

@@ -91,7 +91,12 @@ pub fn gguf_tensors(cfg: &ModelConfig) -> Vec<GgufTensorSpec> {
         out.push(GgufTensorSpec { name, shape, source, transform });
     };
     let one = |s: String| HfSource::One(s);
-    push("token_embd.weight".into(), vec![cfg.vocab_size, h], one("model.embed_tokens.weight".into()), Transform::Plain);
+    push(
+        "token_embd.weight".into(),
+        vec![cfg.vocab_size, h],
+        one("model.embed_tokens.weight".into()),
+        Transform::Plain,
+    );
     for (l, kind) in cfg.layer_kinds.iter().enumerate() {
         let b = |s: &str| format!("blk.{l}.{s}");
         let m = |s: &str| format!("model.layers.{l}.{s}");
@@ -111,15 +116,30 @@ pub fn gguf_tensors(cfg: &ModelConfig) -> Vec<GgufTensorSpec> {
                 let (nv, vd) = (cfg.gdn_n_value_heads, cfg.gdn_value_dim);
                 let qk = 2 * cfg.gdn_n_key_heads * cfg.gdn_key_dim;
                 let vhead = |skip, head_len| Transform::VHeadRows { skip, head_len };
-                push(b("attn_qkv.weight"), vec![cfg.gdn_conv_dim(), h], one(m("linear_attn.in_proj_qkv.weight")), vhead(qk, vd));
+                push(
+                    b("attn_qkv.weight"),
+                    vec![cfg.gdn_conv_dim(), h],
+                    one(m("linear_attn.in_proj_qkv.weight")),
+                    vhead(qk, vd),
+                );
                 push(b("attn_gate.weight"), vec![nv * vd, h], one(m("linear_attn.in_proj_z.weight")), vhead(0, vd));
                 push(b("ssm_beta.weight"), vec![nv, h], one(m("linear_attn.in_proj_b.weight")), vhead(0, 1));
                 push(b("ssm_alpha.weight"), vec![nv, h], one(m("linear_attn.in_proj_a.weight")), vhead(0, 1));
                 push(b("ssm_a"), vec![nv], one(m("linear_attn.A_log")), Transform::NegExpVHeads);
                 push(b("ssm_dt.bias"), vec![nv], one(m("linear_attn.dt_bias")), vhead(0, 1));
-                push(b("ssm_conv1d.weight"), vec![cfg.gdn_conv_dim(), cfg.conv_kernel], one(m("linear_attn.conv1d.weight")), vhead(qk, vd));
+                push(
+                    b("ssm_conv1d.weight"),
+                    vec![cfg.gdn_conv_dim(), cfg.conv_kernel],
+                    one(m("linear_attn.conv1d.weight")),
+                    vhead(qk, vd),
+                );
                 push(b("ssm_norm.weight"), vec![vd], one(m("linear_attn.norm.weight")), Transform::Plain);
-                push(b("ssm_out.weight"), vec![h, nv * vd], one(m("linear_attn.out_proj.weight")), Transform::VHeadCols { head_len: vd });
+                push(
+                    b("ssm_out.weight"),
+                    vec![h, nv * vd],
+                    one(m("linear_attn.out_proj.weight")),
+                    Transform::VHeadCols { head_len: vd },
+                );
             }
         }
         let (e, fi, fs) = (cfg.n_experts, cfg.expert_ffn_dim, cfg.shared_ffn_dim);
@@ -150,22 +170,25 @@ pub fn gguf_to_hf_name(cfg: &ModelConfig, gguf: &str) -> Option<String> {
 
 /// The GGUF name an HF tensor ends up in (per-expert and fused expert tensors included).
 pub fn hf_to_gguf_name(cfg: &ModelConfig, hf: &str) -> Option<String> {
-    gguf_tensors(cfg).into_iter().find(|s| match &s.source {
-        HfSource::One(n) => n == hf,
-        HfSource::Experts { layer, part } => {
-            let prefix = format!("model.layers.{layer}.mlp.experts.");
-            hf.strip_prefix(&prefix).is_some_and(|rest| {
-                let per_expert = rest.split_once('.').is_some_and(|(e, tail)| {
-                    e.parse::<usize>().is_ok_and(|e| e < cfg.n_experts) && tail == format!("{}.weight", part.hf())
-                });
-                let fused = match part {
-                    ExpertPart::Gate | ExpertPart::Up => rest == "gate_up_proj",
-                    ExpertPart::Down => rest == "down_proj",
-                };
-                per_expert || fused
-            })
-        }
-    }).map(|s| s.name)
+    gguf_tensors(cfg)
+        .into_iter()
+        .find(|s| match &s.source {
+            HfSource::One(n) => n == hf,
+            HfSource::Experts { layer, part } => {
+                let prefix = format!("model.layers.{layer}.mlp.experts.");
+                hf.strip_prefix(&prefix).is_some_and(|rest| {
+                    let per_expert = rest.split_once('.').is_some_and(|(e, tail)| {
+                        e.parse::<usize>().is_ok_and(|e| e < cfg.n_experts) && tail == format!("{}.weight", part.hf())
+                    });
+                    let fused = match part {
+                        ExpertPart::Gate | ExpertPart::Up => rest == "gate_up_proj",
+                        ExpertPart::Down => rest == "down_proj",
+                    };
+                    per_expert || fused
+                })
+            }
+        })
+        .map(|s| s.name)
 }
 
 /// `−exp(x)` correctly rounded to f32, the value llama.cpp's converter stores for `A_log`.
@@ -256,7 +279,11 @@ pub enum NameError {
 }
 
 /// Builds the GGUF tensor of `spec` (f32 values) from HF tensors fetched by `get`.
-pub fn hf_to_gguf(cfg: &ModelConfig, spec: &GgufTensorSpec, get: &dyn Fn(&str) -> Option<HfTensor>) -> Result<Vec<f32>, NameError> {
+pub fn hf_to_gguf(
+    cfg: &ModelConfig,
+    spec: &GgufTensorSpec,
+    get: &dyn Fn(&str) -> Option<HfTensor>,
+) -> Result<Vec<f32>, NameError> {
     let n: usize = spec.shape.iter().product();
     let fetch = |hf: &str, expected: usize| -> Result<Vec<f32>, NameError> {
         let t = get(hf).ok_or_else(|| NameError::Missing { hf: hf.into(), gguf: spec.name.clone() })?;
@@ -277,7 +304,10 @@ pub fn hf_to_gguf(cfg: &ModelConfig, spec: &GgufTensorSpec, get: &dyn Fn(&str) -
                 }
                 return Ok(out);
             }
-            let fused = format!("model.layers.{layer}.mlp.experts.{}", if *part == ExpertPart::Down { "down_proj" } else { "gate_up_proj" });
+            let fused = format!(
+                "model.layers.{layer}.mlp.experts.{}",
+                if *part == ExpertPart::Down { "down_proj" } else { "gate_up_proj" }
+            );
             if *part == ExpertPart::Down {
                 return fetch(&fused, n);
             }

@@ -13,8 +13,7 @@
 use half::f16;
 
 use crate::model::dequant::{
-    Q4_K_BLOCK_BYTES, Q5_K_BLOCK_BYTES, Q6_K_BLOCK_BYTES, Q8_0_BLOCK_BYTES, Q8_0_BLOCK_LEN, QK_K,
-    K_SCALE_BYTES,
+    K_SCALE_BYTES, Q4_K_BLOCK_BYTES, Q5_K_BLOCK_BYTES, Q6_K_BLOCK_BYTES, Q8_0_BLOCK_BYTES, Q8_0_BLOCK_LEN, QK_K,
 };
 use crate::model::tensor::TensorType;
 

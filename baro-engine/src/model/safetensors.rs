@@ -49,7 +49,11 @@ pub struct HfCheckpoint {
 
 /// `model.language_model.X` → `model.X`; `None` for tensors the text model ignores.
 pub fn normalise_name(name: &str) -> Option<String> {
-    if name.starts_with("mtp.") || name.starts_with("model.visual.") || name.starts_with("visual.") || name.starts_with("model.mtp.") {
+    if name.starts_with("mtp.")
+        || name.starts_with("model.visual.")
+        || name.starts_with("visual.")
+        || name.starts_with("model.mtp.")
+    {
         return None;
     }
     Some(match name.strip_prefix("model.language_model.") {
@@ -84,7 +88,10 @@ impl HfCheckpoint {
                     message: format!("weight_map[{tensor:?}]: expected a file name, found {file}"),
                 })?;
                 if file.contains('/') || file.contains('\\') || file.starts_with('.') {
-                    return Err(HfError::Index { path: index_path.clone(), message: format!("weight_map[{tensor:?}]: expected a file name in the folder, found {file:?}") });
+                    return Err(HfError::Index {
+                        path: index_path.clone(),
+                        message: format!("weight_map[{tensor:?}]: expected a file name in the folder, found {file:?}"),
+                    });
                 }
                 if !names.iter().any(|n| n == file) {
                     names.push(file.to_string());
@@ -95,7 +102,8 @@ impl HfCheckpoint {
         } else {
             vec![dir.join("model.safetensors")]
         };
-        let shards = files.into_iter().map(|p| Bytes::map(&p).map_err(io(&p)).map(|b| (p, b))).collect::<Result<Vec<_>, _>>()?;
+        let shards =
+            files.into_iter().map(|p| Bytes::map(&p).map_err(io(&p)).map(|b| (p, b))).collect::<Result<Vec<_>, _>>()?;
         HfCheckpoint::from_shards(config, shards)
     }
 
@@ -117,15 +125,27 @@ impl HfCheckpoint {
                     Dtype::F32 => TensorType::F32,
                     Dtype::F16 => TensorType::F16,
                     Dtype::BF16 => TensorType::BF16,
-                    other => return Err(HfError::Dtype { path: path.clone(), tensor: name, found: format!("{other:?}") }),
+                    other => {
+                        return Err(HfError::Dtype { path: path.clone(), tensor: name, found: format!("{other:?}") })
+                    }
                 };
                 // read_metadata checked that the offsets tile the data area exactly.
                 let (start, end) = (data_start + info.data_offsets.0, data_start + info.data_offsets.1);
                 if end > bytes.len() || ty.bytes_for(&info.shape) != Some(end - start) {
-                    return Err(HfError::Header { path: path.clone(), message: format!("tensor {name:?}: byte range {start}..{end} does not hold shape {:?} of {ty}", info.shape) });
+                    return Err(HfError::Header {
+                        path: path.clone(),
+                        message: format!(
+                            "tensor {name:?}: byte range {start}..{end} does not hold shape {:?} of {ty}",
+                            info.shape
+                        ),
+                    });
                 }
                 if let Some(&first) = seen.get(&norm) {
-                    return Err(HfError::Duplicate { tensor: norm, first: shards[first].0.clone(), second: path.clone() });
+                    return Err(HfError::Duplicate {
+                        tensor: norm,
+                        first: shards[first].0.clone(),
+                        second: path.clone(),
+                    });
                 }
                 seen.insert(norm.clone(), i);
                 tensors.insert(norm, Entry { shard: i, ty, shape: info.shape.clone(), start, end });

@@ -92,10 +92,9 @@ impl TensorType {
     /// The ggml name of a type number, known to the engine or not (for error messages).
     pub fn ggml_name(id: u32) -> &'static str {
         const NAMES: [&str; 31] = [
-            "F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
-            "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS",
-            "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64",
-            "IQ1_M", "BF16",
+            "F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q2_K", "Q3_K", "Q4_K",
+            "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
+            "I8", "I16", "I32", "I64", "F64", "IQ1_M", "BF16",
         ];
         NAMES.get(id as usize).copied().unwrap_or("unknown")
     }

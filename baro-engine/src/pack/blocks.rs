@@ -21,7 +21,9 @@
 use half::f16;
 use rand::RngCore;
 
-use crate::model::dequant::{K_SCALE_BYTES, Q4_K_BLOCK_BYTES, Q5_K_BLOCK_BYTES, Q6_K_BLOCK_BYTES, Q8_0_BLOCK_BYTES, Q8_0_BLOCK_LEN, QK_K};
+use crate::model::dequant::{
+    K_SCALE_BYTES, Q4_K_BLOCK_BYTES, Q5_K_BLOCK_BYTES, Q6_K_BLOCK_BYTES, Q8_0_BLOCK_BYTES, Q8_0_BLOCK_LEN, QK_K,
+};
 use crate::model::quantize;
 use crate::model::tensor::TensorType;
 use crate::pack::values::ValueKind;

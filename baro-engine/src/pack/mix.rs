@@ -123,5 +123,8 @@ pub fn fitted_type(wanted: TensorType, shape: &[usize]) -> TensorType {
         TensorType::Q8_0 => &[TensorType::F32],
         TensorType::F32 | TensorType::F16 | TensorType::BF16 => &[],
     };
-    std::iter::once(wanted).chain(fallbacks.iter().copied()).find(|t| t.bytes_for(shape).is_some()).unwrap_or(TensorType::F32)
+    std::iter::once(wanted)
+        .chain(fallbacks.iter().copied())
+        .find(|t| t.bytes_for(shape).is_some())
+        .unwrap_or(TensorType::F32)
 }

@@ -96,6 +96,7 @@ pub fn plan(cfg: &ModelConfig, mix: QuantMix, seed: u64) -> Result<PackPlan, Pac
         .collect();
     let entries: Vec<TensorEntry> =
         tensors.iter().map(|t| TensorEntry { name: t.name.clone(), ty: t.ty, shape: t.shape.clone() }).collect();
-    let header = stream_header(&metadata, &entries, DEFAULT_ALIGNMENT as usize).map_err(|message| PackError::Header { message })?;
+    let header = stream_header(&metadata, &entries, DEFAULT_ALIGNMENT as usize)
+        .map_err(|message| PackError::Header { message })?;
     Ok(PackPlan { metadata, tensors, tokenizer, header })
 }

@@ -118,9 +118,14 @@ fn qwen35(vocab_size: usize) -> Result<Vec<(String, MetaValue)>, PackError> {
             other => Err(bad(format!("model.merges: expected a string or a pair, found {other}"))),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let tokens: Vec<String> = tokens.into_iter().enumerate().map(|(id, t)| t.unwrap_or_else(|| format!("[PAD{id}]"))).collect();
+    let tokens: Vec<String> =
+        tokens.into_iter().enumerate().map(|(id, t)| t.unwrap_or_else(|| format!("[PAD{id}]"))).collect();
     let id_of = |s: &str| -> Result<u32, PackError> {
-        tokens.iter().position(|t| t == s).map(|i| i as u32).ok_or_else(|| bad(format!("expected the special token {s:?}, found none")))
+        tokens
+            .iter()
+            .position(|t| t == s)
+            .map(|i| i as u32)
+            .ok_or_else(|| bad(format!("expected the special token {s:?}, found none")))
     };
     let (bos, eos, pad) = (id_of("<|endoftext|>")?, id_of("<|im_end|>")?, id_of("<|vision_pad|>")?);
     Ok(Vocab { tokens, types, merges, bos, eos, pad }.into_metadata())
@@ -146,7 +151,9 @@ fn byte_chars() -> Vec<char> {
 fn synthetic(vocab_size: usize) -> Result<Vec<(String, MetaValue)>, PackError> {
     let min = 256 + SYNTHETIC_SPECIALS.len();
     if vocab_size < min {
-        return Err(bad(format!("a synthetic byte-level vocabulary needs at least {min} ids, the config has {vocab_size}")));
+        return Err(bad(format!(
+            "a synthetic byte-level vocabulary needs at least {min} ids, the config has {vocab_size}"
+        )));
     }
     let n_merged = vocab_size - min;
     let mut tokens: Vec<String> = byte_chars().into_iter().map(String::from).collect();

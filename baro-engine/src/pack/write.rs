@@ -91,7 +91,10 @@ fn check_output(path: &Path) -> Result<(), PackError> {
         _ => Path::new("."),
     };
     if !dir.exists() {
-        return Err(PackError::Output { path: shown, message: format!("the directory {} does not exist", dir.display()) });
+        return Err(PackError::Output {
+            path: shown,
+            message: format!("the directory {} does not exist", dir.display()),
+        });
     }
     if !dir.is_dir() {
         return Err(PackError::Output { path: shown, message: format!("{} is not a directory", dir.display()) });
@@ -101,7 +104,12 @@ fn check_output(path: &Path) -> Result<(), PackError> {
 
 /// Writes `plan` to `path` (through `PATH.tmp`), calling `progress` with the bytes written so
 /// far after each piece. Returns the file's size.
-pub fn write_pack(plan: &PackPlan, path: &Path, opts: &WriteOptions, progress: &mut dyn FnMut(u64)) -> Result<u64, PackError> {
+pub fn write_pack(
+    plan: &PackPlan,
+    path: &Path,
+    opts: &WriteOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<u64, PackError> {
     check_output(path)?;
     let tmp = tmp_path(path);
     let io_err = |p: &Path, e: io::Error| PackError::Io { path: p.display().to_string(), message: e.to_string() };

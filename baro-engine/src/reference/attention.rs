@@ -30,7 +30,9 @@ impl<'a, T: Real> Attention<'a, T> {
         let b = |s: &str| format!("blk.{layer}.{s}");
         // As transformers' default rope init: exponent (2i) / rope_dim rounded, then pow, then 1 / ·.
         let theta = T::from_f64(cfg.rope_theta);
-        let inv_freq = (0..cfg.rope_dim / 2).map(|i| T::ONE / theta.powf(T::from_usize(2 * i) / T::from_usize(cfg.rope_dim))).collect();
+        let inv_freq = (0..cfg.rope_dim / 2)
+            .map(|i| T::ONE / theta.powf(T::from_usize(2 * i) / T::from_usize(cfg.rope_dim)))
+            .collect();
         Ok(Attention {
             q: w.take_matrix(&b("attn_q.weight"))?,
             k: w.take_matrix(&b("attn_k.weight"))?,

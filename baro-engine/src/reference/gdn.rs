@@ -60,7 +60,8 @@ impl<'a, T: Real> Gdn<'a, T> {
         let conv: Vec<T> = (0..channels)
             .map(|ch| {
                 let w = &self.conv[ch * taps..(ch + 1) * taps];
-                let past = (0..slots).fold(T::ZERO, |acc, j| acc + w[j] * state.conv[((state.conv_oldest + j) % slots) * channels + ch]);
+                let past = (0..slots)
+                    .fold(T::ZERO, |acc, j| acc + w[j] * state.conv[((state.conv_oldest + j) % slots) * channels + ch]);
                 silu(past + w[slots] * qkv[ch])
             })
             .collect();
@@ -72,7 +73,8 @@ impl<'a, T: Real> Gdn<'a, T> {
         let l2_eps = T::from_f64(1e-6);
         let q_scale = T::from_f64((dk as f64).sqrt());
         let key_head = |base: usize, h: usize| &conv[base + h * dk..base + (h + 1) * dk];
-        let q: Vec<Vec<T>> = (0..nk).map(|h| l2_norm(key_head(0, h), l2_eps).into_iter().map(|v| v / q_scale).collect()).collect();
+        let q: Vec<Vec<T>> =
+            (0..nk).map(|h| l2_norm(key_head(0, h), l2_eps).into_iter().map(|v| v / q_scale).collect()).collect();
         let k: Vec<Vec<T>> = (0..nk).map(|h| l2_norm(key_head(nk * dk, h), l2_eps)).collect();
         let v_all = &conv[2 * nk * dk..];
 

@@ -30,7 +30,7 @@ pub struct ReferenceModel<'a, T> {
     config: ModelConfig,
     embedding: Matrix<'a>, // (vocab, hidden)
     layers: Vec<Layer<'a, T>>,
-    output_norm: Vec<T>,    // (hidden), 1 + w
+    output_norm: Vec<T>,        // (hidden), 1 + w
     output: Option<Matrix<'a>>, // (vocab, hidden); None: tied to the embedding
 }
 
@@ -74,7 +74,12 @@ impl<'a, T: Real> ReferenceModel<'a, T> {
     }
 
     /// `step`, reporting each layer's routing decision to `on_route(layer, routing)`.
-    pub fn step_traced(&self, state: &mut DecodeState<T>, token: TokenId, on_route: &mut dyn FnMut(usize, &Routing<T>)) -> Result<Vec<T>, RefError> {
+    pub fn step_traced(
+        &self,
+        state: &mut DecodeState<T>,
+        token: TokenId,
+        on_route: &mut dyn FnMut(usize, &Routing<T>),
+    ) -> Result<Vec<T>, RefError> {
         let cfg = &self.config;
         let t = token as usize;
         if t >= cfg.vocab_size {

@@ -16,14 +16,14 @@ use crate::reference::real::Real;
 use crate::reference::weights::{Matrix, RefError, Weights};
 
 pub(crate) struct Moe<'a, T> {
-    router: Matrix<'a>,      // (n_experts, hidden)
-    shared_gate: Vec<T>,     // (hidden)
-    gate_exps: Matrix<'a>,   // (n_experts, expert_ffn_dim, hidden)
-    up_exps: Matrix<'a>,     // (n_experts, expert_ffn_dim, hidden)
-    down_exps: Matrix<'a>,   // (n_experts, hidden, expert_ffn_dim)
-    gate_shexp: Matrix<'a>,  // (shared_ffn_dim, hidden)
-    up_shexp: Matrix<'a>,    // (shared_ffn_dim, hidden)
-    down_shexp: Matrix<'a>,  // (hidden, shared_ffn_dim)
+    router: Matrix<'a>,     // (n_experts, hidden)
+    shared_gate: Vec<T>,    // (hidden)
+    gate_exps: Matrix<'a>,  // (n_experts, expert_ffn_dim, hidden)
+    up_exps: Matrix<'a>,    // (n_experts, expert_ffn_dim, hidden)
+    down_exps: Matrix<'a>,  // (n_experts, hidden, expert_ffn_dim)
+    gate_shexp: Matrix<'a>, // (shared_ffn_dim, hidden)
+    up_shexp: Matrix<'a>,   // (shared_ffn_dim, hidden)
+    down_shexp: Matrix<'a>, // (hidden, shared_ffn_dim)
 }
 
 /// The routing decision for one token.
@@ -78,7 +78,16 @@ impl<'a, T: Real> Moe<'a, T> {
 /// `down(silu(gate x) · (up x))` over rows `ffn_row..+ffn_len` of gate/up and
 /// `out_row..+out_len` of down.
 #[allow(clippy::too_many_arguments)]
-fn swiglu<T: Real>(gate: &Matrix<'_>, up: &Matrix<'_>, down: &Matrix<'_>, ffn_row: usize, ffn_len: usize, out_row: usize, out_len: usize, x: &[T]) -> Vec<T> {
+fn swiglu<T: Real>(
+    gate: &Matrix<'_>,
+    up: &Matrix<'_>,
+    down: &Matrix<'_>,
+    ffn_row: usize,
+    ffn_len: usize,
+    out_row: usize,
+    out_len: usize,
+    x: &[T],
+) -> Vec<T> {
     let g = matvec(gate, ffn_row, ffn_len, x);
     let u = matvec(up, ffn_row, ffn_len, x);
     let hidden: Vec<T> = g.into_iter().zip(u).map(|(g, u)| silu(g) * u).collect();

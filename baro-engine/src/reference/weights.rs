@@ -43,7 +43,10 @@ enum MatrixData<'a> {
     F32(Vec<f32>),
     /// ggml-typed bytes, whole blocks per row (GGUF guarantees the row length is a multiple of
     /// the block length).
-    View { ty: TensorType, bytes: &'a [u8] },
+    View {
+        ty: TensorType,
+        bytes: &'a [u8],
+    },
 }
 
 impl Matrix<'_> {
@@ -91,9 +94,13 @@ impl Weights<'static> {
         let get = |name: &str| ck.tensor(name).map(|t| HfTensor { shape: t.shape.to_vec(), data: t.to_f32() });
         let mut tensors = HashMap::new();
         for spec in names::gguf_tensors(&cfg) {
-            let convert = |spec: &GgufTensorSpec| names::hf_to_gguf(&cfg, spec, &get).map_err(|e| RefError::Convert(e.to_string()));
+            let convert = |spec: &GgufTensorSpec| {
+                names::hf_to_gguf(&cfg, spec, &get).map_err(|e| RefError::Convert(e.to_string()))
+            };
             let loaded = match spec.transform {
-                Transform::OnePlus => Loaded::OnePlus(convert(&GgufTensorSpec { transform: Transform::Plain, ..spec.clone() })?),
+                Transform::OnePlus => {
+                    Loaded::OnePlus(convert(&GgufTensorSpec { transform: Transform::Plain, ..spec.clone() })?)
+                }
                 Transform::NegExpVHeads => {
                     let reorder_only = Transform::VHeadRows { skip: 0, head_len: 1 };
                     Loaded::NegExp(convert(&GgufTensorSpec { transform: reorder_only, ..spec.clone() })?)
@@ -114,11 +121,19 @@ impl<'a> Weights<'a> {
         for spec in names::gguf_tensors(&cfg) {
             let t = file.tensor(&spec.name).ok_or_else(|| RefError::Missing { name: spec.name.clone() })?;
             if t.shape != spec.shape.as_slice() {
-                return Err(RefError::Shape { name: spec.name.clone(), expected: spec.shape.clone(), found: t.shape.to_vec() });
+                return Err(RefError::Shape {
+                    name: spec.name.clone(),
+                    expected: spec.shape.clone(),
+                    found: t.shape.to_vec(),
+                });
             }
             // Float tensors are converted once (exactly); block-quantized ones stay in the map
             // and are dequantized a row at a time.
-            let data = if t.ty.is_quantized() { MatrixData::View { ty: t.ty, bytes: t.bytes } } else { MatrixData::F32(t.to_f32()) };
+            let data = if t.ty.is_quantized() {
+                MatrixData::View { ty: t.ty, bytes: t.bytes }
+            } else {
+                MatrixData::F32(t.to_f32())
+            };
             let m = matrix(&spec.shape, data);
             tensors.insert(spec.name.clone(), Loaded::Plain(m));
         }

@@ -76,7 +76,11 @@ pub(crate) fn penalize(logits: &[f32], history: &[TokenId], penalty: f32) -> Res
 /// The distribution `config` samples from given `logits` and `history`, in draw order (most
 /// likely first when top-k or top-p is on, id order otherwise). Greedy configs give the argmax
 /// alone with p = 1.
-pub fn distribution(logits: &[f32], history: &[TokenId], config: &SamplerConfig) -> Result<Vec<Candidate>, SampleError> {
+pub fn distribution(
+    logits: &[f32],
+    history: &[TokenId],
+    config: &SamplerConfig,
+) -> Result<Vec<Candidate>, SampleError> {
     config.validate()?;
     let penalized = penalize(logits, history, config.repetition_penalty)?;
     if config.is_greedy() {
@@ -122,7 +126,8 @@ pub(crate) fn distribution_of(logits: &[f32], config: &SamplerConfig) -> Result<
         }
         if config.top_p < 1.0 {
             // Top-p over the top-k set when there is one, else over every token.
-            let total = if config.top_k > 0 { sum(sorted.iter().map(|&(w, _)| w)) } else { sum(weights.iter().copied()) };
+            let total =
+                if config.top_k > 0 { sum(sorted.iter().map(|&(w, _)| w)) } else { sum(weights.iter().copied()) };
             let limit = f64::from(config.top_p) * total;
             let mut nucleus = Vec::new();
             let mut mass = 0.0f64;

@@ -16,7 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::tokenizer::TokenId;
 
 pub use filter::{distribution, greedy, Candidate};
-pub use stop::{StopChecker, StopReason, Step};
+pub use stop::{Step, StopChecker, StopReason};
 
 /// What went wrong choosing a token: bad logits are the model's (or a kernel's) fault, a bad
 /// config or history id is the caller's.
@@ -63,7 +63,8 @@ impl Default for SamplerConfig {
 
 impl SamplerConfig {
     pub fn validate(&self) -> Result<(), SampleError> {
-        let bad = |field, expected, found: f32| Err(SampleError::BadConfig { field, expected, found: found.to_string() });
+        let bad =
+            |field, expected, found: f32| Err(SampleError::BadConfig { field, expected, found: found.to_string() });
         if !(self.temperature.is_finite() && self.temperature >= 0.0) {
             return bad("temperature", "a finite value >= 0", self.temperature);
         }

@@ -32,7 +32,11 @@ pub struct StopChecker {
 impl StopChecker {
     /// Empty stop strings are ignored.
     pub fn new(eos: &[TokenId], stops: &[String]) -> StopChecker {
-        StopChecker { eos: eos.to_vec(), stops: stops.iter().filter(|s| !s.is_empty()).cloned().collect(), held: String::new() }
+        StopChecker {
+            eos: eos.to_vec(),
+            stops: stops.iter().filter(|s| !s.is_empty()).cloned().collect(),
+            held: String::new(),
+        }
     }
 
     pub fn is_eos(&self, id: TokenId) -> bool {
@@ -47,7 +51,8 @@ impl StopChecker {
         }
         self.held.push_str(text);
         // The earliest stop string wins; at equal positions, the first listed.
-        let found = self.stops.iter().filter_map(|s| self.held.find(s.as_str()).map(|at| (at, s))).min_by_key(|&(at, _)| at);
+        let found =
+            self.stops.iter().filter_map(|s| self.held.find(s.as_str()).map(|at| (at, s))).min_by_key(|&(at, _)| at);
         if let Some((at, stop)) = found {
             let reason = StopReason::StopString(stop.clone());
             let mut text = std::mem::take(&mut self.held);

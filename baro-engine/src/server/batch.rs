@@ -21,9 +21,19 @@ use crate::tokenizer::TokenId;
 /// that error and is left out of the step, its state untouched; if the step itself fails
 /// (the driver, or a bug in baro), every row in it fails, because part of the step may have
 /// run on their states and stepping them again would not give their bytes.
-pub fn decode(engine: &mut Engine, rows: &mut [(&mut State, TokenId)], metrics: &Metrics) -> Vec<Result<Vec<f32>, EngineError>> {
-    let checks: Vec<Result<(), EngineError>> = rows.iter().map(|(state, token)| engine.check_step(state, *token)).collect();
-    let mut valid: Vec<(&mut State, TokenId)> = rows.iter_mut().zip(&checks).filter(|(_, c)| c.is_ok()).map(|((state, token), _)| (&mut **state, *token)).collect();
+pub fn decode(
+    engine: &mut Engine,
+    rows: &mut [(&mut State, TokenId)],
+    metrics: &Metrics,
+) -> Vec<Result<Vec<f32>, EngineError>> {
+    let checks: Vec<Result<(), EngineError>> =
+        rows.iter().map(|(state, token)| engine.check_step(state, *token)).collect();
+    let mut valid: Vec<(&mut State, TokenId)> = rows
+        .iter_mut()
+        .zip(&checks)
+        .filter(|(_, c)| c.is_ok())
+        .map(|((state, token), _)| (&mut **state, *token))
+        .collect();
     let n = valid.len();
     let stepped: Vec<Result<Vec<f32>, EngineError>> = match engine.step_batch(&mut valid) {
         Ok(s) => {
@@ -43,16 +53,27 @@ pub fn decode(engine: &mut Engine, rows: &mut [(&mut State, TokenId)], metrics: 
         .into_iter()
         .map(|check| match check {
             Err(e) => Err(e),
-            Ok(()) => stepped.next().unwrap_or_else(|| Err(EngineError::BatchStep { rows: n, message: "fewer logits than rows (a bug in baro)".into() })),
+            Ok(()) => stepped.next().unwrap_or_else(|| {
+                Err(EngineError::BatchStep { rows: n, message: "fewer logits than rows (a bug in baro)".into() })
+            }),
         })
         .collect()
 }
 
 /// Feeds `tokens` (not empty) to `state` as one batched prefill; returns the logits after the
 /// last one.
-pub fn prefill(engine: &mut Engine, state: &mut State, tokens: &[TokenId], metrics: &Metrics) -> Result<Vec<f32>, EngineError> {
+pub fn prefill(
+    engine: &mut Engine,
+    state: &mut State,
+    tokens: &[TokenId],
+    metrics: &Metrics,
+) -> Result<Vec<f32>, EngineError> {
     if tokens.is_empty() {
-        return Err(EngineError::Unsupported { what: "prefill chunk", expected: "at least one token".into(), found: "none (a bug in baro)".into() });
+        return Err(EngineError::Unsupported {
+            what: "prefill chunk",
+            expected: "at least one token".into(),
+            found: "none (a bug in baro)".into(),
+        });
     }
     engine.swap_state(state);
     let result = engine.prefill(tokens, PrefillMode::Batched { chunk: tokens.len() }, Logits::Last);

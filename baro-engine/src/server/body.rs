@@ -15,13 +15,23 @@ use crate::tokenizer::TokenId;
 /// Parses `body` as the request of `route` (named in the message).
 pub fn parse<T: DeserializeOwned>(body: &[u8], route: &str) -> Result<T, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::new(ErrorKind::BadRequest, format!("{route}: expected a JSON object in the request body, found an empty body")));
+        return Err(ApiError::new(
+            ErrorKind::BadRequest,
+            format!("{route}: expected a JSON object in the request body, found an empty body"),
+        ));
     }
     // Syntax first, so malformed JSON is a 400 whatever its shape.
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::new(ErrorKind::BadRequest, format!("{route}: expected a JSON object in the request body, found malformed JSON ({e})")))?;
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::new(
+            ErrorKind::BadRequest,
+            format!("{route}: expected a JSON object in the request body, found malformed JSON ({e})"),
+        )
+    })?;
     if !value.is_object() {
-        return Err(ApiError::new(ErrorKind::BadRequest, format!("{route}: expected a JSON object in the request body, found {}", kind_of(&value))));
+        return Err(ApiError::new(
+            ErrorKind::BadRequest,
+            format!("{route}: expected a JSON object in the request body, found {}", kind_of(&value)),
+        ));
     }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
@@ -106,7 +116,9 @@ pub enum Prompt {
 /// batch is refused: one request per prompt).
 pub fn prompt(v: Option<Value>, field: &str) -> Result<Prompt, ApiError> {
     let expected = "a string, a list of token ids, or a list of one string or one token-id list";
-    let ids = |items: &[Value]| -> Option<Vec<TokenId>> { items.iter().map(|x| x.as_u64().and_then(|n| TokenId::try_from(n).ok())).collect() };
+    let ids = |items: &[Value]| -> Option<Vec<TokenId>> {
+        items.iter().map(|x| x.as_u64().and_then(|n| TokenId::try_from(n).ok())).collect()
+    };
     let one = |n: usize| -> Result<(), ApiError> {
         match n {
             1 => Ok(()),
@@ -130,10 +142,18 @@ pub fn prompt(v: Option<Value>, field: &str) -> Result<Prompt, ApiError> {
                 }
                 Value::Array(inner) if items.iter().all(Value::is_array) => {
                     one(items.len())?;
-                    ids(inner).map(Prompt::Ids).ok_or_else(|| ApiError::bad_param(field, "token ids (integers from 0)", "a list holding something else"))
+                    ids(inner).map(Prompt::Ids).ok_or_else(|| {
+                        ApiError::bad_param(field, "token ids (integers from 0)", "a list holding something else")
+                    })
                 }
-                Value::Number(_) => Err(ApiError::bad_param(field, "token ids (integers from 0)", "a list holding something else")),
-                first => Err(ApiError::bad_param(field, expected, format!("a list of {}s", kind_of(first).trim_start_matches("an ").trim_start_matches("a ")))),
+                Value::Number(_) => {
+                    Err(ApiError::bad_param(field, "token ids (integers from 0)", "a list holding something else"))
+                }
+                first => Err(ApiError::bad_param(
+                    field,
+                    expected,
+                    format!("a list of {}s", kind_of(first).trim_start_matches("an ").trim_start_matches("a ")),
+                )),
             }
         }
         Some(other) => Err(ApiError::bad_param(field, expected, kind_of(&other))),
@@ -152,7 +172,11 @@ pub fn content(v: Option<Value>, field: &str) -> Result<String, ApiError> {
                 match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
                     (Some("text"), Some(t)) => text.push_str(t),
                     (Some(kind), _) if kind != "text" => {
-                        return Err(ApiError::bad_param(&format!("{field}[{i}]"), "text parts (this model reads text only)", format!("a part of type {kind:?}")))
+                        return Err(ApiError::bad_param(
+                            &format!("{field}[{i}]"),
+                            "text parts (this model reads text only)",
+                            format!("a part of type {kind:?}"),
+                        ))
                     }
                     _ => return Err(ApiError::bad_param(&format!("{field}[{i}]"), expected, kind_of(p))),
                 }

@@ -67,8 +67,10 @@ impl Grammars {
     /// Builds the token trie from `tokenizer`'s vocabulary (its JSON form, which carries the
     /// byte-level mapping); `eos` is the token that ends a constrained output.
     pub fn new(tokenizer: &Arc<Tokenizer>) -> Result<Grammars, String> {
-        let json: Value = serde_json::from_str(&tokenizer.inner().to_string(false).map_err(|e| format!("serializing the tokenizer: {e}"))?)
-            .map_err(|e| format!("reading the tokenizer back: {e}"))?;
+        let json: Value = serde_json::from_str(
+            &tokenizer.inner().to_string(false).map_err(|e| format!("serializing the tokenizer: {e}"))?,
+        )
+        .map_err(|e| format!("reading the tokenizer back: {e}"))?;
         let words = llguidance::token_bytes_from_tokenizer_json(&json).map_err(|e| format!("token bytes: {e}"))?;
         let special = tokenizer.special_ids();
         let eos = *special.eos.first().ok_or("constrained decoding: expected an end-of-sequence token, found none")?;
@@ -89,20 +91,34 @@ impl Grammars {
             Spec::JsonObject => TopLevelGrammar::from_json_schema(with_options(json!({ "type": "object" }))),
             Spec::JsonSchema(schema) => {
                 if !schema.is_object() && !schema.is_boolean() {
-                    return Err(ApiError::bad_param(field, "a JSON schema (an object)", crate::server::body::kind_of(schema)));
+                    return Err(ApiError::bad_param(
+                        field,
+                        "a JSON schema (an object)",
+                        crate::server::body::kind_of(schema),
+                    ));
                 }
                 TopLevelGrammar::from_json_schema(with_options(schema.clone()))
             }
             Spec::Lark(text) if gbnf::is_gbnf(text) => {
-                let lark = gbnf::to_lark(text).map_err(|e| ApiError::bad_param(field, "a GBNF or Lark grammar", format!("GBNF it cannot read: {e}")))?;
+                let lark = gbnf::to_lark(text).map_err(|e| {
+                    ApiError::bad_param(field, "a GBNF or Lark grammar", format!("GBNF it cannot read: {e}"))
+                })?;
                 TopLevelGrammar::from_lark(lark)
             }
             Spec::Lark(text) => TopLevelGrammar::from_lark(text.clone()),
         };
-        let parser = self.factory.create_parser(grammar).map_err(|e| ApiError::new(ErrorKind::BadRequest, format!("{field}: expected a valid schema or grammar, found an error: {e}")))?;
+        let parser = self.factory.create_parser(grammar).map_err(|e| {
+            ApiError::new(
+                ErrorKind::BadRequest,
+                format!("{field}: expected a valid schema or grammar, found an error: {e}"),
+            )
+        })?;
         let matcher = Matcher::new(Ok(parser));
         if let Some(e) = matcher.get_error() {
-            return Err(ApiError::new(ErrorKind::BadRequest, format!("{field}: expected a valid schema or grammar, found an error: {e}")));
+            return Err(ApiError::new(
+                ErrorKind::BadRequest,
+                format!("{field}: expected a valid schema or grammar, found an error: {e}"),
+            ));
         }
         Ok(Constraint { matcher })
     }
@@ -142,7 +158,9 @@ impl Constraint {
             }
         }
         if !any {
-            return Err("constraint: expected at least one token the grammar allows, found none in the vocabulary".into());
+            return Err(
+                "constraint: expected at least one token the grammar allows, found none in the vocabulary".into()
+            );
         }
         Ok(())
     }

@@ -131,6 +131,7 @@ impl IntoResponse for ApiError {
 
 /// A JSON response with `status`.
 pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response {
-    let body = serde_json::to_vec(value).unwrap_or_else(|e| format!("{{\"error\":\"cannot serialize the response: {e}\"}}").into_bytes());
+    let body = serde_json::to_vec(value)
+        .unwrap_or_else(|e| format!("{{\"error\":\"cannot serialize the response: {e}\"}}").into_bytes());
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
 }

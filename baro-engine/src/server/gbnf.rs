@@ -26,7 +26,9 @@ pub fn to_lark(gbnf: &str) -> Result<String, String> {
     // Tokens of the current rule, and the identifier seen last (maybe the next rule's name).
     let mut pending_ident: Option<String> = None;
     let push = |rules: &mut Vec<(String, String)>, piece: String| -> Result<(), String> {
-        let Some(rule) = rules.last_mut() else { return Err(format!("expected a rule (`name ::= ...`) first, found {piece:?}")) };
+        let Some(rule) = rules.last_mut() else {
+            return Err(format!("expected a rule (`name ::= ...`) first, found {piece:?}"));
+        };
         if !rule.1.is_empty() {
             rule.1.push(' ');
         }
@@ -43,7 +45,9 @@ pub fn to_lark(gbnf: &str) -> Result<String, String> {
             }
             c if c.is_whitespace() => i += 1,
             ':' if chars[i..].starts_with(&[':', ':', '=']) => {
-                let name = pending_ident.take().ok_or_else(|| format!("at character {i}: expected a rule name before `::=`, found none"))?;
+                let name = pending_ident
+                    .take()
+                    .ok_or_else(|| format!("at character {i}: expected a rule name before `::=`, found none"))?;
                 rules.push((rule_name(&name), String::new()));
                 i += 3;
             }
@@ -54,7 +58,9 @@ pub fn to_lark(gbnf: &str) -> Result<String, String> {
                 match c {
                     c if c.is_ascii_alphanumeric() || c == '_' || c == '-' => {
                         let start = i;
-                        while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == '-') {
+                        while i < chars.len()
+                            && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == '-')
+                        {
                             i += 1;
                         }
                         pending_ident = Some(chars[start..i].iter().collect());
@@ -105,7 +111,8 @@ pub fn to_lark(gbnf: &str) -> Result<String, String> {
                             i += 1;
                         }
                         i += 1;
-                        let rep: String = chars[start..i.min(chars.len())].iter().filter(|c| !c.is_whitespace()).collect();
+                        let rep: String =
+                            chars[start..i.min(chars.len())].iter().filter(|c| !c.is_whitespace()).collect();
                         // Attached to what it repeats.
                         match rules.last_mut() {
                             Some(rule) => rule.1.push_str(&rep),

@@ -101,7 +101,10 @@ pub struct Ticket {
 impl Ticket {
     /// Takes a place if fewer than `limit` are taken; `Err(limit)` when the queue is full.
     pub fn take(metrics: &Arc<Metrics>, limit: usize) -> Result<Ticket, usize> {
-        metrics.in_flight.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < limit).then_some(n + 1)).map_err(|_| limit)?;
+        metrics
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < limit).then_some(n + 1))
+            .map_err(|_| limit)?;
         Ok(Ticket { metrics: Arc::clone(metrics) })
     }
 }

@@ -96,30 +96,125 @@ impl Metrics {
             let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n");
         };
         line("baro_requests_active", "gauge", "sequences being prefilled or decoded", active.to_string());
-        line("baro_requests_waiting", "gauge", "requests admitted and waiting for a sequence slot", in_flight.saturating_sub(active).to_string());
+        line(
+            "baro_requests_waiting",
+            "gauge",
+            "requests admitted and waiting for a sequence slot",
+            in_flight.saturating_sub(active).to_string(),
+        );
         line("baro_queue_depth", "gauge", "requests waiting or running", in_flight.to_string());
         line("baro_queue_limit", "gauge", "the most requests waiting or running at once", queue_limit.to_string());
-        line("baro_requests_admitted_total", "counter", "requests admitted to the queue", get(&self.admitted).to_string());
-        line("baro_requests_completed_total", "counter", "generations that ran to their end", get(&self.completed).to_string());
-        line("baro_requests_cancelled_total", "counter", "generations dropped because the client went away", get(&self.cancelled).to_string());
-        line("baro_requests_failed_total", "counter", "generations the engine failed on", get(&self.failed).to_string());
-        line("baro_requests_rejected_total", "counter", "requests turned away with 503 (queue full)", get(&self.rejected).to_string());
-        line("baro_requests_invalid_total", "counter", "requests turned away with a 4xx", get(&self.invalid).to_string());
-        line("baro_prompt_tokens_total", "counter", "prompt tokens fed to the engine", get(&self.prompt_tokens).to_string());
-        line("baro_prompt_tokens_cached_total", "counter", "prompt tokens served from the prefix cache", get(&self.cached_tokens).to_string());
+        line(
+            "baro_requests_admitted_total",
+            "counter",
+            "requests admitted to the queue",
+            get(&self.admitted).to_string(),
+        );
+        line(
+            "baro_requests_completed_total",
+            "counter",
+            "generations that ran to their end",
+            get(&self.completed).to_string(),
+        );
+        line(
+            "baro_requests_cancelled_total",
+            "counter",
+            "generations dropped because the client went away",
+            get(&self.cancelled).to_string(),
+        );
+        line(
+            "baro_requests_failed_total",
+            "counter",
+            "generations the engine failed on",
+            get(&self.failed).to_string(),
+        );
+        line(
+            "baro_requests_rejected_total",
+            "counter",
+            "requests turned away with 503 (queue full)",
+            get(&self.rejected).to_string(),
+        );
+        line(
+            "baro_requests_invalid_total",
+            "counter",
+            "requests turned away with a 4xx",
+            get(&self.invalid).to_string(),
+        );
+        line(
+            "baro_prompt_tokens_total",
+            "counter",
+            "prompt tokens fed to the engine",
+            get(&self.prompt_tokens).to_string(),
+        );
+        line(
+            "baro_prompt_tokens_cached_total",
+            "counter",
+            "prompt tokens served from the prefix cache",
+            get(&self.cached_tokens).to_string(),
+        );
         line("baro_generated_tokens_total", "counter", "tokens sampled", generated.to_string());
-        line("baro_decode_batch_peak", "gauge", "the most sequences one decode step has carried", self.batch_peak.load(Ordering::Relaxed).to_string());
-        line("baro_decode_batched_steps_total", "counter", "decode steps that ran two or more sequences through the rows kernels together", get(&self.batched_steps).to_string());
-        line("baro_decode_batched_rows_total", "counter", "sequence rows in those batched decode steps", get(&self.batched_rows).to_string());
-        line("baro_prompt_tokens_batched_total", "counter", "prompt tokens fed through batched prefill (the rows kernels)", get(&self.prompt_tokens_batched).to_string());
+        line(
+            "baro_decode_batch_peak",
+            "gauge",
+            "the most sequences one decode step has carried",
+            self.batch_peak.load(Ordering::Relaxed).to_string(),
+        );
+        line(
+            "baro_decode_batched_steps_total",
+            "counter",
+            "decode steps that ran two or more sequences through the rows kernels together",
+            get(&self.batched_steps).to_string(),
+        );
+        line(
+            "baro_decode_batched_rows_total",
+            "counter",
+            "sequence rows in those batched decode steps",
+            get(&self.batched_rows).to_string(),
+        );
+        line(
+            "baro_prompt_tokens_batched_total",
+            "counter",
+            "prompt tokens fed through batched prefill (the rows kernels)",
+            get(&self.prompt_tokens_batched).to_string(),
+        );
         line("baro_busy_seconds_total", "counter", "time the scheduler spent stepping sequences", format!("{busy:.6}"));
-        line("baro_generated_tokens_per_second", "gauge", "tokens sampled per busy second", format!("{:.3}", rate(generated as f64, busy)));
-        line("baro_prefix_cache_lookups_total", "counter", "admissions that looked up the prefix cache", lookups.to_string());
+        line(
+            "baro_generated_tokens_per_second",
+            "gauge",
+            "tokens sampled per busy second",
+            format!("{:.3}", rate(generated as f64, busy)),
+        );
+        line(
+            "baro_prefix_cache_lookups_total",
+            "counter",
+            "admissions that looked up the prefix cache",
+            lookups.to_string(),
+        );
         line("baro_prefix_cache_hits_total", "counter", "admissions that reused a cached state", hits.to_string());
-        line("baro_prefix_cache_block_hits_total", "counter", "hits served by a state saved at a block boundary", get(&self.block_hits).to_string());
-        line("baro_prefix_cache_block_saves_total", "counter", "states saved at block boundaries", get(&self.block_saves).to_string());
-        line("baro_prefix_cache_hit_rate", "gauge", "hits over lookups (0 before any lookup)", format!("{:.6}", rate(hits as f64, lookups as f64)));
-        line("baro_uptime_seconds", "counter", "seconds since the server started", format!("{:.3}", self.started.elapsed().as_secs_f64()));
+        line(
+            "baro_prefix_cache_block_hits_total",
+            "counter",
+            "hits served by a state saved at a block boundary",
+            get(&self.block_hits).to_string(),
+        );
+        line(
+            "baro_prefix_cache_block_saves_total",
+            "counter",
+            "states saved at block boundaries",
+            get(&self.block_saves).to_string(),
+        );
+        line(
+            "baro_prefix_cache_hit_rate",
+            "gauge",
+            "hits over lookups (0 before any lookup)",
+            format!("{:.6}", rate(hits as f64, lookups as f64)),
+        );
+        line(
+            "baro_uptime_seconds",
+            "counter",
+            "seconds since the server started",
+            format!("{:.3}", self.started.elapsed().as_secs_f64()),
+        );
         out
     }
 }

@@ -29,8 +29,8 @@ pub mod sequence;
 pub mod stream;
 pub mod tools;
 
-use std::sync::mpsc::Sender;
 use std::sync::atomic::AtomicUsize;
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, OnceLock};
 
 use crate::engine::Engine;
@@ -76,7 +76,13 @@ impl Default for ServerConfig {
         ServerConfig {
             max_queue: 64,
             limits: Limits { max_tokens: 512, ctx: 4096 },
-            scheduler: SchedulerConfig { max_batch: 16, prefill_chunk: 64, prefix_cache: 4, prefix_block: 64, prefix_blocks: 16 },
+            scheduler: SchedulerConfig {
+                max_batch: 16,
+                prefill_chunk: 64,
+                prefix_cache: 4,
+                prefix_block: 64,
+                prefix_blocks: 16,
+            },
             max_body: DEFAULT_MAX_BODY,
             api_key: None,
             request_log: false,
@@ -139,7 +145,17 @@ impl Server {
     /// A server for the model called `name` (`size_bytes` as stored, 0 when unknown) that is
     /// not loaded yet: bind and serve it at once, then `load` the model.
     pub fn new(name: String, size_bytes: u64, config: ServerConfig) -> Server {
-        let app = App { name, family: "qwen35moe".to_string(), size_bytes, metrics: Arc::new(Metrics::default()), started: unix_now(), limits_ctx: AtomicUsize::new(config.limits.ctx), ready: OnceLock::new(), scheduler: std::sync::Mutex::new(None), config };
+        let app = App {
+            name,
+            family: "qwen35moe".to_string(),
+            size_bytes,
+            metrics: Arc::new(Metrics::default()),
+            started: unix_now(),
+            limits_ctx: AtomicUsize::new(config.limits.ctx),
+            ready: OnceLock::new(),
+            scheduler: std::sync::Mutex::new(None),
+            config,
+        };
         Server { app: Arc::new(app) }
     }
 
@@ -184,16 +200,22 @@ impl App {
         // mid-request.
         let scheduler = app.config.scheduler;
         let rows = scheduler.max_batch.max(scheduler.prefill_chunk);
-        engine.reserve_rows(rows).map_err(|e| std::io::Error::other(format!("reserving device scratch for {rows} rows (max_batch / prefill_chunk): {e}")))?;
+        engine.reserve_rows(rows).map_err(|e| {
+            std::io::Error::other(format!("reserving device scratch for {rows} rows (max_batch / prefill_chunk): {e}"))
+        })?;
         let template_source = tokenizer.chat_template().unwrap_or_default().to_string();
         let tokenizer = Arc::new(tokenizer);
         let grammars = constrain::Grammars::new(&tokenizer).map_err(std::io::Error::other)?;
         let (tx, rx) = std::sync::mpsc::channel();
         let (t, m, log) = (Arc::clone(&tokenizer), Arc::clone(&app.metrics), app.config.request_log);
         if app.is_ready() {
-            return Err(std::io::Error::other("the model is already loaded: expected one load, found a second (a bug in baro)"));
+            return Err(std::io::Error::other(
+                "the model is already loaded: expected one load, found a second (a bug in baro)",
+            ));
         }
-        let handle = std::thread::Builder::new().name("baro-scheduler".into()).spawn(move || scheduler::run(engine, &t, rx, scheduler, m, log))?;
+        let handle = std::thread::Builder::new()
+            .name("baro-scheduler".into())
+            .spawn(move || scheduler::run(engine, &t, rx, scheduler, m, log))?;
         if let Ok(mut slot) = self.scheduler.lock() {
             *slot = Some(handle);
         }
@@ -205,7 +227,15 @@ impl App {
 
     /// The loaded model, or 503 "loading" while it is not.
     pub fn ready(&self) -> Result<&Ready, ApiError> {
-        self.ready.get().ok_or_else(|| ApiError::new(ErrorKind::Loading, format!("model {:?} is loading: expected a loaded model, found it still loading; retry shortly", self.name)))
+        self.ready.get().ok_or_else(|| {
+            ApiError::new(
+                ErrorKind::Loading,
+                format!(
+                    "model {:?} is loading: expected a loaded model, found it still loading; retry shortly",
+                    self.name
+                ),
+            )
+        })
     }
 
     pub fn is_ready(&self) -> bool {
@@ -224,6 +254,11 @@ impl App {
 
     /// Hands `job` to the scheduler.
     pub fn submit(&self, job: Job) -> Result<(), ApiError> {
-        self.ready()?.jobs.send(job).map_err(|_| ApiError::new(ErrorKind::Internal, "the scheduler has stopped: expected it running, found it gone (a bug in baro or a device failure)"))
+        self.ready()?.jobs.send(job).map_err(|_| {
+            ApiError::new(
+                ErrorKind::Internal,
+                "the scheduler has stopped: expected it running, found it gone (a bug in baro or a device failure)",
+            )
+        })
     }
 }

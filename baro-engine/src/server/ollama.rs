@@ -20,12 +20,12 @@ use serde_json::{json, Value};
 use crate::sampling::SamplerConfig;
 use crate::server::body;
 use crate::server::constrain::Spec;
-use crate::server::tools::{self, Call, Piece, ToolParser};
 use crate::server::error::{json_response, ApiError, Flavor};
 use crate::server::job::{Event, Finish, Usage};
 use crate::server::params::{self, Request};
 use crate::server::routes::respond;
 use crate::server::stream::{self, Format};
+use crate::server::tools::{self, Call, Piece, ToolParser};
 use crate::server::App;
 use crate::tokenizer::ChatMessage;
 
@@ -85,7 +85,12 @@ struct Settings {
     spec: Option<Spec>,
 }
 
-fn settings(app: &App, options: Option<Options>, format: Option<Value>, grammar: Option<String>) -> Result<Settings, ApiError> {
+fn settings(
+    app: &App,
+    options: Option<Options>,
+    format: Option<Value>,
+    grammar: Option<String>,
+) -> Result<Settings, ApiError> {
     let spec = params::ollama_spec(format, grammar)?;
     let o = options.unwrap_or_default();
     let limits = app.limits();
@@ -95,7 +100,13 @@ fn settings(app: &App, options: Option<Options>, format: Option<Value>, grammar:
     // --max-tokens, which bounds counts given and the default.
     let max_tokens = match o.num_predict {
         Some(-1 | -2) => limits.ctx,
-        Some(n) if n < 0 => return Err(ApiError::bad_param("options.num_predict", "-1 (until a stop or the context ends), -2 (fill the context) or a count of at least 1", n)),
+        Some(n) if n < 0 => {
+            return Err(ApiError::bad_param(
+                "options.num_predict",
+                "-1 (until a stop or the context ends), -2 (fill the context) or a count of at least 1",
+                n,
+            ))
+        }
         n => params::max_tokens(n, "options.num_predict", limits.max_tokens, &limits)?,
     };
     let config = SamplerConfig {
@@ -132,7 +143,13 @@ fn created_at() -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z", rem / 3600, rem % 3600 / 60, rem % 60, d.subsec_micros())
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_micros()
+    )
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -162,7 +179,9 @@ impl Route {
     fn object(self, model: &str, text: &str) -> Value {
         match self {
             Route::Generate => json!({ "model": model, "created_at": created_at(), "response": text, "done": false }),
-            Route::Chat => json!({ "model": model, "created_at": created_at(), "message": { "role": "assistant", "content": text }, "done": false }),
+            Route::Chat => {
+                json!({ "model": model, "created_at": created_at(), "message": { "role": "assistant", "content": text }, "done": false })
+            }
         }
     }
 }
@@ -190,7 +209,14 @@ fn tool_objects(route: Route, model: &str, pieces: Vec<Piece>) -> Vec<u8> {
 }
 
 /// `tools`: parse `<tool_call>` blocks out of the output (the chat route with tools).
-async fn generation(app: &Arc<App>, route: Route, prompt: Vec<u32>, s: Settings, stream: bool, tools: bool) -> Result<Response, ApiError> {
+async fn generation(
+    app: &Arc<App>,
+    route: Route,
+    prompt: Vec<u32>,
+    s: Settings,
+    stream: bool,
+    tools: bool,
+) -> Result<Response, ApiError> {
     let (field, path) = match route {
         Route::Generate => ("prompt", "/api/generate"),
         Route::Chat => ("messages", "/api/chat"),
@@ -199,7 +225,17 @@ async fn generation(app: &Arc<App>, route: Route, prompt: Vec<u32>, s: Settings,
     let constraint_field = if matches!(s.spec, Some(Spec::Lark(_))) { "grammar" } else { "format" };
     let constraint = app.constraint(s.spec.as_ref(), constraint_field)?;
     let id = params::request_id("ollama");
-    let rx = app.start(Request { id, route: path, prompt, sampler: s.sampler, max_tokens: s.max_tokens, stops: s.stops, logprobs: None, constraint, show_specials: tools })?;
+    let rx = app.start(Request {
+        id,
+        route: path,
+        prompt,
+        sampler: s.sampler,
+        max_tokens: s.max_tokens,
+        stops: s.stops,
+        logprobs: None,
+        constraint,
+        show_specials: tools,
+    })?;
     let model = app.name.clone();
     if !stream {
         let out = stream::collect(rx).await?;
@@ -225,7 +261,9 @@ async fn generation(app: &Arc<App>, route: Route, prompt: Vec<u32>, s: Settings,
     }
     let mut parser = tools.then(ToolParser::default);
     Ok(stream::streaming(rx, Format::Ndjson, move |event| match event {
-        Event::Token { text, .. } if parser.is_some() => tool_objects(route, &model, parser.as_mut().map(|p| p.push(&text)).unwrap_or_default()),
+        Event::Token { text, .. } if parser.is_some() => {
+            tool_objects(route, &model, parser.as_mut().map(|p| p.push(&text)).unwrap_or_default())
+        }
         Event::Done { text, finish, usage } if parser.is_some() => {
             let mut pieces = Vec::new();
             if let Some(p) = parser.as_mut() {
@@ -241,7 +279,8 @@ async fn generation(app: &Arc<App>, route: Route, prompt: Vec<u32>, s: Settings,
         Event::Token { text, .. } if text.is_empty() => Vec::new(),
         Event::Token { text, .. } => Format::Ndjson.record(&route.object(&model, &text)),
         Event::Done { text, finish, usage } => {
-            let mut out = if text.is_empty() { Vec::new() } else { Format::Ndjson.record(&route.object(&model, &text)) };
+            let mut out =
+                if text.is_empty() { Vec::new() } else { Format::Ndjson.record(&route.object(&model, &text)) };
             let mut v = route.object(&model, "");
             finished(&mut v, finish, &usage);
             out.extend(Format::Ndjson.record(&v));
@@ -303,10 +342,20 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
     let mut messages = Vec::with_capacity(r.messages.len());
     for (i, m) in r.messages.into_iter().enumerate() {
         if m.images.is_some_and(|i| !i.is_empty()) {
-            return Err(ApiError::bad_param(&format!("messages[{i}].images"), "none (this model reads text only)", "images"));
+            return Err(ApiError::bad_param(
+                &format!("messages[{i}].images"),
+                "none (this model reads text only)",
+                "images",
+            ));
         }
         let tool_calls = tools::message_calls(m.tool_calls, &format!("messages[{i}].tool_calls"))?;
-        messages.push(ChatMessage { role: m.role, content: m.content, tool_calls, tool_call_id: None, name: m.tool_name });
+        messages.push(ChatMessage {
+            role: m.role,
+            content: m.content,
+            tool_calls,
+            tool_call_id: None,
+            name: m.tool_name,
+        });
     }
     let (offered, tools_json) = tools::parse_tools(r.tools, "tools")?;
     let prompt = app.chat_prompt_with_tools(&messages, tools_json.as_ref(), "messages")?;

@@ -18,12 +18,12 @@ use serde_json::{json, Value};
 use crate::sampling::SamplerConfig;
 use crate::server::body::{self, Prompt};
 use crate::server::constrain::Spec;
-use crate::server::tools::{self, Call, Choice, Piece, ToolParser};
 use crate::server::error::{json_response, ApiError, ErrorKind, Flavor};
 use crate::server::job::{Event, TokenOut, Usage};
 use crate::server::params::{self, Request};
 use crate::server::routes::respond;
 use crate::server::stream::{self, Format, SSE_DONE};
+use crate::server::tools::{self, Call, Choice, Piece, ToolParser};
 use crate::server::{unix_now, App};
 use crate::tokenizer::{ChatMessage, TokenId};
 
@@ -205,7 +205,8 @@ fn completion_logprobs(app: &App, tokens: &[TokenOut], as_ids: bool, start: usiz
         offset += text.len();
         texts.push(Value::from(text));
         lps.push(json!(t.logprob));
-        let top: serde_json::Map<String, Value> = t.top.iter().map(|&(id, lp)| (app.token_text(id, as_ids), json!(lp))).collect();
+        let top: serde_json::Map<String, Value> =
+            t.top.iter().map(|&(id, lp)| (app.token_text(id, as_ids), json!(lp))).collect();
         tops.push(Value::Object(top));
     }
     json!({ "tokens": texts, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets })
@@ -229,7 +230,8 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
     let (offered, tools_json) = tools::parse_tools(r.tools, "tools")?;
     let choice = tools::parse_choice(r.tool_choice, &offered)?;
     let limits = app.limits();
-    let max_tokens = params::max_tokens(r.max_completion_tokens.or(r.max_tokens), "max_tokens", limits.max_tokens, &limits)?;
+    let max_tokens =
+        params::max_tokens(r.max_completion_tokens.or(r.max_tokens), "max_tokens", limits.max_tokens, &limits)?;
     let sampling = Sampling {
         temperature: r.temperature,
         top_p: r.top_p,
@@ -249,9 +251,15 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
     }
     let mut spec = params::openai_spec(r.response_format, r.grammar)?;
     let mut field = if r_has_grammar(&spec) { "grammar" } else { "response_format" };
-    if let Some(grammar) = tools::constraint_grammar(&choice, &offered, app.token_id(tools::OPEN), app.token_id(tools::CLOSE)) {
+    if let Some(grammar) =
+        tools::constraint_grammar(&choice, &offered, app.token_id(tools::OPEN), app.token_id(tools::CLOSE))
+    {
         if spec.is_some() {
-            return Err(ApiError::bad_param("tool_choice", format!("\"auto\" or \"none\" alongside `{field}`"), "a required tool call"));
+            return Err(ApiError::bad_param(
+                "tool_choice",
+                format!("\"auto\" or \"none\" alongside `{field}`"),
+                "a required tool call",
+            ));
         }
         (spec, field) = (Some(Spec::Lark(grammar)), "tools");
     }
@@ -260,11 +268,22 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
     app.check_prompt(&prompt, "messages")?;
     let constraint = app.constraint(spec.as_ref(), field)?;
     let id = params::request_id("chatcmpl");
-    let rx = app.start(Request { id: id.clone(), route: "/v1/chat/completions", prompt, sampler, max_tokens, stops, logprobs, constraint, show_specials: using_tools })?;
+    let rx = app.start(Request {
+        id: id.clone(),
+        route: "/v1/chat/completions",
+        prompt,
+        sampler,
+        max_tokens,
+        stops,
+        logprobs,
+        constraint,
+        show_specials: using_tools,
+    })?;
     let (created, model, as_ids) = (unix_now(), app.name.clone(), r.return_tokens_as_token_ids);
     if !r.stream {
         let out = stream::collect(rx).await?;
-        let lp = logprobs.map(|_| json!({ "content": out.tokens.iter().map(|t| chat_logprob(app, t, as_ids)).collect::<Vec<_>>() }));
+        let lp = logprobs
+            .map(|_| json!({ "content": out.tokens.iter().map(|t| chat_logprob(app, t, as_ids)).collect::<Vec<_>>() }));
         let mut message = json!({ "role": "assistant", "content": out.text });
         let mut finish = json!(out.finish.reason());
         if using_tools {
@@ -299,7 +318,11 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
     Ok(stream::streaming(rx, Format::Sse, move |event| {
         let mut out = Vec::new();
         if std::mem::take(&mut first) {
-            out.extend(Format::Sse.record(&chunk(json!({ "role": "assistant", "content": "" }), Value::Null, Value::Null)));
+            out.extend(Format::Sse.record(&chunk(
+                json!({ "role": "assistant", "content": "" }),
+                Value::Null,
+                Value::Null,
+            )));
         }
         match event {
             Event::Token { token, text } => {
@@ -309,7 +332,8 @@ async fn chat_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiError> {
                         out.extend(Format::Sse.record(&chunk(delta, Value::Null, Value::Null)));
                     }
                 } else if !text.is_empty() || logprobs.is_some() {
-                    let lp = logprobs.map_or(Value::Null, |_| json!({ "content": [chat_logprob(&app, &token, as_ids)] }));
+                    let lp =
+                        logprobs.map_or(Value::Null, |_| json!({ "content": [chat_logprob(&app, &token, as_ids)] }));
                     out.extend(Format::Sse.record(&chunk(json!({ "content": text }), lp, Value::Null)));
                 }
             }
@@ -385,7 +409,17 @@ async fn completions_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiE
     app.check_prompt(&prompt, "prompt")?;
     let constraint = app.constraint(spec.as_ref(), if r_has_grammar(&spec) { "grammar" } else { "response_format" })?;
     let id = params::request_id("cmpl");
-    let rx = app.start(Request { id: id.clone(), route: "/v1/completions", prompt, sampler, max_tokens, stops, logprobs, constraint, show_specials: false })?;
+    let rx = app.start(Request {
+        id: id.clone(),
+        route: "/v1/completions",
+        prompt,
+        sampler,
+        max_tokens,
+        stops,
+        logprobs,
+        constraint,
+        show_specials: false,
+    })?;
     let (created, model, as_ids) = (unix_now(), app.name.clone(), r.return_tokens_as_token_ids);
     if !r.stream {
         let out = stream::collect(rx).await?;
@@ -409,7 +443,9 @@ async fn completions_inner(app: &Arc<App>, body: &[u8]) -> Result<Response, ApiE
         match event {
             Event::Token { token, text } => {
                 if !text.is_empty() || logprobs.is_some() {
-                    let lp = logprobs.map_or(Value::Null, |_| completion_logprobs(&app, std::slice::from_ref(&token), as_ids, offset));
+                    let lp = logprobs.map_or(Value::Null, |_| {
+                        completion_logprobs(&app, std::slice::from_ref(&token), as_ids, offset)
+                    });
                     offset += app.token_text(token.id, as_ids).len();
                     out.extend(Format::Sse.record(&chunk(&text, lp, Value::Null)));
                 }

@@ -9,12 +9,12 @@ use std::time::Instant;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::sampling::{SampleError, SamplerConfig};
+use crate::server::body::kind_of;
 use crate::server::constrain::{Constraint, Spec};
 use crate::server::error::{ApiError, ErrorKind};
 use crate::server::job::{Event, Job, Ticket};
 use crate::server::metrics;
 use crate::server::App;
-use crate::server::body::kind_of;
 use crate::tokenizer::TokenId;
 use serde_json::Value;
 
@@ -38,7 +38,9 @@ pub fn max_tokens(requested: Option<i64>, field: &str, default: usize, limits: &
     match requested {
         None => Ok(default.min(limits.max_tokens).max(1)),
         Some(n) if n < 1 => Err(ApiError::bad_param(field, "at least 1", n)),
-        Some(n) if n as u64 > limits.max_tokens as u64 => Err(ApiError::bad_param(field, format!("at most {} (the server's --max-tokens)", limits.max_tokens), n)),
+        Some(n) if n as u64 > limits.max_tokens as u64 => {
+            Err(ApiError::bad_param(field, format!("at most {} (the server's --max-tokens)", limits.max_tokens), n))
+        }
         Some(n) => Ok(n as usize),
     }
 }
@@ -56,7 +58,9 @@ pub fn top_k(requested: Option<i64>, field: &str) -> Result<usize, ApiError> {
 pub fn sampler(config: SamplerConfig, name: &dyn Fn(&'static str) -> &'static str) -> Result<SamplerConfig, ApiError> {
     match config.validate() {
         Ok(()) => Ok(config),
-        Err(SampleError::BadConfig { field, expected, found }) => Err(ApiError::bad_param(name(field), expected, found)),
+        Err(SampleError::BadConfig { field, expected, found }) => {
+            Err(ApiError::bad_param(name(field), expected, found))
+        }
         Err(e) => Err(ApiError::new(ErrorKind::BadRequest, e.to_string())),
     }
 }
@@ -73,7 +77,9 @@ pub fn unsupported_penalty(value: Option<f32>, field: &str) -> Result<(), ApiErr
 pub fn top_logprobs(requested: Option<i64>, field: &str) -> Result<usize, ApiError> {
     match requested {
         None => Ok(0),
-        Some(n) if n < 0 || n as u64 > MAX_TOP_LOGPROBS as u64 => Err(ApiError::bad_param(field, format!("a count in 0..={MAX_TOP_LOGPROBS}"), n)),
+        Some(n) if n < 0 || n as u64 > MAX_TOP_LOGPROBS as u64 => {
+            Err(ApiError::bad_param(field, format!("a count in 0..={MAX_TOP_LOGPROBS}"), n))
+        }
         Some(n) => Ok(n as usize),
     }
 }
@@ -106,7 +112,13 @@ pub fn openai_spec(response_format: Option<Value>, grammar: Option<String>) -> R
                 Some(schema) => Some(Spec::JsonSchema(schema.clone())),
                 None => return Err(ApiError::bad_param("response_format.json_schema.schema", "a JSON schema", "none")),
             },
-            Some(other) => return Err(ApiError::bad_param("response_format.type", "\"text\", \"json_object\" or \"json_schema\"", format!("{other:?}"))),
+            Some(other) => {
+                return Err(ApiError::bad_param(
+                    "response_format.type",
+                    "\"text\", \"json_object\" or \"json_schema\"",
+                    format!("{other:?}"),
+                ))
+            }
             None => return Err(ApiError::bad_param("response_format", "an object with a `type`", kind_of(&v))),
         },
     };
@@ -127,7 +139,9 @@ pub fn ollama_spec(format: Option<Value>, grammar: Option<String>) -> Result<Opt
 
 fn one_spec(format: Option<Spec>, grammar: Option<String>, format_field: &str) -> Result<Option<Spec>, ApiError> {
     match (format, grammar.filter(|g| !g.is_empty())) {
-        (Some(_), Some(_)) => Err(ApiError::bad_param("grammar", format!("one constraint: `{format_field}` or `grammar`"), "both")),
+        (Some(_), Some(_)) => {
+            Err(ApiError::bad_param("grammar", format!("one constraint: `{format_field}` or `grammar`"), "both"))
+        }
         (f, g) => Ok(f.or(g.map(Spec::Lark))),
     }
 }
@@ -160,7 +174,10 @@ impl App {
         match model {
             None | Some("") => Ok(()),
             Some(m) if m == self.name || m.strip_suffix(":latest") == Some(self.name.as_str()) => Ok(()),
-            Some(m) => Err(ApiError::new(ErrorKind::NotFound, format!("model {m:?}: expected {:?} (the model this server serves), found no such model", self.name))),
+            Some(m) => Err(ApiError::new(
+                ErrorKind::NotFound,
+                format!("model {m:?}: expected {:?} (the model this server serves), found no such model", self.name),
+            )),
         }
     }
 
@@ -181,7 +198,11 @@ impl App {
             return Err(ApiError::bad_param(field, "at least one token", "an empty prompt"));
         }
         if prompt.len() > ctx {
-            return Err(ApiError::bad_param(field, format!("at most {ctx} tokens (the server's context)"), format!("{} tokens", prompt.len())));
+            return Err(ApiError::bad_param(
+                field,
+                format!("at most {ctx} tokens (the server's context)"),
+                format!("{} tokens", prompt.len()),
+            ));
         }
         let n_ids = self.ready()?.tokenizer.n_ids();
         if let Some(&id) = prompt.iter().find(|&&id| id as usize >= n_ids) {
@@ -199,7 +220,20 @@ impl App {
         metrics::add(&self.metrics.admitted, 1);
         let (events, rx) = unbounded_channel();
         let Request { id, route, prompt, sampler, max_tokens, stops, logprobs, constraint, show_specials } = request;
-        self.submit(Job { id, route, prompt, sampler, max_tokens, stops, logprobs, constraint, show_specials, events, ticket, received: Instant::now() })?;
+        self.submit(Job {
+            id,
+            route,
+            prompt,
+            sampler,
+            max_tokens,
+            stops,
+            logprobs,
+            constraint,
+            show_specials,
+            events,
+            ticket,
+            received: Instant::now(),
+        })?;
         Ok(rx)
     }
 }

@@ -37,7 +37,12 @@ impl PrefixCache {
 
     /// The length of the prefix `take` would reuse, without taking it.
     pub fn peek(&self, prompt: &[TokenId]) -> usize {
-        self.entries.iter().filter(|e| !e.fed.is_empty() && e.fed.len() < prompt.len() && prompt.starts_with(&e.fed)).map(|e| e.fed.len()).max().unwrap_or(0)
+        self.entries
+            .iter()
+            .filter(|e| !e.fed.is_empty() && e.fed.len() < prompt.len() && prompt.starts_with(&e.fed))
+            .map(|e| e.fed.len())
+            .max()
+            .unwrap_or(0)
     }
 
     /// Takes out the state fed the longest prefix of `prompt` that leaves at least one prompt

@@ -14,19 +14,30 @@ impl App {
     }
 
     /// The prompt of a conversation with the functions the model may call (see `tools`).
-    pub fn chat_prompt_with_tools(&self, messages: &[ChatMessage], tools: Option<&serde_json::Value>, field: &str) -> Result<Vec<TokenId>, ApiError> {
+    pub fn chat_prompt_with_tools(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
+        field: &str,
+    ) -> Result<Vec<TokenId>, ApiError> {
         if messages.is_empty() {
             return Err(ApiError::bad_param(field, "at least one message", "an empty list"));
         }
         let options = ChatOptions { add_generation_prompt: true, ..ChatOptions::default() };
-        let text = self.ready()?.template.render_with_tools(messages, &options, tools).map_err(|e| ApiError::new(ErrorKind::BadRequest, format!("{field}: {e}")))?;
+        let text = self
+            .ready()?
+            .template
+            .render_with_tools(messages, &options, tools)
+            .map_err(|e| ApiError::new(ErrorKind::BadRequest, format!("{field}: {e}")))?;
         self.text_prompt(&text, field)
     }
 
     /// The prompt of raw text.
     pub fn text_prompt(&self, text: &str, field: &str) -> Result<Vec<TokenId>, ApiError> {
         let tokenizer = &self.ready()?.tokenizer;
-        let mut ids = tokenizer.encode(text, Specials::With).map_err(|e| ApiError::new(ErrorKind::BadRequest, format!("{field}: {e}")))?;
+        let mut ids = tokenizer
+            .encode(text, Specials::With)
+            .map_err(|e| ApiError::new(ErrorKind::BadRequest, format!("{field}: {e}")))?;
         let special = tokenizer.special_ids();
         if let (true, Some(bos)) = (special.add_bos, special.bos) {
             ids.insert(0, bos);

@@ -88,7 +88,11 @@ async fn gate(State(app): State<Arc<App>>, request: Request, next: Next) -> Resp
     let path = request.uri().path().to_string();
     if let Some(key) = app.config.api_key.as_deref() {
         if !is_open(&path) && !bearer_matches(request.headers().get(header::AUTHORIZATION), key) {
-            let found = if request.headers().contains_key(header::AUTHORIZATION) { "a different credential" } else { "no Authorization header" };
+            let found = if request.headers().contains_key(header::AUTHORIZATION) {
+                "a different credential"
+            } else {
+                "no Authorization header"
+            };
             let e = ApiError::new(ErrorKind::Unauthorized, format!("authorization: expected the header `Authorization: Bearer <key>` with the server's --api-key, found {found}"));
             let mut response = respond(&app, flavor_of(&path), Err(e));
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -104,7 +108,10 @@ async fn gate(State(app): State<Arc<App>>, request: Request, next: Next) -> Resp
 
 /// Whether `value` is `Bearer <key>`, compared in time independent of where they differ.
 fn bearer_matches(value: Option<&HeaderValue>, key: &str) -> bool {
-    let Some(token) = value.and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer "))) else {
+    let Some(token) = value
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+    else {
         return false;
     };
     let (a, b) = (token.trim().as_bytes(), key.as_bytes());
@@ -117,7 +124,8 @@ async fn json_errors(State(app): State<Arc<App>>, request: Request, next: Next) 
     let path = request.uri().path().to_string();
     let response = next.run(request).await;
     let status = response.status();
-    let is_json = response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    let is_json =
+        response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
     if !(status.is_client_error() || status.is_server_error()) || is_json {
         return response;
     }
@@ -126,9 +134,13 @@ async fn json_errors(State(app): State<Arc<App>>, request: Request, next: Next) 
         Err(_) => String::new(),
     };
     let (kind, message) = match status {
-        StatusCode::PAYLOAD_TOO_LARGE => {
-            (ErrorKind::PayloadTooLarge, format!("request body: expected at most {} bytes (the server's --max-body), found more", app.config.max_body))
-        }
+        StatusCode::PAYLOAD_TOO_LARGE => (
+            ErrorKind::PayloadTooLarge,
+            format!(
+                "request body: expected at most {} bytes (the server's --max-body), found more",
+                app.config.max_body
+            ),
+        ),
         s if s.is_client_error() => (ErrorKind::BadRequest, format!("{path}: {}", text.to_lowercase())),
         _ => (ErrorKind::Internal, format!("{path}: {text}")),
     };
@@ -141,7 +153,8 @@ async fn json_errors(State(app): State<Arc<App>>, request: Request, next: Next) 
 /// `/health` says whether the model is ready.
 async fn root(State(app): State<Arc<App>>) -> Response {
     let text = if app.is_ready() { "baro-engine is running" } else { "baro-engine is running (model loading)" };
-    (StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"))], text).into_response()
+    (StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"))], text)
+        .into_response()
 }
 
 /// Readiness: 200 once the model is loaded, 503 `"status": "loading"` before.
@@ -160,7 +173,8 @@ async fn health(State(app): State<Arc<App>>) -> Response {
 
 async fn metrics_text(State(app): State<Arc<App>>) -> Response {
     let text = app.metrics.render(app.config.max_queue);
-    (StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"))], text).into_response()
+    (StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"))], text)
+        .into_response()
 }
 
 async fn not_found(State(app): State<Arc<App>>, method: Method, uri: Uri) -> Response {
@@ -175,7 +189,11 @@ async fn method_not_allowed(State(app): State<Arc<App>>, method: Method, uri: Ur
         p if p.starts_with("/v1/models/") => "GET",
         _ => "POST",
     };
-    let mut response = respond(&app, flavor_of(path), Err(ApiError::new(ErrorKind::MethodNotAllowed, format!("{path}: expected {expected}, found {method}"))));
+    let mut response = respond(
+        &app,
+        flavor_of(path),
+        Err(ApiError::new(ErrorKind::MethodNotAllowed, format!("{path}: expected {expected}, found {method}"))),
+    );
     response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(expected));
     response
 }

@@ -41,7 +41,14 @@ pub struct SchedulerConfig {
 
 /// Runs until `jobs` is closed and no work remains.
 /// `log`: each request writes one line to stderr when it ends (`Sequence::log_line`).
-pub fn run(mut engine: Engine, tokenizer: &Tokenizer, jobs: Receiver<Job>, config: SchedulerConfig, metrics: Arc<Metrics>, log: bool) {
+pub fn run(
+    mut engine: Engine,
+    tokenizer: &Tokenizer,
+    jobs: Receiver<Job>,
+    config: SchedulerConfig,
+    metrics: Arc<Metrics>,
+    log: bool,
+) {
     let mut waiting: VecDeque<Job> = VecDeque::new();
     let mut active: Vec<Sequence<'_>> = Vec::new();
     let mut cache = PrefixCache::new(config.prefix_cache);
@@ -91,7 +98,15 @@ pub fn run(mut engine: Engine, tokenizer: &Tokenizer, jobs: Receiver<Job>, confi
 }
 
 /// A sequence for `job`, with a cached state when one holds a prefix of its prompt.
-fn admit<'t>(engine: &Engine, tokenizer: &'t Tokenizer, job: Job, cache: &mut PrefixCache, blocks: &mut BlockCache, metrics: &Arc<Metrics>, log: bool) -> Option<Sequence<'t>> {
+fn admit<'t>(
+    engine: &Engine,
+    tokenizer: &'t Tokenizer,
+    job: Job,
+    cache: &mut PrefixCache,
+    blocks: &mut BlockCache,
+    metrics: &Arc<Metrics>,
+    log: bool,
+) -> Option<Sequence<'t>> {
     let fail = |job: Job, message: String| {
         let _ = job.events.send(Event::Failed(message));
         metrics::add(&metrics.failed, 1);
@@ -134,7 +149,13 @@ fn admit<'t>(engine: &Engine, tokenizer: &'t Tokenizer, job: Job, cache: &mut Pr
 }
 
 /// One decode step for every decoding sequence, then one prefill chunk.
-fn tick(engine: &mut Engine, active: &mut [Sequence<'_>], prefill_chunk: usize, blocks: &mut BlockCache, metrics: &Metrics) {
+fn tick(
+    engine: &mut Engine,
+    active: &mut [Sequence<'_>],
+    prefill_chunk: usize,
+    blocks: &mut BlockCache,
+    metrics: &Metrics,
+) {
     let decoding: Vec<usize> = (0..active.len()).filter(|&i| matches!(active[i].phase(), Phase::Decode(_))).collect();
     let mut rows: Vec<_> = active.iter_mut().filter_map(Sequence::decode_row).collect();
     metrics.batch_peak.fetch_max(rows.len(), std::sync::atomic::Ordering::Relaxed);

@@ -63,7 +63,13 @@ impl<'t> Sequence<'t> {
     /// A sequence for `job` in `state`, which has been fed the first `state.pos` prompt tokens
     /// (0, or a prefix-cache hit's length, always less than the prompt's), drawing with
     /// `sampler` (built from `job.sampler`).
-    pub fn new(job: Job, sampler: Sampler, state: State, tokenizer: &'t Tokenizer, metrics: Arc<Metrics>) -> Sequence<'t> {
+    pub fn new(
+        job: Job,
+        sampler: Sampler,
+        state: State,
+        tokenizer: &'t Tokenizer,
+        metrics: Arc<Metrics>,
+    ) -> Sequence<'t> {
         let stop = StopChecker::new(&tokenizer.special_ids().eos, &job.stops);
         Sequence {
             state,
@@ -115,9 +121,13 @@ impl<'t> Sequence<'t> {
 
     fn log_text(&self, finish: &str, cached: usize) -> String {
         let now = Instant::now();
-        let ttft = self.first_sample.map_or("-".to_string(), |t| format!("{:.1}", t.saturating_duration_since(self.received).as_secs_f64() * 1e3));
+        let ttft = self.first_sample.map_or("-".to_string(), |t| {
+            format!("{:.1}", t.saturating_duration_since(self.received).as_secs_f64() * 1e3)
+        });
         let rate = match self.first_sample {
-            Some(t) if self.generated > 1 && now > t => format!("{:.2}", (self.generated - 1) as f64 / now.saturating_duration_since(t).as_secs_f64()),
+            Some(t) if self.generated > 1 && now > t => {
+                format!("{:.2}", (self.generated - 1) as f64 / now.saturating_duration_since(t).as_secs_f64())
+            }
             _ => "-".to_string(),
         };
         format!(

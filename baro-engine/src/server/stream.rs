@@ -40,7 +40,10 @@ pub async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<Outcome, ApiErr
             Event::Failed(message) => return Err(ApiError::new(ErrorKind::Internal, message)),
         }
     }
-    Err(ApiError::new(ErrorKind::Internal, "generation: expected a final event, found the scheduler gone (a bug in baro)"))
+    Err(ApiError::new(
+        ErrorKind::Internal,
+        "generation: expected a final event, found the scheduler gone (a bug in baro)",
+    ))
 }
 
 /// The media types of the two streaming formats.
@@ -92,6 +95,9 @@ where
             }
         }
     });
-    let headers = [(header::CONTENT_TYPE, HeaderValue::from_static(format.content_type())), (header::CACHE_CONTROL, HeaderValue::from_static("no-cache"))];
+    let headers = [
+        (header::CONTENT_TYPE, HeaderValue::from_static(format.content_type())),
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+    ];
     (StatusCode::OK, headers, Body::from_stream(stream)).into_response()
 }

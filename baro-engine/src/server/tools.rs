@@ -52,8 +52,17 @@ pub fn parse_tools(tools: Option<Value>, field: &str) -> Result<(Vec<Tool>, Opti
     };
     let mut out = Vec::with_capacity(list.len());
     for (i, t) in list.iter().enumerate() {
-        let f = t.get("function").filter(|f| f.is_object()).ok_or_else(|| ApiError::bad_param(&format!("{field}[{i}]"), "{\"type\": \"function\", \"function\": {\"name\": ...}}", kind_of(t)))?;
-        let name = f.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()).ok_or_else(|| ApiError::bad_param(&format!("{field}[{i}].function.name"), "a function name", "none"))?;
+        let f = t.get("function").filter(|f| f.is_object()).ok_or_else(|| {
+            ApiError::bad_param(
+                &format!("{field}[{i}]"),
+                "{\"type\": \"function\", \"function\": {\"name\": ...}}",
+                kind_of(t),
+            )
+        })?;
+        let name =
+            f.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()).ok_or_else(|| {
+                ApiError::bad_param(&format!("{field}[{i}].function.name"), "a function name", "none")
+            })?;
         let parameters = f.get("parameters").cloned().unwrap_or_else(|| json!({ "type": "object" }));
         out.push(Tool { name: name.to_string(), parameters });
     }
@@ -73,16 +82,30 @@ pub fn parse_choice(choice: Option<Value>, tools: &[Tool]) -> Result<Choice, Api
             "none" => Choice::None,
             "auto" => Choice::Auto,
             "required" => Choice::Required,
-            other => return Err(ApiError::bad_param(field, "\"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}", format!("{other:?}"))),
+            other => {
+                return Err(ApiError::bad_param(
+                    field,
+                    "\"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                    format!("{other:?}"),
+                ))
+            }
         },
         Some(v @ Value::Object(_)) => match v.get("function").and_then(|f| f.get("name")).and_then(Value::as_str) {
             Some(name) => Choice::Named(name.to_string()),
-            None => return Err(ApiError::bad_param(field, "{\"type\": \"function\", \"function\": {\"name\": ...}}", "an object without a function name")),
+            None => {
+                return Err(ApiError::bad_param(
+                    field,
+                    "{\"type\": \"function\", \"function\": {\"name\": ...}}",
+                    "an object without a function name",
+                ))
+            }
         },
         Some(other) => return Err(ApiError::bad_param(field, "a string or an object", kind_of(&other))),
     };
     match &choice {
-        Choice::Required if tools.is_empty() => Err(ApiError::bad_param(field, "tools to choose from (`tools`)", "\"required\" without tools")),
+        Choice::Required if tools.is_empty() => {
+            Err(ApiError::bad_param(field, "tools to choose from (`tools`)", "\"required\" without tools"))
+        }
         Choice::Named(name) if !tools.iter().any(|t| &t.name == name) => {
             let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
             Err(ApiError::bad_param(field, format!("one of the offered functions {names:?}"), format!("{name:?}")))
@@ -116,7 +139,12 @@ pub fn constraint_grammar(choice: &Choice, tools: &[Tool], open: Option<u32>, cl
     // No free whitespace: the call is written as the template shows it.
     schema["x-guidance"] = json!({ "whitespace_flexible": false, "item_separator": ", ", "key_separator": ": " });
     let marker = |id: Option<u32>, text: &str| id.map_or_else(|| format!("{text:?}"), |id| format!("<[{id}]>"));
-    Some(format!("start: {} \"\\n\" call \"\\n\" {}\ncall: %json {}\n", marker(open, OPEN), marker(close, CLOSE), schema))
+    Some(format!(
+        "start: {} \"\\n\" call \"\\n\" {}\ncall: %json {}\n",
+        marker(open, OPEN),
+        marker(close, CLOSE),
+        schema
+    ))
 }
 
 /// An incoming message's `tool_calls` (OpenAI's, `arguments` a JSON string; Ollama's, an
@@ -132,10 +160,15 @@ pub fn message_calls(calls: Option<Value>, field: &str) -> Result<Vec<Value>, Ap
     for (i, c) in list.into_iter().enumerate() {
         let at = format!("{field}[{i}].function");
         let f = c.get("function").ok_or_else(|| ApiError::bad_param(&at, "{\"name\", \"arguments\"}", "none"))?;
-        let name = f.get("name").and_then(Value::as_str).ok_or_else(|| ApiError::bad_param(&format!("{at}.name"), "a function name", "none"))?;
+        let name = f
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ApiError::bad_param(&format!("{at}.name"), "a function name", "none"))?;
         let arguments = match f.get("arguments") {
             None | Some(Value::Null) => json!({}),
-            Some(Value::String(s)) => serde_json::from_str(s).map_err(|e| ApiError::bad_param(&format!("{at}.arguments"), "a JSON object (as a string)", format!("{s:?} ({e})")))?,
+            Some(Value::String(s)) => serde_json::from_str(s).map_err(|e| {
+                ApiError::bad_param(&format!("{at}.arguments"), "a JSON object (as a string)", format!("{s:?} ({e})"))
+            })?,
             Some(a) => a.clone(),
         };
         let mut call = json!({ "type": "function", "function": { "name": name, "arguments": arguments } });
@@ -186,7 +219,14 @@ impl ToolParser {
                     }
                     None => {
                         // Keep a suffix that may begin the marker.
-                        let keep = (1..OPEN.len()).rev().find(|&n| self.buf.len() >= n && self.buf.is_char_boundary(self.buf.len() - n) && OPEN.starts_with(&self.buf[self.buf.len() - n..])).unwrap_or(0);
+                        let keep = (1..OPEN.len())
+                            .rev()
+                            .find(|&n| {
+                                self.buf.len() >= n
+                                    && self.buf.is_char_boundary(self.buf.len() - n)
+                                    && OPEN.starts_with(&self.buf[self.buf.len() - n..])
+                            })
+                            .unwrap_or(0);
                         let content = self.buf.drain(..self.buf.len() - keep).collect();
                         push_content(&mut out, content);
                         return out;
@@ -263,7 +303,10 @@ pub fn parse_call(body: &str) -> Option<Call> {
         let value = value.strip_prefix('\n').unwrap_or(value);
         let value = value.strip_suffix('\n').unwrap_or(value);
         // A value that reads as JSON (a number, an object) is that value; anything else text.
-        let parsed = serde_json::from_str::<Value>(value).ok().filter(|v| !v.is_string()).unwrap_or_else(|| Value::String(value.to_string()));
+        let parsed = serde_json::from_str::<Value>(value)
+            .ok()
+            .filter(|v| !v.is_string())
+            .unwrap_or_else(|| Value::String(value.to_string()));
         arguments.insert(key.trim().to_string(), parsed);
         rest = after;
     }

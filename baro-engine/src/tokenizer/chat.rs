@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use minijinja::{Environment, Error, ErrorKind, Value};
 use serde::Serialize;
 
-use crate::tokenizer::{chat_guard, guard};
 use crate::tokenizer::TokenizerError;
+use crate::tokenizer::{chat_guard, guard};
 
 /// The Qwen3.5 chat format: `<|im_start|>role\ncontent<|im_end|>\n` per message; earlier
 /// assistant turns lose their `<think>…</think>` part; the generation prompt is
@@ -140,7 +140,12 @@ impl ChatTemplate {
 
     /// Renders `messages` with the functions the model may call (`tools`, a list of
     /// `{"type": "function", "function": {...}}`; `None` leaves `tools` undefined).
-    pub fn render_with_tools(&self, messages: &[ChatMessage], options: &ChatOptions, tools: Option<&serde_json::Value>) -> Result<String, TokenizerError> {
+    pub fn render_with_tools(
+        &self,
+        messages: &[ChatMessage],
+        options: &ChatOptions,
+        tools: Option<&serde_json::Value>,
+    ) -> Result<String, TokenizerError> {
         let mut ctx: BTreeMap<&str, Value> = BTreeMap::new();
         if let Some(tools) = tools {
             ctx.insert("tools", Value::from_serialize(tools));
@@ -154,7 +159,8 @@ impl ChatTemplate {
         ctx.insert("eos_token", Value::from(options.eos_token.as_str()));
         let template = self.env.get_template(NAME).map_err(template_error)?;
         chat_guard::reset();
-        let rendered = guard::guarded(|| template.render(ctx)).map_err(panicked).and_then(|r| r.map_err(template_error));
+        let rendered =
+            guard::guarded(|| template.render(ctx)).map_err(panicked).and_then(|r| r.map_err(template_error));
         chat_guard::reset();
         rendered
     }
@@ -164,12 +170,14 @@ impl ChatTemplate {
 /// items and `": "` after keys, as the model saw tool schemas and call arguments in training;
 /// `indent` gives the indented form. minijinja's own filter writes compact JSON.
 fn tojson(value: &Value, indent: Option<usize>) -> Result<Value, Error> {
-    let json = serde_json::to_value(value).map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
+    let json =
+        serde_json::to_value(value).map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
     let mut out = Vec::new();
     let result = match indent {
         Some(n) => {
             let pad = vec![b' '; n];
-            let mut ser = serde_json::Serializer::with_formatter(&mut out, serde_json::ser::PrettyFormatter::with_indent(&pad));
+            let mut ser =
+                serde_json::Serializer::with_formatter(&mut out, serde_json::ser::PrettyFormatter::with_indent(&pad));
             serde::Serialize::serialize(&json, &mut ser)
         }
         None => {
@@ -186,11 +194,19 @@ struct PythonFormatter;
 
 impl serde_json::ser::Formatter for PythonFormatter {
     fn begin_array_value<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
-        if first { Ok(()) } else { writer.write_all(b", ") }
+        if first {
+            Ok(())
+        } else {
+            writer.write_all(b", ")
+        }
     }
 
     fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
-        if first { Ok(()) } else { writer.write_all(b", ") }
+        if first {
+            Ok(())
+        } else {
+            writer.write_all(b", ")
+        }
     }
 
     fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {

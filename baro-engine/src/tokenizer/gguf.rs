@@ -61,7 +61,11 @@ impl Tokenizer {
         let tokens = meta.strings("tokenizer.ggml.tokens")?;
         let types = meta.ints("tokenizer.ggml.token_type")?;
         if types.len() != tokens.len() {
-            return Err(TokenizerError::LengthMismatch { key: "tokenizer.ggml.token_type".into(), expected: tokens.len(), found: types.len() });
+            return Err(TokenizerError::LengthMismatch {
+                key: "tokenizer.ggml.token_type".into(),
+                expected: tokens.len(),
+                found: types.len(),
+            });
         }
         let merges = meta.strings("tokenizer.ggml.merges")?;
 
@@ -77,9 +81,17 @@ impl Tokenizer {
             if token.is_empty() {
                 return Err(TokenizerError::EmptyToken { id });
             }
-            let tid = TokenId::try_from(id).map_err(|_| TokenizerError::IdOutOfRange { key: "tokenizer.ggml.tokens".into(), id: id as u64, n_tokens: tokens.len() })?;
+            let tid = TokenId::try_from(id).map_err(|_| TokenizerError::IdOutOfRange {
+                key: "tokenizer.ggml.tokens".into(),
+                id: id as u64,
+                n_tokens: tokens.len(),
+            })?;
             if let Some(first) = vocab.insert(token.to_string(), tid) {
-                return Err(TokenizerError::DuplicateToken { token: token.to_string(), first: first as usize, second: id });
+                return Err(TokenizerError::DuplicateToken {
+                    token: token.to_string(),
+                    first: first as usize,
+                    second: id,
+                });
             }
             if ty == TYPE_CONTROL || ty == TYPE_USER_DEFINED {
                 added.push((tid, AddedToken::from(token, ty == TYPE_CONTROL).normalized(false)));
@@ -96,7 +108,11 @@ impl Tokenizer {
             }
             for part in [left, right, &format!("{left}{right}")] {
                 if !vocab.contains_key(part) {
-                    return Err(TokenizerError::MergeNotInVocab { index, found: m.to_string(), part: part.to_string() });
+                    return Err(TokenizerError::MergeNotInVocab {
+                        index,
+                        found: m.to_string(),
+                        part: part.to_string(),
+                    });
                 }
             }
             pairs.push((left.to_string(), right.to_string()));
@@ -110,7 +126,9 @@ impl Tokenizer {
         };
         let chat_template = match meta.0.get("tokenizer.chat_template") {
             None => None,
-            Some(v) => Some(v.as_str().ok_or_else(|| wrong_type("tokenizer.chat_template", "a string", v))?.to_string()),
+            Some(v) => {
+                Some(v.as_str().ok_or_else(|| wrong_type("tokenizer.chat_template", "a string", v))?.to_string())
+            }
         };
 
         // Built under `guarded`: a panic inside `tokenizers` on these (checked) values is a
@@ -120,10 +138,14 @@ impl Tokenizer {
             let bpe = BPE::builder().vocab_and_merges(vocab, pairs).build().map_err(build)?;
             let mut inner = tokenizers::Tokenizer::new(bpe);
             inner.with_normalizer(Some(NFC)).map_err(build)?;
-            let split = Split::new(SplitPattern::Regex(split.to_string()), SplitDelimiterBehavior::Isolated, false).map_err(build)?;
-            inner.with_pre_tokenizer(Some(Sequence::new(vec![split.into(), ByteLevel::new(false, true, false).into()])));
+            let split = Split::new(SplitPattern::Regex(split.to_string()), SplitDelimiterBehavior::Isolated, false)
+                .map_err(build)?;
+            inner
+                .with_pre_tokenizer(Some(Sequence::new(vec![split.into(), ByteLevel::new(false, true, false).into()])));
             inner.with_decoder(Some(ByteLevel::new(true, true, true)));
-            let of_kind = |special: bool| added.iter().filter(|(_, t)| t.special == special).map(|(_, t)| t.clone()).collect::<Vec<_>>();
+            let of_kind = |special: bool| {
+                added.iter().filter(|(_, t)| t.special == special).map(|(_, t)| t.clone()).collect::<Vec<_>>()
+            };
             inner.add_special_tokens(of_kind(true)).map_err(build)?;
             inner.add_tokens(of_kind(false)).map_err(build)?;
             for (id, t) in &added {
@@ -131,7 +153,9 @@ impl Tokenizer {
                 // its GGUF id; anything else is a bug here or in `tokenizers`.
                 let found = inner.token_to_id(&t.content);
                 if found != Some(*id) {
-                    return Err(TokenizerError::Build { message: format!("added token {:?}: expected id {id}, found {found:?}", t.content) });
+                    return Err(TokenizerError::Build {
+                        message: format!("added token {:?}: expected id {id}, found {found:?}", t.content),
+                    });
                 }
             }
             Ok(inner)
@@ -147,7 +171,9 @@ fn unsupported(key: &str, expected: &'static str, found: &str) -> TokenizerError
 
 fn wrong_type(key: &str, expected: &'static str, found: &MetaValue) -> TokenizerError {
     let found = match found {
-        MetaValue::Array(items) => format!("an array of {} {}", items.len(), items.first().map_or("values", |v| v.kind())),
+        MetaValue::Array(items) => {
+            format!("an array of {} {}", items.len(), items.first().map_or("values", |v| v.kind()))
+        }
         other => format!("a {}", other.kind()),
     };
     TokenizerError::WrongType { key: key.to_string(), expected, found }
@@ -212,7 +238,11 @@ impl<'a> Meta<'a> {
             return Err(TokenizerError::IdOutOfRange { key: key.to_string(), id, n_tokens: tokens.len() });
         };
         if types[index] == TYPE_UNUSED {
-            return Err(TokenizerError::UnusedSpecial { key: key.to_string(), id: index as TokenId, token: tokens[index].to_string() });
+            return Err(TokenizerError::UnusedSpecial {
+                key: key.to_string(),
+                id: index as TokenId,
+                token: tokens[index].to_string(),
+            });
         }
         Ok(Some(index as TokenId))
     }

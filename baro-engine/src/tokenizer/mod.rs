@@ -127,7 +127,8 @@ impl Tokenizer {
     /// guessed from the added tokens (see `from_json_bytes`).
     pub fn from_file(path: &Path) -> Result<Tokenizer, TokenizerError> {
         let shown = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| TokenizerError::Io { path: shown.clone(), message: e.to_string() })?;
+        let bytes =
+            std::fs::read(path).map_err(|e| TokenizerError::Io { path: shown.clone(), message: e.to_string() })?;
         let json = if path.extension().is_some_and(|e| e == "gz") { gunzip(&bytes, &shown)? } else { bytes };
         Tokenizer::from_json_bytes(&json, &shown)
     }

@@ -6,8 +6,16 @@ use std::process::Command;
 fn fails(args: &[&str], wanted: &[&str]) {
     let out = Command::new(env!("CARGO_BIN_EXE_baro-engine")).args(args).output().expect("run the baro-engine binary");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "baro-engine {args:?}: expected exit status 1, found {}; stderr:\n{stderr}", out.status);
-    assert!(stderr.lines().any(|l| l.starts_with("error: ")), "baro-engine {args:?}: no line of stderr starts with `error: `:\n{stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "baro-engine {args:?}: expected exit status 1, found {}; stderr:\n{stderr}",
+        out.status
+    );
+    assert!(
+        stderr.lines().any(|l| l.starts_with("error: ")),
+        "baro-engine {args:?}: no line of stderr starts with `error: `:\n{stderr}"
+    );
     for w in wanted {
         assert!(stderr.contains(w), "baro-engine {args:?}: expected {w:?} in stderr, found:\n{stderr}");
     }
@@ -24,7 +32,10 @@ fn unavailable_target_names_what_was_found() {
     for kind in ["cuda", "hip"] {
         let available = baro_dsl::runtime::Device::open(kind.parse().expect("a kind"), 0).is_ok();
         if !available {
-            fails(&["--target", kind], &[&format!("--target {kind}: expected an available {kind} device"), "available targets: host"]);
+            fails(
+                &["--target", kind],
+                &[&format!("--target {kind}: expected an available {kind} device"), "available targets: host"],
+            );
         }
     }
 }
@@ -57,7 +68,10 @@ fn text_prompt_for_a_model_without_a_fitting_tokenizer() {
 #[test]
 fn prompt_id_outside_the_vocabulary() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/tiny");
-    fails(&["--model", dir, "--prompt-ids", "1,5000"], &["token 5000: expected an id below the model's vocabulary size 1000"]);
+    fails(
+        &["--model", dir, "--prompt-ids", "1,5000"],
+        &["token 5000: expected an id below the model's vocabulary size 1000"],
+    );
 }
 
 /// The built-in model's vocabulary is known before it is built: a bad id is reported at once.
@@ -66,5 +80,9 @@ fn prompt_id_outside_the_builtin_vocabulary_fails_before_building() {
     let started = std::time::Instant::now();
     fails(&["--prompt-ids", "1,999999"], &["token 999999: expected an id below the model's vocabulary size 248320"]);
     fails(&["--prefill-chunk", "0"], &["--prefill-chunk: expected at least 1 token per chunk, found 0"]);
-    assert!(started.elapsed().as_secs() < 20, "the flags were checked only after a slow step ({:?})", started.elapsed());
+    assert!(
+        started.elapsed().as_secs() < 20,
+        "the flags were checked only after a slow step ({:?})",
+        started.elapsed()
+    );
 }

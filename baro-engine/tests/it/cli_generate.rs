@@ -13,7 +13,11 @@ fn stdout_ok(args: &[&str]) -> String {
     let out = run(args);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "baro-engine {args:?} failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    assert!(
+        out.status.success(),
+        "baro-engine {args:?} failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
     stdout
 }
 
@@ -41,7 +45,9 @@ fn no_arguments_runs_the_default_model_and_reports_target_and_speed() {
 
 #[test]
 fn the_same_seed_gives_the_same_text_and_another_seed_another() {
-    let args = |seed: &'static str| ["--max-tokens", "8", "--seed", seed, "--temperature", "1.0", "--top-k", "0", "--min-p", "0"];
+    let args = |seed: &'static str| {
+        ["--max-tokens", "8", "--seed", seed, "--temperature", "1.0", "--top-k", "0", "--min-p", "0"]
+    };
     let a = stdout_ok(&args("7"));
     let b = stdout_ok(&args("7"));
     let c = stdout_ok(&args("8"));
@@ -57,16 +63,32 @@ fn ids(v: &serde_json::Value) -> Vec<u32> {
 #[test]
 fn tiny_fixture_without_tokenizer_takes_ids_and_matches_transformers_greedy_tokens() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny");
-    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("index.json")).expect("index.json")).expect("json");
-    let prompt = index["prompts"].as_array().expect("prompts").iter().max_by_key(|p| ids(&p["tokens"]).len()).expect("a prompt");
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("index.json")).expect("index.json")).expect("json");
+    let prompt =
+        index["prompts"].as_array().expect("prompts").iter().max_by_key(|p| ids(&p["tokens"]).len()).expect("a prompt");
     let (tokens, greedy) = (ids(&prompt["tokens"]), ids(&prompt["greedy"]));
     assert!(tokens.len() > 1, "want a multi-token prompt");
     let list = tokens.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",");
     let n = greedy.len().to_string();
-    let out = run(&["--model", dir.to_str().expect("utf-8 path"), "--prompt-ids", &list, "--temperature", "0", "--max-tokens", &n, "--target", "host"]);
+    let out = run(&[
+        "--model",
+        dir.to_str().expect("utf-8 path"),
+        "--prompt-ids",
+        &list,
+        "--temperature",
+        "0",
+        "--max-tokens",
+        &n,
+        "--target",
+        "host",
+    ]);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stderr.contains("no tokenizer") && stderr.contains("--prompt-ids"), "expected the no-tokenizer warning, found:\n{stderr}");
+    assert!(
+        stderr.contains("no tokenizer") && stderr.contains("--prompt-ids"),
+        "expected the no-tokenizer warning, found:\n{stderr}"
+    );
     let got: Vec<u32> = generated(&stdout).split_whitespace().map(|t| t.parse().expect("an id")).collect();
     assert_eq!(got, greedy, "the CLI's greedy ids differ from transformers'");
     assert!(stdout.contains(&format!("generation: {n} tokens")), "{stdout}");

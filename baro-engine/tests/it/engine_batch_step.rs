@@ -56,7 +56,10 @@ fn alone(engine: &mut Engine, n: usize, seed: u64) -> Trace {
             let prompt = tokens(seed + r as u64, prompt_len(r), vocab);
             let mut state = fed_state(engine, &prompt);
             engine.swap_state(&mut state);
-            let out = tokens(1000 + seed + r as u64, STEPS + 1, vocab).iter().map(|&t| bits(&engine.step(t).unwrap())).collect();
+            let out = tokens(1000 + seed + r as u64, STEPS + 1, vocab)
+                .iter()
+                .map(|&t| bits(&engine.step(t).unwrap()))
+                .collect();
             engine.swap_state(&mut state);
             out
         })
@@ -68,7 +71,8 @@ fn alone(engine: &mut Engine, n: usize, seed: u64) -> Trace {
 /// batched call reported.
 fn together(engine: &mut Engine, n: usize, seed: u64) -> (Trace, Vec<usize>) {
     let vocab = engine.config().vocab_size;
-    let mut states: Vec<State> = (0..n).map(|r| fed_state(engine, &tokens(seed + r as u64, prompt_len(r), vocab))).collect();
+    let mut states: Vec<State> =
+        (0..n).map(|r| fed_state(engine, &tokens(seed + r as u64, prompt_len(r), vocab))).collect();
     let feeds: Vec<Vec<u32>> = (0..n).map(|r| tokens(1000 + seed + r as u64, STEPS + 1, vocab)).collect();
     let mut trace: Trace = vec![Vec::new(); n];
     let mut batched = Vec::new();
@@ -98,14 +102,32 @@ fn compare(want: &Trace, got: &Trace, what: &str) {
         assert_eq!(a.len(), b.len());
         for (step, (x, y)) in a.iter().zip(b).enumerate() {
             let differ = x.iter().zip(y).filter(|(p, q)| p != q).count();
-            let when = if step < STEPS { format!("batched step {step}") } else { "the step alone after the batch".into() };
-            assert_eq!(differ, 0, "{what}: row {r} (prompt {}), {when}: {differ} of {} logits differ in bits", prompt_len(r), x.len());
+            let when =
+                if step < STEPS { format!("batched step {step}") } else { "the step alone after the batch".into() };
+            assert_eq!(
+                differ,
+                0,
+                "{what}: row {r} (prompt {}), {when}: {differ} of {} logits differ in bits",
+                prompt_len(r),
+                x.len()
+            );
         }
     }
 }
 
 fn engine(source: &ModelSource, vram_budget: Option<u64>) -> Engine {
-    Engine::new(dev(), source, EngineOptions { max_ctx: MAX_CTX, vram_budget, expert_slots: 64, precision: Precision::F32, ..EngineOptions::default() }).unwrap()
+    Engine::new(
+        dev(),
+        source,
+        EngineOptions {
+            max_ctx: MAX_CTX,
+            vram_budget,
+            expert_slots: 64,
+            precision: Precision::F32,
+            ..EngineOptions::default()
+        },
+    )
+    .unwrap()
 }
 
 fn batch_equals_alone(source: &ModelSource, what: &str) {
@@ -113,7 +135,12 @@ fn batch_equals_alone(source: &ModelSource, what: &str) {
 }
 
 pub(crate) fn batch_equals_alone_in(source: &ModelSource, what: &str, precision: Precision) {
-    let mut e = Engine::new(dev(), source, EngineOptions { max_ctx: MAX_CTX, vram_budget: None, expert_slots: 64, precision, ..EngineOptions::default() }).unwrap();
+    let mut e = Engine::new(
+        dev(),
+        source,
+        EngineOptions { max_ctx: MAX_CTX, vram_budget: None, expert_slots: 64, precision, ..EngineOptions::default() },
+    )
+    .unwrap();
     assert_eq!(e.memory_plan().mode, MemoryMode::Resident);
     for (n, seed) in [(1usize, 10u64), (2, 20), (5, 30), (11, 40)] {
         let want = alone(&mut e, n, seed);
@@ -124,7 +151,9 @@ pub(crate) fn batch_equals_alone_in(source: &ModelSource, what: &str, precision:
         if n > 1 {
             assert_ne!(want[0][0], got[1][0], "{what}: rows 0 and 1 should be different sequences");
         }
-        println!("{what}: {n} rows × {STEPS} batched steps + 1 alone: every row's logits byte-equal to the sequence alone");
+        println!(
+            "{what}: {n} rows × {STEPS} batched steps + 1 alone: every row's logits byte-equal to the sequence alone"
+        );
     }
 }
 
@@ -152,9 +181,16 @@ fn staged_batched_step_gives_the_resident_bytes() {
         let want = alone(&mut resident, n, 50);
         let misses = staged.expert_cache_stats().unwrap().misses;
         let (got, batched) = together(&mut staged, n, 50);
-        assert_eq!(batched, vec![rows_batched; STEPS], "staged, {n} rows: batched through the rows kernels from 2 rows on, else one by one");
+        assert_eq!(
+            batched,
+            vec![rows_batched; STEPS],
+            "staged, {n} rows: batched through the rows kernels from 2 rows on, else one by one"
+        );
         compare(&want, &got, &format!("tiny f32 staged (2 slots), {n} rows, vs resident alone"));
-        assert!(staged.expert_cache_stats().unwrap().misses > misses, "the rows' prompts (and single rows) went through the slot cache");
+        assert!(
+            staged.expert_cache_stats().unwrap().misses > misses,
+            "the rows' prompts (and single rows) went through the slot cache"
+        );
     }
     assert!(staged.layer_staging().is_some(), "the batched staged steps streamed layers");
 }
@@ -185,7 +221,9 @@ fn put_row_is_an_exact_copy_into_one_row() {
     let before: Vec<f32> = (0..rows * dim).map(|_| rng.unit()).collect();
     let xb = device.upload(&x).unwrap();
     let mut y = device.upload(&before).unwrap();
-    device.launch(device.default_stream(), &kernel, &mut [A::buf(&xb), A::buf_mut(&mut y), A::from(row), A::from(dim)]).unwrap();
+    device
+        .launch(device.default_stream(), &kernel, &mut [A::buf(&xb), A::buf_mut(&mut y), A::from(row), A::from(dim)])
+        .unwrap();
     device.default_stream().synchronize().unwrap();
     let got = device.read::<f32>(&y).unwrap();
     let mut want = before;
@@ -205,7 +243,8 @@ fn reserved_rows_make_batched_steps_and_chunks_allocate_nothing() {
 fn reserved_rows_allocate_nothing(mut engine: Engine) {
     let vocab = engine.config().vocab_size;
     engine.reserve_rows(5).unwrap();
-    let mut states: Vec<State> = (0..5).map(|r| fed_state(&mut engine, &tokens(40 + r as u64, prompt_len(r), vocab))).collect();
+    let mut states: Vec<State> =
+        (0..5).map(|r| fed_state(&mut engine, &tokens(40 + r as u64, prompt_len(r), vocab))).collect();
     let mut chunk_state = engine.new_state().unwrap();
     let before = engine.device().allocated_bytes();
     for step in 0..3 {
@@ -216,7 +255,11 @@ fn reserved_rows_allocate_nothing(mut engine: Engine) {
     engine.swap_state(&mut chunk_state);
     engine.prefill(&tokens(99, 20, vocab), PrefillMode::Batched { chunk: 5 }, Logits::Last).unwrap();
     engine.swap_state(&mut chunk_state);
-    assert_eq!(engine.device().allocated_bytes(), before, "device bytes allocated by steps and chunks within the reservation");
+    assert_eq!(
+        engine.device().allocated_bytes(),
+        before,
+        "device bytes allocated by steps and chunks within the reservation"
+    );
     // Beyond it the scratch grows (the check above can fail).
     let mut more: Vec<State> = (0..6).map(|_| engine.new_state().unwrap()).collect();
     let grown = engine.device().allocated_bytes();

@@ -15,13 +15,16 @@ use sha2::{Digest, Sha256};
 
 fn digest(name: &str) -> (String, usize) {
     let dir = fixture(name);
-    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("index.json")).unwrap()).unwrap();
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("index.json")).unwrap()).unwrap();
     let source = ModelSource::Hf(HfCheckpoint::open(&dir).unwrap());
     let mut engine = Engine::new(dev(), &source, EngineOptions::default()).unwrap();
     let mut h = Sha256::new();
     let mut n = 0;
     for p in index["prompts"].as_array().unwrap() {
-        let ids = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect::<Vec<_>>();
+        let ids = |v: &serde_json::Value| {
+            v.as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect::<Vec<_>>()
+        };
         engine.reset().unwrap();
         for t in ids(&p["tokens"]).into_iter().chain(ids(&p["greedy"])) {
             for v in engine.step(t).unwrap() {
@@ -39,9 +42,17 @@ fn check(name: &str) {
     if std::env::var("BARO_BLESS").is_ok_and(|v| v == "1") {
         std::fs::write(&path, format!("{got}\n")).unwrap();
     }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (write it on the host with BARO_BLESS=1)", path.display()));
-    println!("{name}: {n} logits, sha256 {got} on {}", std::env::var("BARO_TEST_DEVICE").unwrap_or_else(|_| "host".into()));
-    assert_eq!(got, want.trim(), "{name}: the decode path's logits differ in at least one bit from the committed host digest");
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (write it on the host with BARO_BLESS=1)", path.display()));
+    println!(
+        "{name}: {n} logits, sha256 {got} on {}",
+        std::env::var("BARO_TEST_DEVICE").unwrap_or_else(|_| "host".into())
+    );
+    assert_eq!(
+        got,
+        want.trim(),
+        "{name}: the decode path's logits differ in at least one bit from the committed host digest"
+    );
 }
 
 #[test]

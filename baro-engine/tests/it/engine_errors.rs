@@ -15,7 +15,11 @@ use baro_engine::model::{dequant, GgufFile, GgufWriter, HfCheckpoint, ModelConfi
 use common::{canonical_f32, fixture, gguf_from};
 
 fn engine_from(bytes: Vec<u8>, max_ctx: usize) -> Result<Engine, EngineError> {
-    Engine::new(dev(), &ModelSource::Gguf(GgufFile::from_vec(bytes).unwrap()), EngineOptions { max_ctx, ..EngineOptions::default() })
+    Engine::new(
+        dev(),
+        &ModelSource::Gguf(GgufFile::from_vec(bytes).unwrap()),
+        EngineOptions { max_ctx, ..EngineOptions::default() },
+    )
 }
 
 #[test]
@@ -24,7 +28,10 @@ fn missing_and_misshaped_tensors_are_named() {
     let canonical = canonical_f32(&ck);
     let without: Vec<_> = canonical.iter().filter(|(s, _)| s.name != "blk.2.ssm_a").cloned().collect();
     let e = engine_from(gguf_from(&ck.config, &without, &|_| TensorType::F32), 8).err().expect("an error");
-    assert!(matches!(&e, EngineError::Weights(w) if matches!(&**w, WeightError::Missing { name, .. } if name == "blk.2.ssm_a")), "{e}");
+    assert!(
+        matches!(&e, EngineError::Weights(w) if matches!(&**w, WeightError::Missing { name, .. } if name == "blk.2.ssm_a")),
+        "{e}"
+    );
     assert_eq!(e.to_string(), "missing tensor blk.2.ssm_a (for blk.2.ssm_a)");
 
     let mut transposed = canonical.clone();
@@ -57,17 +64,27 @@ fn a_stacked_pair_of_two_types_is_refused() {
 
 /// The fixture's canonical tensors as GGUF: F32 everywhere except `token_embd.weight`, written
 /// as `embd` (type, bytes); with `output` an untied `output.weight` is appended.
-fn gguf_with_embedding(cfg: &ModelConfig, canonical: &[(GgufTensorSpec, Vec<f32>)], embd: (TensorType, &[u8]), output: Option<(TensorType, &[u8])>) -> Vec<u8> {
+fn gguf_with_embedding(
+    cfg: &ModelConfig,
+    canonical: &[(GgufTensorSpec, Vec<f32>)],
+    embd: (TensorType, &[u8]),
+    output: Option<(TensorType, &[u8])>,
+) -> Vec<u8> {
     let mut w = GgufWriter::new();
     for (k, v) in cfg.to_gguf_metadata().expect("interval layer pattern") {
         w.add_meta(&k, v);
     }
     for (spec, data) in canonical {
-        let (ty, bytes) = if spec.name == "token_embd.weight" { (embd.0, embd.1.to_vec()) } else { (TensorType::F32, quantize(TensorType::F32, data).unwrap()) };
+        let (ty, bytes) = if spec.name == "token_embd.weight" {
+            (embd.0, embd.1.to_vec())
+        } else {
+            (TensorType::F32, quantize(TensorType::F32, data).unwrap())
+        };
         w.add_tensor(&spec.name, ty, &spec.shape, bytes).expect("consistent tensor");
     }
     if let Some((ty, bytes)) = output {
-        w.add_tensor("output.weight", ty, &[cfg.vocab_size, cfg.hidden_dim], bytes.to_vec()).expect("consistent tensor");
+        w.add_tensor("output.weight", ty, &[cfg.vocab_size, cfg.hidden_dim], bytes.to_vec())
+            .expect("consistent tensor");
     }
     w.to_bytes().0
 }
@@ -87,8 +104,14 @@ fn k_quant_embedding_loads_and_equals_its_dequantized_f32_table() {
         let pack = gguf_with_embedding(cfg, &canonical, (ty, &q), None);
         // The reference: the dequantized table as F32 for the gather, the same K-quant bytes as
         // an untied head, so only the gather differs between the two engines.
-        let reference = gguf_with_embedding(cfg, &canonical, (TensorType::F32, &quantize(TensorType::F32, &deq).unwrap()), Some((ty, &q)));
-        let (mut a, mut b) = (engine_from(pack, 8).unwrap_or_else(|e| panic!("{ty}: {e}")), engine_from(reference, 8).unwrap());
+        let reference = gguf_with_embedding(
+            cfg,
+            &canonical,
+            (TensorType::F32, &quantize(TensorType::F32, &deq).unwrap()),
+            Some((ty, &q)),
+        );
+        let (mut a, mut b) =
+            (engine_from(pack, 8).unwrap_or_else(|e| panic!("{ty}: {e}")), engine_from(reference, 8).unwrap());
         for &t in &tokens {
             let (la, lb) = (a.step(t).unwrap(), b.step(t).unwrap());
             assert_eq!(la.len(), cfg.vocab_size);
@@ -101,7 +124,8 @@ fn k_quant_embedding_loads_and_equals_its_dequantized_f32_table() {
 #[test]
 fn bad_token_and_full_context_are_errors() {
     let ck = HfCheckpoint::open(&fixture("tiny")).unwrap();
-    let mut engine = Engine::new(dev(), &ModelSource::Hf(ck), EngineOptions { max_ctx: 2, ..EngineOptions::default() }).unwrap();
+    let mut engine =
+        Engine::new(dev(), &ModelSource::Hf(ck), EngineOptions { max_ctx: 2, ..EngineOptions::default() }).unwrap();
     let e = engine.step(1000).unwrap_err();
     assert_eq!(e.to_string(), "token 1000: expected an id below the vocabulary size 1000");
     assert_eq!(engine.position(), 0);

@@ -33,17 +33,29 @@ struct Prompt {
 
 fn prompts(name: &str) -> Vec<Prompt> {
     let dir = fixture(name);
-    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("index.json")).unwrap()).unwrap();
-    let all: Vec<f32> = std::fs::read(dir.join("logits_f32.bin")).unwrap().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
-    let all64: Vec<f64> = std::fs::read(dir.join("logits_f64.bin")).map(|b| b.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect()).unwrap_or_default();
-    let ids = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect::<Vec<_>>();
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("index.json")).unwrap()).unwrap();
+    let all: Vec<f32> = std::fs::read(dir.join("logits_f32.bin"))
+        .unwrap()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let all64: Vec<f64> = std::fs::read(dir.join("logits_f64.bin"))
+        .map(|b| b.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect())
+        .unwrap_or_default();
+    let ids =
+        |v: &serde_json::Value| v.as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect::<Vec<_>>();
     index["prompts"]
         .as_array()
         .unwrap()
         .iter()
         .map(|p| {
             let l = &p["logits_f32"];
-            let (off, rows, cols) = (l["offset"].as_u64().unwrap() as usize, l["rows"].as_u64().unwrap() as usize, l["cols"].as_u64().unwrap() as usize);
+            let (off, rows, cols) = (
+                l["offset"].as_u64().unwrap() as usize,
+                l["rows"].as_u64().unwrap() as usize,
+                l["cols"].as_u64().unwrap() as usize,
+            );
             Prompt {
                 tokens: ids(&p["tokens"]),
                 greedy: ids(&p["greedy"]),
@@ -52,7 +64,11 @@ fn prompts(name: &str) -> Vec<Prompt> {
                 min_greedy_margin: p["min_greedy_margin"].as_f64().unwrap() as f32,
                 replay_vs_prefill: p["replay_vs_prefill_max_abs"].as_f64().unwrap() as f32,
                 f64: p.get("logits_f64").map(|l| {
-                    let (off, rows, cols) = (l["offset"].as_u64().unwrap() as usize, l["rows"].as_u64().unwrap() as usize, l["cols"].as_u64().unwrap() as usize);
+                    let (off, rows, cols) = (
+                        l["offset"].as_u64().unwrap() as usize,
+                        l["rows"].as_u64().unwrap() as usize,
+                        l["cols"].as_u64().unwrap() as usize,
+                    );
                     (all64[off..off + rows * cols].to_vec(), p["f32_vs_f64_max_abs"].as_f64().unwrap())
                 }),
             }
@@ -73,14 +89,17 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 
 fn matches_reference(name: &str) {
     let ck = HfCheckpoint::open(&fixture(name)).unwrap();
-    let mut engine = Engine::new(dev(), &ModelSource::Hf(ck), EngineOptions { max_ctx: 256, ..EngineOptions::default() }).unwrap();
+    let mut engine =
+        Engine::new(dev(), &ModelSource::Hf(ck), EngineOptions { max_ctx: 256, ..EngineOptions::default() }).unwrap();
     let vocab = engine.config().vocab_size;
     let mut failures = Vec::new();
     for (i, p) in prompts(name).iter().enumerate() {
         let got = replay(&mut engine, p);
         let d = max_abs_diff(&got, &p.logits);
         let worst_row = (0..got.len() / vocab).max_by(|&a, &b| {
-            let r = |row: usize| max_abs_diff(&got[row * vocab..(row + 1) * vocab], &p.logits[row * vocab..(row + 1) * vocab]);
+            let r = |row: usize| {
+                max_abs_diff(&got[row * vocab..(row + 1) * vocab], &p.logits[row * vocab..(row + 1) * vocab])
+            };
             r(a).total_cmp(&r(b))
         });
         println!(
@@ -103,13 +122,22 @@ fn matches_reference(name: &str) {
         }
         let tokens = engine.generate(&p.tokens, p.greedy.len()).unwrap();
         let agree = tokens.iter().zip(&p.greedy).take_while(|(a, b)| a == b).count();
-        println!("{name} prompt {i}: greedy agrees for {agree} of {} steps (min reference margin {:.3e})", p.greedy.len(), p.min_greedy_margin);
+        println!(
+            "{name} prompt {i}: greedy agrees for {agree} of {} steps (min reference margin {:.3e})",
+            p.greedy.len(),
+            p.min_greedy_margin
+        );
         if tokens != p.greedy {
             // Where it diverged, how close were the reference's top two?
             let row = &p.logits[(p.tokens.len() - 1 + agree) * vocab..][..vocab];
             let mut sorted = row.to_vec();
             sorted.sort_by(|a, b| b.total_cmp(a));
-            failures.push(format!("prompt {i}: greedy step {agree}: got {} want {} (reference top-2 margin there {:e})", tokens[agree], p.greedy[agree], sorted[0] - sorted[1]));
+            failures.push(format!(
+                "prompt {i}: greedy step {agree}: got {} want {} (reference top-2 margin there {:e})",
+                tokens[agree],
+                p.greedy[agree],
+                sorted[0] - sorted[1]
+            ));
         }
     }
     assert!(failures.is_empty(), "{name}: {failures:#?}");

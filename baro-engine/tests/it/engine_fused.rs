@@ -67,7 +67,11 @@ fn pack(cfg: &ModelConfig, canonical: &[(GgufTensorSpec, Vec<f32>)], want: Tenso
 }
 
 fn engine(bytes: Vec<u8>) -> Result<Engine, EngineError> {
-    Engine::new(dev(), &ModelSource::Gguf(GgufFile::from_vec(bytes).unwrap()), EngineOptions { max_ctx: 16, ..EngineOptions::default() })
+    Engine::new(
+        dev(),
+        &ModelSource::Gguf(GgufFile::from_vec(bytes).unwrap()),
+        EngineOptions { max_ctx: 16, ..EngineOptions::default() },
+    )
 }
 
 /// The logits of every step of `tokens`.
@@ -112,5 +116,12 @@ fn misshaped_fused_gate_up_is_named() {
     let cfg = &ck.config;
     let (e, i, h) = (cfg.n_experts, cfg.expert_ffn_dim, cfg.hidden_dim);
     let err = engine(pack(cfg, &canonical_f32(&ck), TensorType::F32, Experts::FusedShort)).err().expect("an error");
-    assert_eq!(err.to_string(), format!("tensor blk.0.ffn_gate_up_exps.weight: expected shape [{e}, {}, {h}], found [{e}, {}, {h}]", 2 * i, 2 * i - 1));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "tensor blk.0.ffn_gate_up_exps.weight: expected shape [{e}, {}, {h}], found [{e}, {}, {h}]",
+            2 * i,
+            2 * i - 1
+        )
+    );
 }

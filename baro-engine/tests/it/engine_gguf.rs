@@ -19,8 +19,10 @@ use common::{canonical_f32, converter_f32, fixture, gguf_from, pick_type, NegExp
 
 /// Every prompt of the fixture (prompt ++ its greedy tokens), as token lists.
 fn sequences(name: &str) -> Vec<Vec<u32>> {
-    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture(name).join("index.json")).unwrap()).unwrap();
-    let ids = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect::<Vec<_>>();
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture(name).join("index.json")).unwrap()).unwrap();
+    let ids =
+        |v: &serde_json::Value| v.as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect::<Vec<_>>();
     index["prompts"].as_array().unwrap().iter().map(|p| [ids(&p["tokens"]), ids(&p["greedy"])].concat()).collect()
 }
 
@@ -94,9 +96,16 @@ fn tiny_f32_gguf_with_baro_exp_ssm_a_differs() {
 fn names_conversion_equals_the_converter_values() {
     for name in ["tiny", "vocab"] {
         let ck = HfCheckpoint::open(&fixture(name)).unwrap();
-        for ((spec, ours), (_, theirs)) in canonical_f32(&ck).iter().zip(&converter_f32(&ck, NegExp::CorrectlyRounded)) {
+        for ((spec, ours), (_, theirs)) in canonical_f32(&ck).iter().zip(&converter_f32(&ck, NegExp::CorrectlyRounded))
+        {
             let differ = ours.iter().zip(theirs).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
-            assert_eq!(differ, 0, "{name} {}: expected the converter's values, {differ} of {} differ", spec.name, ours.len());
+            assert_eq!(
+                differ,
+                0,
+                "{name} {}: expected the converter's values, {differ} of {} differ",
+                spec.name,
+                ours.len()
+            );
         }
     }
 }
@@ -111,7 +120,13 @@ fn quantized_close_to_dequantized(name: &str, want: TensorType, rel_bound: f32) 
     // The token embedding stays Q8_0 as in community packs: the gather kernels read F32, BF16
     // and Q8_0 tables only (a K-quant table is an `unsupported` error at load).
     let vocab_hidden = [ck.config.vocab_size, ck.config.hidden_dim];
-    let ty_for = |shape: &[usize]| if shape == vocab_hidden && want != TensorType::Q8_0 && ck.config.tied_embeddings { TensorType::Q8_0 } else { pick_type(want, shape) };
+    let ty_for = |shape: &[usize]| {
+        if shape == vocab_hidden && want != TensorType::Q8_0 && ck.config.tied_embeddings {
+            TensorType::Q8_0
+        } else {
+            pick_type(want, shape)
+        }
+    };
     let quant_bytes = gguf_from(&ck.config, &canonical, &ty_for);
     let dequantized: Vec<_> = canonical
         .iter()
@@ -122,10 +137,17 @@ fn quantized_close_to_dequantized(name: &str, want: TensorType, rel_bound: f32) 
         .collect();
     let n_quantized = canonical.iter().filter(|(s, _)| ty_for(&s.shape) == want).count();
     // The weights' own error: the largest relative RMS error of dequant(quantize(w)) over the tensors.
-    let weight_err = canonical.iter().zip(&dequantized).map(|((_, a), (_, b))| {
-        let (num, den) = a.iter().zip(b).fold((0.0f64, 0.0f64), |(n, d), (&x, &y)| (n + ((x - y) as f64).powi(2), d + (x as f64).powi(2)));
-        (num / den.max(f64::MIN_POSITIVE)).sqrt()
-    }).fold(0.0, f64::max);
+    let weight_err = canonical
+        .iter()
+        .zip(&dequantized)
+        .map(|((_, a), (_, b))| {
+            let (num, den) = a
+                .iter()
+                .zip(b)
+                .fold((0.0f64, 0.0f64), |(n, d), (&x, &y)| (n + ((x - y) as f64).powi(2), d + (x as f64).powi(2)));
+            (num / den.max(f64::MIN_POSITIVE)).sqrt()
+        })
+        .fold(0.0, f64::max);
     println!("{name} {want}: largest relative RMS weight error {weight_err:.3e}");
     assert!(n_quantized > 0, "no tensor took {want}");
     let deq_bytes = gguf_from(&ck.config, &dequantized, &|_| TensorType::F32);

@@ -12,8 +12,10 @@ use common::{dev, fixture, tiny_f32, tiny_q8_0};
 
 /// Every fixture prompt (prompt tokens, then its greedy tokens).
 fn sequences() -> Vec<Vec<u32>> {
-    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture("tiny").join("index.json")).unwrap()).unwrap();
-    let ids = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect::<Vec<_>>();
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("tiny").join("index.json")).unwrap()).unwrap();
+    let ids =
+        |v: &serde_json::Value| v.as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect::<Vec<_>>();
     index["prompts"].as_array().unwrap().iter().map(|p| [ids(&p["tokens"]), ids(&p["greedy"])].concat()).collect()
 }
 
@@ -30,7 +32,11 @@ fn run(engine: &mut Engine) -> Vec<Seen> {
     let mut seen = Vec::new();
     let mut feed = |engine: &mut Engine, seq: &[u32]| {
         for (i, &t) in seq.iter().enumerate() {
-            seen.push(if i % 3 == 2 { Seen::Pick(engine.step_greedy(t).unwrap()) } else { Seen::Logits(engine.step(t).unwrap().iter().map(|v| v.to_bits()).collect()) });
+            seen.push(if i % 3 == 2 {
+                Seen::Pick(engine.step_greedy(t).unwrap())
+            } else {
+                Seen::Logits(engine.step(t).unwrap().iter().map(|v| v.to_bits()).collect())
+            });
         }
     };
     let seqs = sequences();
@@ -77,7 +83,12 @@ fn q8_decode_through_launch_graphs_equals_plain_launches() {
 fn staged_decode_launches_one_by_one() {
     let resident = Engine::new(dev(), &tiny_f32(), EngineOptions { max_ctx: 64, ..EngineOptions::default() }).unwrap();
     let minimum = resident.memory_plan().needs.staged(resident.config().n_experts_used);
-    let mut staged = Engine::new(dev(), &tiny_f32(), EngineOptions { max_ctx: 64, vram_budget: Some(minimum), ..EngineOptions::default() }).unwrap();
+    let mut staged = Engine::new(
+        dev(),
+        &tiny_f32(),
+        EngineOptions { max_ctx: 64, vram_budget: Some(minimum), ..EngineOptions::default() },
+    )
+    .unwrap();
     assert!(staged.decode_slots().is_some() && !staged.decode_graphs());
     staged.step(1).unwrap();
     staged.step_greedy(2).unwrap();

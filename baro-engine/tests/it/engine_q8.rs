@@ -30,14 +30,17 @@ const DELTA_BOUND: f64 = 0.40;
 
 /// Every fixture prompt (prompt tokens, then its greedy tokens).
 fn sequences() -> Vec<Vec<u32>> {
-    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture("tiny").join("index.json")).unwrap()).unwrap();
-    let ids = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect::<Vec<_>>();
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("tiny").join("index.json")).unwrap()).unwrap();
+    let ids =
+        |v: &serde_json::Value| v.as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect::<Vec<_>>();
     index["prompts"].as_array().unwrap().iter().map(|p| [ids(&p["tokens"]), ids(&p["greedy"])].concat()).collect()
 }
 
 /// The logits of every position of every sequence, one `step` at a time.
 fn replay(source: &ModelSource, precision: Precision) -> Vec<f32> {
-    let mut engine = Engine::new(dev(), source, EngineOptions { max_ctx: 256, precision, ..EngineOptions::default() }).unwrap();
+    let mut engine =
+        Engine::new(dev(), source, EngineOptions { max_ctx: 256, precision, ..EngineOptions::default() }).unwrap();
     assert_eq!(engine.precision(), precision);
     let mut out = Vec::new();
     for seq in sequences() {
@@ -65,7 +68,11 @@ fn q8_differs_from_f32_and_stays_close() {
     let (f, q) = (replay(&source, Precision::F32), replay(&source, Precision::Q8));
     assert_eq!(f.len(), q.len());
     let differ = f.iter().zip(&q).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
-    assert!(differ > f.len() / 2, "the q8 mode should change most logits (it quantizes every matvec input), found {differ} of {} different", f.len());
+    assert!(
+        differ > f.len() / 2,
+        "the q8 mode should change most logits (it quantizes every matvec input), found {differ} of {} different",
+        f.len()
+    );
     let vocab = 1000;
     let argmax = |v: &[f32]| v.iter().enumerate().fold(0, |best, (i, &x)| if x > v[best] { i } else { best });
     let positions = f.len() / vocab;
@@ -73,7 +80,14 @@ fn q8_differs_from_f32_and_stays_close() {
     let max_f = f.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let max_d = f.iter().zip(&q).fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
     let (top1, delta) = (agree as f64 / positions as f64, f64::from(max_d / max_f));
-    let mut per: Vec<f32> = f.chunks(vocab).zip(q.chunks(vocab)).map(|(a, b)| a.iter().zip(b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs())) / a.iter().fold(0.0f32, |m, v| m.max(v.abs()))).collect();
+    let mut per: Vec<f32> = f
+        .chunks(vocab)
+        .zip(q.chunks(vocab))
+        .map(|(a, b)| {
+            a.iter().zip(b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()))
+                / a.iter().fold(0.0f32, |m, v| m.max(v.abs()))
+        })
+        .collect();
     per.sort_by(f32::total_cmp);
     let (median, p90) = (per[per.len() / 2], per[per.len() * 9 / 10]);
     println!("q8 vs f32, tiny Q8_0 GGUF: {differ} of {} logits differ; teacher-forced top-1 {agree}/{positions} ({top1:.4}, bar {TOP1_BAR}); max |Δ| / max |logit| {delta:.4e} (bound {DELTA_BOUND}); per position max |Δ| / max |logit|: median {median:.4e}, p90 {p90:.4e}", f.len());
@@ -93,8 +107,13 @@ fn q8_logits_digest_equals_host() {
     if std::env::var("BARO_BLESS").is_ok_and(|v| v == "1") {
         std::fs::write(&path, format!("{got}\n")).unwrap();
     }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (write it on the host with BARO_BLESS=1)", path.display()));
-    println!("tiny Q8_0 GGUF, q8 mode: {} logits, sha256 {got} on {}", logits.len(), std::env::var("BARO_TEST_DEVICE").unwrap_or_else(|_| "host".into()));
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (write it on the host with BARO_BLESS=1)", path.display()));
+    println!(
+        "tiny Q8_0 GGUF, q8 mode: {} logits, sha256 {got} on {}",
+        logits.len(),
+        std::env::var("BARO_TEST_DEVICE").unwrap_or_else(|_| "host".into())
+    );
     assert_eq!(got, want.trim(), "the q8 mode's logits differ in at least one bit from the committed host digest");
 }
 
@@ -110,7 +129,12 @@ fn vocab_as(ty: TensorType) -> ModelSource {
 fn q8_k_quants_batched_prefill_is_replay_and_batched_step_is_alone() {
     for ty in [TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K] {
         let source = vocab_as(ty);
-        let mut engine = Engine::new(dev(), &source, EngineOptions { max_ctx: 96, precision: Precision::Q8, ..EngineOptions::default() }).unwrap();
+        let mut engine = Engine::new(
+            dev(),
+            &source,
+            EngineOptions { max_ctx: 96, precision: Precision::Q8, ..EngineOptions::default() },
+        )
+        .unwrap();
         let vocab = engine.config().vocab_size;
         let mut rng = Rng(7);
         let prompt: Vec<u32> = (0..37).map(|_| (rng.next_u64() % vocab as u64) as u32).collect();
@@ -118,7 +142,12 @@ fn q8_k_quants_batched_prefill_is_replay_and_batched_step_is_alone() {
         engine.reset().unwrap();
         let replay = engine.prefill(&prompt, PrefillMode::Replay, Logits::All).unwrap();
         let differ = batched.logits.iter().zip(&replay.logits).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
-        assert_eq!(differ, 0, "{ty} GGUF, q8 mode: {differ} of {} logits of batched prefill differ from replay", replay.logits.len());
+        assert_eq!(
+            differ,
+            0,
+            "{ty} GGUF, q8 mode: {differ} of {} logits of batched prefill differ from replay",
+            replay.logits.len()
+        );
         // The batched step over three sequences at different positions, against each alone.
         let mut states: Vec<_> = (0..3).map(|_| engine.new_state().unwrap()).collect();
         for (r, st) in states.iter_mut().enumerate() {
@@ -142,7 +171,10 @@ fn q8_k_quants_batched_prefill_is_replay_and_batched_step_is_alone() {
         let together = engine.step_batch(&mut rows).unwrap();
         assert_eq!(together.rows_batched, 3);
         for (r, (a, b)) in alone.iter().zip(&together.logits).enumerate() {
-            assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()), "{ty} GGUF, q8 mode: row {r} of the batched step differs from the sequence alone");
+            assert!(
+                a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{ty} GGUF, q8 mode: row {r} of the batched step differs from the sequence alone"
+            );
         }
         assert!(alone[0] != alone[1], "rows 0 and 1 should be different sequences");
         println!("{ty} GGUF, q8 mode: batched prefill of 37 tokens (chunk 16) = replay; a 3-row batched step = each sequence alone");

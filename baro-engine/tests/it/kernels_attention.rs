@@ -38,13 +38,29 @@ fn rope_rotates_the_first_rope_dim() {
         let (c, s) = rope::rope_table(1e7, rope_dim, pos + 1);
         let x = rng.vec_f32(n_heads * head_stride);
         let (mut xb, cb, sb) = (d.upload(&x).unwrap(), d.upload(&c).unwrap(), d.upload(&s).unwrap());
-        run(&d, &rope::rope_neox(), &mut [A::buf_mut(&mut xb), A::buf(&cb), A::buf(&sb), A::from(pos), A::from(rope_dim), A::from(head_stride), A::from(n_heads)]);
+        run(
+            &d,
+            &rope::rope_neox(),
+            &mut [
+                A::buf_mut(&mut xb),
+                A::buf(&cb),
+                A::buf(&sb),
+                A::from(pos),
+                A::from(rope_dim),
+                A::from(head_stride),
+                A::from(n_heads),
+            ],
+        );
         let want = rope::rope_reference(&x, &c, &s, pos, rope_dim, head_stride, n_heads);
         assert_eq!(bits(&d.read::<f32>(&xb).unwrap()), bits(&want), "rope_dim={rope_dim}");
         if pos > 0 {
             assert_ne!(bits(&want[..rope_dim]), bits(&x[..rope_dim]), "rotation changed nothing");
         }
-        assert_eq!(bits(&want[rope_dim..head_stride]), bits(&x[rope_dim..head_stride]), "dims past rope_dim must pass through");
+        assert_eq!(
+            bits(&want[rope_dim..head_stride]),
+            bits(&x[rope_dim..head_stride]),
+            "dims past rope_dim must pass through"
+        );
     }
 }
 
@@ -62,7 +78,18 @@ fn attention_decode_matches_reference() {
         for pos in 0..n_ctx {
             let (kn, vn) = (rng.vec_f32(kv_dim), rng.vec_f32(kv_dim));
             let (kb, vb) = (d.upload(&kn).unwrap(), d.upload(&vn).unwrap());
-            run(&d, &attention::kv_append(), &mut [A::buf(&kb), A::buf(&vb), A::buf_mut(&mut kc), A::buf_mut(&mut vc), A::from(pos), A::from(kv_dim)]);
+            run(
+                &d,
+                &attention::kv_append(),
+                &mut [
+                    A::buf(&kb),
+                    A::buf(&vb),
+                    A::buf_mut(&mut kc),
+                    A::buf_mut(&mut vc),
+                    A::from(pos),
+                    A::from(kv_dim),
+                ],
+            );
             kh.extend(kn);
             vh.extend(vn);
         }
@@ -72,25 +99,57 @@ fn attention_decode_matches_reference() {
         let (qb, gb) = (d.upload(&q).unwrap(), d.upload(&qg).unwrap());
         let ctx_stride = n_ctx + 3;
         let (mut scratch, mut y) = (zeros(&d, nh * ctx_stride), zeros(&d, nh * hd));
-        run(&d, &attention::attention_decode(), &mut [
-            A::buf(&qb), A::buf(&kc), A::buf(&vc), A::buf(&gb), A::buf_mut(&mut scratch), A::buf_mut(&mut y),
-            A::from(hd), A::from(nh), A::from(nkv), A::from(n_ctx), A::from(ctx_stride), A::from(2 * hd), A::from(hd), A::from(scale),
-        ]);
+        run(
+            &d,
+            &attention::attention_decode(),
+            &mut [
+                A::buf(&qb),
+                A::buf(&kc),
+                A::buf(&vc),
+                A::buf(&gb),
+                A::buf_mut(&mut scratch),
+                A::buf_mut(&mut y),
+                A::from(hd),
+                A::from(nh),
+                A::from(nkv),
+                A::from(n_ctx),
+                A::from(ctx_stride),
+                A::from(2 * hd),
+                A::from(hd),
+                A::from(scale),
+            ],
+        );
         let want = attention::attention_reference(&q, &kh, &vh, &qg, hd, nh, nkv, n_ctx, 2 * hd, hd, scale);
         assert_eq!(bits(&d.read::<f32>(&y).unwrap()), bits(&want), "head_dim={hd} heads={nh}/{nkv} n_ctx={n_ctx}");
         // Against an f64 softmax-attention to a tolerance: the reference is the right function.
         for h in 0..nh {
             let kvo = (h / (nh / nkv)) * hd;
-            let sc: Vec<f64> = (0..n_ctx).map(|t| (0..hd).map(|i| f64::from(q[h * hd + i]) * f64::from(kh[t * kv_dim + kvo + i])).sum::<f64>() * f64::from(scale)).collect();
+            let sc: Vec<f64> = (0..n_ctx)
+                .map(|t| {
+                    (0..hd).map(|i| f64::from(q[h * hd + i]) * f64::from(kh[t * kv_dim + kvo + i])).sum::<f64>()
+                        * f64::from(scale)
+                })
+                .collect();
             let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             // f32 rounding of a score is relative to Σ|q·k|·scale; softmax passes it on as is.
-            let sabs = (0..n_ctx).map(|t| (0..hd).map(|i| (f64::from(q[h * hd + i]) * f64::from(kh[t * kv_dim + kvo + i])).abs()).sum::<f64>() * f64::from(scale)).fold(0.0, f64::max);
+            let sabs = (0..n_ctx)
+                .map(|t| {
+                    (0..hd).map(|i| (f64::from(q[h * hd + i]) * f64::from(kh[t * kv_dim + kvo + i])).abs()).sum::<f64>()
+                        * f64::from(scale)
+                })
+                .fold(0.0, f64::max);
             let z: f64 = sc.iter().map(|v| (v - m).exp()).sum();
             for i in 0..hd {
                 let o: f64 = (0..n_ctx).map(|t| (sc[t] - m).exp() / z * f64::from(vh[t * kv_dim + kvo + i])).sum();
-                let mag: f64 = (0..n_ctx).map(|t| (sc[t] - m).exp() / z * f64::from(vh[t * kv_dim + kvo + i]).abs()).sum();
+                let mag: f64 =
+                    (0..n_ctx).map(|t| (sc[t] - m).exp() / z * f64::from(vh[t * kv_dim + kvo + i]).abs()).sum();
                 let g = 1.0 / (1.0 + (-f64::from(qg[h * 2 * hd + hd + i])).exp());
-                assert!((o * g - f64::from(want[h * hd + i])).abs() <= (1e-5 + 4e-7 * sabs) * mag + 1e-7, "head {h} dim {i}: {} vs {} (Σ|p·v| {mag})", want[h * hd + i], o * g);
+                assert!(
+                    (o * g - f64::from(want[h * hd + i])).abs() <= (1e-5 + 4e-7 * sabs) * mag + 1e-7,
+                    "head {h} dim {i}: {} vs {} (Σ|p·v| {mag})",
+                    want[h * hd + i],
+                    o * g
+                );
             }
         }
     }

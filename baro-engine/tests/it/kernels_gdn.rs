@@ -37,7 +37,19 @@ fn conv_step_matches_reference_across_the_ring() {
             let x = rng.vec_f32(channels);
             let xb = d.upload(&x).unwrap();
             let mut y = zeros(&d, channels);
-            run(&d, &gdn::gdn_conv_step(), &mut [A::buf(&xb), A::buf(&wb), A::buf_mut(&mut ring), A::buf_mut(&mut y), A::from(channels), A::from(kernel), A::from(pos)]);
+            run(
+                &d,
+                &gdn::gdn_conv_step(),
+                &mut [
+                    A::buf(&xb),
+                    A::buf(&wb),
+                    A::buf_mut(&mut ring),
+                    A::buf_mut(&mut y),
+                    A::from(channels),
+                    A::from(kernel),
+                    A::from(pos),
+                ],
+            );
             let want = gdn::conv_step_reference(&x, &w, &mut ring_h, kernel, pos);
             assert_eq!(bits(&d.read::<f32>(&y).unwrap()), bits(&want), "channels={channels} K={kernel} pos={pos}");
             inputs.push(x);
@@ -59,7 +71,17 @@ fn conv_step_matches_reference_across_the_ring() {
 
 /// Transformers' recurrent step in f64 (one value head), for the tolerance check.
 #[allow(clippy::too_many_arguments)]
-fn naive_step(q: &[f32], k: &[f32], v: &[f32], b: f32, a: f32, ssm_a: f32, dt: f32, s: &mut [f64], dv: usize) -> Vec<f64> {
+fn naive_step(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    b: f32,
+    a: f32,
+    ssm_a: f32,
+    dt: f32,
+    s: &mut [f64],
+    dv: usize,
+) -> Vec<f64> {
     let dk = q.len();
     let l2 = |x: &[f32]| {
         let n = (x.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() + 1e-6).sqrt();
@@ -90,9 +112,12 @@ fn delta_rule_step_matches_reference_over_tokens() {
     let d = dev();
     let mut rng = Rng::new(42);
     // (dk, dv, n_k_heads, n_v_heads, tiled)
-    for (dk, dv, nk, nv, tiled) in [(16usize, 16usize, 2usize, 4usize, false), (37, 9, 2, 4, true), (128, 128, 1, 2, false)] {
+    for (dk, dv, nk, nv, tiled) in
+        [(16usize, 16usize, 2usize, 4usize, false), (37, 9, 2, 4, true), (128, 128, 1, 2, false)]
+    {
         let q_scale = (1.0 / (dk as f64).sqrt()) as f32;
-        let (ssm_a, dt): (Vec<f32>, Vec<f32>) = ((0..nv).map(|_| -(rng.f32().abs() * 4.0 + 0.1)).collect(), rng.vec_f32(nv));
+        let (ssm_a, dt): (Vec<f32>, Vec<f32>) =
+            ((0..nv).map(|_| -(rng.f32().abs() * 4.0 + 0.1)).collect(), rng.vec_f32(nv));
         let (ab, db) = (d.upload(&ssm_a).unwrap(), d.upload(&dt).unwrap());
         let mut state = zeros(&d, nv * dk * dv);
         let mut state_h = vec![0.0f32; nv * dk * dv];
@@ -104,20 +129,50 @@ fn delta_rule_step_matches_reference_over_tokens() {
             let ba: Vec<f32> = bv.iter().chain(&av).copied().collect();
             let (qb, bab) = (d.upload(&qkv).unwrap(), d.upload(&ba).unwrap());
             let mut o = zeros(&d, nv * dv);
-            run(&d, &gdn::gdn_step(), &mut [
-                A::buf(&qb), A::buf(&bab), A::buf(&ab), A::buf(&db), A::buf_mut(&mut state), A::buf_mut(&mut o),
-                A::from(dk), A::from(dv), A::from(nk), A::from(nv), A::from(tiled), A::from(q_scale),
-            ]);
-            let want = gdn::gdn_step_reference(&qkv, &bv, &av, &ssm_a, &dt, &mut state_h, dk, dv, nk, nv, tiled, q_scale);
+            run(
+                &d,
+                &gdn::gdn_step(),
+                &mut [
+                    A::buf(&qb),
+                    A::buf(&bab),
+                    A::buf(&ab),
+                    A::buf(&db),
+                    A::buf_mut(&mut state),
+                    A::buf_mut(&mut o),
+                    A::from(dk),
+                    A::from(dv),
+                    A::from(nk),
+                    A::from(nv),
+                    A::from(tiled),
+                    A::from(q_scale),
+                ],
+            );
+            let want =
+                gdn::gdn_step_reference(&qkv, &bv, &av, &ssm_a, &dt, &mut state_h, dk, dv, nk, nv, tiled, q_scale);
             assert_eq!(bits(&d.read::<f32>(&o).unwrap()), bits(&want), "dk={dk} dv={dv} step {step}: o");
             assert_eq!(bits(&d.read::<f32>(&state).unwrap()), bits(&state_h), "dk={dk} dv={dv} step {step}: state");
             for h in 0..nv {
                 let kh = if tiled { h % nk } else { h / (nv / nk) };
                 let (q, k) = (&qkv[kh * dk..][..dk], &qkv[nk * dk + kh * dk..][..dk]);
                 let v = &qkv[2 * nk * dk + h * dv..][..dv];
-                let o64 = naive_step(q, k, v, bv[h], av[h], ssm_a[h], dt[h], &mut state_64[h * dk * dv..(h + 1) * dk * dv], dv);
+                let o64 = naive_step(
+                    q,
+                    k,
+                    v,
+                    bv[h],
+                    av[h],
+                    ssm_a[h],
+                    dt[h],
+                    &mut state_64[h * dk * dv..(h + 1) * dk * dv],
+                    dv,
+                );
                 for j in 0..dv {
-                    assert!((o64[j] - f64::from(want[h * dv + j])).abs() < 1e-4, "dk={dk} step {step} head {h} j {j}: {} vs {}", want[h * dv + j], o64[j]);
+                    assert!(
+                        (o64[j] - f64::from(want[h * dv + j])).abs() < 1e-4,
+                        "dk={dk} step {step} head {h} j {j}: {} vs {}",
+                        want[h * dv + j],
+                        o64[j]
+                    );
                 }
             }
         }
@@ -132,8 +187,24 @@ fn gated_rmsnorm_matches_reference() {
         let (x, z, w) = (rng.vec_f32(hd * nh), rng.vec_f32(hd * nh), rng.vec_f32(hd));
         let (xb, zb, wb) = (d.upload(&x).unwrap(), d.upload(&z).unwrap(), d.upload(&w).unwrap());
         let mut y = zeros(&d, hd * nh);
-        run(&d, &gdn::gated_rmsnorm(), &mut [A::buf(&xb), A::buf(&zb), A::buf(&wb), A::buf_mut(&mut y), A::from(hd), A::from(nh), A::from(1e-6f32)]);
-        assert_eq!(bits(&d.read::<f32>(&y).unwrap()), bits(&gdn::gated_rmsnorm_reference(&x, &z, &w, hd, 1e-6)), "head_dim={hd}");
+        run(
+            &d,
+            &gdn::gated_rmsnorm(),
+            &mut [
+                A::buf(&xb),
+                A::buf(&zb),
+                A::buf(&wb),
+                A::buf_mut(&mut y),
+                A::from(hd),
+                A::from(nh),
+                A::from(1e-6f32),
+            ],
+        );
+        assert_eq!(
+            bits(&d.read::<f32>(&y).unwrap()),
+            bits(&gdn::gated_rmsnorm_reference(&x, &z, &w, hd, 1e-6)),
+            "head_dim={hd}"
+        );
     }
 }
 

@@ -36,11 +36,16 @@ fn every_kernel_compiles_for_gpu_targets() {
 /// weight loads.
 fn element_loops(ptx: &str, weights: &dyn Fn(&[&str], usize) -> usize) -> Vec<(usize, usize)> {
     let lines: Vec<&str> = ptx.lines().collect();
-    let label_at: std::collections::HashMap<&str, usize> =
-        lines.iter().enumerate().filter_map(|(i, l)| l.trim().strip_suffix(':').filter(|x| x.starts_with("$L__BB")).map(|x| (x, i))).collect();
+    let label_at: std::collections::HashMap<&str, usize> = lines
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| l.trim().strip_suffix(':').filter(|x| x.starts_with("$L__BB")).map(|x| (x, i)))
+        .collect();
     let mut loops = Vec::new();
     for (i, l) in lines.iter().enumerate() {
-        if let Some(target) = l.split("bra").nth(1).map(|t| t.trim().trim_start_matches(".uni").trim().trim_end_matches(';')) {
+        if let Some(target) =
+            l.split("bra").nth(1).map(|t| t.trim().trim_start_matches(".uni").trim().trim_end_matches(';'))
+        {
             if let Some(&start) = label_at.get(target) {
                 if start < i {
                     loops.push((start, i));
@@ -74,7 +79,9 @@ fn rows8_matvecs_load_weights_once_for_eight_rows_in_ptx() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rows8_ptx");
     std::fs::create_dir_all(&dir).unwrap();
     let count = |body: &[&str], op: &str| body.iter().filter(|l| l.trim_start().starts_with(op)).count();
-    let f32_weights = |body: &[&str], adds: usize| count(body, "ld.global.nc.f32") + count(body, "ld.global.f32") + count(body, "ld.shared.f32") - adds;
+    let f32_weights = |body: &[&str], adds: usize| {
+        count(body, "ld.global.nc.f32") + count(body, "ld.global.f32") + count(body, "ld.shared.f32") - adds
+    };
     let q8_weights = |body: &[&str], _: usize| count(body, "ld.global.nc.u32") + count(body, "ld.global.u32");
     let mut per = Vec::new();
     for (k, weights) in [
@@ -94,7 +101,17 @@ fn rows8_matvecs_load_weights_once_for_eight_rows_in_ptx() {
     }
     for (serial, rows8, what) in [(per[0], per[1], "f32"), (per[2], per[3], "q8_0")] {
         println!("{what}: weight loads per (row, element) serial {serial:?}, 8-row {rows8:?}");
-        assert!(rows8.0 * 8.0 <= serial.0 + 1e-9, "{what}: the 8-row kernel's best loop loads {} weights per row-element, the serial {}", rows8.0, serial.0);
-        assert!(rows8.1 * 3.0 <= serial.0 + 1e-9, "{what}: the 8-row kernel's worst loop loads {} weights per row-element, the serial {}", rows8.1, serial.0);
+        assert!(
+            rows8.0 * 8.0 <= serial.0 + 1e-9,
+            "{what}: the 8-row kernel's best loop loads {} weights per row-element, the serial {}",
+            rows8.0,
+            serial.0
+        );
+        assert!(
+            rows8.1 * 3.0 <= serial.0 + 1e-9,
+            "{what}: the 8-row kernel's worst loop loads {} weights per row-element, the serial {}",
+            rows8.1,
+            serial.0
+        );
     }
 }

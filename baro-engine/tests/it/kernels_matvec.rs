@@ -24,10 +24,32 @@ fn run(d: &Device, k: &Kernel, args: &mut [A<'_>]) {
 
 /// Runs a matvec kernel with the shared argument order.
 #[allow(clippy::too_many_arguments)]
-fn matvec_run(d: &Device, k: &Kernel, x: &[f32], w: &Buffer, ids: &[u32], kk: usize, n: usize, x_stride: usize) -> Vec<f32> {
+fn matvec_run(
+    d: &Device,
+    k: &Kernel,
+    x: &[f32],
+    w: &Buffer,
+    ids: &[u32],
+    kk: usize,
+    n: usize,
+    x_stride: usize,
+) -> Vec<f32> {
     let (xb, ib) = (d.upload(x).unwrap(), d.upload(ids).unwrap());
     let mut y = d.alloc(baro_dsl::ScalarType::F32, ids.len() * n).unwrap();
-    run(d, k, &mut [A::buf(&xb), weight_arg(k, w), A::buf(&ib), A::buf_mut(&mut y), A::from(kk), A::from(n), A::from(x_stride), A::from(ids.len())]);
+    run(
+        d,
+        k,
+        &mut [
+            A::buf(&xb),
+            weight_arg(k, w),
+            A::buf(&ib),
+            A::buf_mut(&mut y),
+            A::from(kk),
+            A::from(n),
+            A::from(x_stride),
+            A::from(ids.len()),
+        ],
+    );
     d.read(&y).unwrap()
 }
 
@@ -47,12 +69,21 @@ fn float_matvecs_match_reference() {
         let wb: Vec<bf16> = w32.iter().map(|&v| bf16::from_f32(v)).collect();
         let wh32: Vec<f32> = wh.iter().map(|v| v.to_f32()).collect();
         let wb32: Vec<f32> = wb.iter().map(|v| v.to_f32()).collect();
-        let bufs = [(matvec::matvec_f32(), d.upload(&w32).unwrap(), &w32), (matvec::matvec_f16(), d.upload(&wh).unwrap(), &wh32), (matvec::matvec_bf16(), d.upload(&wb).unwrap(), &wb32)];
+        let bufs = [
+            (matvec::matvec_f32(), d.upload(&w32).unwrap(), &w32),
+            (matvec::matvec_f16(), d.upload(&wh).unwrap(), &wh32),
+            (matvec::matvec_bf16(), d.upload(&wb).unwrap(), &wb32),
+        ];
         for (ids, xs) in slot_cases(k) {
             let x = rng.vec_f32(3 * k);
             for (kern, wbuf, wf) in &bufs {
                 let got = matvec_run(&d, kern, &x, wbuf, &ids, k, n, xs);
-                assert_eq!(bits(&got), bits(&matvec::matvec_reference(&x, wf, &ids, k, n, xs)), "{} k={k} n={n} ids={ids:?}", kern.name);
+                assert_eq!(
+                    bits(&got),
+                    bits(&matvec::matvec_reference(&x, wf, &ids, k, n, xs)),
+                    "{} k={k} n={n} ids={ids:?}",
+                    kern.name
+                );
             }
         }
     }
@@ -83,7 +114,12 @@ fn random_blocks(ty: TensorType, n_blocks: usize, rng: &mut Rng) -> Vec<u8> {
 }
 
 fn quant_cases() -> [(TensorType, Kernel); 4] {
-    [(TensorType::Q8_0, quant::matvec_q8_0()), (TensorType::Q4_K, quant::matvec_q4_k()), (TensorType::Q5_K, quant::matvec_q5_k()), (TensorType::Q6_K, quant::matvec_q6_k())]
+    [
+        (TensorType::Q8_0, quant::matvec_q8_0()),
+        (TensorType::Q4_K, quant::matvec_q4_k()),
+        (TensorType::Q5_K, quant::matvec_q5_k()),
+        (TensorType::Q6_K, quant::matvec_q6_k()),
+    ]
 }
 
 #[test]
@@ -112,7 +148,12 @@ fn quant_matvecs_match_reference_and_dequant() {
                         let exact: f64 = row.iter().zip(xr).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
                         let mag: f64 = row.iter().zip(xr).map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs()).sum();
                         let err = (f64::from(got[s * n + o]) - exact).abs();
-                        assert!(err <= 1e-5 * mag + 1e-30, "{} k={k} row {o} slot {s}: {} vs dequant dot {exact} (|Σ| {mag})", kern.name, got[s * n + o]);
+                        assert!(
+                            err <= 1e-5 * mag + 1e-30,
+                            "{} k={k} row {o} slot {s}: {} vs dequant dot {exact} (|Σ| {mag})",
+                            kern.name,
+                            got[s * n + o]
+                        );
                         compared += 1;
                     }
                 }
@@ -142,7 +183,11 @@ fn matvec_kernels_verify() {
 fn matvec_rows_equal_m1_per_row() {
     let d = dev();
     let mut rng = Rng::new(13);
-    let float = [(matvec::matvec_f32(), matvec::matvec_f32_rows()), (matvec::matvec_f16(), matvec::matvec_f16_rows()), (matvec::matvec_bf16(), matvec::matvec_bf16_rows())];
+    let float = [
+        (matvec::matvec_f32(), matvec::matvec_f32_rows()),
+        (matvec::matvec_f16(), matvec::matvec_f16_rows()),
+        (matvec::matvec_bf16(), matvec::matvec_bf16_rows()),
+    ];
     let quant = [
         (TensorType::Q8_0, quant::matvec_q8_0(), quant::matvec_q8_0_rows()),
         (TensorType::Q4_K, quant::matvec_q4_k(), quant::matvec_q4_k_rows()),
@@ -171,9 +216,24 @@ fn matvec_rows_equal_m1_per_row() {
             let ids: Vec<u32> = (0..rows).map(|_| rng.below(experts as u64) as u32).collect();
             let (xb, ib) = (d.upload(&x).unwrap(), d.upload(&ids).unwrap());
             let mut y = d.alloc(baro_dsl::ScalarType::F32, rows * n).unwrap();
-            run(&d, rows_k, &mut [A::buf(&xb), weight_arg(rows_k, w), A::buf(&ib), A::buf_mut(&mut y), A::from(*k), A::from(n), A::from(0usize), A::from(1usize), A::from(rows)]);
+            run(
+                &d,
+                rows_k,
+                &mut [
+                    A::buf(&xb),
+                    weight_arg(rows_k, w),
+                    A::buf(&ib),
+                    A::buf_mut(&mut y),
+                    A::from(*k),
+                    A::from(n),
+                    A::from(0usize),
+                    A::from(1usize),
+                    A::from(rows),
+                ],
+            );
             let got = d.read(&y).unwrap();
-            let want: Vec<f32> = (0..rows).flat_map(|r| matvec_run(&d, m1, &x[r * k..][..*k], w, &ids[r..r + 1], *k, n, 0)).collect();
+            let want: Vec<f32> =
+                (0..rows).flat_map(|r| matvec_run(&d, m1, &x[r * k..][..*k], w, &ids[r..r + 1], *k, n, 0)).collect();
             assert_eq!(bits(&got), bits(&want), "{} vs {} rows={rows} k={k}", rows_k.name, m1.name);
         }
     }
@@ -206,7 +266,21 @@ fn rows8_matvecs_equal_references_and_serial_rows() {
                 let mut out = Vec::new();
                 for kern in [kern, serial] {
                     let mut y = d.alloc(baro_dsl::ScalarType::F32, rows * n).unwrap();
-                    run(&d, kern, &mut [A::buf(&xb), weight_arg(kern, w), A::buf(&ib), A::buf_mut(&mut y), A::from(kk), A::from(n), A::from(0usize), A::from(1usize), A::from(rows)]);
+                    run(
+                        &d,
+                        kern,
+                        &mut [
+                            A::buf(&xb),
+                            weight_arg(kern, w),
+                            A::buf(&ib),
+                            A::buf_mut(&mut y),
+                            A::from(kk),
+                            A::from(n),
+                            A::from(0usize),
+                            A::from(1usize),
+                            A::from(rows),
+                        ],
+                    );
                     out.push(d.read(&y).unwrap());
                 }
                 let want: Vec<f32> = (0..rows)
@@ -220,7 +294,13 @@ fn rows8_matvecs_equal_references_and_serial_rows() {
                     })
                     .collect();
                 assert_eq!(bits(&out[0]), bits(&want), "{} rows={rows} k={kk} n={n}: against the reference", kern.name);
-                assert_eq!(bits(&out[0]), bits(&out[1]), "{} rows={rows} k={kk} n={n}: against {}", kern.name, serial.name);
+                assert_eq!(
+                    bits(&out[0]),
+                    bits(&out[1]),
+                    "{} rows={rows} k={kk} n={n}: against {}",
+                    kern.name,
+                    serial.name
+                );
                 compared += want.len();
             }
         }
@@ -236,10 +316,34 @@ fn staged_x_matvecs_equal_the_plain_ones() {
     let d = dev();
     let mut rng = Rng::new(14);
     let cases = [
-        (TensorType::Q8_0, quant::matvec_q8_0(), quant::matvec_q8_0_xs(), quant::matvec_q8_0_rows(), quant::matvec_q8_0_xs_rows()),
-        (TensorType::Q4_K, quant::matvec_q4_k(), quant::matvec_q4_k_xs(), quant::matvec_q4_k_rows(), quant::matvec_q4_k_xs_rows()),
-        (TensorType::Q5_K, quant::matvec_q5_k(), quant::matvec_q5_k_xs(), quant::matvec_q5_k_rows(), quant::matvec_q5_k_xs_rows()),
-        (TensorType::Q6_K, quant::matvec_q6_k(), quant::matvec_q6_k_xs(), quant::matvec_q6_k_rows(), quant::matvec_q6_k_xs_rows()),
+        (
+            TensorType::Q8_0,
+            quant::matvec_q8_0(),
+            quant::matvec_q8_0_xs(),
+            quant::matvec_q8_0_rows(),
+            quant::matvec_q8_0_xs_rows(),
+        ),
+        (
+            TensorType::Q4_K,
+            quant::matvec_q4_k(),
+            quant::matvec_q4_k_xs(),
+            quant::matvec_q4_k_rows(),
+            quant::matvec_q4_k_xs_rows(),
+        ),
+        (
+            TensorType::Q5_K,
+            quant::matvec_q5_k(),
+            quant::matvec_q5_k_xs(),
+            quant::matvec_q5_k_rows(),
+            quant::matvec_q5_k_xs_rows(),
+        ),
+        (
+            TensorType::Q6_K,
+            quant::matvec_q6_k(),
+            quant::matvec_q6_k_xs(),
+            quant::matvec_q6_k_rows(),
+            quant::matvec_q6_k_xs_rows(),
+        ),
     ];
     let mut compared = 0;
     for (ty, plain, xs, plain_rows, xs_rows) in &cases {
@@ -252,7 +356,12 @@ fn staged_x_matvecs_equal_the_plain_ones() {
             for (ids, stride) in slot_cases(k) {
                 let x = rng.vec_f32(3 * k);
                 let want = matvec_run(&d, plain, &x, &wbuf, &ids, k, n, stride);
-                assert_eq!(bits(&matvec_run(&d, xs, &x, &wbuf, &ids, k, n, stride)), bits(&want), "{} k={k} ids={ids:?}", xs.name);
+                assert_eq!(
+                    bits(&matvec_run(&d, xs, &x, &wbuf, &ids, k, n, stride)),
+                    bits(&want),
+                    "{} k={k} ids={ids:?}",
+                    xs.name
+                );
                 compared += want.len();
             }
             for rows in [1usize, 9] {
@@ -262,7 +371,21 @@ fn staged_x_matvecs_equal_the_plain_ones() {
                 let mut got = Vec::new();
                 for kern in [plain_rows, xs_rows] {
                     let mut y = d.alloc(baro_dsl::ScalarType::F32, rows * n).unwrap();
-                    run(&d, kern, &mut [A::buf(&xb), weight_arg(kern, &wbuf), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(n), A::from(0usize), A::from(1usize), A::from(rows)]);
+                    run(
+                        &d,
+                        kern,
+                        &mut [
+                            A::buf(&xb),
+                            weight_arg(kern, &wbuf),
+                            A::buf(&ib),
+                            A::buf_mut(&mut y),
+                            A::from(k),
+                            A::from(n),
+                            A::from(0usize),
+                            A::from(1usize),
+                            A::from(rows),
+                        ],
+                    );
                     got.push(d.read(&y).unwrap());
                 }
                 assert_eq!(bits(&got[1]), bits(&got[0]), "{} rows={rows} k={k}", xs_rows.name);
@@ -275,11 +398,29 @@ fn staged_x_matvecs_equal_the_plain_ones() {
         let (xb, ib) = (d.upload(&rng.vec_f32(k)).unwrap(), d.upload(&[0u32]).unwrap());
         let mut y = d.alloc(baro_dsl::ScalarType::F32, 1).unwrap();
         let c = d.compile(xs).unwrap();
-        let e = d.run(&c, &mut [A::buf(&xb), weight_arg(xs, &wbuf), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(1usize), A::from(0usize), A::from(1usize)]).expect_err("k past XS_MAX_K ran");
+        let e = d
+            .run(
+                &c,
+                &mut [
+                    A::buf(&xb),
+                    weight_arg(xs, &wbuf),
+                    A::buf(&ib),
+                    A::buf_mut(&mut y),
+                    A::from(k),
+                    A::from(1usize),
+                    A::from(0usize),
+                    A::from(1usize),
+                ],
+            )
+            .expect_err("k past XS_MAX_K ran");
         // Which index is reported is the first failing iteration's: 4224 in source order, any
         // past it in the host's shuffled order (`BARO_HOST_ORDER`), the winning thread's on a GPU.
         let msg = e.to_string();
-        let index = msg.split("wrote shared `xs[").nth(1).and_then(|t| t.split(']').next()).and_then(|i| i.parse::<usize>().ok());
+        let index = msg
+            .split("wrote shared `xs[")
+            .nth(1)
+            .and_then(|t| t.split(']').next())
+            .and_then(|i| i.parse::<usize>().ok());
         assert!(index.is_some_and(|i| i >= 4224) && msg.contains("but `xs` has 4224 elements"), "{}: {e}", xs.name);
     }
     assert!(compared > 400, "{compared}");

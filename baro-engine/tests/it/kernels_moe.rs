@@ -29,7 +29,18 @@ fn router(d: &Device, logits: &[f32], top_k: usize) -> (Vec<f32>, Vec<u32>, Vec<
     let lb = d.upload(logits).unwrap();
     let (mut probs, mut w) = (zeros(d, n), zeros(d, top_k));
     let mut ids = d.alloc(ScalarType::U32, top_k).unwrap();
-    run(d, &moe::router_topk(), &mut [A::buf(&lb), A::buf_mut(&mut probs), A::buf_mut(&mut ids), A::buf_mut(&mut w), A::from(n), A::from(top_k)]);
+    run(
+        d,
+        &moe::router_topk(),
+        &mut [
+            A::buf(&lb),
+            A::buf_mut(&mut probs),
+            A::buf_mut(&mut ids),
+            A::buf_mut(&mut w),
+            A::from(n),
+            A::from(top_k),
+        ],
+    );
     (d.read(&probs).unwrap(), d.read(&ids).unwrap(), d.read(&w).unwrap())
 }
 
@@ -69,14 +80,21 @@ fn swiglu_and_combine_match_reference() {
     let gub = d.upload(&gu).unwrap();
     let mut h = zeros(&d, k * dim);
     run(&d, &moe::swiglu_pairs(), &mut [A::buf(&gub), A::buf_mut(&mut h), A::from(dim), A::from(k)]);
-    let want: Vec<f32> = (0..k * dim).map(|i| mathlib::silu(gu[(i / dim) * 2 * dim + i % dim]) * gu[(i / dim) * 2 * dim + dim + i % dim]).collect();
+    let want: Vec<f32> = (0..k * dim)
+        .map(|i| mathlib::silu(gu[(i / dim) * 2 * dim + i % dim]) * gu[(i / dim) * 2 * dim + dim + i % dim])
+        .collect();
     assert_eq!(bits(&d.read::<f32>(&h).unwrap()), bits(&want));
 
     let (ye, w, sh) = (rng.vec_f32(k * dim), vec![0.5f32, 0.3, 0.2], rng.vec_f32(dim));
     let sl = [0.7f32];
-    let (yb, wb, sb, lb) = (d.upload(&ye).unwrap(), d.upload(&w).unwrap(), d.upload(&sh).unwrap(), d.upload(&sl).unwrap());
+    let (yb, wb, sb, lb) =
+        (d.upload(&ye).unwrap(), d.upload(&w).unwrap(), d.upload(&sh).unwrap(), d.upload(&sl).unwrap());
     let mut y = zeros(&d, dim);
-    run(&d, &moe::moe_combine(), &mut [A::buf(&yb), A::buf(&wb), A::buf(&sb), A::buf(&lb), A::buf_mut(&mut y), A::from(dim), A::from(k)]);
+    run(
+        &d,
+        &moe::moe_combine(),
+        &mut [A::buf(&yb), A::buf(&wb), A::buf(&sb), A::buf(&lb), A::buf_mut(&mut y), A::from(dim), A::from(k)],
+    );
     assert_eq!(bits(&d.read::<f32>(&y).unwrap()), bits(&moe::combine_reference(&ye, &w, &sh, 0.7, dim)));
 }
 
@@ -91,20 +109,57 @@ fn routed_block_composes() {
     let (hidden, ffn, n_exp, top_k) = (512usize, 256usize, 6usize, 3usize);
     let x = rng.vec_f32(hidden);
     let q = |ty, n: usize, rng: &mut Rng| quantize(ty, &rng.vec_f32(n)).expect("quantizable");
-    let (wr, wg, wu, wd) = (rng.vec_f32(n_exp * hidden), q(TensorType::Q4_K, n_exp * ffn * hidden, &mut rng), q(TensorType::Q4_K, n_exp * ffn * hidden, &mut rng), q(TensorType::Q5_K, n_exp * hidden * ffn, &mut rng));
-    let (sg, su, sd, sgate) = (q(TensorType::Q8_0, ffn * hidden, &mut rng), q(TensorType::Q8_0, ffn * hidden, &mut rng), q(TensorType::Q8_0, hidden * ffn, &mut rng), rng.vec_f32(hidden));
+    let (wr, wg, wu, wd) = (
+        rng.vec_f32(n_exp * hidden),
+        q(TensorType::Q4_K, n_exp * ffn * hidden, &mut rng),
+        q(TensorType::Q4_K, n_exp * ffn * hidden, &mut rng),
+        q(TensorType::Q5_K, n_exp * hidden * ffn, &mut rng),
+    );
+    let (sg, su, sd, sgate) = (
+        q(TensorType::Q8_0, ffn * hidden, &mut rng),
+        q(TensorType::Q8_0, ffn * hidden, &mut rng),
+        q(TensorType::Q8_0, hidden * ffn, &mut rng),
+        rng.vec_f32(hidden),
+    );
     let xb = d.upload(&x).unwrap();
     let one = d.upload(&[0u32]).unwrap();
-    let mv = |k: &Kernel, xin: &Buffer, w: &[u8], ids: &Buffer, n_slots: usize, kk: usize, n: usize, xs: usize| -> Buffer {
-        let wb = d.upload(w).unwrap();
-        let mut y = zeros(&d, n_slots * n);
-        run(&d, k, &mut [A::buf(xin), A::buf(&wb), A::buf(ids), A::buf_mut(&mut y), A::from(kk), A::from(n), A::from(xs), A::from(n_slots)]);
-        y
-    };
+    let mv =
+        |k: &Kernel, xin: &Buffer, w: &[u8], ids: &Buffer, n_slots: usize, kk: usize, n: usize, xs: usize| -> Buffer {
+            let wb = d.upload(w).unwrap();
+            let mut y = zeros(&d, n_slots * n);
+            run(
+                &d,
+                k,
+                &mut [
+                    A::buf(xin),
+                    A::buf(&wb),
+                    A::buf(ids),
+                    A::buf_mut(&mut y),
+                    A::from(kk),
+                    A::from(n),
+                    A::from(xs),
+                    A::from(n_slots),
+                ],
+            );
+            y
+        };
     // Router logits (f32 matvec), then top-k.
     let wrb = d.upload(&wr).unwrap();
     let mut logits = zeros(&d, n_exp);
-    run(&d, &matvec::matvec_f32(), &mut [A::buf(&xb), A::buf(&wrb), A::buf(&one), A::buf_mut(&mut logits), A::from(hidden), A::from(n_exp), A::from(0usize), A::from(1usize)]);
+    run(
+        &d,
+        &matvec::matvec_f32(),
+        &mut [
+            A::buf(&xb),
+            A::buf(&wrb),
+            A::buf(&one),
+            A::buf_mut(&mut logits),
+            A::from(hidden),
+            A::from(n_exp),
+            A::from(0usize),
+            A::from(1usize),
+        ],
+    );
     let logits_h: Vec<f32> = d.read(&logits).unwrap();
     let (_, ids, weights) = router(&d, &logits_h, top_k);
     let (idb, wb) = (d.upload(&ids).unwrap(), d.upload(&weights).unwrap());
@@ -123,19 +178,38 @@ fn routed_block_composes() {
     let shy = mv(&quant::matvec_q8_0(), &sh, &sd, &one, 1, ffn, hidden, 0);
     let sgb = d.upload(&sgate).unwrap();
     let mut sl = zeros(&d, 1);
-    run(&d, &matvec::matvec_f32(), &mut [A::buf(&xb), A::buf(&sgb), A::buf(&one), A::buf_mut(&mut sl), A::from(hidden), A::from(1usize), A::from(0usize), A::from(1usize)]);
+    run(
+        &d,
+        &matvec::matvec_f32(),
+        &mut [
+            A::buf(&xb),
+            A::buf(&sgb),
+            A::buf(&one),
+            A::buf_mut(&mut sl),
+            A::from(hidden),
+            A::from(1usize),
+            A::from(0usize),
+            A::from(1usize),
+        ],
+    );
     let mut y = zeros(&d, hidden);
-    run(&d, &moe::moe_combine(), &mut [A::buf(&ye), A::buf(&wb), A::buf(&shy), A::buf(&sl), A::buf_mut(&mut y), A::from(hidden), A::from(top_k)]);
+    run(
+        &d,
+        &moe::moe_combine(),
+        &mut [A::buf(&ye), A::buf(&wb), A::buf(&shy), A::buf(&sl), A::buf_mut(&mut y), A::from(hidden), A::from(top_k)],
+    );
 
     // The same block from the references.
     let r_logits = matvec::matvec_reference(&x, &wr, &[0], hidden, n_exp, 0);
     assert_eq!(bits(&logits_h), bits(&r_logits));
     let (_, r_ids, r_w) = moe::router_reference(&r_logits, top_k);
     let rq = |ty, x: &[f32], w: &[u8], ids: &[u32], kk, n, xs| quant::matvec_quant_reference(ty, x, w, ids, kk, n, xs);
-    let (rg, ru) = (rq(TensorType::Q4_K, &x, &wg, &r_ids, hidden, ffn, 0), rq(TensorType::Q4_K, &x, &wu, &r_ids, hidden, ffn, 0));
+    let (rg, ru) =
+        (rq(TensorType::Q4_K, &x, &wg, &r_ids, hidden, ffn, 0), rq(TensorType::Q4_K, &x, &wu, &r_ids, hidden, ffn, 0));
     let rh: Vec<f32> = rg.iter().zip(&ru).map(|(&a, &b)| mathlib::silu(a) * b).collect();
     let rye = rq(TensorType::Q5_K, &rh, &wd, &r_ids, ffn, hidden, ffn);
-    let (rsg, rsu) = (rq(TensorType::Q8_0, &x, &sg, &[0], hidden, ffn, 0), rq(TensorType::Q8_0, &x, &su, &[0], hidden, ffn, 0));
+    let (rsg, rsu) =
+        (rq(TensorType::Q8_0, &x, &sg, &[0], hidden, ffn, 0), rq(TensorType::Q8_0, &x, &su, &[0], hidden, ffn, 0));
     let rsh: Vec<f32> = rsg.iter().zip(&rsu).map(|(&a, &b)| mathlib::silu(a) * b).collect();
     let rshy = rq(TensorType::Q8_0, &rsh, &sd, &[0], ffn, hidden, 0);
     let rsl = matvec::matvec_reference(&x, &sgate, &[0], hidden, 1, 0);
@@ -162,17 +236,36 @@ fn moe_scatter_tiles_pads_groups_to_whole_tiles() {
         run(&d, &moe::moe_count(), &mut [A::buf(&ib), A::buf_mut(&mut counts), A::from(n_pairs), A::from(n_experts)]);
         let (want_pair_of, want_slot_of, want_sorted) = moe::sort_tiles_reference(&ids, n_experts, tile);
         let cap = n_pairs + (tile - 1) * n_experts;
-        let (mut pair_of, mut slot_of, mut sorted, mut n_slots) = (d.upload(&vec![u32::MAX; cap]).unwrap(), d.upload(&vec![0u32; n_pairs]).unwrap(), d.upload(&vec![u32::MAX; cap]).unwrap(), d.alloc(ScalarType::U32, 1).unwrap());
+        let (mut pair_of, mut slot_of, mut sorted, mut n_slots) = (
+            d.upload(&vec![u32::MAX; cap]).unwrap(),
+            d.upload(&vec![0u32; n_pairs]).unwrap(),
+            d.upload(&vec![u32::MAX; cap]).unwrap(),
+            d.alloc(ScalarType::U32, 1).unwrap(),
+        );
         run(
             &d,
             &moe::moe_scatter_tiles(),
-            &mut [A::buf(&ib), A::buf(&counts), A::buf_mut(&mut pair_of), A::buf_mut(&mut slot_of), A::buf_mut(&mut sorted), A::buf_mut(&mut n_slots), A::from(n_pairs), A::from(n_experts), A::from(tile)],
+            &mut [
+                A::buf(&ib),
+                A::buf(&counts),
+                A::buf_mut(&mut pair_of),
+                A::buf_mut(&mut slot_of),
+                A::buf_mut(&mut sorted),
+                A::buf_mut(&mut n_slots),
+                A::from(n_pairs),
+                A::from(n_experts),
+                A::from(tile),
+            ],
         );
         let slots = d.read::<u32>(&n_slots).unwrap()[0] as usize;
         assert_eq!(slots, want_pair_of.len(), "pairs {n_pairs} tile {tile}: slot count");
         assert_eq!(slots % tile, 0);
         assert_eq!(d.read::<u32>(&pair_of).unwrap()[..slots], want_pair_of[..], "pairs {n_pairs} tile {tile}: pair_of");
-        assert_eq!(d.read::<u32>(&sorted).unwrap()[..slots], want_sorted[..], "pairs {n_pairs} tile {tile}: sorted_ids");
+        assert_eq!(
+            d.read::<u32>(&sorted).unwrap()[..slots],
+            want_sorted[..],
+            "pairs {n_pairs} tile {tile}: sorted_ids"
+        );
         assert_eq!(d.read::<u32>(&slot_of).unwrap(), want_slot_of, "pairs {n_pairs} tile {tile}: slot_of");
         // Every tile holds one expert.
         assert!(want_sorted.chunks(tile).all(|t| t.iter().all(|&e| e == t[0])));
@@ -202,10 +295,29 @@ fn greedy_pick_on_the_device_is_the_hosts() {
         let c = pick::pick_chunks(n);
         let lb = d.upload(logits).unwrap();
         let mut best = zeros(&d, c);
-        let (mut at, mut nan, mut inf) = (d.alloc(ScalarType::U32, c).unwrap(), d.alloc(ScalarType::U32, c).unwrap(), d.alloc(ScalarType::U32, c).unwrap());
+        let (mut at, mut nan, mut inf) = (
+            d.alloc(ScalarType::U32, c).unwrap(),
+            d.alloc(ScalarType::U32, c).unwrap(),
+            d.alloc(ScalarType::U32, c).unwrap(),
+        );
         let mut out = d.alloc(ScalarType::U32, 4).unwrap();
-        run(&d, &k1, &mut [A::buf(&lb), A::buf_mut(&mut best), A::buf_mut(&mut at), A::buf_mut(&mut nan), A::buf_mut(&mut inf), A::from(n)]);
-        run(&d, &k2, &mut [A::buf(&best), A::buf(&at), A::buf(&nan), A::buf(&inf), A::buf_mut(&mut out), A::from(c), A::from(n)]);
+        run(
+            &d,
+            &k1,
+            &mut [
+                A::buf(&lb),
+                A::buf_mut(&mut best),
+                A::buf_mut(&mut at),
+                A::buf_mut(&mut nan),
+                A::buf_mut(&mut inf),
+                A::from(n),
+            ],
+        );
+        run(
+            &d,
+            &k2,
+            &mut [A::buf(&best), A::buf(&at), A::buf(&nan), A::buf(&inf), A::buf_mut(&mut out), A::from(c), A::from(n)],
+        );
         let p: Vec<u32> = d.read(&out).unwrap();
         if (p[1] as usize) < n {
             return Err(SampleError::NaN { index: p[1] as usize });

@@ -30,7 +30,10 @@ fn f16_decode_is_exact() {
     for h in 0..=u16::MAX {
         let want = f16::from_bits(h).to_f32();
         let got = f16_bits(u32::from(h));
-        assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "f16 {h:#06x}: {got:?} vs {want:?}");
+        assert!(
+            got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+            "f16 {h:#06x}: {got:?} vs {want:?}"
+        );
     }
     // The inline decode in `embed_q8_0`: one row of 65536 blocks, block b scaled by pattern b, q = 1.
     let d = dev();
@@ -42,13 +45,20 @@ fn f16_decode_is_exact() {
     }
     let (ids, table_b) = (d.upload(&[0u32]).unwrap(), d.upload(&table).unwrap());
     let mut y = zeros(&d, n_blocks * 32);
-    run(&d, &embed::embed_q8_0(), &mut [A::buf(&ids), A::buf(&table_b), A::buf_mut(&mut y), A::from(0usize), A::from(n_blocks * 32)]);
+    run(
+        &d,
+        &embed::embed_q8_0(),
+        &mut [A::buf(&ids), A::buf(&table_b), A::buf_mut(&mut y), A::from(0usize), A::from(n_blocks * 32)],
+    );
     let y: Vec<f32> = d.read(&y).unwrap();
     let mut checked = 0;
     for h in 0..n_blocks {
         let want = f16::from_bits(h as u16).to_f32();
         let got = y[h * 32];
-        assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "embed_q8_0 scale {h:#06x}: {got:?} vs {want:?}");
+        assert!(
+            got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+            "embed_q8_0 scale {h:#06x}: {got:?} vs {want:?}"
+        );
         checked += 1;
     }
     assert_eq!(checked, 65536);
@@ -110,7 +120,11 @@ fn random_k_blocks(rng: &mut Rng, ty: TensorType, n: usize) -> Vec<u8> {
 fn k_quant_embeddings_equal_dequant_bytes() {
     let d = dev();
     let mut rng = Rng::new(5);
-    let cases = [(TensorType::Q4_K, embed::embed_q4_k()), (TensorType::Q5_K, embed::embed_q5_k()), (TensorType::Q6_K, embed::embed_q6_k())];
+    let cases = [
+        (TensorType::Q4_K, embed::embed_q4_k()),
+        (TensorType::Q5_K, embed::embed_q5_k()),
+        (TensorType::Q6_K, embed::embed_q6_k()),
+    ];
     for (ty, kernel) in &cases {
         let c = d.compile(kernel).unwrap_or_else(|e| panic!("{}: {e}", kernel.name));
         // (rows, dim): ragged row counts, one and several super-blocks per row.
@@ -135,7 +149,10 @@ fn k_quant_embeddings_equal_dequant_bytes() {
             assert_eq!(bits(&all), bits(&dequant::to_f32(*ty, &table)), "{ty} vocab={vocab} dim={dim}");
             // A token id past the table is an error, not a read elsewhere.
             let bad = d.upload(&[vocab as u32]).unwrap();
-            assert!(d.run(&c, &mut [A::buf(&bad), A::buf(&tb), A::buf_mut(&mut y), A::from(0usize), A::from(dim)]).is_err(), "{ty} vocab={vocab}");
+            assert!(
+                d.run(&c, &mut [A::buf(&bad), A::buf(&tb), A::buf_mut(&mut y), A::from(0usize), A::from(dim)]).is_err(),
+                "{ty} vocab={vocab}"
+            );
         }
     }
 }
@@ -151,7 +168,11 @@ fn rmsnorms_match_reference() {
         for (zc, k) in [(false, norm::rmsnorm()), (true, norm::rmsnorm_zc())] {
             let mut y = zeros(&d, n);
             run(&d, &k, &mut [A::buf(&xb), A::buf(&wb), A::buf_mut(&mut y), A::from(n), A::from(1e-6f32)]);
-            assert_eq!(bits(&d.read::<f32>(&y).unwrap()), bits(&norm::rmsnorm_reference(&x, &w, 1e-6, zc)), "n={n} zc={zc}");
+            assert_eq!(
+                bits(&d.read::<f32>(&y).unwrap()),
+                bits(&norm::rmsnorm_reference(&x, &w, 1e-6, zc)),
+                "n={n} zc={zc}"
+            );
         }
     }
 }
@@ -166,8 +187,25 @@ fn head_rmsnorm_matches_reference() {
         let w: Vec<f32> = rng.vec_f32(hd).iter().map(|v| 1.0 + v).collect();
         let (xb, wb) = (d.upload(&x).unwrap(), d.upload(&w).unwrap());
         let mut y = zeros(&d, nh * os);
-        run(&d, &norm::head_rmsnorm(), &mut [A::buf(&xb), A::buf(&wb), A::buf_mut(&mut y), A::from(hd), A::from(is), A::from(os), A::from(nh), A::from(1e-6f32)]);
-        assert_eq!(bits(&d.read::<f32>(&y).unwrap()), bits(&norm::head_rmsnorm_reference(&x, &w, hd, is, os, nh, 1e-6)), "head_dim={hd}");
+        run(
+            &d,
+            &norm::head_rmsnorm(),
+            &mut [
+                A::buf(&xb),
+                A::buf(&wb),
+                A::buf_mut(&mut y),
+                A::from(hd),
+                A::from(is),
+                A::from(os),
+                A::from(nh),
+                A::from(1e-6f32),
+            ],
+        );
+        assert_eq!(
+            bits(&d.read::<f32>(&y).unwrap()),
+            bits(&norm::head_rmsnorm_reference(&x, &w, hd, is, os, nh, 1e-6)),
+            "head_dim={hd}"
+        );
     }
 }
 
@@ -179,10 +217,26 @@ fn add_rmsnorm_is_the_add_then_the_norm() {
         let (a, b, w) = (rng.vec_f32(n), rng.vec_f32(n), rng.vec_f32(n));
         let (ab, bb, wb) = (d.upload(&a).unwrap(), d.upload(&b).unwrap(), d.upload(&w).unwrap());
         let (mut h, mut y) = (zeros(&d, n), zeros(&d, n));
-        run(&d, &norm::add_rmsnorm(), &mut [A::buf(&ab), A::buf(&bb), A::buf(&wb), A::buf_mut(&mut h), A::buf_mut(&mut y), A::from(n), A::from(1e-6f32)]);
+        run(
+            &d,
+            &norm::add_rmsnorm(),
+            &mut [
+                A::buf(&ab),
+                A::buf(&bb),
+                A::buf(&wb),
+                A::buf_mut(&mut h),
+                A::buf_mut(&mut y),
+                A::from(n),
+                A::from(1e-6f32),
+            ],
+        );
         let sum: Vec<f32> = a.iter().zip(&b).map(|(p, q)| p + q).collect();
         assert_eq!(bits(&d.read::<f32>(&h).unwrap()), bits(&sum), "n={n}: the sums");
-        assert_eq!(bits(&d.read::<f32>(&y).unwrap()), bits(&norm::rmsnorm_reference(&sum, &w, 1e-6, false)), "n={n}: the norm");
+        assert_eq!(
+            bits(&d.read::<f32>(&y).unwrap()),
+            bits(&norm::rmsnorm_reference(&sum, &w, 1e-6, false)),
+            "n={n}: the norm"
+        );
         // And the same bits as the `rmsnorm` kernel on those sums.
         let (hb, mut y2) = (d.upload(&sum).unwrap(), zeros(&d, n));
         run(&d, &norm::rmsnorm(), &mut [A::buf(&hb), A::buf(&wb), A::buf_mut(&mut y2), A::from(n), A::from(1e-6f32)]);
@@ -196,7 +250,14 @@ fn norm_kernels_verify() {
         let proof = verify_kernel(&k).unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
         assert!(proof.regions_checked > 0, "{}: no lane region checked", k.name);
     }
-    for k in [embed::embed_f32(), embed::embed_bf16(), embed::embed_q8_0(), embed::embed_q4_k(), embed::embed_q5_k(), embed::embed_q6_k()] {
+    for k in [
+        embed::embed_f32(),
+        embed::embed_bf16(),
+        embed::embed_q8_0(),
+        embed::embed_q4_k(),
+        embed::embed_q5_k(),
+        embed::embed_q6_k(),
+    ] {
         verify_kernel(&k).unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
     }
 }

@@ -3,9 +3,9 @@
 //! plain-Rust references byte for byte, the verifier and rows siblings, and their offline
 //! sm_90 / gfx1100 compiles.
 
-use baro_engine::kernels::q8act::*;
 use baro_dsl::runtime::{Device, DeviceArg as A};
 use baro_dsl::ScalarType;
+use baro_engine::kernels::q8act::*;
 
 fn run(x: &[f32]) -> (Vec<u32>, Vec<f32>, Vec<i32>) {
     let nb = x.len() / Q8_BLOCK;
@@ -15,7 +15,8 @@ fn run(x: &[f32]) -> (Vec<u32>, Vec<f32>, Vec<i32>) {
     let mut q = dev.alloc(ScalarType::U32, nb * 8).unwrap();
     let mut d = dev.alloc(ScalarType::F32, nb).unwrap();
     let mut s = dev.alloc(ScalarType::I32, nb).unwrap();
-    dev.run(&k, &mut [A::buf(&xb), A::buf_mut(&mut q), A::buf_mut(&mut d), A::buf_mut(&mut s), A::from(nb)]).unwrap_or_else(|e| panic!("{e}"));
+    dev.run(&k, &mut [A::buf(&xb), A::buf_mut(&mut q), A::buf_mut(&mut d), A::buf_mut(&mut s), A::from(nb)])
+        .unwrap_or_else(|e| panic!("{e}"));
     (dev.read(&q).unwrap(), dev.read(&d).unwrap(), dev.read(&s).unwrap())
 }
 
@@ -97,7 +98,11 @@ fn q8act_equals_its_reference_over_several_workgroups() {
     assert!(nb > 64 && !nb.is_multiple_of(32), "{nb} blocks");
     let (q, d, s) = run(&x);
     let (wq, wd, ws) = q8act_reference(&x);
-    assert_eq!(d.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), wd.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), "scales");
+    assert_eq!(
+        d.iter().map(|f| f.to_bits()).collect::<Vec<_>>(),
+        wd.iter().map(|f| f.to_bits()).collect::<Vec<_>>(),
+        "scales"
+    );
     assert_eq!(q, wq, "packed q");
     assert_eq!(s, ws, "block sums");
 }
@@ -111,7 +116,8 @@ fn q8act_compiles_for_sm90_and_gfx1100() {
     let cache = CompileCache::new(None);
     for kern in [q8act(), add_rmsnorm_q8(), add_rmsnorm_q8_rows(), swiglu_pairs_q8(), swiglu_pairs_q8_rows()] {
         for target in ["sm_90", "gfx1100"] {
-            let a = compile_gpu(&kern, &target.parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{} {target}: {e}", kern.name));
+            let a = compile_gpu(&kern, &target.parse().unwrap(), &CompileOptions::default(), &cache)
+                .unwrap_or_else(|e| panic!("{} {target}: {e}", kern.name));
             assert!(!a.image.is_empty(), "{} {target}", kern.name);
             assert_eq!(a.block_dim, 256, "{} {target}", kern.name);
         }
@@ -124,7 +130,6 @@ fn q8act_verifies_and_its_sum_is_order_free() {
     baro_dsl::verify::verify_kernel(&k).unwrap_or_else(|e| panic!("{e:?}"));
     assert!(k.to_string().contains(", any, "), "the block sum is declared order-free");
 }
-
 
 /// Random Q8_0 blocks (finite f16 scales, any i8 quants) for `n_mats · n · k / 32` blocks.
 fn q8_0_bytes(n_blocks: usize, seed: u64) -> Vec<u8> {
@@ -140,9 +145,28 @@ fn q8_0_bytes(n_blocks: usize, seed: u64) -> Vec<u8> {
 fn matvec_q8(xq: &[u32], xd: &[f32], w: &[u8], ids: &[u32], k: usize, n: usize, x_stride: usize) -> Vec<f32> {
     let dev = Device::host().expect("host device");
     let kern = dev.compile(&matvec_q8_0_q8()).unwrap_or_else(|e| panic!("{e}"));
-    let (qb, db, wb, ib) = (dev.upload(xq).unwrap(), dev.upload(xd).unwrap(), dev.upload_bytes(ScalarType::U8, w).unwrap(), dev.upload(ids).unwrap());
+    let (qb, db, wb, ib) = (
+        dev.upload(xq).unwrap(),
+        dev.upload(xd).unwrap(),
+        dev.upload_bytes(ScalarType::U8, w).unwrap(),
+        dev.upload(ids).unwrap(),
+    );
     let mut y = dev.alloc(ScalarType::F32, ids.len() * n).unwrap();
-    dev.run(&kern, &mut [A::buf(&qb), A::buf(&db), A::words(&wb), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(n), A::from(x_stride), A::from(ids.len())]).unwrap_or_else(|e| panic!("{e}"));
+    dev.run(
+        &kern,
+        &mut [
+            A::buf(&qb),
+            A::buf(&db),
+            A::words(&wb),
+            A::buf(&ib),
+            A::buf_mut(&mut y),
+            A::from(k),
+            A::from(n),
+            A::from(x_stride),
+            A::from(ids.len()),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     dev.read(&y).unwrap()
 }
 
@@ -152,7 +176,12 @@ fn matvec_q8_0_q8_equals_its_reference_byte_for_byte() {
     // (k, n, slots with per-slot inputs?): one block, an odd count of blocks (both
     // alignments of a block's quants), ragged outputs, expert slots with one input and with one
     // input per slot.
-    for (k, n, n_mats, ids, per_slot) in [(32usize, 1usize, 1usize, vec![0u32], false), (96, 9, 1, vec![0], false), (1056, 17, 3, vec![2, 0], false), (2048, 24, 4, vec![3, 1, 2], true)] {
+    for (k, n, n_mats, ids, per_slot) in [
+        (32usize, 1usize, 1usize, vec![0u32], false),
+        (96, 9, 1, vec![0], false),
+        (1056, 17, 3, vec![2, 0], false),
+        (2048, 24, 4, vec![3, 1, 2], true),
+    ] {
         let x_stride = if per_slot { k } else { 0 };
         let x = rng.vec_f32(if per_slot { ids.len() * k } else { k });
         let (xq, xd, _) = q8act_reference(&x);
@@ -162,7 +191,15 @@ fn matvec_q8_0_q8_equals_its_reference_byte_for_byte() {
         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&got), bits(&want), "k={k} n={n} ids={ids:?}");
         // And close to the f32 matvec on the unquantized x (q8 activations lose ~1 % per block).
-        let exact = baro_engine::kernels::quant::matvec_quant_reference(baro_engine::model::TensorType::Q8_0, &x, &w, &ids, k, n, x_stride);
+        let exact = baro_engine::kernels::quant::matvec_quant_reference(
+            baro_engine::model::TensorType::Q8_0,
+            &x,
+            &w,
+            &ids,
+            k,
+            n,
+            x_stride,
+        );
         let scale = exact.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(1e-6);
         for (i, (a, b)) in got.iter().zip(&exact).enumerate() {
             assert!((a - b).abs() <= 0.05 * scale, "k={k} output {i}: q8 {a} vs f32 {b} (scale {scale})");
@@ -178,7 +215,10 @@ fn matvec_q8_0_q8_equals_its_reference_byte_for_byte() {
 #[test]
 fn matvec_q8_0_q8_rows8_equals_the_m1_kernel_per_row() {
     let dev = Device::host().expect("host device");
-    let (k8, serial) = (dev.compile(&matvec_q8_0_q8_rows8()).unwrap_or_else(|e| panic!("{e}")), dev.compile(&matvec_q8_0_q8_rows()).unwrap_or_else(|e| panic!("{e}")));
+    let (k8, serial) = (
+        dev.compile(&matvec_q8_0_q8_rows8()).unwrap_or_else(|e| panic!("{e}")),
+        dev.compile(&matvec_q8_0_q8_rows()).unwrap_or_else(|e| panic!("{e}")),
+    );
     let mut rng = baro::reference::Rng::new(8);
     let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
     let mut compared = 0;
@@ -193,10 +233,27 @@ fn matvec_q8_0_q8_rows8_equals_the_m1_kernel_per_row() {
             let mut out = Vec::new();
             for kern in [&k8, &serial] {
                 let mut y = dev.alloc(ScalarType::F32, rows * n).unwrap();
-                dev.run(kern, &mut [A::buf(&qb), A::buf(&db), A::words(&wb), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(n), A::from(0usize), A::from(1usize), A::from(rows)]).unwrap_or_else(|e| panic!("{e}"));
+                dev.run(
+                    kern,
+                    &mut [
+                        A::buf(&qb),
+                        A::buf(&db),
+                        A::words(&wb),
+                        A::buf(&ib),
+                        A::buf_mut(&mut y),
+                        A::from(k),
+                        A::from(n),
+                        A::from(0usize),
+                        A::from(1usize),
+                        A::from(rows),
+                    ],
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
                 out.push(dev.read(&y).unwrap());
             }
-            let want: Vec<f32> = (0..rows).flat_map(|r| matvec_q8(&xq[r * k / 4..][..k / 4], &xd[r * k / 32..][..k / 32], &w, &[2], k, n, 0)).collect();
+            let want: Vec<f32> = (0..rows)
+                .flat_map(|r| matvec_q8(&xq[r * k / 4..][..k / 4], &xd[r * k / 32..][..k / 32], &w, &[2], k, n, 0))
+                .collect();
             assert_eq!(bits(&out[0]), bits(&want), "rows8 k={k} n={n} rows={rows}: against the m = 1 kernel per row");
             assert_eq!(bits(&out[0]), bits(&out[1]), "rows8 k={k} n={n} rows={rows}: against matvec_q8_0_q8_rows");
             compared += want.len();
@@ -207,9 +264,30 @@ fn matvec_q8_0_q8_rows8_equals_the_m1_kernel_per_row() {
     let k = Q8_ROWS8_MAX_K + 32;
     let (xq, xd, _) = q8act_reference(&vec![0.5f32; k]);
     let w = q8_0_bytes(k / 32, 3);
-    let (qb, db, wb, ib) = (dev.upload(&xq).unwrap(), dev.upload(&xd).unwrap(), dev.upload_bytes(ScalarType::U8, &w).unwrap(), dev.upload(&[0u32]).unwrap());
+    let (qb, db, wb, ib) = (
+        dev.upload(&xq).unwrap(),
+        dev.upload(&xd).unwrap(),
+        dev.upload_bytes(ScalarType::U8, &w).unwrap(),
+        dev.upload(&[0u32]).unwrap(),
+    );
     let mut y = dev.alloc(ScalarType::F32, 1).unwrap();
-    let err = dev.run(&k8, &mut [A::buf(&qb), A::buf(&db), A::words(&wb), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(1usize), A::from(0usize), A::from(1usize), A::from(1usize)]).expect_err("k past Q8_ROWS8_MAX_K must fail");
+    let err = dev
+        .run(
+            &k8,
+            &mut [
+                A::buf(&qb),
+                A::buf(&db),
+                A::words(&wb),
+                A::buf(&ib),
+                A::buf_mut(&mut y),
+                A::from(k),
+                A::from(1usize),
+                A::from(0usize),
+                A::from(1usize),
+                A::from(1usize),
+            ],
+        )
+        .expect_err("k past Q8_ROWS8_MAX_K must fail");
     assert!(err.to_string().contains("matvec_q8_0_q8_rows8"), "the error names the kernel: {err}");
 }
 
@@ -220,13 +298,22 @@ fn matvec_q8_0_q8_rows8_equals_the_m1_kernel_per_row() {
 fn add_rmsnorm_q8_is_add_rmsnorm_then_q8act() {
     let dev = Device::host().expect("host device");
     let compile = |k: baro_dsl::ir::Kernel| dev.compile(&k).unwrap_or_else(|e| panic!("{e}"));
-    let (fused, fused_rows, norm, quant) = (compile(add_rmsnorm_q8()), compile(add_rmsnorm_q8_rows()), compile(baro_engine::kernels::norm::add_rmsnorm()), compile(q8act()));
+    let (fused, fused_rows, norm, quant) = (
+        compile(add_rmsnorm_q8()),
+        compile(add_rmsnorm_q8_rows()),
+        compile(baro_engine::kernels::norm::add_rmsnorm()),
+        compile(q8act()),
+    );
     let mut rng = baro::reference::Rng::new(9);
     let eps = 1e-6f32;
     for n in [32usize, 256, 288, 2048] {
         for rows in [1usize, 3] {
             let scale = if n == 288 { 1e3 } else { 1.0 };
-            let (a, b, w) = (rng.vec_f32(rows * n).iter().map(|v| v * scale).collect::<Vec<_>>(), rng.vec_f32(rows * n), rng.vec_f32(n));
+            let (a, b, w) = (
+                rng.vec_f32(rows * n).iter().map(|v| v * scale).collect::<Vec<_>>(),
+                rng.vec_f32(rows * n),
+                rng.vec_f32(n),
+            );
             let (ab, bb, wb) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap(), dev.upload(&w).unwrap());
             let nb = rows * n / 32;
             let mut outs = Vec::new();
@@ -234,28 +321,71 @@ fn add_rmsnorm_q8_is_add_rmsnorm_then_q8act() {
                 if !is_rows && rows > 1 {
                     continue;
                 }
-                let (mut h, mut y) = (dev.alloc(ScalarType::F32, rows * n).unwrap(), dev.alloc(ScalarType::F32, rows * n).unwrap());
-                let (mut q, mut d, mut s) = (dev.alloc(ScalarType::U32, nb * 8).unwrap(), dev.alloc(ScalarType::F32, nb).unwrap(), dev.alloc(ScalarType::I32, nb).unwrap());
-                let mut args = vec![A::buf(&ab), A::buf(&bb), A::buf(&wb), A::buf_mut(&mut h), A::buf_mut(&mut y), A::buf_mut(&mut q), A::buf_mut(&mut d), A::buf_mut(&mut s), A::from(n), A::from(eps)];
+                let (mut h, mut y) =
+                    (dev.alloc(ScalarType::F32, rows * n).unwrap(), dev.alloc(ScalarType::F32, rows * n).unwrap());
+                let (mut q, mut d, mut s) = (
+                    dev.alloc(ScalarType::U32, nb * 8).unwrap(),
+                    dev.alloc(ScalarType::F32, nb).unwrap(),
+                    dev.alloc(ScalarType::I32, nb).unwrap(),
+                );
+                let mut args = vec![
+                    A::buf(&ab),
+                    A::buf(&bb),
+                    A::buf(&wb),
+                    A::buf_mut(&mut h),
+                    A::buf_mut(&mut y),
+                    A::buf_mut(&mut q),
+                    A::buf_mut(&mut d),
+                    A::buf_mut(&mut s),
+                    A::from(n),
+                    A::from(eps),
+                ];
                 if is_rows {
                     args.push(A::from(rows));
                 }
                 dev.run(kern, &mut args).unwrap_or_else(|e| panic!("{e}"));
                 let f = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
-                outs.push((kern, f(dev.read(&h).unwrap()), f(dev.read(&y).unwrap()), dev.read::<u32>(&q).unwrap(), f(dev.read(&d).unwrap()), dev.read::<i32>(&s).unwrap()));
+                outs.push((
+                    kern,
+                    f(dev.read(&h).unwrap()),
+                    f(dev.read(&y).unwrap()),
+                    dev.read::<u32>(&q).unwrap(),
+                    f(dev.read(&d).unwrap()),
+                    dev.read::<i32>(&s).unwrap(),
+                ));
             }
             // The separate kernels, row by row.
             let (mut hw, mut yw) = (Vec::new(), Vec::new());
             for r in 0..rows {
                 let (ar, br) = (dev.upload(&a[r * n..][..n]).unwrap(), dev.upload(&b[r * n..][..n]).unwrap());
                 let (mut h, mut y) = (dev.alloc(ScalarType::F32, n).unwrap(), dev.alloc(ScalarType::F32, n).unwrap());
-                dev.run(&norm, &mut [A::buf(&ar), A::buf(&br), A::buf(&wb), A::buf_mut(&mut h), A::buf_mut(&mut y), A::from(n), A::from(eps)]).unwrap_or_else(|e| panic!("{e}"));
+                dev.run(
+                    &norm,
+                    &mut [
+                        A::buf(&ar),
+                        A::buf(&br),
+                        A::buf(&wb),
+                        A::buf_mut(&mut h),
+                        A::buf_mut(&mut y),
+                        A::from(n),
+                        A::from(eps),
+                    ],
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
                 hw.extend(dev.read::<f32>(&h).unwrap());
                 yw.extend(dev.read::<f32>(&y).unwrap());
             }
             let yb = dev.upload(&yw).unwrap();
-            let (mut q, mut d, mut s) = (dev.alloc(ScalarType::U32, nb * 8).unwrap(), dev.alloc(ScalarType::F32, nb).unwrap(), dev.alloc(ScalarType::I32, nb).unwrap());
-            dev.run(&quant, &mut [A::buf(&yb), A::buf_mut(&mut q), A::buf_mut(&mut d), A::buf_mut(&mut s), A::from(nb)]).unwrap_or_else(|e| panic!("{e}"));
+            let (mut q, mut d, mut s) = (
+                dev.alloc(ScalarType::U32, nb * 8).unwrap(),
+                dev.alloc(ScalarType::F32, nb).unwrap(),
+                dev.alloc(ScalarType::I32, nb).unwrap(),
+            );
+            dev.run(
+                &quant,
+                &mut [A::buf(&yb), A::buf_mut(&mut q), A::buf_mut(&mut d), A::buf_mut(&mut s), A::from(nb)],
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
             let want_d: Vec<u32> = dev.read::<f32>(&d).unwrap().into_iter().map(f32::to_bits).collect();
             let (want_q, want_s) = (dev.read::<u32>(&q).unwrap(), dev.read::<i32>(&s).unwrap());
             assert!(!outs.is_empty());
@@ -275,7 +405,12 @@ fn add_rmsnorm_q8_is_add_rmsnorm_then_q8act() {
 fn swiglu_pairs_q8_is_swiglu_pairs_then_q8act() {
     let dev = Device::host().expect("host device");
     let compile = |k: baro_dsl::ir::Kernel| dev.compile(&k).unwrap_or_else(|e| panic!("{e}"));
-    let (fused, fused_rows, plain, quant) = (compile(swiglu_pairs_q8()), compile(swiglu_pairs_q8_rows()), compile(baro_engine::kernels::moe::swiglu_pairs()), compile(q8act()));
+    let (fused, fused_rows, plain, quant) = (
+        compile(swiglu_pairs_q8()),
+        compile(swiglu_pairs_q8_rows()),
+        compile(baro_engine::kernels::moe::swiglu_pairs()),
+        compile(q8act()),
+    );
     let mut rng = baro::reference::Rng::new(10);
     let mut cases = 0;
     for n in [32usize, 288, 512] {
@@ -284,23 +419,56 @@ fn swiglu_pairs_q8_is_swiglu_pairs_then_q8act() {
             let gb = dev.upload(&gu).unwrap();
             let nb = slots * n / 32;
             let run_q8 = |x: &baro_dsl::runtime::Buffer| {
-                let (mut q, mut d, mut s) = (dev.alloc(ScalarType::U32, nb * 8).unwrap(), dev.alloc(ScalarType::F32, nb).unwrap(), dev.alloc(ScalarType::I32, nb).unwrap());
-                dev.run(&quant, &mut [A::buf(x), A::buf_mut(&mut q), A::buf_mut(&mut d), A::buf_mut(&mut s), A::from(nb)]).unwrap_or_else(|e| panic!("{e}"));
-                (dev.read::<u32>(&q).unwrap(), dev.read::<f32>(&d).unwrap().into_iter().map(f32::to_bits).collect::<Vec<_>>(), dev.read::<i32>(&s).unwrap())
+                let (mut q, mut d, mut s) = (
+                    dev.alloc(ScalarType::U32, nb * 8).unwrap(),
+                    dev.alloc(ScalarType::F32, nb).unwrap(),
+                    dev.alloc(ScalarType::I32, nb).unwrap(),
+                );
+                dev.run(
+                    &quant,
+                    &mut [A::buf(x), A::buf_mut(&mut q), A::buf_mut(&mut d), A::buf_mut(&mut s), A::from(nb)],
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
+                (
+                    dev.read::<u32>(&q).unwrap(),
+                    dev.read::<f32>(&d).unwrap().into_iter().map(f32::to_bits).collect::<Vec<_>>(),
+                    dev.read::<i32>(&s).unwrap(),
+                )
             };
             let mut h = dev.alloc(ScalarType::F32, slots * n).unwrap();
-            dev.run(&plain, &mut [A::buf(&gb), A::buf_mut(&mut h), A::from(n), A::from(slots)]).unwrap_or_else(|e| panic!("{e}"));
+            dev.run(&plain, &mut [A::buf(&gb), A::buf_mut(&mut h), A::from(n), A::from(slots)])
+                .unwrap_or_else(|e| panic!("{e}"));
             let want_h: Vec<u32> = dev.read::<f32>(&h).unwrap().into_iter().map(f32::to_bits).collect();
             let want_q = run_q8(&h);
-            let (mut h2, mut q, mut d, mut s) = (dev.alloc(ScalarType::F32, slots * n).unwrap(), dev.alloc(ScalarType::U32, nb * 8).unwrap(), dev.alloc(ScalarType::F32, nb).unwrap(), dev.alloc(ScalarType::I32, nb).unwrap());
+            let (mut h2, mut q, mut d, mut s) = (
+                dev.alloc(ScalarType::F32, slots * n).unwrap(),
+                dev.alloc(ScalarType::U32, nb * 8).unwrap(),
+                dev.alloc(ScalarType::F32, nb).unwrap(),
+                dev.alloc(ScalarType::I32, nb).unwrap(),
+            );
             let kern = if rows_kernel { &fused_rows } else { &fused };
-            let mut args = vec![A::buf(&gb), A::buf_mut(&mut h2), A::buf_mut(&mut q), A::buf_mut(&mut d), A::buf_mut(&mut s), A::from(n)];
+            let mut args = vec![
+                A::buf(&gb),
+                A::buf_mut(&mut h2),
+                A::buf_mut(&mut q),
+                A::buf_mut(&mut d),
+                A::buf_mut(&mut s),
+                A::from(n),
+            ];
             // The rows kernel takes one slot per row (n_slots fixed at 1).
             args.extend(if rows_kernel { vec![A::from(1usize), A::from(slots)] } else { vec![A::from(slots)] });
             dev.run(kern, &mut args).unwrap_or_else(|e| panic!("{e}"));
             let at = format!("{} n={n} slots/rows={slots}", kern.name());
-            assert_eq!(dev.read::<f32>(&h2).unwrap().into_iter().map(f32::to_bits).collect::<Vec<_>>(), want_h, "{at}: h");
-            let got = (dev.read::<u32>(&q).unwrap(), dev.read::<f32>(&d).unwrap().into_iter().map(f32::to_bits).collect::<Vec<_>>(), dev.read::<i32>(&s).unwrap());
+            assert_eq!(
+                dev.read::<f32>(&h2).unwrap().into_iter().map(f32::to_bits).collect::<Vec<_>>(),
+                want_h,
+                "{at}: h"
+            );
+            let got = (
+                dev.read::<u32>(&q).unwrap(),
+                dev.read::<f32>(&d).unwrap().into_iter().map(f32::to_bits).collect::<Vec<_>>(),
+                dev.read::<i32>(&s).unwrap(),
+            );
             assert_eq!(got, want_q, "{at}: the q8 blocks");
             cases += 1;
         }
@@ -313,7 +481,11 @@ fn matvec_q8_0_q8_verifies_with_its_rows_sibling() {
     let k = matvec_q8_0_q8();
     baro_dsl::verify::verify_kernel(&k).unwrap_or_else(|e| panic!("{e:?}"));
     let rows = matvec_q8_0_q8_rows();
-    assert_eq!(rows.sibling.as_ref().map(|s| s.of.as_str()), Some("matvec_q8_0_q8"), "declared the m = 1 kernel's sibling");
+    assert_eq!(
+        rows.sibling.as_ref().map(|s| s.of.as_str()),
+        Some("matvec_q8_0_q8"),
+        "declared the m = 1 kernel's sibling"
+    );
     baro_dsl::verify::check_sibling(&rows, &k).unwrap_or_else(|e| panic!("{e:?}"));
 }
 
@@ -325,12 +497,17 @@ fn matvec_q8_0_q8_compiles_for_sm90_and_gfx1100() {
     let cache = CompileCache::new(None);
     for kern in [matvec_q8_0_q8(), matvec_q8_0_q8_rows(), matvec_q8_0_q8_rows8()] {
         for target in ["sm_90", "gfx1100"] {
-            let a = compile_gpu(&kern, &target.parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{} {target}: {e}", kern.name));
+            let a = compile_gpu(&kern, &target.parse().unwrap(), &CompileOptions::default(), &cache)
+                .unwrap_or_else(|e| panic!("{} {target}: {e}", kern.name));
             assert!(!a.image.is_empty(), "{} {target}", kern.name);
             if target == "sm_90" {
                 // The integer dots are the hardware's 4-way byte dot.
                 let ptx = String::from_utf8_lossy(&a.image);
-                assert!(ptx.matches("dp4a.s32.s32").count() >= 8, "{}: expected the 8 dp4a of a block in the PTX", kern.name);
+                assert!(
+                    ptx.matches("dp4a.s32.s32").count() >= 8,
+                    "{}: expected the 8 dp4a of a block in the PTX",
+                    kern.name
+                );
             }
         }
     }
@@ -371,10 +548,21 @@ fn q8x(x: &[f32]) -> Q8x {
 /// Runs `kern` (an m = 1 kernel, or with `rows` its rows sibling) on the host; Q6_K's kernels
 /// take no block sums. Returns (slots or rows) · n outputs.
 #[allow(clippy::too_many_arguments)]
-fn run_kq(ty: TensorType, kern: &baro_dsl::ir::Kernel, x: &Q8x, w: &[u8], ids: &[u32], k: usize, n: usize, x_stride: usize, rows: Option<usize>) -> Vec<f32> {
+fn run_kq(
+    ty: TensorType,
+    kern: &baro_dsl::ir::Kernel,
+    x: &Q8x,
+    w: &[u8],
+    ids: &[u32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    rows: Option<usize>,
+) -> Vec<f32> {
     let dev = Device::host().expect("host device");
     let compiled = dev.compile(kern).unwrap_or_else(|e| panic!("{}: {e}", kern.name));
-    let (qb, db, sb, ib) = (dev.upload(&x.q).unwrap(), dev.upload(&x.d).unwrap(), dev.upload(&x.s).unwrap(), dev.upload(ids).unwrap());
+    let (qb, db, sb, ib) =
+        (dev.upload(&x.q).unwrap(), dev.upload(&x.d).unwrap(), dev.upload(&x.s).unwrap(), dev.upload(ids).unwrap());
     let wb = dev.upload_bytes(ScalarType::U8, w).unwrap();
     let mut y = dev.alloc(ScalarType::F32, ids.len() * n).unwrap();
     {
@@ -442,7 +630,8 @@ fn kquant_q8_matvecs_equal_their_reference_byte_for_byte() {
             let x_stride = if *per_slot { k } else { 0 };
             let x = q8x(&rng.vec_f32(if *per_slot { ids.len() * k } else { k }));
             let blocks = n_mats * n * k / 256;
-            let w = if *random { kq_random_bytes(ty, blocks, k as u64 + 1) } else { kq_quantized(ty, blocks, k as u64) };
+            let w =
+                if *random { kq_random_bytes(ty, blocks, k as u64 + 1) } else { kq_quantized(ty, blocks, k as u64) };
             let got = run_kq(ty, &m1, &x, &w, ids, k, n, x_stride, None);
             let want = matvec_kquant_q8_reference(ty, &x.q, &x.d, &x.s, &w, ids, k, n, x_stride);
             assert_eq!(bits(&got), bits(&want), "{ty:?} k={k} n={n} ids={ids:?} per_slot={per_slot} random={random}");
@@ -487,8 +676,17 @@ fn kquant_q8_matvecs_on_edge_bytes() {
         let mut rng = baro::reference::Rng::new(99);
         let raw = {
             // Raw q8 bytes: −128 / 127 / random, scale 1, sums consistent with the bytes.
-            let bytes: Vec<i8> = (0..256).map(|i| match i % 3 { 0 => -128, 1 => 127, _ => rng.next_u64() as i8 }).collect();
-            let q = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8])).collect();
+            let bytes: Vec<i8> = (0..256)
+                .map(|i| match i % 3 {
+                    0 => -128,
+                    1 => 127,
+                    _ => rng.next_u64() as i8,
+                })
+                .collect();
+            let q = bytes
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8]))
+                .collect();
             let s = bytes.chunks_exact(32).map(|c| c.iter().map(|&b| i32::from(b)).sum()).collect();
             Q8x { q, d: vec![1.0; 8], s }
         };
@@ -537,7 +735,11 @@ fn kquant_q8_matvecs_verify_with_their_rows_siblings() {
         let (m1, rows) = kq_kernels(ty);
         baro_dsl::verify::verify_kernel(&m1).unwrap_or_else(|e| panic!("{ty:?}: {e:?}"));
         assert!(m1.to_string().contains(", any, "), "{ty:?}: the integer dots are declared order-free");
-        assert_eq!(rows.sibling.as_ref().map(|s| s.of.as_str()), Some(m1.name.as_str()), "declared the m = 1 kernel's sibling");
+        assert_eq!(
+            rows.sibling.as_ref().map(|s| s.of.as_str()),
+            Some(m1.name.as_str()),
+            "declared the m = 1 kernel's sibling"
+        );
         baro_dsl::verify::check_sibling(&rows, &m1).unwrap_or_else(|e| panic!("{ty:?}: {e:?}"));
     }
 }
@@ -581,16 +783,30 @@ fn kquant_q8_rows8_equal_reference_and_serial_rows() {
     for ty in KQUANTS {
         let (m1, serial) = kq_kernels(ty);
         let rows8 = kq_rows8(ty);
-        assert_eq!(rows8.sibling.as_ref().map(|s| s.of.as_str()), Some(m1.name.as_str()), "declared the m = 1 kernel's sibling");
+        assert_eq!(
+            rows8.sibling.as_ref().map(|s| s.of.as_str()),
+            Some(m1.name.as_str()),
+            "declared the m = 1 kernel's sibling"
+        );
         for (k, n, random) in [(256usize, 3usize, false), (2304, 9, true), (kq::KQ8_ROWS8_MAX_K, 17, false)] {
-            let w = if random { kq_random_bytes(ty, 3 * n * k / 256, k as u64) } else { kq_quantized(ty, 3 * n * k / 256, k as u64) };
+            let w = if random {
+                kq_random_bytes(ty, 3 * n * k / 256, k as u64)
+            } else {
+                kq_quantized(ty, 3 * n * k / 256, k as u64)
+            };
             for rows in [1usize, 3, 7, 8, 9, 17] {
                 let x = q8x(&rng.vec_f32(rows * k));
                 let ids = vec![2u32; rows];
                 let got = run_kq(ty, &rows8, &x, &w, &ids, k, n, 0, Some(rows));
                 let want = matvec_kquant_q8_reference(ty, &x.q, &x.d, &x.s, &w, &ids, k, n, k);
                 assert_eq!(bits(&got), bits(&want), "{} rows={rows} k={k} n={n}: against the reference", rows8.name);
-                assert_eq!(bits(&got), bits(&run_kq(ty, &serial, &x, &w, &ids, k, n, 0, Some(rows))), "{} rows={rows} k={k} n={n}: against {}", rows8.name, serial.name);
+                assert_eq!(
+                    bits(&got),
+                    bits(&run_kq(ty, &serial, &x, &w, &ids, k, n, 0, Some(rows))),
+                    "{} rows={rows} k={k} n={n}: against {}",
+                    rows8.name,
+                    serial.name
+                );
                 assert!(got.iter().any(|v| *v != 0.0), "{ty:?} k={k}: all zero, the comparison would be vacuous");
                 compared += got.len();
             }
@@ -601,14 +817,28 @@ fn kquant_q8_rows8_equal_reference_and_serial_rows() {
         let w = kq_quantized(ty, k / 256, 1);
         let dev = Device::host().expect("host device");
         let compiled = dev.compile(&rows8).unwrap_or_else(|e| panic!("{}: {e}", rows8.name));
-        let (qb, db, sb, ib) = (dev.upload(&x.q).unwrap(), dev.upload(&x.d).unwrap(), dev.upload(&x.s).unwrap(), dev.upload(&[0u32]).unwrap());
+        let (qb, db, sb, ib) = (
+            dev.upload(&x.q).unwrap(),
+            dev.upload(&x.d).unwrap(),
+            dev.upload(&x.s).unwrap(),
+            dev.upload(&[0u32]).unwrap(),
+        );
         let wb = dev.upload_bytes(ScalarType::U8, &w).unwrap();
         let mut y = dev.alloc(ScalarType::F32, 1).unwrap();
         let mut args = vec![A::buf(&qb), A::buf(&db)];
         if ty != TensorType::Q6_K {
             args.push(A::buf(&sb));
         }
-        args.extend([A::words(&wb), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(1usize), A::from(0usize), A::from(1usize), A::from(1usize)]);
+        args.extend([
+            A::words(&wb),
+            A::buf(&ib),
+            A::buf_mut(&mut y),
+            A::from(k),
+            A::from(1usize),
+            A::from(0usize),
+            A::from(1usize),
+            A::from(1usize),
+        ]);
         let err = dev.run(&compiled, &mut args).expect_err("k past KQ8_ROWS8_MAX_K must fail").to_string();
         assert!(err.contains(&rows8.name), "{ty:?}: the error names the kernel: {err}");
     }
@@ -641,7 +871,8 @@ fn without_checks(mut kernel: baro_dsl::ir::Kernel) -> baro_dsl::ir::Kernel {
 /// a row past the tile's first.
 #[test]
 fn rows8_tiles_are_siblings_only_under_their_check() {
-    for (rows8, m1) in [(matvec_q8_0_q8_rows8(), matvec_q8_0_q8()), (kq::matvec_q4_k_q8_rows8(), kq::matvec_q4_k_q8())] {
+    for (rows8, m1) in [(matvec_q8_0_q8_rows8(), matvec_q8_0_q8()), (kq::matvec_q4_k_q8_rows8(), kq::matvec_q4_k_q8())]
+    {
         let proof = baro_dsl::verify::check_sibling(&rows8, &m1).unwrap_or_else(|e| panic!("{}: {e}", rows8.name));
         assert!(proof.outputs > 0, "{}: vacuous proof", rows8.name);
         assert!(rows8.to_string().contains("check 0 "), "{}: the check is in the IR text", rows8.name);
@@ -649,7 +880,12 @@ fn rows8_tiles_are_siblings_only_under_their_check() {
         match baro_dsl::verify::check_sibling(&unchecked, &m1) {
             Err(baro_dsl::verify::SiblingError::Arithmetic(m)) => {
                 println!("{} without its check: {m}", rows8.name);
-                assert!(m.row % 8 != 0, "{}: the first difference is in a row past a tile's first, found row {}", rows8.name, m.row);
+                assert!(
+                    m.row % 8 != 0,
+                    "{}: the first difference is in a row past a tile's first, found row {}",
+                    rows8.name,
+                    m.row
+                );
             }
             other => panic!("{} without its check: expected an arithmetic mismatch, found {other:?}", rows8.name),
         }
@@ -669,9 +905,28 @@ fn rows8_tiles_of_one_expert_each_equal_the_reference_and_mixed_tiles_fail() {
     let kern = dev.compile(&matvec_q8_0_q8_rows8()).unwrap_or_else(|e| panic!("{e}"));
     let run = |ids: &[u32], x: &[f32]| {
         let (xq, xd, _) = q8act_reference(x);
-        let (qb, db, wb, ib) = (dev.upload(&xq).unwrap(), dev.upload(&xd).unwrap(), dev.upload_bytes(ScalarType::U8, &w).unwrap(), dev.upload(ids).unwrap());
+        let (qb, db, wb, ib) = (
+            dev.upload(&xq).unwrap(),
+            dev.upload(&xd).unwrap(),
+            dev.upload_bytes(ScalarType::U8, &w).unwrap(),
+            dev.upload(ids).unwrap(),
+        );
         let mut y = dev.alloc(ScalarType::F32, ids.len() * n).unwrap();
-        let r = dev.run(&kern, &mut [A::buf(&qb), A::buf(&db), A::words(&wb), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(n), A::from(0usize), A::from(1usize), A::from(ids.len())]);
+        let r = dev.run(
+            &kern,
+            &mut [
+                A::buf(&qb),
+                A::buf(&db),
+                A::words(&wb),
+                A::buf(&ib),
+                A::buf_mut(&mut y),
+                A::from(k),
+                A::from(n),
+                A::from(0usize),
+                A::from(1usize),
+                A::from(ids.len()),
+            ],
+        );
         r.map(|_| (dev.read::<f32>(&y).unwrap(), matvec_q8_0_q8_reference(&xq, &xd, &w, ids, k, n, k)))
     };
     let ids: Vec<u32> = [vec![2u32; 16], vec![0u32; 5]].concat();
@@ -683,7 +938,10 @@ fn rows8_tiles_of_one_expert_each_equal_the_reference_and_mixed_tiles_fail() {
     mixed[11] = 1;
     let err = run(&mixed, &x).expect_err("a tile of two experts must fail").to_string();
     println!("{err}");
-    assert!(err.contains("matvec_q8_0_q8_rows8") && err.contains("check 0 failed"), "the message names the kernel and the check: {err}");
+    assert!(
+        err.contains("matvec_q8_0_q8_rows8") && err.contains("check 0 failed"),
+        "the message names the kernel and the check: {err}"
+    );
 }
 
 #[test]
@@ -694,25 +952,42 @@ fn kquant_q8_matvecs_compile_to_dp4a_and_v_dot4() {
     let objdump = ["/usr/bin/llvm-objdump-19", "/usr/lib/llvm-19/bin/llvm-objdump"]
         .into_iter()
         .find(|p| std::path::Path::new(p).is_file())
-        .unwrap_or_else(|| panic!("llvm-objdump-19 not found: install Debian's llvm-19; this offline check never skips"));
+        .unwrap_or_else(|| {
+            panic!("llvm-objdump-19 not found: install Debian's llvm-19; this offline check never skips")
+        });
     let tmp = tempfile::tempdir().unwrap();
     let cache = CompileCache::new(None);
     for ty in KQUANTS {
-        let (dp4a, flags) = if ty == TensorType::Q6_K { ("dp4a.s32.s32", "neg_lo:[1,1,0]") } else { ("dp4a.u32.s32", "neg_lo:[0,1,0]") };
+        let (dp4a, flags) = if ty == TensorType::Q6_K {
+            ("dp4a.s32.s32", "neg_lo:[1,1,0]")
+        } else {
+            ("dp4a.u32.s32", "neg_lo:[0,1,0]")
+        };
         let (m1, rows) = kq_kernels(ty);
         for kern in [m1, rows, kq_rows8(ty)] {
-            let a = compile_gpu(&kern, &"sm_90".parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{} sm_90: {e}", kern.name));
+            let a = compile_gpu(&kern, &"sm_90".parse().unwrap(), &CompileOptions::default(), &cache)
+                .unwrap_or_else(|e| panic!("{} sm_90: {e}", kern.name));
             let ptx = String::from_utf8_lossy(&a.image);
             let dots: Vec<&str> = ptx.lines().filter(|l| l.contains("dp4a")).collect();
-            assert!(dots.len() >= 8 && dots.iter().all(|l| l.trim_start().starts_with(dp4a)), "{}: expected {dp4a}, found {dots:?}", kern.name);
+            assert!(
+                dots.len() >= 8 && dots.iter().all(|l| l.trim_start().starts_with(dp4a)),
+                "{}: expected {dp4a}, found {dots:?}",
+                kern.name
+            );
             println!("{} sm_90: {} {dp4a}, {} ld.global", kern.name, dots.len(), ptx.matches("ld.global").count());
-            let a = compile_gpu(&kern, &"gfx1100".parse().unwrap(), &CompileOptions::default(), &cache).unwrap_or_else(|e| panic!("{} gfx1100: {e}", kern.name));
+            let a = compile_gpu(&kern, &"gfx1100".parse().unwrap(), &CompileOptions::default(), &cache)
+                .unwrap_or_else(|e| panic!("{} gfx1100: {e}", kern.name));
             let path = tmp.path().join(format!("{}.hsaco", a.entry));
             std::fs::write(&path, &a.image).unwrap();
             let out = std::process::Command::new(objdump).args(["-d", "--mcpu=gfx1100"]).arg(&path).output().unwrap();
             let disasm = String::from_utf8_lossy(&out.stdout);
             let dots: Vec<&str> = disasm.lines().filter(|l| l.contains("v_dot4")).collect();
-            assert!(!dots.is_empty() && dots.iter().all(|l| l.contains("v_dot4_i32_iu8") && l.contains(flags) && !l.contains("clamp")), "{}: expected v_dot4_i32_iu8 {flags}, found {dots:?}", kern.name);
+            assert!(
+                !dots.is_empty()
+                    && dots.iter().all(|l| l.contains("v_dot4_i32_iu8") && l.contains(flags) && !l.contains("clamp")),
+                "{}: expected v_dot4_i32_iu8 {flags}, found {dots:?}",
+                kern.name
+            );
             println!("{} gfx1100: {} v_dot4_i32_iu8", kern.name, dots.len());
         }
     }

@@ -13,15 +13,23 @@ fn every_declared_sibling_is_proven() {
     let pairs = kernels::sibling_pairs();
     let mut outputs = 0;
     for (rows, m1) in &pairs {
-        let proof = check_sibling(rows, m1).unwrap_or_else(|e| panic!("{} as the sibling of {}: {e}", rows.name, m1.name));
+        let proof =
+            check_sibling(rows, m1).unwrap_or_else(|e| panic!("{} as the sibling of {}: {e}", rows.name, m1.name));
         assert!(proof.shapes > 0 && proof.outputs > 0, "{}: vacuous proof {proof:?}", rows.name);
-        println!("{:<22} ≡ {:<16} rows for rows: {} output DAGs over {} shapes", rows.name, m1.name, proof.outputs, proof.shapes);
+        println!(
+            "{:<22} ≡ {:<16} rows for rows: {} output DAGs over {} shapes",
+            rows.name, m1.name, proof.outputs, proof.shapes
+        );
         outputs += proof.outputs;
     }
     println!("{} pairs proven, {outputs} output DAGs compared", pairs.len());
     // Every `_rows` (and 8-row `_rows8`) kernel but the negative control declares a sibling and names a decode kernel.
     let declared: Vec<String> = kernels::rows().into_iter().filter(|k| k.sibling.is_some()).map(|k| k.name).collect();
-    let named: Vec<String> = kernels::rows().into_iter().filter(|k| k.name.ends_with("_rows") || k.name.ends_with("_rows8")).map(|k| k.name).collect();
+    let named: Vec<String> = kernels::rows()
+        .into_iter()
+        .filter(|k| k.name.ends_with("_rows") || k.name.ends_with("_rows8"))
+        .map(|k| k.name)
+        .collect();
     assert_eq!(declared, named, "every `_rows` kernel declares `rows_of`");
     assert_eq!(pairs.len(), declared.len(), "every declared sibling names an m=1 kernel of `kernels::decode()`");
     assert_eq!(pairs.len(), 41);
@@ -43,7 +51,10 @@ fn reordered_attention_is_rejected() {
     check_sibling(&good, &m1).expect("attention_rows is the sibling of attention_decode");
     let err = check_sibling(&bad, &m1).expect_err("the reordered P·V sum must be rejected").to_string();
     println!("{err}");
-    assert!(err.contains("`lanes(32, butterfly)` here, `seq` in `attention_decode`"), "the message names both orders: {err}");
+    assert!(
+        err.contains("`lanes(32, butterfly)` here, `seq` in `attention_decode`"),
+        "the message names both orders: {err}"
+    );
 }
 
 /// Every engine kernel, sibling or not, run symbolically over its shapes with the race check:

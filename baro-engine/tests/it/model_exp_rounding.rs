@@ -38,7 +38,12 @@ fn wrong(bits: impl Iterator<Item = u32>) -> Vec<(f32, f32, f32)> {
 fn report(what: &str, n: usize, bad: &[(f32, f32, f32)]) {
     println!("{what}: {n} inputs, {} not correctly rounded", bad.len());
     for (x, got, want) in bad.iter().take(10) {
-        println!("  x = {x:e} ({:#x}): got {got:e} ({:#x}), expected {want:e} ({:#x})", x.to_bits(), got.to_bits(), want.to_bits());
+        println!(
+            "  x = {x:e} ({:#x}): got {got:e} ({:#x}), expected {want:e} ({:#x})",
+            x.to_bits(),
+            got.to_bits(),
+            want.to_bits()
+        );
     }
     assert!(bad.is_empty(), "{what}: expected every −exp(x) correctly rounded, found {} that are not", bad.len());
 }
@@ -53,11 +58,15 @@ fn neg_exp_is_correctly_rounded_on_a_dense_sample() {
 
 #[test]
 fn neg_exp_is_correctly_rounded_next_to_every_rounding_boundary() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/exp_f32_near_midpoint.txt")).unwrap();
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/exp_f32_near_midpoint.txt")).unwrap();
     let bits: Vec<u32> = text
         .lines()
         .filter(|l| !l.starts_with('#'))
-        .map(|l| u32::from_str_radix(l.trim_start_matches("0x"), 16).unwrap_or_else(|e| panic!("{l:?}: expected hex bits, {e}")))
+        .map(|l| {
+            u32::from_str_radix(l.trim_start_matches("0x"), 16)
+                .unwrap_or_else(|e| panic!("{l:?}: expected hex bits, {e}"))
+        })
         .collect();
     assert_eq!(bits.len(), 1086, "expected the scan's 1,086 near-boundary inputs");
     // They are what the list says: within 1e-6 ulp of a midpoint, by the reference.
@@ -67,7 +76,11 @@ fn neg_exp_is_correctly_rounded_next_to_every_rounding_boundary() {
         let r = exp_f32(x);
         // The spacing on the side of r the value lies (below a power of two it halves).
         let rf = f64::from(r);
-        let ulp = if d.0 > rf { f64::from(f32::from_bits(r.to_bits() + 1)) - rf } else { rf - f64::from(f32::from_bits(r.to_bits() - 1)) };
+        let ulp = if d.0 > rf {
+            f64::from(f32::from_bits(r.to_bits() + 1)) - rf
+        } else {
+            rf - f64::from(f32::from_bits(r.to_bits() - 1))
+        };
         let from_mid = ((d.0 - rf).abs() / ulp - 0.5).abs();
         // The scan measured against the smaller spacing, so next to a power of two it also
         // listed values a quarter ulp from one side.
@@ -97,8 +110,14 @@ fn neg_exp_is_correctly_rounded_on_the_fixtures_and_baro_exp_is_not() {
     assert!(a_logs.len() >= 12, "expected the fixtures' A_log values, found {}", a_logs.len());
     report("fixture A_log values", a_logs.len(), &wrong(a_logs.iter().map(|x| x.to_bits())));
     let baro_off = a_logs.iter().filter(|&&x| baro_dsl::mathlib::exp(x).to_bits() != exp_f32(x).to_bits()).count();
-    println!("baro's mathlib::exp differs from the correctly rounded exp on {baro_off} of {} fixture values", a_logs.len());
-    assert!(baro_off > 0, "expected baro's exp to be off by an ulp somewhere on the fixtures (why the conversion uses f64)");
+    println!(
+        "baro's mathlib::exp differs from the correctly rounded exp on {baro_off} of {} fixture values",
+        a_logs.len()
+    );
+    assert!(
+        baro_off > 0,
+        "expected baro's exp to be off by an ulp somewhere on the fixtures (why the conversion uses f64)"
+    );
 }
 
 #[test]

@@ -73,16 +73,27 @@ fn vocab_gguf_f32_equals_safetensors_bit_for_bit() {
 fn reference_files_are_consistent_with_their_index() {
     for (name, vocab) in [("tiny", 1000), ("vocab", 2048)] {
         let dir = fixture(name);
-        let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("index.json")).unwrap()).unwrap();
+        let index: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("index.json")).unwrap()).unwrap();
         let f32_len = std::fs::metadata(dir.join("logits_f32.bin")).unwrap().len() as usize / 4;
-        let logits: Vec<f32> = std::fs::read(dir.join("logits_f32.bin")).unwrap().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        let logits: Vec<f32> = std::fs::read(dir.join("logits_f32.bin"))
+            .unwrap()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
         let n_greedy = index["n_greedy"].as_u64().unwrap() as usize;
         let mut total = 0;
         for p in index["prompts"].as_array().unwrap() {
-            let tokens: Vec<usize> = p["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as usize).collect();
-            let greedy: Vec<usize> = p["greedy"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as usize).collect();
+            let tokens: Vec<usize> =
+                p["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as usize).collect();
+            let greedy: Vec<usize> =
+                p["greedy"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as usize).collect();
             let l = &p["logits_f32"];
-            let (off, rows, cols) = (l["offset"].as_u64().unwrap() as usize, l["rows"].as_u64().unwrap() as usize, l["cols"].as_u64().unwrap() as usize);
+            let (off, rows, cols) = (
+                l["offset"].as_u64().unwrap() as usize,
+                l["rows"].as_u64().unwrap() as usize,
+                l["cols"].as_u64().unwrap() as usize,
+            );
             assert_eq!((rows, cols, greedy.len()), (tokens.len() + n_greedy, vocab, n_greedy));
             assert!(tokens.iter().chain(&greedy).all(|&t| t < vocab));
             // The greedy tokens are the argmax of the stored logits.

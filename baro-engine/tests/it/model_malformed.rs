@@ -27,7 +27,12 @@ fn sample() -> (Vec<u8>, Layout) {
     w.add_meta("t.nested", MetaValue::Array(vec![MetaValue::Array(vec![MetaValue::U32(1), MetaValue::U32(2)])]));
     let mut rng = Rng(99);
     let x: Vec<f32> = (0..512).map(|_| rng.unit()).collect();
-    for (name, ty, shape) in [("a", TensorType::F32, vec![4usize, 8]), ("b", TensorType::Q8_0, vec![2, 64]), ("c", TensorType::Q4_K, vec![2, 256]), ("d", TensorType::BF16, vec![3])] {
+    for (name, ty, shape) in [
+        ("a", TensorType::F32, vec![4usize, 8]),
+        ("b", TensorType::Q8_0, vec![2, 64]),
+        ("c", TensorType::Q4_K, vec![2, 256]),
+        ("d", TensorType::BF16, vec![3]),
+    ] {
         let n: usize = shape.iter().product();
         let bytes = baro_engine::model::quantize::quantize(ty, &x[..n]).unwrap();
         w.add_tensor(name, ty, &shape, bytes).unwrap();
@@ -56,7 +61,10 @@ fn the_sample_parses_with_every_value_type() {
     let g = parse(&b).unwrap();
     assert_eq!(g.meta("t.i16"), Some(&MetaValue::I16(-700)));
     assert_eq!(g.meta("t.u64").and_then(MetaValue::as_u64), Some(1 << 40));
-    assert_eq!(g.meta("t.nested"), Some(&MetaValue::Array(vec![MetaValue::Array(vec![MetaValue::U32(1), MetaValue::U32(2)])])));
+    assert_eq!(
+        g.meta("t.nested"),
+        Some(&MetaValue::Array(vec![MetaValue::Array(vec![MetaValue::U32(1), MetaValue::U32(2)])]))
+    );
     assert_eq!(g.tensor("c").unwrap().shape, &[2, 256]);
     assert_eq!(g.tensors.len(), 4);
 }
@@ -68,8 +76,12 @@ fn every_truncation_fails_with_truncated_or_out_of_bounds() {
     let data_end = g.tensors.iter().map(|t| g.data_offset + t.offset + t.n_bytes).max().unwrap() as usize;
     for cut in 0..data_end {
         match parse(&b[..cut]) {
-            Err(GgufError::Truncated { .. }) => assert!(cut < layout.data_offset, "cut {cut}: truncated inside the data"),
-            Err(GgufError::OutOfBounds { .. }) => assert!(cut >= layout.tensor_infos.last().unwrap().offset_at + 8, "cut {cut}"),
+            Err(GgufError::Truncated { .. }) => {
+                assert!(cut < layout.data_offset, "cut {cut}: truncated inside the data")
+            }
+            Err(GgufError::OutOfBounds { .. }) => {
+                assert!(cut >= layout.tensor_infos.last().unwrap().offset_at + 8, "cut {cut}")
+            }
             Err(GgufError::BadMagic { .. }) => assert!(cut < 4),
             other => panic!("cut {cut}: expected a truncation error, found {:?}", other.map(|_| ())),
         }
@@ -93,29 +105,122 @@ fn each_corrupted_field_gives_its_error() {
     check(&|c| c[0] = b'X', &|e| matches!(e, GgufError::BadMagic { .. }), "magic");
     check(&|c| put_u32(c, 4, 2), &|e| *e == GgufError::BadVersion { found: 2 }, "version 2");
     check(&|c| put_u32(c, 4, 3 << 24), &|e| matches!(e, GgufError::BadVersion { .. }), "big-endian version");
-    check(&|c| put_u64(c, layout.tensor_count_at, u64::MAX), &|e| matches!(e, GgufError::Truncated { .. }), "tensor count");
-    check(&|c| put_u64(c, layout.tensor_count_at + 8, 1 << 60), &|e| matches!(e, GgufError::Truncated { .. }), "metadata count");
-    check(&|c| put_u32(c, value_type_at(&b, "t.u8"), 13), &|e| matches!(e, GgufError::UnknownValueType { found: 13, .. }), "value type");
-    check(&|c| { let at = value_type_at(&b, "t.bool") + 4; c[at] = 2 }, &|e| matches!(e, GgufError::BadBool { found: 2, .. }), "bool");
-    check(&|c| { let at = value_type_at(&b, "t.strings") + 8; put_u64(c, at, u64::MAX / 2) }, &|e| matches!(e, GgufError::Truncated { .. }), "array length");
-    check(&|c| { let at = value_type_at(&b, "t.strings") + 16; put_u64(c, at, u64::MAX) }, &|e| matches!(e, GgufError::Truncated { .. }), "string length");
-    check(&|c| put_u32(c, t("b").type_at, 2), &|e| matches!(e, GgufError::UnsupportedType { found: 2, name: "Q4_0", .. }), "type Q4_0");
-    check(&|c| put_u32(c, t("b").type_at, 1000), &|e| matches!(e, GgufError::UnsupportedType { found: 1000, name: "unknown", .. }), "type 1000");
-    check(&|c| { let at = t("c").offset_at; let v = u64::from_le_bytes(c[at..at + 8].try_into().unwrap()); put_u64(c, at, v + 1) }, &|e| matches!(e, GgufError::Misaligned { .. }), "offset + 1");
+    check(
+        &|c| put_u64(c, layout.tensor_count_at, u64::MAX),
+        &|e| matches!(e, GgufError::Truncated { .. }),
+        "tensor count",
+    );
+    check(
+        &|c| put_u64(c, layout.tensor_count_at + 8, 1 << 60),
+        &|e| matches!(e, GgufError::Truncated { .. }),
+        "metadata count",
+    );
+    check(
+        &|c| put_u32(c, value_type_at(&b, "t.u8"), 13),
+        &|e| matches!(e, GgufError::UnknownValueType { found: 13, .. }),
+        "value type",
+    );
+    check(
+        &|c| {
+            let at = value_type_at(&b, "t.bool") + 4;
+            c[at] = 2
+        },
+        &|e| matches!(e, GgufError::BadBool { found: 2, .. }),
+        "bool",
+    );
+    check(
+        &|c| {
+            let at = value_type_at(&b, "t.strings") + 8;
+            put_u64(c, at, u64::MAX / 2)
+        },
+        &|e| matches!(e, GgufError::Truncated { .. }),
+        "array length",
+    );
+    check(
+        &|c| {
+            let at = value_type_at(&b, "t.strings") + 16;
+            put_u64(c, at, u64::MAX)
+        },
+        &|e| matches!(e, GgufError::Truncated { .. }),
+        "string length",
+    );
+    check(
+        &|c| put_u32(c, t("b").type_at, 2),
+        &|e| matches!(e, GgufError::UnsupportedType { found: 2, name: "Q4_0", .. }),
+        "type Q4_0",
+    );
+    check(
+        &|c| put_u32(c, t("b").type_at, 1000),
+        &|e| matches!(e, GgufError::UnsupportedType { found: 1000, name: "unknown", .. }),
+        "type 1000",
+    );
+    check(
+        &|c| {
+            let at = t("c").offset_at;
+            let v = u64::from_le_bytes(c[at..at + 8].try_into().unwrap());
+            put_u64(c, at, v + 1)
+        },
+        &|e| matches!(e, GgufError::Misaligned { .. }),
+        "offset + 1",
+    );
     check(&|c| put_u64(c, t("c").offset_at, 1 << 40), &|e| matches!(e, GgufError::OutOfBounds { .. }), "offset far");
-    check(&|c| put_u64(c, t("c").offset_at, u64::MAX - 31), &|e| matches!(e, GgufError::OutOfBounds { .. }), "offset overflowing");
+    check(
+        &|c| put_u64(c, t("c").offset_at, u64::MAX - 31),
+        &|e| matches!(e, GgufError::OutOfBounds { .. }),
+        "offset overflowing",
+    );
     check(&|c| put_u64(c, t("c").offset_at, 0), &|e| matches!(e, GgufError::Overlap { .. }), "offset overlapping");
-    check(&|c| put_u64(c, t("a").dims_at + 8, u64::MAX), &|e| matches!(e, GgufError::DimsOverflow { .. }), "dims overflow");
-    check(&|c| put_u64(c, t("a").dims_at + 8, 1 << 33), &|e| matches!(e, GgufError::OutOfBounds { .. }), "dims too big");
+    check(
+        &|c| put_u64(c, t("a").dims_at + 8, u64::MAX),
+        &|e| matches!(e, GgufError::DimsOverflow { .. }),
+        "dims overflow",
+    );
+    check(
+        &|c| put_u64(c, t("a").dims_at + 8, 1 << 33),
+        &|e| matches!(e, GgufError::OutOfBounds { .. }),
+        "dims too big",
+    );
     // Zero elements, but the other dimension is beyond i64: refused, so no product of the
     // shape taken in another order overflows (found by fuzzing: [2^40, 2^40, 0]).
-    check(&|c| { put_u64(c, t("a").dims_at, 0); put_u64(c, t("a").dims_at + 8, u64::MAX) }, &|e| matches!(e, GgufError::DimsOverflow { .. }), "zero dim, huge dim");
-    check(&|c| put_u64(c, t("b").dims_at, 48), &|e| matches!(e, GgufError::PartialBlock { ne0: 48, .. }), "partial block");
+    check(
+        &|c| {
+            put_u64(c, t("a").dims_at, 0);
+            put_u64(c, t("a").dims_at + 8, u64::MAX)
+        },
+        &|e| matches!(e, GgufError::DimsOverflow { .. }),
+        "zero dim, huge dim",
+    );
+    check(
+        &|c| put_u64(c, t("b").dims_at, 48),
+        &|e| matches!(e, GgufError::PartialBlock { ne0: 48, .. }),
+        "partial block",
+    );
     check(&|c| put_u32(c, t("a").n_dims_at, 5), &|e| matches!(e, GgufError::BadRank { found: 5, .. }), "rank 5");
     check(&|c| put_u32(c, t("a").n_dims_at, 0), &|e| matches!(e, GgufError::BadRank { found: 0, .. }), "rank 0");
-    check(&|c| { let at = value_type_at(&b, "t.u8") - 4; c[at..at + 4].copy_from_slice(b"t.i8") }, &|e| matches!(e, GgufError::DuplicateKey { .. }), "duplicate key");
-    check(&|c| { let at = t("b").n_dims_at - 1; c[at] = b'a' }, &|e| matches!(e, GgufError::DuplicateTensor { .. }), "duplicate tensor");
-    check(&|c| { let at = value_type_at(&b, "t.strings") + 24; c[at] = 0xFF }, &|e| matches!(e, GgufError::BadUtf8 { .. }), "utf-8");
+    check(
+        &|c| {
+            let at = value_type_at(&b, "t.u8") - 4;
+            c[at..at + 4].copy_from_slice(b"t.i8")
+        },
+        &|e| matches!(e, GgufError::DuplicateKey { .. }),
+        "duplicate key",
+    );
+    check(
+        &|c| {
+            let at = t("b").n_dims_at - 1;
+            c[at] = b'a'
+        },
+        &|e| matches!(e, GgufError::DuplicateTensor { .. }),
+        "duplicate tensor",
+    );
+    check(
+        &|c| {
+            let at = value_type_at(&b, "t.strings") + 24;
+            c[at] = 0xFF
+        },
+        &|e| matches!(e, GgufError::BadUtf8 { .. }),
+        "utf-8",
+    );
 }
 
 #[test]
@@ -130,7 +235,12 @@ fn zero_element_shapes_whose_other_dimensions_overflow_have_no_size() {
 
 #[test]
 fn bad_alignment_is_rejected() {
-    for (value, ok) in [(MetaValue::U32(64), true), (MetaValue::U32(3), false), (MetaValue::U32(0), false), (MetaValue::U64(32), false)] {
+    for (value, ok) in [
+        (MetaValue::U32(64), true),
+        (MetaValue::U32(3), false),
+        (MetaValue::U32(0), false),
+        (MetaValue::U64(32), false),
+    ] {
         let mut w = GgufWriter::new();
         w.add_meta("general.alignment", value.clone());
         let r = parse(&w.to_bytes().0);
@@ -185,15 +295,43 @@ fn tiny_json() -> serde_json::Value {
 fn inconsistent_configs_are_rejected_with_the_key() {
     let cases: Vec<(&str, serde_json::Value, &dyn Fn(&ConfigError) -> bool)> = vec![
         ("model_type", "llama".into(), &|e| matches!(e, ConfigError::UnknownArchitecture { .. })),
-        ("num_key_value_heads", 3.into(), &|e| matches!(e, ConfigError::Invalid { what, .. } if what.contains("n_kv_heads"))),
-        ("linear_num_value_heads", 5.into(), &|e| matches!(e, ConfigError::Invalid { what, .. } if what.contains("gdn_n_value_heads"))),
-        ("num_experts_per_tok", 9.into(), &|e| matches!(e, ConfigError::Invalid { what, .. } if what == "n_experts_used")),
-        ("linear_key_head_dim", 256.into(), &|e| matches!(e, ConfigError::Invalid { what, .. } if what == "gdn_key_dim")),
-        ("num_hidden_layers", 5.into(), &|e| matches!(e, ConfigError::Invalid { what, .. } if what.contains("layer kinds"))),
+        (
+            "num_key_value_heads",
+            3.into(),
+            &|e| matches!(e, ConfigError::Invalid { what, .. } if what.contains("n_kv_heads")),
+        ),
+        (
+            "linear_num_value_heads",
+            5.into(),
+            &|e| matches!(e, ConfigError::Invalid { what, .. } if what.contains("gdn_n_value_heads")),
+        ),
+        (
+            "num_experts_per_tok",
+            9.into(),
+            &|e| matches!(e, ConfigError::Invalid { what, .. } if what == "n_experts_used"),
+        ),
+        (
+            "linear_key_head_dim",
+            256.into(),
+            &|e| matches!(e, ConfigError::Invalid { what, .. } if what == "gdn_key_dim"),
+        ),
+        (
+            "num_hidden_layers",
+            5.into(),
+            &|e| matches!(e, ConfigError::Invalid { what, .. } if what.contains("layer kinds")),
+        ),
         ("hidden_size", "64".into(), &|e| matches!(e, ConfigError::WrongType { key, .. } if key == "hidden_size")),
-        ("head_dim", 0.into(), &|e| matches!(e, ConfigError::Invalid { what, .. } if what == "head_dim" || what.contains("rope"))),
+        (
+            "head_dim",
+            0.into(),
+            &|e| matches!(e, ConfigError::Invalid { what, .. } if what == "head_dim" || what.contains("rope")),
+        ),
         ("vocab_size", serde_json::Value::Null, &|e| matches!(e, ConfigError::Missing { key } if key == "vocab_size")),
-        ("layer_types", serde_json::json!(["linear_attention", "x", "linear_attention", "full_attention"]), &|e| matches!(e, ConfigError::WrongType { key, .. } if key == "layer_types[1]")),
+        (
+            "layer_types",
+            serde_json::json!(["linear_attention", "x", "linear_attention", "full_attention"]),
+            &|e| matches!(e, ConfigError::WrongType { key, .. } if key == "layer_types[1]"),
+        ),
     ];
     for (key, value, want) in cases {
         let mut j = tiny_json();
@@ -227,10 +365,22 @@ fn gguf_metadata_errors_name_the_key() {
         ModelConfig::from_gguf(&GgufFile::from_vec(w.to_bytes().0).unwrap())
     };
     assert!(build(&|_| {}).is_ok());
-    let set = |key: &'static str, v: MetaValue| move |m: &mut Vec<(String, MetaValue)>| m.iter_mut().filter(|(k, _)| k == key).for_each(|(_, x)| *x = v.clone());
-    assert!(matches!(build(&set("general.architecture", MetaValue::String("llama".into()))), Err(ConfigError::UnknownArchitecture { .. })));
-    assert!(matches!(build(&set("qwen35moe.block_count", MetaValue::String("4".into()))), Err(ConfigError::WrongType { key, .. }) if key == "qwen35moe.block_count"));
+    let set = |key: &'static str, v: MetaValue| {
+        move |m: &mut Vec<(String, MetaValue)>| m.iter_mut().filter(|(k, _)| k == key).for_each(|(_, x)| *x = v.clone())
+    };
+    assert!(matches!(
+        build(&set("general.architecture", MetaValue::String("llama".into()))),
+        Err(ConfigError::UnknownArchitecture { .. })
+    ));
+    assert!(
+        matches!(build(&set("qwen35moe.block_count", MetaValue::String("4".into()))), Err(ConfigError::WrongType { key, .. }) if key == "qwen35moe.block_count")
+    );
     assert!(matches!(build(&set("qwen35moe.ssm.time_step_rank", MetaValue::U32(3))), Err(ConfigError::Invalid { .. })));
-    assert!(matches!(build(&set("qwen35moe.attention.head_count_kv", MetaValue::U32(3))), Err(ConfigError::Invalid { .. })));
-    assert!(matches!(build(&|m| m.retain(|(k, _)| k != "qwen35moe.expert_count")), Err(ConfigError::Missing { key }) if key == "qwen35moe.expert_count"));
+    assert!(matches!(
+        build(&set("qwen35moe.attention.head_count_kv", MetaValue::U32(3))),
+        Err(ConfigError::Invalid { .. })
+    ));
+    assert!(
+        matches!(build(&|m| m.retain(|(k, _)| k != "qwen35moe.expert_count")), Err(ConfigError::Missing { key }) if key == "qwen35moe.expert_count")
+    );
 }

@@ -3,7 +3,9 @@
 
 use crate::common;
 
-use baro_engine::model::names::{self, gguf_to_hf, gguf_to_hf_name, hf_to_gguf_name, v_head_order, HfSource, Transform};
+use baro_engine::model::names::{
+    self, gguf_to_hf, gguf_to_hf_name, hf_to_gguf_name, v_head_order, HfSource, Transform,
+};
 use baro_engine::model::HfCheckpoint;
 use common::{canonical_f32, fixture};
 
@@ -40,8 +42,14 @@ fn names_round_trip_for_both_fixtures() {
             mapped += 1;
         }
         assert_eq!(mapped, ck.names().count());
-        assert_eq!(hf_to_gguf_name(cfg, "model.layers.0.mlp.experts.8.gate_proj.weight").filter(|_| cfg.n_experts <= 8), None);
-        assert_eq!(hf_to_gguf_name(cfg, "model.layers.0.mlp.experts.gate_up_proj").as_deref(), Some("blk.0.ffn_gate_exps.weight"));
+        assert_eq!(
+            hf_to_gguf_name(cfg, "model.layers.0.mlp.experts.8.gate_proj.weight").filter(|_| cfg.n_experts <= 8),
+            None
+        );
+        assert_eq!(
+            hf_to_gguf_name(cfg, "model.layers.0.mlp.experts.gate_up_proj").as_deref(),
+            Some("blk.0.ffn_gate_exps.weight")
+        );
     }
 }
 
@@ -121,7 +129,10 @@ fn fused_gate_up_splits_gate_first() {
         fused.extend(ck.tensor(&format!("model.layers.0.mlp.experts.{x}.gate_proj.weight")).unwrap().to_f32());
         fused.extend(ck.tensor(&format!("model.layers.0.mlp.experts.{x}.up_proj.weight")).unwrap().to_f32());
     }
-    let get = |n: &str| (n == "model.layers.0.mlp.experts.gate_up_proj").then(|| names::HfTensor { shape: vec![e, 2 * i, h], data: fused.clone() });
+    let get = |n: &str| {
+        (n == "model.layers.0.mlp.experts.gate_up_proj")
+            .then(|| names::HfTensor { shape: vec![e, 2 * i, h], data: fused.clone() })
+    };
     let specs = names::gguf_tensors(cfg);
     let canonical = canonical_f32(&ck);
     for part in ["blk.0.ffn_gate_exps.weight", "blk.0.ffn_up_exps.weight"] {

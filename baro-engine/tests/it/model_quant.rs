@@ -147,7 +147,9 @@ fn hand_built_blocks_decode_to_known_values() {
 fn half_steps(ty: TensorType, b: &[u8]) -> Vec<f32> {
     match ty {
         TensorType::Q8_0 => vec![h(b, 0) / 2.0; 32],
-        TensorType::Q4_K | TensorType::Q5_K => (0..QK_K).map(|e| h(b, 0) * scale_min_k4(e / 32, &b[4..16]).0 as f32 / 2.0).collect(),
+        TensorType::Q4_K | TensorType::Q5_K => {
+            (0..QK_K).map(|e| h(b, 0) * scale_min_k4(e / 32, &b[4..16]).0 as f32 / 2.0).collect()
+        }
         TensorType::Q6_K => (0..QK_K).map(|e| h(b, 208) * (b[192 + e / 16] as i8) as f32 / 2.0).collect(),
         _ => unreachable!("only quantized types"),
     }
@@ -165,7 +167,13 @@ fn quantize_round_trip_is_within_half_a_step() {
                     0 => rng.unit(),
                     1 => rng.unit().abs() * 3.0 + 0.5,
                     2 => rng.unit().powi(5) * 100.0,
-                    _ => if i < 64 { 0.25 } else { rng.unit() },
+                    _ => {
+                        if i < 64 {
+                            0.25
+                        } else {
+                            rng.unit()
+                        }
+                    }
                 })
                 .collect();
             let q = quantize(ty, &x).unwrap();
@@ -195,7 +203,9 @@ fn quantized_gguf_variants_load_to_the_rust_reference() {
     // Stated bounds on the relative RMS error of each tensor: a uniform quantizer's step/√12
     // with step = range/levels (range about 2.5σ for Q8_0/Q6_K's max|x| over 32/16 elements,
     // about 3.5σ for Q4_K/Q5_K's min..max over 32), plus room for the rounded-up scales.
-    for (ty, rms_bound) in [(TensorType::Q8_0, 0.01), (TensorType::Q6_K, 0.03), (TensorType::Q5_K, 0.05), (TensorType::Q4_K, 0.1)] {
+    for (ty, rms_bound) in
+        [(TensorType::Q8_0, 0.01), (TensorType::Q6_K, 0.03), (TensorType::Q5_K, 0.05), (TensorType::Q4_K, 0.1)]
+    {
         let mut worst = 0f64;
         let bytes = gguf_from(&ck.config, &canonical, &|shape| pick_type(ty, shape));
         let g = GgufFile::from_vec(bytes).unwrap();

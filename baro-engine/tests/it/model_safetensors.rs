@@ -13,7 +13,8 @@ use safetensors::tensor::TensorView as StView;
 use safetensors::Dtype;
 
 fn shard(tensors: &[(&str, Dtype, Vec<usize>, Vec<u8>)]) -> Vec<u8> {
-    let views: HashMap<String, StView<'_>> = tensors.iter().map(|(n, d, s, b)| (n.to_string(), StView::new(*d, s.clone(), b).unwrap())).collect();
+    let views: HashMap<String, StView<'_>> =
+        tensors.iter().map(|(n, d, s, b)| (n.to_string(), StView::new(*d, s.clone(), b).unwrap())).collect();
     safetensors::serialize(&views, &None).unwrap()
 }
 
@@ -23,13 +24,21 @@ fn tiny_config() -> baro_engine::model::ModelConfig {
 
 #[test]
 fn names_are_normalised_and_extras_skipped() {
-    assert_eq!(normalise_name("model.language_model.layers.0.mlp.gate.weight").as_deref(), Some("model.layers.0.mlp.gate.weight"));
+    assert_eq!(
+        normalise_name("model.language_model.layers.0.mlp.gate.weight").as_deref(),
+        Some("model.layers.0.mlp.gate.weight")
+    );
     assert_eq!(normalise_name("lm_head.weight").as_deref(), Some("lm_head.weight"));
     assert_eq!(normalise_name("mtp.layers.0.mlp.gate.weight"), None);
     assert_eq!(normalise_name("model.visual.blocks.0.attn.qkv.weight"), None);
     let s = shard(&[
         ("model.language_model.norm.weight", Dtype::BF16, vec![2], half::bf16::from_f32(1.5).to_le_bytes().repeat(2)),
-        ("model.language_model.embed_tokens.weight", Dtype::F16, vec![1, 2], half::f16::from_f32(-0.25).to_le_bytes().repeat(2)),
+        (
+            "model.language_model.embed_tokens.weight",
+            Dtype::F16,
+            vec![1, 2],
+            half::f16::from_f32(-0.25).to_le_bytes().repeat(2),
+        ),
         ("mtp.fc.weight", Dtype::F32, vec![1], 1.0f32.to_le_bytes().to_vec()),
         ("model.visual.patch_embed.proj.weight", Dtype::I64, vec![1], vec![0; 8]),
     ]);
@@ -44,7 +53,8 @@ fn names_are_normalised_and_extras_skipped() {
 fn bad_checkpoints_give_specific_errors() {
     let cfg = tiny_config();
     let open = |shards: Vec<Vec<u8>>| {
-        let parts = shards.into_iter().enumerate().map(|(i, b)| (PathBuf::from(format!("s{i}.safetensors")), b)).collect();
+        let parts =
+            shards.into_iter().enumerate().map(|(i, b)| (PathBuf::from(format!("s{i}.safetensors")), b)).collect();
         HfCheckpoint::from_parts(cfg.clone(), parts)
     };
     let good = shard(&[("model.norm.weight", Dtype::F32, vec![2], vec![0; 8])]);
@@ -65,9 +75,17 @@ fn a_sharded_folder_with_a_bad_index_is_rejected() {
     let dir = std::env::temp_dir().join(format!("baro-engine-st-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(fixture("tiny").join("config.json"), dir.join("config.json")).unwrap();
-    std::fs::write(dir.join("model.safetensors.index.json"), r#"{"weight_map": {"model.norm.weight": "../x.safetensors"}}"#).unwrap();
+    std::fs::write(
+        dir.join("model.safetensors.index.json"),
+        r#"{"weight_map": {"model.norm.weight": "../x.safetensors"}}"#,
+    )
+    .unwrap();
     assert!(matches!(HfCheckpoint::open(&dir), Err(HfError::Index { .. })));
-    std::fs::write(dir.join("model.safetensors.index.json"), r#"{"weight_map": {"model.norm.weight": "missing.safetensors"}}"#).unwrap();
+    std::fs::write(
+        dir.join("model.safetensors.index.json"),
+        r#"{"weight_map": {"model.norm.weight": "missing.safetensors"}}"#,
+    )
+    .unwrap();
     assert!(matches!(HfCheckpoint::open(&dir), Err(HfError::Io { .. })));
     std::fs::write(dir.join("model.safetensors.index.json"), r#"{"metadata": {}}"#).unwrap();
     assert!(matches!(HfCheckpoint::open(&dir), Err(HfError::Index { .. })));

@@ -26,7 +26,19 @@ fn text(bytes: &[u8]) -> String {
 fn synth_pack_writes_a_tiny_pack() {
     let dir = temp_dir("ok");
     let path = dir.join("tiny.gguf");
-    let out = baro(&["synth-pack", "--out", path.to_str().unwrap(), "--config", "tiny", "--seed", "9", "--mix", "q8_0", "--threads", "3"]);
+    let out = baro(&[
+        "synth-pack",
+        "--out",
+        path.to_str().unwrap(),
+        "--config",
+        "tiny",
+        "--seed",
+        "9",
+        "--mix",
+        "q8_0",
+        "--threads",
+        "3",
+    ]);
     assert!(out.status.success(), "stdout:\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(stdout.contains("q8_0 mix, seed 9"), "{stdout}");
@@ -36,10 +48,20 @@ fn synth_pack_writes_a_tiny_pack() {
     let file = GgufFile::open(&path).unwrap();
     assert_eq!(file.tensors.len(), baro_engine::model::gguf_tensors(&baro_engine::pack::presets::tiny()).len());
 
-    let plan = baro_engine::pack::plan(&baro_engine::pack::presets::tiny(), baro_engine::pack::QuantMix::Q8_0, 9).unwrap();
+    let plan =
+        baro_engine::pack::plan(&baro_engine::pack::presets::tiny(), baro_engine::pack::QuantMix::Q8_0, 9).unwrap();
     let lib_path = dir.join("lib.gguf");
-    baro_engine::pack::write_pack(&plan, &lib_path, &baro_engine::pack::WriteOptions { seed: 9, threads: 1 }, &mut |_| {}).unwrap();
-    assert!(std::fs::read(&path).unwrap() == std::fs::read(&lib_path).unwrap(), "the binary and the library write the same bytes");
+    baro_engine::pack::write_pack(
+        &plan,
+        &lib_path,
+        &baro_engine::pack::WriteOptions { seed: 9, threads: 1 },
+        &mut |_| {},
+    )
+    .unwrap();
+    assert!(
+        std::fs::read(&path).unwrap() == std::fs::read(&lib_path).unwrap(),
+        "the binary and the library write the same bytes"
+    );
 
     // The pack-only binary (no LLVM) takes the same arguments and writes the same bytes.
     let alone = dir.join("alone.gguf");

@@ -61,7 +61,10 @@ fn check_values(name: &str, ty: TensorType, kind: ValueKind, values: &[f32]) {
     // f16/f32 rounding of the bounds themselves.
     let slack = 1e-5 * hi.abs().max(lo.abs());
     let (min, max) = values.iter().fold((f32::MAX, f32::MIN), |(a, b), &v| (a.min(v), b.max(v)));
-    assert!(min >= lo - slack && max <= hi + slack, "{name} ({ty}): values in [{min}, {max}], expected within [{lo}, {hi}]");
+    assert!(
+        min >= lo - slack && max <= hi + slack,
+        "{name} ({ty}): values in [{min}, {max}], expected within [{lo}, {hi}]"
+    );
     if let ValueKind::Weight { std } = kind {
         if values.len() >= 4096 {
             let n = values.len() as f64;
@@ -228,7 +231,10 @@ fn real_config_plan() {
     // Q6_K: 10 edge layers' down experts + the output head.
     assert_eq!((of(TensorType::Q5_K).0, of(TensorType::Q6_K).0), (30, 11));
     let down_q6 = 256 * 2048 * 512 / 256 * 210;
-    assert_eq!(plan.header.sizes[plan.tensors.iter().position(|t| t.name == "blk.39.ffn_down_exps.weight").unwrap()], down_q6 as u64);
+    assert_eq!(
+        plan.header.sizes[plan.tensors.iter().position(|t| t.name == "blk.39.ffn_down_exps.weight").unwrap()],
+        down_q6 as u64
+    );
 
     // The tokenizer section is the real Qwen3.5 tokenizer: the chat prompt from
     // shared/reference/qwen35-tokenizer/README.md encodes to the documented ids.
@@ -243,7 +249,10 @@ fn real_config_plan() {
     let ids = tok.encode("<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", Specials::With).unwrap();
     assert_eq!(ids, [248_046, 198, 248_045, 74_455, 198, 248_068, 271, 248_069, 271]);
     assert_eq!(tok.id_to_token(248_300).as_deref(), None, "unused ids have no token");
-    assert_eq!(meta("qwen35moe.rope.dimension_sections"), Some(MetaValue::Array([11, 11, 10, 0].map(MetaValue::I32).to_vec())));
+    assert_eq!(
+        meta("qwen35moe.rope.dimension_sections"),
+        Some(MetaValue::Array([11, 11, 10, 0].map(MetaValue::I32).to_vec()))
+    );
 }
 
 #[test]
@@ -278,7 +287,15 @@ fn bad_output_paths_give_clear_errors() {
 fn generated_blocks_have_the_intended_magnitude() {
     use baro_engine::pack::blocks;
     use baro_engine::pack::rng::Xoshiro256;
-    for ty in [TensorType::Q8_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::F32, TensorType::F16, TensorType::BF16] {
+    for ty in [
+        TensorType::Q8_0,
+        TensorType::Q4_K,
+        TensorType::Q5_K,
+        TensorType::Q6_K,
+        TensorType::F32,
+        TensorType::F16,
+        TensorType::BF16,
+    ] {
         for std in [0.02f32, 1.0] {
             let kind = ValueKind::Weight { std };
             let mut bytes = vec![0u8; ty.bytes_for(&[64, 256]).unwrap()];
@@ -304,7 +321,8 @@ fn generated_blocks_have_the_intended_magnitude() {
 fn stream_header_matches_the_in_memory_writer() {
     use baro_engine::model::gguf_write::{stream_header, TensorEntry};
     use baro_engine::model::GgufWriter;
-    let tensors = [("a", TensorType::F32, vec![3]), ("b", TensorType::Q8_0, vec![2, 64]), ("c", TensorType::Q6_K, vec![256])];
+    let tensors =
+        [("a", TensorType::F32, vec![3]), ("b", TensorType::Q8_0, vec![2, 64]), ("c", TensorType::Q6_K, vec![256])];
     let mut w = GgufWriter::new();
     w.add_meta("general.architecture", MetaValue::String("qwen35moe".into()));
     w.add_meta("x.list", MetaValue::Array(vec![MetaValue::I32(1), MetaValue::I32(-2)]));

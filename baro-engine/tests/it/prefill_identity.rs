@@ -32,18 +32,27 @@ fn check(source: &ModelSource, what: &str) {
 }
 
 pub(crate) fn check_in(source: &ModelSource, what: &str, precision: Precision) {
-    let mut engine = Engine::new(dev(), source, EngineOptions { max_ctx: 512, precision, ..EngineOptions::default() }).unwrap();
+    let mut engine =
+        Engine::new(dev(), source, EngineOptions { max_ctx: 512, precision, ..EngineOptions::default() }).unwrap();
     let vocab = engine.config().vocab_size;
     for (seed, len, chunk) in [(1u64, 37usize, 8usize), (2, 64, 64), (3, 100, 33), (4, 5, 16), (5, 129, 128)] {
         let p = prompt(seed, len, vocab);
         engine.reset().unwrap();
         let batched = engine.prefill(&p, PrefillMode::Batched { chunk }, Logits::All).unwrap();
-        assert_eq!((batched.rows_batched, batched.chunks), (len, len.div_ceil(chunk)), "{what}: rows and chunks of the batched path");
+        assert_eq!(
+            (batched.rows_batched, batched.chunks),
+            (len, len.div_ceil(chunk)),
+            "{what}: rows and chunks of the batched path"
+        );
         engine.reset().unwrap();
         let replay = engine.prefill(&p, PrefillMode::Replay, Logits::All).unwrap();
         assert_eq!(replay.rows_batched, 0);
         assert_eq!(batched.logits.len(), len * vocab);
-        assert!(bits(&batched.logits) == bits(&replay.logits), "{what}: prompt {len} chunk {chunk}: {}", first_difference(&batched.logits, &replay.logits, vocab));
+        assert!(
+            bits(&batched.logits) == bits(&replay.logits),
+            "{what}: prompt {len} chunk {chunk}: {}",
+            first_difference(&batched.logits, &replay.logits, vocab)
+        );
         let a = engine.generate_with(&p, 12, PrefillMode::Batched { chunk }).unwrap();
         let b = engine.generate_with(&p, 12, PrefillMode::Replay).unwrap();
         assert_eq!(a, b, "{what}: greedy tokens after prompt {len} chunk {chunk}");
@@ -75,7 +84,8 @@ fn batched_prefill_is_replay_from_q8_0_gguf() {
 #[test]
 fn bad_prefill_input_is_an_error() {
     let ck = HfCheckpoint::open(&fixture("tiny")).unwrap();
-    let mut engine = Engine::new(dev(), &ModelSource::Hf(ck), EngineOptions { max_ctx: 16, ..EngineOptions::default() }).unwrap();
+    let mut engine =
+        Engine::new(dev(), &ModelSource::Hf(ck), EngineOptions { max_ctx: 16, ..EngineOptions::default() }).unwrap();
     let e = engine.prefill(&[], PrefillMode::Batched { chunk: 4 }, Logits::Last).unwrap_err().to_string();
     assert!(e.contains("expected at least one token"), "{e}");
     let e = engine.prefill(&[1, 2], PrefillMode::Batched { chunk: 0 }, Logits::Last).unwrap_err().to_string();

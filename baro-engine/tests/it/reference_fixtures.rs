@@ -34,8 +34,13 @@ fn ids(v: &serde_json::Value) -> Vec<u32> {
 
 fn load_prompts(name: &str) -> Vec<Prompt> {
     let dir = fixture(name);
-    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("index.json")).unwrap()).unwrap();
-    let f32s: Vec<f32> = std::fs::read(dir.join("logits_f32.bin")).unwrap().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("index.json")).unwrap()).unwrap();
+    let f32s: Vec<f32> = std::fs::read(dir.join("logits_f32.bin"))
+        .unwrap()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
     let f64s: Vec<f64> = std::fs::read(dir.join("logits_f64.bin"))
         .map(|b| b.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect())
         .unwrap_or_default();
@@ -111,7 +116,9 @@ fn check_against_transformers(name: &str) {
             p.min_greedy_margin
         );
         if rel > REL_TOL {
-            failures.push(format!("{name} prompt {i}: max |Δ| {max_abs:.3e} is {rel:.3e} of the logit scale, above {REL_TOL:e}"));
+            failures.push(format!(
+                "{name} prompt {i}: max |Δ| {max_abs:.3e} is {rel:.3e} of the logit scale, above {REL_TOL:e}"
+            ));
         }
         failures.extend(mismatches.into_iter().map(|m| format!("{name} prompt {i}: greedy {m}")));
     }
@@ -146,8 +153,30 @@ fn greedy_decode_reproduces_the_fixture_tokens() {
 /// `.float()` turned into float64, rope inv_freq recomputed in float64, eager experts, sdpa
 /// attention): tiny/ prompt 3 (102 positions, past one 64-token GDN chunk) and vocab/ prompt 2.
 const TRUE_F64_LAST_ROW: [(&str, usize, [f64; 6]); 2] = [
-    ("tiny", 3, [0.270916678929829, -0.4915129606456646, 0.5806812865818405, 0.6347747451506482, -1.4553315299490859, -0.26982231022687736]),
-    ("vocab", 2, [-3.4036493326304296, 12.406836827894894, 13.65782412037955, -9.408816046586216, -5.763247871716841, -5.105586761951447]),
+    (
+        "tiny",
+        3,
+        [
+            0.270916678929829,
+            -0.4915129606456646,
+            0.5806812865818405,
+            0.6347747451506482,
+            -1.4553315299490859,
+            -0.26982231022687736,
+        ],
+    ),
+    (
+        "vocab",
+        2,
+        [
+            -3.4036493326304296,
+            12.406836827894894,
+            13.65782412037955,
+            -9.408816046586216,
+            -5.763247871716841,
+            -5.105586761951447,
+        ],
+    ),
 ];
 /// Measured against that run at every position of every prompt: at most 3.6e-9 on tiny/ (9e-10
 /// of the logit scale) and 4.0e-8 on vocab/ (3e-10); on the rows embedded here 1.6e-11 and
@@ -190,16 +219,27 @@ fn f64_reference_matches_float64_transformers() {
             if p.logits_f64.is_some() { format!("{vs_mixed:.3e}") } else { "not stored".into() },
             f32_vs_f64 / p.logit_abs_max
         );
-        assert!(vs_true <= TRUE_F64_REL_TOL * p.logit_abs_max, "{name} prompt {prompt}: f64 reference {vs_true:e} from float64 transformers");
-        assert!(vs_mixed <= REL_TOL * p.logit_abs_max, "{name} prompt {prompt}: f64 reference {vs_mixed:e} from transformers' mixed f64");
-        assert!(f32_vs_f64 <= REL_TOL * p.logit_abs_max, "{name} prompt {prompt}: f32 reference {f32_vs_f64:e} from the f64 one");
+        assert!(
+            vs_true <= TRUE_F64_REL_TOL * p.logit_abs_max,
+            "{name} prompt {prompt}: f64 reference {vs_true:e} from float64 transformers"
+        );
+        assert!(
+            vs_mixed <= REL_TOL * p.logit_abs_max,
+            "{name} prompt {prompt}: f64 reference {vs_mixed:e} from transformers' mixed f64"
+        );
+        assert!(
+            f32_vs_f64 <= REL_TOL * p.logit_abs_max,
+            "{name} prompt {prompt}: f32 reference {f32_vs_f64:e} from the f64 one"
+        );
     }
 }
 
 #[test]
 fn a_token_outside_the_vocab_or_a_foreign_state_is_an_error() {
-    let tiny = ReferenceModel::<f32>::new(Weights::from_hf(&HfCheckpoint::open(&fixture("tiny")).unwrap()).unwrap()).unwrap();
-    let vocab = ReferenceModel::<f32>::new(Weights::from_hf(&HfCheckpoint::open(&fixture("vocab")).unwrap()).unwrap()).unwrap();
+    let tiny =
+        ReferenceModel::<f32>::new(Weights::from_hf(&HfCheckpoint::open(&fixture("tiny")).unwrap()).unwrap()).unwrap();
+    let vocab =
+        ReferenceModel::<f32>::new(Weights::from_hf(&HfCheckpoint::open(&fixture("vocab")).unwrap()).unwrap()).unwrap();
     let mut state = tiny.new_state();
     let err = tiny.step(&mut state, 1000).unwrap_err();
     assert_eq!(err.to_string(), "token 1000: expected an id below the vocab size 1000");

@@ -20,8 +20,10 @@ use common::{canonical_f32, fixture, gguf_from, pick_type};
 
 /// Each fixture prompt followed by its greedy tokens.
 fn sequences(name: &str) -> Vec<Vec<u32>> {
-    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture(name).join("index.json")).unwrap()).unwrap();
-    let ids = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect::<Vec<_>>();
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture(name).join("index.json")).unwrap()).unwrap();
+    let ids =
+        |v: &serde_json::Value| v.as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect::<Vec<_>>();
     index["prompts"].as_array().unwrap().iter().map(|p| [ids(&p["tokens"]), ids(&p["greedy"])].concat()).collect()
 }
 
@@ -64,7 +66,8 @@ fn hf_logits(ck: &HfCheckpoint, seqs: &[Vec<u32>]) -> Run {
 }
 
 fn bit_equal(a: &[Vec<f32>], b: &[Vec<f32>]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits()))
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits()))
 }
 
 /// (max |Δ|, max |Δ| / max |logit of b|).
@@ -82,7 +85,11 @@ fn f32_gguf_matches_safetensors_bit_for_bit(name: &str) {
     let bytes = gguf_from(&ck.config, &canonical_f32(&ck), &|_| TensorType::F32);
     let (from_gguf, from_hf) = (gguf_logits(bytes, &seqs).logits, hf_logits(&ck, &seqs).logits);
     assert_eq!(from_gguf.len(), seqs.iter().map(Vec::len).sum::<usize>());
-    assert!(bit_equal(&from_gguf, &from_hf), "{name}: GGUF F32 logits differ from safetensors by {:?}", distance(&from_gguf, &from_hf));
+    assert!(
+        bit_equal(&from_gguf, &from_hf),
+        "{name}: GGUF F32 logits differ from safetensors by {:?}",
+        distance(&from_gguf, &from_hf)
+    );
 }
 
 #[test]
@@ -106,7 +113,11 @@ fn pack_type(want: TensorType, spec: &GgufTensorSpec) -> TensorType {
     pick_type(want, &spec.shape)
 }
 
-fn write_gguf(ck: &HfCheckpoint, tensors: &[(GgufTensorSpec, Vec<f32>)], ty_for: &dyn Fn(&GgufTensorSpec) -> TensorType) -> Vec<u8> {
+fn write_gguf(
+    ck: &HfCheckpoint,
+    tensors: &[(GgufTensorSpec, Vec<f32>)],
+    ty_for: &dyn Fn(&GgufTensorSpec) -> TensorType,
+) -> Vec<u8> {
     let mut w = GgufWriter::new();
     for (k, v) in ck.config.to_gguf_metadata().unwrap() {
         w.add_meta(&k, v);
@@ -135,7 +146,10 @@ fn quantized_within(name: &str, want: TensorType, seqs: &[Vec<u32>], full: &Run,
         .collect();
     let quantized = gguf_logits(write_gguf(&ck, &canonical, &ty_for), seqs);
     let reference = gguf_logits(write_gguf(&ck, &dequantized, &|_| TensorType::F32), seqs).logits;
-    assert!(bit_equal(&quantized.logits, &reference), "{name} {want}: row-by-row dequantization differs from the whole-tensor one");
+    assert!(
+        bit_equal(&quantized.logits, &reference),
+        "{name} {want}: row-by-row dequantization differs from the whole-tensor one"
+    );
     let (max_abs, rel) = distance(&quantized.logits, &full.logits);
     let flips = quantized.logits.iter().zip(&full.logits).filter(|(q, f)| ops::argmax(q) != ops::argmax(f)).count();
     // Positions whose sequence so far routed every token to the same expert sets as full
@@ -161,7 +175,10 @@ fn quantized_within(name: &str, want: TensorType, seqs: &[Vec<u32>], full: &Run,
          positions routed as in full precision so far: {smooth}",
         full.logits.len()
     );
-    assert!(rel <= rel_bound, "{name} {want}: quantized logits {rel:e} of the scale from full precision, bound {rel_bound:e}");
+    assert!(
+        rel <= rel_bound,
+        "{name} {want}: quantized logits {rel:e} of the scale from full precision, bound {rel_bound:e}"
+    );
     assert!(!same_argmax || flips == 0, "{name} {want}: the argmax changed at {flips} positions");
 }
 

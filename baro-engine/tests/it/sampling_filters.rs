@@ -45,7 +45,10 @@ fn top_k_keeps_exactly_k() {
     assert_eq!(kept(&distribution(&[5.0, 3.0, 3.0, 1.0], &[], &cfg(1.0, 2, 1.0, 0.0)).unwrap()), [0, 1]);
     assert_eq!(kept(&distribution(&logits, &[], &cfg(1.0, 10, 1.0, 0.0)).unwrap()), [1, 3, 4, 2, 0]);
     // Masked tokens are never kept.
-    assert_eq!(kept(&distribution(&[f32::NEG_INFINITY, 1.0, f32::NEG_INFINITY], &[], &cfg(1.0, 3, 1.0, 0.0)).unwrap()), [1]);
+    assert_eq!(
+        kept(&distribution(&[f32::NEG_INFINITY, 1.0, f32::NEG_INFINITY], &[], &cfg(1.0, 3, 1.0, 0.0)).unwrap()),
+        [1]
+    );
     let two = distribution(&logits, &[], &cfg(1.0, 2, 1.0, 0.0)).unwrap();
     assert_eq!((two[0].p, two[1].p), (0.5, 0.5));
 }
@@ -146,7 +149,8 @@ fn run(config: &SamplerConfig, steps: usize) -> Vec<u32> {
 
 #[test]
 fn a_seed_reproduces_the_same_tokens() {
-    let config = SamplerConfig { temperature: 0.9, top_k: 40, top_p: 0.95, min_p: 0.02, repetition_penalty: 1.1, seed: 42 };
+    let config =
+        SamplerConfig { temperature: 0.9, top_k: 40, top_p: 0.95, min_p: 0.02, repetition_penalty: 1.1, seed: 42 };
     let a = run(&config, 200);
     assert_eq!(a, run(&config, 200));
     let b = run(&SamplerConfig { seed: 43, ..config.clone() }, 200);
@@ -234,7 +238,13 @@ fn heap_selection_equals_a_full_sort_on_a_large_vocabulary() {
             ((state >> 40) as f32 / (1u64 << 24) as f32) * 12.0 - 4.0
         })
         .collect();
-    for c in [cfg(0.7, 50, 1.0, 0.0), cfg(0.7, 0, 0.5, 0.0), cfg(1.0, 1000, 0.9, 0.0), cfg(0.5, 0, 0.95, 0.05), cfg(1.0, 0, 1.0, 0.9)] {
+    for c in [
+        cfg(0.7, 50, 1.0, 0.0),
+        cfg(0.7, 0, 0.5, 0.0),
+        cfg(1.0, 1000, 0.9, 0.0),
+        cfg(0.5, 0, 0.95, 0.05),
+        cfg(1.0, 0, 1.0, 0.9),
+    ] {
         let got = kept(&distribution(&logits, &[], &c).unwrap());
         let mut want = reference_set(&logits, &c);
         assert!(!want.is_empty());

@@ -113,5 +113,8 @@ fn stop_string_through_the_streaming_decoder() {
     let hi = tok.encode("Hi", Specials::With).unwrap();
     assert_eq!(checker.push(hi[0], &stream.push(hi[0]).unwrap()), Step::Text("Hi".into()));
     let end = 248046;
-    assert_eq!(checker.push(end, &stream.push(end).unwrap()), Step::Stop { text: String::new(), reason: StopReason::Eos(end) });
+    assert_eq!(
+        checker.push(end, &stream.push(end).unwrap()),
+        Step::Stop { text: String::new(), reason: StopReason::Eos(end) }
+    );
 }

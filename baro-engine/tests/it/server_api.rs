@@ -35,14 +35,24 @@ async fn openai_chat_streamed_pieces_join_to_the_non_streamed_text() {
     assert!(usage["prompt_tokens"].as_u64().unwrap() > 3, "{usage}");
     assert_eq!(usage["total_tokens"].as_u64(), Some(usage["prompt_tokens"].as_u64().unwrap() + 6));
 
-    let mut r = post(addr, "/v1/chat/completions", &chat_body("Say hi", 11, json!({ "stream": true, "stream_options": { "include_usage": true } })).to_string()).await;
+    let mut r = post(
+        addr,
+        "/v1/chat/completions",
+        &chat_body("Say hi", 11, json!({ "stream": true, "stream_options": { "include_usage": true } })).to_string(),
+    )
+    .await;
     assert_eq!(r.status, 200);
     assert!(r.content_type.starts_with("text/event-stream"), "{}", r.content_type);
     let events = r.sse_all().await;
     assert_eq!(events[0]["choices"][0]["delta"]["role"], "assistant");
     let joined: String = events.iter().filter_map(|e| e["choices"].get(0)?["delta"]["content"].as_str()).collect();
     assert_eq!(joined, text, "the streamed pieces differ from the non-streamed text");
-    let finish: Vec<&Value> = events.iter().filter_map(|e| e["choices"].get(0)).map(|c| &c["finish_reason"]).filter(|f| !f.is_null()).collect();
+    let finish: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| e["choices"].get(0))
+        .map(|c| &c["finish_reason"])
+        .filter(|f| !f.is_null())
+        .collect();
     assert_eq!(finish, vec![&json!("length")]);
     let last = events.last().expect("a usage event");
     assert_eq!(last["choices"], json!([]));
@@ -90,7 +100,8 @@ async fn openai_completions_streaming_and_not_agree_and_stop_strings_cut_the_tex
     let events = r.sse_all().await;
     let joined: String = events.iter().filter_map(|e| e["choices"][0]["text"].as_str()).collect();
     assert_eq!(joined, text);
-    let streamed: Vec<Value> = events.iter().filter_map(|e| e["choices"][0]["logprobs"]["tokens"].as_array()).flatten().cloned().collect();
+    let streamed: Vec<Value> =
+        events.iter().filter_map(|e| e["choices"][0]["logprobs"]["tokens"].as_array()).flatten().cloned().collect();
     assert_eq!(&streamed, tokens, "streamed token ids differ");
 
     // A stop string taken from the text: the output ends just before its first occurrence.
@@ -110,9 +121,19 @@ async fn ollama_generate_and_chat_stream_ndjson_matching_their_non_streamed_answ
     let options = json!({ "num_predict": 5, "seed": 9, "temperature": 0.7 });
     for (path, body, field) in [
         ("/api/generate", json!({ "model": "tiny", "prompt": "Why is the sky blue?", "options": options }), "response"),
-        ("/api/chat", json!({ "model": "tiny:latest", "messages": [{ "role": "user", "content": "Why?" }], "options": options }), "message"),
+        (
+            "/api/chat",
+            json!({ "model": "tiny:latest", "messages": [{ "role": "user", "content": "Why?" }], "options": options }),
+            "message",
+        ),
     ] {
-        let text_of = |v: &Value| if field == "response" { v["response"].as_str().unwrap_or("").to_string() } else { v["message"]["content"].as_str().unwrap_or("").to_string() };
+        let text_of = |v: &Value| {
+            if field == "response" {
+                v["response"].as_str().unwrap_or("").to_string()
+            } else {
+                v["message"]["content"].as_str().unwrap_or("").to_string()
+            }
+        };
         let mut r = post(addr, path, &body.to_string()).await;
         assert_eq!(r.status, 200, "{path}");
         assert!(r.content_type.starts_with("application/x-ndjson"), "{path}: {}", r.content_type);
@@ -167,7 +188,11 @@ async fn ids_and_logprobs(addr: std::net::SocketAddr, prompt: &[u64], max_tokens
     let (status, v) = post_json(addr, "/v1/completions", &body).await;
     assert_eq!(status, 200, "{v}");
     let lp = &v["choices"][0]["logprobs"];
-    let ids = lp["tokens"].as_array().expect("tokens").iter().map(|t| t.as_str().unwrap()["token_id:".len()..].parse().unwrap());
+    let ids = lp["tokens"]
+        .as_array()
+        .expect("tokens")
+        .iter()
+        .map(|t| t.as_str().unwrap()["token_id:".len()..].parse().unwrap());
     let lps = lp["token_logprobs"].as_array().expect("logprobs").iter().map(|l| l.as_f64().unwrap().to_bits());
     ids.zip(lps).collect()
 }

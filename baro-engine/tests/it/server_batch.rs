@@ -69,8 +69,14 @@ fn tokens(lp: &Value) -> Vec<Token> {
         .zip(lps)
         .zip(tops)
         .map(|((id, l), top)| {
-            let id = id.as_str().and_then(|s| s.strip_prefix("token_id:")).expect("an id token").parse().expect("an id");
-            let mut top: Vec<(String, u64)> = top.as_object().expect("a map").iter().map(|(k, v)| (k.clone(), v.as_f64().expect("a logprob").to_bits())).collect();
+            let id =
+                id.as_str().and_then(|s| s.strip_prefix("token_id:")).expect("an id token").parse().expect("an id");
+            let mut top: Vec<(String, u64)> = top
+                .as_object()
+                .expect("a map")
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_f64().expect("a logprob").to_bits()))
+                .collect();
             top.sort();
             (id, l.as_f64().expect("a logprob").to_bits(), top)
         })
@@ -95,10 +101,18 @@ async fn concurrent_requests_give_the_bytes_of_the_same_requests_one_at_a_time()
         alone.push(one_at_a_time(addr, r).await);
     }
     assert_eq!(metric(addr, "baro_decode_batch_peak").await, 1.0, "one at a time should decode one sequence per step");
-    assert_eq!(metric(addr, "baro_decode_batched_steps_total").await, 0.0, "one at a time: no decode step carries two rows");
+    assert_eq!(
+        metric(addr, "baro_decode_batched_steps_total").await,
+        0.0,
+        "one at a time: no decode step carries two rows"
+    );
     let prompt_tokens = metric(addr, "baro_prompt_tokens_total").await;
     assert!(prompt_tokens > 0.0);
-    assert_eq!(metric(addr, "baro_prompt_tokens_batched_total").await, prompt_tokens, "every prompt token goes through batched prefill");
+    assert_eq!(
+        metric(addr, "baro_prompt_tokens_batched_total").await,
+        prompt_tokens,
+        "every prompt token goes through batched prefill"
+    );
 
     // Together, streamed: a burst of 8, then each after the previous one's first token.
     let mut firsts = Vec::new();
@@ -141,9 +155,13 @@ async fn concurrent_requests_give_the_bytes_of_the_same_requests_one_at_a_time()
     let peak = metric(addr, "baro_decode_batch_peak").await;
     eprintln!("decode batch peak: {peak} sequences");
     assert!(peak >= 2.0, "the concurrent requests never shared a decode step (peak {peak})");
-    let (steps, rows) = (metric(addr, "baro_decode_batched_steps_total").await, metric(addr, "baro_decode_batched_rows_total").await);
+    let (steps, rows) =
+        (metric(addr, "baro_decode_batched_steps_total").await, metric(addr, "baro_decode_batched_rows_total").await);
     eprintln!("batched decode steps: {steps}, rows in them: {rows}");
-    assert!(steps >= 1.0 && rows >= 2.0 * steps, "the shared decode steps ran through the rows kernels together ({steps} steps, {rows} rows)");
+    assert!(
+        steps >= 1.0 && rows >= 2.0 * steps,
+        "the shared decode steps ran through the rows kernels together ({steps} steps, {rows} rows)"
+    );
     for (i, (a, t)) in alone.iter().zip(&together).enumerate() {
         assert_eq!(a.len(), reqs[i].max_tokens.min(a.len()));
         assert!(!a.is_empty());
@@ -151,7 +169,12 @@ async fn concurrent_requests_give_the_bytes_of_the_same_requests_one_at_a_time()
     }
 
     // The greedy ones against the plain engine loop: feed the prompt, argmax, feed it back.
-    let mut engine = Engine::new(Device::host().expect("host"), &server_common::source(), EngineOptions { max_ctx: 256, ..EngineOptions::default() }).expect("engine");
+    let mut engine = Engine::new(
+        Device::host().expect("host"),
+        &server_common::source(),
+        EngineOptions { max_ctx: 256, ..EngineOptions::default() },
+    )
+    .expect("engine");
     let n_ids = Tokenizer::qwen35().expect("tokenizer").n_ids();
     for i in [0, 4] {
         let r = &reqs[i];

@@ -36,7 +36,10 @@ async fn serve_binds_prints_its_address_and_answers_both_apis() {
     .expect("reading stdout");
     // The port is bound before the model loads: the address comes first.
     assert!(lines.first().is_some_and(|l| l.starts_with("listening on http://")), "{lines:?}");
-    let addr = lines.last().and_then(|l| l.strip_prefix("ready on http://")).unwrap_or_else(|| panic!("no address in {lines:?}"));
+    let addr = lines
+        .last()
+        .and_then(|l| l.strip_prefix("ready on http://"))
+        .unwrap_or_else(|| panic!("no address in {lines:?}"));
     let addr: std::net::SocketAddr = addr.parse().expect("an address");
     assert!(addr.ip().is_loopback());
     assert!(lines.iter().any(|l| l.starts_with("model: built-in qwen35moe")), "{lines:?}");
@@ -46,7 +49,12 @@ async fn serve_binds_prints_its_address_and_answers_both_apis() {
     let (status, v) = post_json(addr, "/v1/chat/completions", &json!({ "model": "baro-builtin", "messages": [{ "role": "user", "content": "hi" }], "max_tokens": 3, "seed": 1 })).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["usage"]["completion_tokens"], 3);
-    let (status, v) = post_json(addr, "/api/generate", &json!({ "model": "baro-builtin", "prompt": "hi", "stream": false, "options": { "num_predict": 9 } })).await;
+    let (status, v) = post_json(
+        addr,
+        "/api/generate",
+        &json!({ "model": "baro-builtin", "prompt": "hi", "stream": false, "options": { "num_predict": 9 } }),
+    )
+    .await;
     assert_eq!(status, 400, "the server's --max-tokens 8 should refuse 9: {v}");
     child.kill().expect("kill the server");
     let _ = child.wait();
@@ -56,14 +64,24 @@ async fn serve_binds_prints_its_address_and_answers_both_apis() {
     let logged: Vec<&str> = stderr.lines().filter(|l| l.starts_with("request ")).collect();
     assert_eq!(logged.len(), 1, "{stderr}");
     let line = logged[0];
-    for part in ["id=chatcmpl-", " route=/v1/chat/completions ", " generated_tokens=3 ", " ttft_ms=", " tok_s=", " finish=length"] {
+    for part in [
+        "id=chatcmpl-",
+        " route=/v1/chat/completions ",
+        " generated_tokens=3 ",
+        " ttft_ms=",
+        " tok_s=",
+        " finish=length",
+    ] {
         assert!(line.contains(part), "{part:?} not in {line:?}");
     }
 }
 
 #[test]
 fn a_zero_limit_is_refused_with_what_was_expected() {
-    let out = Command::new(env!("CARGO_BIN_EXE_baro-engine")).args(["serve", "--max-queue", "0", "--port", "0"]).output().expect("run");
+    let out = Command::new(env!("CARGO_BIN_EXE_baro-engine"))
+        .args(["serve", "--max-queue", "0", "--port", "0"])
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("error: --max-queue: expected at least 1, found 0"), "{stderr}");
@@ -81,7 +99,11 @@ fn serve_takes_the_run_flag_names_and_the_old_ones() {
         (&["--vram-budget", "lots"], "--vram-budget"),
     ];
     for (flags, want) in cases {
-        let out = Command::new(env!("CARGO_BIN_EXE_baro-engine")).args(["serve", "--port", "0"]).args(flags).output().expect("run");
+        let out = Command::new(env!("CARGO_BIN_EXE_baro-engine"))
+            .args(["serve", "--port", "0"])
+            .args(flags)
+            .output()
+            .expect("run");
         assert_ne!(out.status.code(), Some(0), "{flags:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(want), "{flags:?}: expected {want:?} in\n{stderr}");

@@ -64,7 +64,8 @@ async fn bad_requests_get_4xx_saying_what_was_wrong_and_the_server_keeps_serving
         assert_eq!(v["error"]["param"], field);
     }
     // Ollama's shape: {"error": "..."}.
-    let (status, v) = post_json(addr, "/api/generate", &json!({ "prompt": "hi", "options": { "temperature": -2 } })).await;
+    let (status, v) =
+        post_json(addr, "/api/generate", &json!({ "prompt": "hi", "options": { "temperature": -2 } })).await;
     assert_eq!(status, 400, "{v}");
     assert_eq!(v["error"], "options.temperature: expected a finite value >= 0, found -2");
     let r = post(addr, "/api/chat", "{oops").await;
@@ -95,13 +96,18 @@ async fn a_full_queue_answers_503_with_its_limit_and_a_client_that_hangs_up_free
     let addr = server.addr;
     // Two long streaming generations take both places; each is known admitted once its first
     // token arrives.
-    let long = |seed: u64| json!({ "prompt": "count to a thousand", "max_tokens": 32, "seed": seed, "stream": true }).to_string();
+    let long = |seed: u64| {
+        json!({ "prompt": "count to a thousand", "max_tokens": 32, "seed": seed, "stream": true }).to_string()
+    };
     let mut a = post(addr, "/v1/completions", &long(1)).await;
     let mut b = post(addr, "/v1/completions", &long(2)).await;
     assert_eq!((a.status, b.status), (200, 200));
     assert!(a.sse().await.is_some() && b.sse().await.is_some());
     assert_eq!(metric(addr, "baro_queue_depth").await, 2.0);
-    for (path, body) in [("/v1/chat/completions", json!({ "messages": [{ "role": "user", "content": "hi" }], "max_tokens": 2 })), ("/api/generate", json!({ "prompt": "hi" }))] {
+    for (path, body) in [
+        ("/v1/chat/completions", json!({ "messages": [{ "role": "user", "content": "hi" }], "max_tokens": 2 })),
+        ("/api/generate", json!({ "prompt": "hi" })),
+    ] {
         let r = post(addr, path, &body.to_string()).await;
         assert_eq!(r.status, 503, "{path}");
         let text = r.text().await;

@@ -117,7 +117,13 @@ fn the_engine_refuses_a_too_small_budget_and_runs_at_the_minimum() {
     assert_eq!(at_min.memory_plan().device_bytes(), minimum);
     at_min.generate(&[1, 2, 3], 4).unwrap();
     let err = engine(Some(minimum), 1).err().expect("fewer slots than top-k");
-    assert_eq!(err.to_string(), format!("unsupported model: expert slots: expected at least the model's top-k ({}), found 1", cfg.n_experts_used));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "unsupported model: expert slots: expected at least the model's top-k ({}), found 1",
+            cfg.n_experts_used
+        )
+    );
 }
 
 fn cli(args: &[&str]) -> std::process::Output {
@@ -129,8 +135,14 @@ fn cli_budget_flags_check_their_input() {
     let tiny = fixture("tiny");
     let dir = tiny.to_str().unwrap();
     for (args, wanted) in [
-        (vec!["--vram-budget", "24X"], "expected a size such as 24G, 512M or 1.5GiB (K, M, G, T: powers of 1024), found `24X`"),
-        (vec!["--model", dir, "--prompt-ids", "1,2", "--expert-slots", "1"], "--expert-slots: expected at least the model's top-k (2), found 1"),
+        (
+            vec!["--vram-budget", "24X"],
+            "expected a size such as 24G, 512M or 1.5GiB (K, M, G, T: powers of 1024), found `24X`",
+        ),
+        (
+            vec!["--model", dir, "--prompt-ids", "1,2", "--expert-slots", "1"],
+            "--expert-slots: expected at least the model's top-k (2), found 1",
+        ),
         (vec!["--model", dir, "--prompt-ids", "1,2", "--vram-budget", "1K"], "found 1.00 KiB (1024 bytes)"),
     ] {
         let out = cli(&args);
@@ -148,16 +160,35 @@ fn a_staged_cli_run_reports_the_plan_and_the_hit_rate() {
     let budget = resident.memory_plan().needs.staged(3).to_string();
     drop(resident);
     let tiny = fixture("tiny");
-    let args = ["--model", tiny.to_str().unwrap(), "--prompt-ids", "615,3,4", "--max-tokens", "6", "--temperature", "0", "--vram-budget", &budget, "--target", "host"];
+    let args = [
+        "--model",
+        tiny.to_str().unwrap(),
+        "--prompt-ids",
+        "615,3,4",
+        "--max-tokens",
+        "6",
+        "--temperature",
+        "0",
+        "--vram-budget",
+        &budget,
+        "--target",
+        "host",
+    ];
     let out = cli(&args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}\n{}", stdout, String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("memory: staged: "), "{stdout}");
     assert!(stdout.contains("3 expert slots per layer, 8 asked, the budget holds 3"), "{stdout}");
-    let line = stdout.lines().find(|l| l.starts_with("expert cache: ")).unwrap_or_else(|| panic!("no cache line in:\n{stdout}"));
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("expert cache: "))
+        .unwrap_or_else(|| panic!("no cache line in:\n{stdout}"));
     // The 3 prompt tokens go through batched prefill (whole layers staged, no cache lookups);
     // the 6 generated tokens are decoded: 4 layers, top-2.
     assert!(line.starts_with("expert cache: 3 slots per layer, 48 lookups, "), "{line}");
-    let staged = stdout.lines().find(|l| l.starts_with("layer staging: ")).unwrap_or_else(|| panic!("no layer staging line in:\n{stdout}"));
+    let staged = stdout
+        .lines()
+        .find(|l| l.starts_with("layer staging: "))
+        .unwrap_or_else(|| panic!("no layer staging line in:\n{stdout}"));
     assert!(staged.contains("4 layers staged for prefill"), "{staged}");
 }

@@ -15,13 +15,20 @@ const MAX_CTX: usize = 128;
 
 /// Every prompt of the fixture followed by its greedy tokens.
 fn sequences(name: &str) -> Vec<(Vec<u32>, Vec<u32>)> {
-    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture(name).join("index.json")).unwrap()).unwrap();
-    let ids = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect::<Vec<_>>();
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture(name).join("index.json")).unwrap()).unwrap();
+    let ids =
+        |v: &serde_json::Value| v.as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect::<Vec<_>>();
     index["prompts"].as_array().unwrap().iter().map(|p| (ids(&p["tokens"]), ids(&p["greedy"]))).collect()
 }
 
 fn engine(source: &ModelSource, vram_budget: Option<u64>, expert_slots: usize) -> Engine {
-    Engine::new(dev(), source, EngineOptions { max_ctx: MAX_CTX, vram_budget, expert_slots, ..EngineOptions::default() }).unwrap()
+    Engine::new(
+        dev(),
+        source,
+        EngineOptions { max_ctx: MAX_CTX, vram_budget, expert_slots, ..EngineOptions::default() },
+    )
+    .unwrap()
 }
 
 /// Logits (as bits) of every position of every sequence, then greedy generation from each
@@ -54,7 +61,12 @@ fn staged_equals_resident(source: &ModelSource, what: &str, slot_counts: &[usize
         let (logits, tokens) = run(&mut staged, &seqs);
         for (i, (a, b)) in want_logits.iter().zip(&logits).enumerate() {
             let differ = a.iter().zip(b).filter(|(x, y)| x != y).count();
-            assert_eq!((a.len(), differ), (b.len(), 0), "{what}, {slots} slots, prompt {i}: {differ} of {} logits differ in bits", a.len());
+            assert_eq!(
+                (a.len(), differ),
+                (b.len(), 0),
+                "{what}, {slots} slots, prompt {i}: {differ} of {} logits differ in bits",
+                a.len()
+            );
         }
         assert_eq!(tokens, want_tokens, "{what}, {slots} slots: greedy tokens differ");
         let s = staged.expert_cache_stats().unwrap();
@@ -66,15 +78,34 @@ fn staged_equals_resident(source: &ModelSource, what: &str, slot_counts: &[usize
             assert_eq!(l.hits + l.misses, l.lookups);
             per_layer += l;
         }
-        println!("{what}, {slots} slots: {s:?}, {:.1} % hits, {} bytes copied", 100.0 * s.hit_rate(), slots_info.copied_bytes());
+        println!(
+            "{what}, {slots} slots: {s:?}, {:.1} % hits, {} bytes copied",
+            100.0 * s.hit_rate(),
+            slots_info.copied_bytes()
+        );
         assert_eq!(per_layer, s);
-        assert_eq!((s.lookups, s.hits + s.misses), (lookups, lookups), "{what}: one lookup per top-k expert per layer per step");
-        assert!(s.hits > 0 && s.misses > 0 && s.evictions > 0, "{what}, {slots} slots: expected hits, misses and evictions, found {s:?}");
+        assert_eq!(
+            (s.lookups, s.hits + s.misses),
+            (lookups, lookups),
+            "{what}: one lookup per top-k expert per layer per step"
+        );
+        assert!(
+            s.hits > 0 && s.misses > 0 && s.evictions > 0,
+            "{what}, {slots} slots: expected hits, misses and evictions, found {s:?}"
+        );
         assert!(s.misses >= (cfg.n_layers * slots) as u64, "the first fills of every slot are misses");
-        assert_eq!(s.misses - s.evictions, (cfg.n_layers * slots) as u64, "every slot is filled once, every other miss evicts");
+        assert_eq!(
+            s.misses - s.evictions,
+            (cfg.n_layers * slots) as u64,
+            "every slot is filled once, every other miss evicts"
+        );
         let per_expert: u64 = needs.per_expert.iter().sum::<u64>() / cfg.n_layers as u64;
         if needs.per_expert.iter().all(|&b| b == per_expert) {
-            assert_eq!(slots_info.copied_bytes(), s.misses * per_expert, "each miss copies one expert's three matrices");
+            assert_eq!(
+                slots_info.copied_bytes(),
+                s.misses * per_expert,
+                "each miss copies one expert's three matrices"
+            );
         }
     }
 }
@@ -107,7 +138,8 @@ fn staged_prefill_equals_resident(source: &ModelSource, what: &str) {
         let tokens: Vec<u32> = prompt.iter().chain(greedy).copied().collect();
         let run = |e: &mut Engine, mode: PrefillMode| {
             e.reset().unwrap();
-            let mut bits: Vec<u32> = e.prefill(&tokens, mode, Logits::All).unwrap().logits.iter().map(|v| v.to_bits()).collect();
+            let mut bits: Vec<u32> =
+                e.prefill(&tokens, mode, Logits::All).unwrap().logits.iter().map(|v| v.to_bits()).collect();
             for &t in &greedy[..4.min(greedy.len())] {
                 bits.extend(e.step(t).unwrap().iter().map(|v| v.to_bits()));
             }
@@ -117,7 +149,11 @@ fn staged_prefill_equals_resident(source: &ModelSource, what: &str) {
         let got = run(&mut staged, PrefillMode::Batched { chunk: 5 });
         let replay = run(&mut staged, PrefillMode::Replay);
         let differ = want.iter().zip(&got).filter(|(a, b)| a != b).count();
-        assert_eq!((want.len(), differ), (got.len(), 0), "{what} prompt {n}: staged batched prefill vs resident: {differ} logits differ in bits");
+        assert_eq!(
+            (want.len(), differ),
+            (got.len(), 0),
+            "{what} prompt {n}: staged batched prefill vs resident: {differ} logits differ in bits"
+        );
         assert_eq!(replay, want, "{what} prompt {n}: staged replay vs resident batched");
     }
 }

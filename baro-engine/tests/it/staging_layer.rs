@@ -6,11 +6,11 @@
 
 use crate::common;
 
+use baro_dsl::runtime::Device;
 use baro_engine::engine::staging::{DecodeSlots, ExpertStore, LayerStaging};
 use baro_engine::engine::weights::{expert_shapes, host_experts};
 use baro_engine::engine::{ModelSource, WeightError};
 use baro_engine::model::{GgufFile, HfCheckpoint, TensorType};
-use baro_dsl::runtime::Device;
 use common::{canonical_f32, dev, fixture, gguf_from, pick_type};
 
 /// The tiny fixture as a Q8_0 GGUF (matrices whose rows are whole blocks; F32 otherwise).
@@ -35,7 +35,11 @@ fn check_store_and_staging(source: &ModelSource) -> Result<(), WeightError> {
         let host = host_experts(source, &cfg, l)?;
         let pinned = store.pinned(l).as_slice().unwrap();
         for ((part, h), shape) in store.parts(l).iter().zip(&host).zip(layer_shapes) {
-            assert_eq!((part.shape, h.shape), (*shape, *shape), "layer {l}: the directory's shapes are the loaded ones");
+            assert_eq!(
+                (part.shape, h.shape),
+                (*shape, *shape),
+                "layer {l}: the directory's shapes are the loaded ones"
+            );
             assert_eq!(&pinned[part.offset..part.offset + h.bytes.len()], &h.bytes[..], "layer {l}: store bytes");
             total += h.bytes.len() as u64;
         }
@@ -55,7 +59,11 @@ fn check_store_and_staging(source: &ModelSource) -> Result<(), WeightError> {
         compute.synchronize().unwrap();
         let host = host_experts(source, &cfg, l)?;
         for (m, h) in experts.parts().into_iter().zip(&host) {
-            assert_eq!((m.ty, m.n_mats, m.rows, m.cols), (h.shape.ty, h.shape.n_mats, h.shape.rows, h.shape.cols), "layer {l}: staged shape");
+            assert_eq!(
+                (m.ty, m.n_mats, m.rows, m.cols),
+                (h.shape.ty, h.shape.n_mats, h.shape.rows, h.shape.cols),
+                "layer {l}: staged shape"
+            );
             assert_eq!(part_bytes(&d, m, h.bytes.len()), h.bytes.to_vec(), "layer {l}: staged bytes");
         }
         staging.release(&compute, set).unwrap();
@@ -63,7 +71,11 @@ fn check_store_and_staging(source: &ModelSource) -> Result<(), WeightError> {
     staging.copy_stream().synchronize().unwrap();
     assert_eq!(staging.copied_bytes(), total);
     assert!(staging.wait(&compute, 2).is_err());
-    assert!(staging.stage(&d, &store, cfg.n_layers, 0).unwrap_err().to_string().contains(&format!("expected a layer below {}", cfg.n_layers)));
+    assert!(staging
+        .stage(&d, &store, cfg.n_layers, 0)
+        .unwrap_err()
+        .to_string()
+        .contains(&format!("expected a layer below {}", cfg.n_layers)));
     Ok(())
 }
 
@@ -84,7 +96,10 @@ fn a_set_never_staged_is_an_error() {
     let cfg = source.config().unwrap();
     let store = ExpertStore::load(&d, &source, &cfg).unwrap();
     let staging = LayerStaging::new(&d, &store).unwrap();
-    assert_eq!(staging.wait(d.default_stream(), 1).err().expect("an error").to_string(), "layer staging: expected set 1 staged before use, found a set never staged");
+    assert_eq!(
+        staging.wait(d.default_stream(), 1).err().expect("an error").to_string(),
+        "layer staging: expected set 1 staged before use, found a set never staged"
+    );
     let one_layer: u64 = store.parts(0).iter().map(|p| p.shape.bytes() as u64).sum();
     assert_eq!(staging.device_bytes(), 2 * one_layer, "all layers of the fixture have one size");
 }
@@ -108,7 +123,11 @@ fn decode_slots_hold_the_experts_the_cache_names() {
             for (m, h) in experts.parts().into_iter().zip(&host) {
                 let len = h.shape.mat_bytes();
                 let got = d.read_bytes(&m.buf).unwrap()[slot as usize * len..(slot as usize + 1) * len].to_vec();
-                assert_eq!(got, h.bytes[e as usize * len..(e as usize + 1) * len].to_vec(), "expert {e} in slot {slot}");
+                assert_eq!(
+                    got,
+                    h.bytes[e as usize * len..(e as usize + 1) * len].to_vec(),
+                    "expert {e} in slot {slot}"
+                );
             }
         }
     }
@@ -119,5 +138,8 @@ fn decode_slots_hold_the_experts_the_cache_names() {
     assert_eq!((s.lookups, s.hits, s.misses, s.evictions), (8, 3, 5, 2));
     let len: usize = host.iter().map(|h| h.shape.mat_bytes()).sum();
     assert_eq!(slots.copied_bytes(), 5 * len as u64);
-    assert_eq!(slots.layer_stats().iter().enumerate().filter(|(l, _)| *l != layer).map(|(_, s)| s.lookups).sum::<u64>(), 0);
+    assert_eq!(
+        slots.layer_stats().iter().enumerate().filter(|(l, _)| *l != layer).map(|(_, s)| s.lookups).sum::<u64>(),
+        0
+    );
 }

@@ -10,11 +10,19 @@ fn no_thinking() -> ChatOptions {
 #[test]
 fn readme_chat_prompt_encodes_to_the_listed_ids() {
     let tok = Tokenizer::qwen35().unwrap();
-    let prompt = ChatTemplate::qwen35().render(&[ChatMessage::new("user", "What is 2+2? Think step by step.")], &no_thinking()).unwrap();
-    assert_eq!(prompt, "<|im_start|>user\nWhat is 2+2? Think step by step.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    let prompt = ChatTemplate::qwen35()
+        .render(&[ChatMessage::new("user", "What is 2+2? Think step by step.")], &no_thinking())
+        .unwrap();
+    assert_eq!(
+        prompt,
+        "<|im_start|>user\nWhat is 2+2? Think step by step.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    );
     assert_eq!(
         tok.encode(&prompt, Specials::With).unwrap(),
-        [248045, 846, 198, 3710, 369, 220, 17, 10, 17, 30, 20500, 2923, 539, 2923, 13, 248046, 198, 248045, 74455, 198, 248068, 271, 248069, 271]
+        [
+            248045, 846, 198, 3710, 369, 220, 17, 10, 17, 30, 20500, 2923, 539, 2923, 13, 248046, 198, 248045, 74455,
+            198, 248068, 271, 248069, 271
+        ]
     );
 }
 
@@ -34,7 +42,10 @@ fn qwen35_template_variants() {
     assert_eq!(t.render(&messages, &thinking).unwrap(), format!("{history}<|im_start|>assistant\n"));
     let unset = ChatOptions { add_generation_prompt: true, ..ChatOptions::default() };
     assert_eq!(t.render(&messages, &unset).unwrap(), format!("{history}<|im_start|>assistant\n"));
-    assert_eq!(t.render(&messages, &no_thinking()).unwrap(), format!("{history}<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+    assert_eq!(
+        t.render(&messages, &no_thinking()).unwrap(),
+        format!("{history}<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    );
     assert_eq!(t.render(&[], &ChatOptions::default()).unwrap(), "");
 }
 
@@ -63,7 +74,10 @@ fn template_from_metadata() {
         bos_token: "<s>".into(),
         eos_token: "</s>".into(),
     };
-    assert_eq!(t.render(&messages, &opts).unwrap(), "<s>    [0] SYSTEM: sys\n    [1] USER: hello\nthinking=True>>></s>");
+    assert_eq!(
+        t.render(&messages, &opts).unwrap(),
+        "<s>    [0] SYSTEM: sys\n    [1] USER: hello\nthinking=True>>></s>"
+    );
     let opts = ChatOptions { add_generation_prompt: false, ..opts };
     assert_eq!(t.render(&messages, &opts).unwrap(), "<s>    [0] SYSTEM: sys\n    [1] USER: hello\n");
 }
@@ -79,7 +93,8 @@ fn template_errors_are_reported() {
     assert!(matches!(err, TokenizerError::Template { .. }), "{err}");
     assert!(err.to_string().starts_with("chat template: "), "{err}");
 
-    let err = ChatTemplate::from_source("{{ messages.nope() }}").unwrap().render(&[], &ChatOptions::default()).unwrap_err();
+    let err =
+        ChatTemplate::from_source("{{ messages.nope() }}").unwrap().render(&[], &ChatOptions::default()).unwrap_err();
     assert!(matches!(err, TokenizerError::Template { .. }), "{err}");
 }
 
@@ -92,7 +107,12 @@ fn render(source: &str) -> Result<String, TokenizerError> {
 fn a_namespace_that_holds_itself_is_a_template_error_not_a_stack_overflow() {
     // Found by fuzzing (fuzz/regressions/chat_template/): each of these overflowed the stack.
     for use_it in ["{{ ns }}", "{{ ns|tojson }}", "{{ '' ~ ns }}", "{{ ns.a|string }}", "{{ [ns]|join }}"] {
-        for store in ["{% set ns.a = ns %}", "{% set ns.a = [ns] %}", "{% set m = {'x': ns} %}{% set ns.a = m %}", "{% set ns.a = namespace(b=ns) %}"] {
+        for store in [
+            "{% set ns.a = ns %}",
+            "{% set ns.a = [ns] %}",
+            "{% set m = {'x': ns} %}{% set ns.a = m %}",
+            "{% set ns.a = namespace(b=ns) %}",
+        ] {
             let source = format!("{{% set ns = namespace() %}}{store}{use_it}");
             match render(&source) {
                 Err(TokenizerError::Template { message: m }) => assert!(m.contains("holds itself"), "{source}: {m}"),

@@ -66,12 +66,65 @@ fn qwen_gguf_bytes() -> Vec<u8> {
 /// pseudo-randomly.
 fn corpus() -> Vec<String> {
     const PARTS: &[&str] = &[
-        "Hello", " world", "!", " 毕老师", "！", "1 + 1 = 2", " ĠÑĤÐ²ÑĬÑĢ", "\n", "\r\n", "\t", "  ", "   \n",
-        "Съешь же ещё", " этих", "日本語", "のテキスト", "中文分词", "人力资源", "한국어", " العربية", " हिन्दी",
-        "ภาษาไทย", "🦀", "👩‍👩‍👧", "🇳🇱", "e\u{301}", "Ünïcödé", "fn main() {", "    let x = 42;", "}",
-        "x**2", "0xDEADBEEF", "3.14159", "I'm", " you'll", " they've", "'S", "<|im_start|>", "<|im_end|>",
-        "<think>", "</think>", "<tool_call>", "<|endoftext|>", "user", "assistant", "\u{a0}", "\u{2003}",
-        "¿Qué?", "naïve café", "Ελληνικά", "ـــ", "‍", "\u{feff}", "a\u{0}b", "...", "—", "«»", "$$", "@@",
+        "Hello",
+        " world",
+        "!",
+        " 毕老师",
+        "！",
+        "1 + 1 = 2",
+        " ĠÑĤÐ²ÑĬÑĢ",
+        "\n",
+        "\r\n",
+        "\t",
+        "  ",
+        "   \n",
+        "Съешь же ещё",
+        " этих",
+        "日本語",
+        "のテキスト",
+        "中文分词",
+        "人力资源",
+        "한국어",
+        " العربية",
+        " हिन्दी",
+        "ภาษาไทย",
+        "🦀",
+        "👩‍👩‍👧",
+        "🇳🇱",
+        "e\u{301}",
+        "Ünïcödé",
+        "fn main() {",
+        "    let x = 42;",
+        "}",
+        "x**2",
+        "0xDEADBEEF",
+        "3.14159",
+        "I'm",
+        " you'll",
+        " they've",
+        "'S",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<think>",
+        "</think>",
+        "<tool_call>",
+        "<|endoftext|>",
+        "user",
+        "assistant",
+        "\u{a0}",
+        "\u{2003}",
+        "¿Qué?",
+        "naïve café",
+        "Ελληνικά",
+        "ـــ",
+        "‍",
+        "\u{feff}",
+        "a\u{0}b",
+        "...",
+        "—",
+        "«»",
+        "$$",
+        "@@",
     ];
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
@@ -175,7 +228,11 @@ fn malformed_metadata_errors() {
         (with(tiny(), "tokenizer.ggml.merges", None), E::MissingKey { key: "tokenizer.ggml.merges".into() }),
         (
             with(tiny(), "tokenizer.ggml.model", Some(MetaValue::String("llama".into()))),
-            E::Unsupported { key: "tokenizer.ggml.model".into(), expected: "\"gpt2\" (byte-level bpe)", found: "llama".into() },
+            E::Unsupported {
+                key: "tokenizer.ggml.model".into(),
+                expected: "\"gpt2\" (byte-level bpe)",
+                found: "llama".into(),
+            },
         ),
         (
             with(tiny(), "tokenizer.ggml.pre", Some(MetaValue::String("llama3".into()))),
@@ -191,29 +248,57 @@ fn malformed_metadata_errors() {
         ),
         (
             with(tiny(), "tokenizer.ggml.tokens", Some(ints(&[1, 2]))),
-            E::WrongType { key: "tokenizer.ggml.tokens".into(), expected: "an array of strings", found: "a i32".into() },
+            E::WrongType {
+                key: "tokenizer.ggml.tokens".into(),
+                expected: "an array of strings",
+                found: "a i32".into(),
+            },
         ),
         (
             with(tiny(), "tokenizer.ggml.token_type", Some(strings(&["1"]))),
-            E::WrongType { key: "tokenizer.ggml.token_type".into(), expected: "an array of integers", found: "a string".into() },
+            E::WrongType {
+                key: "tokenizer.ggml.token_type".into(),
+                expected: "an array of integers",
+                found: "a string".into(),
+            },
         ),
         (
             with(tiny(), "tokenizer.ggml.token_type", Some(ints(&[1, 1, 1]))),
             E::LengthMismatch { key: "tokenizer.ggml.token_type".into(), expected: 8, found: 3 },
         ),
-        (with(tiny(), "tokenizer.ggml.token_type", Some(ints(&[1, 1, 1, 1, 1, 3, 7, 5]))), E::BadTokenType { id: 6, found: 7 }),
-        (with(tiny(), "tokenizer.ggml.token_type", Some(ints(&[1, 1, 0, 1, 1, 3, 4, 5]))), E::BadTokenType { id: 2, found: 0 }),
         (
-            with(tiny(), "tokenizer.ggml.tokens", Some(strings(&["a", "b", "Ġ", "ab", "Ġab", "<|end|>", "a", "[PAD7]"]))),
+            with(tiny(), "tokenizer.ggml.token_type", Some(ints(&[1, 1, 1, 1, 1, 3, 7, 5]))),
+            E::BadTokenType { id: 6, found: 7 },
+        ),
+        (
+            with(tiny(), "tokenizer.ggml.token_type", Some(ints(&[1, 1, 0, 1, 1, 3, 4, 5]))),
+            E::BadTokenType { id: 2, found: 0 },
+        ),
+        (
+            with(
+                tiny(),
+                "tokenizer.ggml.tokens",
+                Some(strings(&["a", "b", "Ġ", "ab", "Ġab", "<|end|>", "a", "[PAD7]"])),
+            ),
             E::DuplicateToken { token: "a".into(), first: 0, second: 6 },
         ),
         (
-            with(tiny(), "tokenizer.ggml.tokens", Some(strings(&["a", "b", "", "ab", "Ġab", "<|end|>", "<x>", "[PAD7]"]))),
+            with(
+                tiny(),
+                "tokenizer.ggml.tokens",
+                Some(strings(&["a", "b", "", "ab", "Ġab", "<|end|>", "<x>", "[PAD7]"])),
+            ),
             E::EmptyToken { id: 2 },
         ),
         (with(tiny(), "tokenizer.ggml.merges", Some(strings(&["ab"]))), E::BadMerge { index: 0, found: "ab".into() }),
-        (with(tiny(), "tokenizer.ggml.merges", Some(strings(&["a b", "Ġ  ab"]))), E::BadMerge { index: 1, found: "Ġ  ab".into() }),
-        (with(tiny(), "tokenizer.ggml.merges", Some(strings(&["a b c"]))), E::BadMerge { index: 0, found: "a b c".into() }),
+        (
+            with(tiny(), "tokenizer.ggml.merges", Some(strings(&["a b", "Ġ  ab"]))),
+            E::BadMerge { index: 1, found: "Ġ  ab".into() },
+        ),
+        (
+            with(tiny(), "tokenizer.ggml.merges", Some(strings(&["a b c"]))),
+            E::BadMerge { index: 0, found: "a b c".into() },
+        ),
         (
             with(tiny(), "tokenizer.ggml.merges", Some(strings(&["a z"]))),
             E::MergeNotInVocab { index: 0, found: "a z".into(), part: "z".into() },
@@ -233,7 +318,11 @@ fn malformed_metadata_errors() {
         ),
         (
             with(tiny(), "tokenizer.ggml.eos_token_id", Some(MetaValue::I32(-1))),
-            E::WrongType { key: "tokenizer.ggml.eos_token_id".into(), expected: "a non-negative integer", found: "a i32".into() },
+            E::WrongType {
+                key: "tokenizer.ggml.eos_token_id".into(),
+                expected: "a non-negative integer",
+                found: "a i32".into(),
+            },
         ),
         (
             with(tiny(), "tokenizer.ggml.padding_token_id", Some(MetaValue::U32(7))),
@@ -245,7 +334,11 @@ fn malformed_metadata_errors() {
         ),
         (
             with(tiny(), "tokenizer.chat_template", Some(strings(&["x"]))),
-            E::WrongType { key: "tokenizer.chat_template".into(), expected: "a string", found: "an array of 1 string".into() },
+            E::WrongType {
+                key: "tokenizer.chat_template".into(),
+                expected: "a string",
+                found: "an array of 1 string".into(),
+            },
         ),
     ];
     for (meta, expected) in cases {

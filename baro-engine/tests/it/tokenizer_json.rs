@@ -44,7 +44,10 @@ fn documented_example_ids() {
     let ids = tok.encode(text, Specials::With).unwrap();
     assert_eq!(
         ids,
-        [9419, 0, 220, 97169, 97621, 6115, 16, 478, 220, 16, 283, 220, 17, 9551, 254, 68933, 128, 97, 91914, 28495, 68933, 128, 105, 68933, 128, 95]
+        [
+            9419, 0, 220, 97169, 97621, 6115, 16, 478, 220, 16, 283, 220, 17, 9551, 254, 68933, 128, 97, 91914, 28495,
+            68933, 128, 105, 68933, 128, 95
+        ]
     );
     assert_eq!(tok.decode(&ids, Specials::With).unwrap(), text);
 }
@@ -108,7 +111,10 @@ fn specials_parsed_or_literal() {
 #[test]
 fn decode_rejects_ids_past_the_vocabulary() {
     let tok = qwen();
-    assert_eq!(tok.decode(&[9419, 248077], Specials::With), Err(TokenizerError::BadId { id: 248077, n_tokens: 248077 }));
+    assert_eq!(
+        tok.decode(&[9419, 248077], Specials::With),
+        Err(TokenizerError::BadId { id: 248077, n_tokens: 248077 })
+    );
     assert!(tok.decode(&[u32::MAX], Specials::Without).is_err());
 }
 
@@ -182,7 +188,8 @@ fn loads_plain_and_gzipped_files() {
 #[test]
 fn the_shipped_asset_is_the_reference_file() {
     let asset = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/qwen35-tokenizer.json.gz");
-    let reference = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/qwen35-tokenizer/tokenizer.json.gz");
+    let reference =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/qwen35-tokenizer/tokenizer.json.gz");
     let asset_bytes = std::fs::read(&asset).unwrap();
     match std::fs::read(&reference) {
         Ok(r) => assert!(r == asset_bytes, "assets/qwen35-tokenizer.json.gz differs from {}", reference.display()),
@@ -227,9 +234,9 @@ const DECODER_SYNTAX_ERROR: &str = r#"{"decoder":{"type":"ByteLevel",}}"#;
 #[test]
 fn a_file_that_makes_tokenizers_panic_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap(); // removed when the test ends
-    // The control: the input does reach the panic in the crate itself. If a newer tokenizers
-    // returns an error instead, the engine's answer below must stay the same; only this
-    // control goes.
+                                            // The control: the input does reach the panic in the crate itself. If a newer tokenizers
+                                            // returns an error instead, the engine's answer below must stay the same; only this
+                                            // control goes.
     let raw = std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(DECODER_SYNTAX_ERROR.as_bytes()));
     assert!(raw.is_err(), "tokenizers no longer panics on {DECODER_SYNTAX_ERROR}: drop this control");
 
@@ -238,7 +245,12 @@ fn a_file_that_makes_tokenizers_panic_is_a_clear_error() {
     let err = Tokenizer::from_file(&path).unwrap_err();
     assert!(matches!(err, TokenizerError::Json { .. }), "{err:?}");
     let text = err.to_string();
-    for want in [path.display().to_string().as_str(), "expected JSON, found a syntax error", "key must be a string", "line 1 column 32"] {
+    for want in [
+        path.display().to_string().as_str(),
+        "expected JSON, found a syntax error",
+        "key must be a string",
+        "line 1 column 32",
+    ] {
         assert!(text.contains(want), "{text:?} should contain {want:?}");
     }
     // The same twice in a row (a caught panic leaves nothing behind), and from bytes.
@@ -278,13 +290,15 @@ fn a_decoder_that_makes_tokenizers_panic_is_a_decode_error() {
 /// JSON, and where.
 #[test]
 fn the_fuzzed_crash_input_is_a_clear_error() {
-    let fuzzed: &[u8] = include_bytes!("../../../fuzz/regressions/tokenizer_json/decoder_syntax_error_panic.fuzzed.json");
+    let fuzzed: &[u8] =
+        include_bytes!("../../../fuzz/regressions/tokenizer_json/decoder_syntax_error_panic.fuzzed.json");
     let raw = std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(fuzzed));
     assert!(raw.is_err(), "tokenizers no longer panics on the fuzzed input: drop this control");
 
     let err = Tokenizer::from_json_bytes(fuzzed, "fuzzed").unwrap_err();
     assert!(matches!(err, TokenizerError::Json { .. }), "{err:?}");
     let text = err.to_string();
-    let want = "bad tokenizer.json (fuzzed): expected JSON, found a syntax error: expected `,` or `}` at line 1 column 1522";
+    let want =
+        "bad tokenizer.json (fuzzed): expected JSON, found a syntax error: expected `,` or `}` at line 1 column 1522";
     assert!(text.starts_with(want), "{text:?} should start with {want:?}");
 }

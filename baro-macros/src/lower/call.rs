@@ -92,7 +92,13 @@ impl Lower<'_> {
                 let axes = self.k.grid.len().max(1);
                 match axis {
                     Some(a) if (a as usize) < axes => Ok(Typed { e: Expr::GroupId(a), ty: ScalarType::INDEX }),
-                    _ => Err(self.fail(arg, format!("`group_id({})`: expected an axis literal below {axes}, the number of grid axes", show(arg)))),
+                    _ => Err(self.fail(
+                        arg,
+                        format!(
+                            "`group_id({})`: expected an axis literal below {axes}, the number of grid axes",
+                            show(arg)
+                        ),
+                    )),
                 }
             }
             [f] if MathFn::from_name(f).is_some() => {
@@ -121,7 +127,9 @@ impl Lower<'_> {
                 let arg = |lw: &mut Self, e: &syn::Expr, want: ScalarType, which: &str| -> R<Expr> {
                     let x = lw.expr(e, Some(want))?;
                     if x.ty != want {
-                        return Err(lw.fail(e, format!("{usage}: its {which} argument has type {}, expected {want}", x.ty)));
+                        return Err(
+                            lw.fail(e, format!("{usage}: its {which} argument has type {}, expected {want}", x.ty))
+                        );
                     }
                     Ok(x.e)
                 };
@@ -147,8 +155,13 @@ impl Lower<'_> {
                 Ok(Typed { e: Expr::bitcast(ScalarType::F32, x.e), ty: ScalarType::F32 })
             }
             ["barrier"] => Err(self.fail(c, "`barrier()` is a statement: expected `barrier();` on its own")),
-            ["shared"] => Err(self.fail(c, "`shared::<T, N>()` allocates a workgroup array: expected it as `let name = shared::<T, N>();`")),
-            ["par"] => Err(self.fail(c, "`par(0..n)` is only a `for` loop's range: expected `for i in par(0..n) { ... }`")),
+            ["shared"] => Err(self.fail(
+                c,
+                "`shared::<T, N>()` allocates a workgroup array: expected it as `let name = shared::<T, N>();`",
+            )),
+            ["par"] => {
+                Err(self.fail(c, "`par(0..n)` is only a `for` loop's range: expected `for i in par(0..n) { ... }`"))
+            }
             _ => Err(self.fail(c, super::expr::unsupported(&syn::Expr::Call(c.clone())))),
         }
     }
@@ -156,7 +169,9 @@ impl Lower<'_> {
     pub(super) fn f32_arg(&mut self, arg: &syn::Expr, func: &str) -> R<Expr> {
         let x = self.expr(arg, Some(ScalarType::F32))?;
         if x.ty != ScalarType::F32 {
-            return Err(self.fail(arg, format!("`{func}` takes f32, found {}: convert with `.to_f32()` or `as f32`", x.ty)));
+            return Err(
+                self.fail(arg, format!("`{func}` takes f32, found {}: convert with `.to_f32()` or `as f32`", x.ty))
+            );
         }
         Ok(x.e)
     }

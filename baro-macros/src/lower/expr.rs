@@ -56,7 +56,10 @@ impl Lower<'_> {
             syn::Lit::Bool(b) => Ok(Typed { e: Expr::c(Const::bool(b.value)), ty: ScalarType::Bool }),
             syn::Lit::Float(f) => match f.suffix() {
                 "" | "f32" => self.float_lit(f.base10_digits(), neg, lit),
-                s => Err(self.fail(lit, format!("float literal of type {s}: expected f32 (f16/bf16 values come from `bf16::from_f32(..)`)"))),
+                s => Err(self.fail(
+                    lit,
+                    format!("float literal of type {s}: expected f32 (f16/bf16 values come from `bf16::from_f32(..)`)"),
+                )),
             },
             syn::Lit::Int(i) => {
                 let ty = match i.suffix() {
@@ -64,34 +67,57 @@ impl Lower<'_> {
                         Some(t) if t.is_int() => t,
                         None => ScalarType::INDEX,
                         Some(t) if t.is_float() => {
-                            return Err(self.fail(lit, format!("expected {t}, found integer literal `{}`: write `{}.0`", show(lit), i.base10_digits())));
+                            return Err(self.fail(
+                                lit,
+                                format!(
+                                    "expected {t}, found integer literal `{}`: write `{}.0`",
+                                    show(lit),
+                                    i.base10_digits()
+                                ),
+                            ));
                         }
-                        Some(t) => return Err(self.fail(lit, format!("expected {t}, found integer literal `{}`", show(lit)))),
+                        Some(t) => {
+                            return Err(self.fail(lit, format!("expected {t}, found integer literal `{}`", show(lit))))
+                        }
                     },
                     "f32" => return self.float_lit(i.base10_digits(), neg, lit),
-                    s => match ScalarType::from_name(s) {
-                        Some(t) if t.is_int() => t,
-                        _ => return Err(self.fail(lit, format!("integer literal of type {s}: expected one of i8, u8, i32, u32, i64, u64, usize"))),
-                    },
+                    s => {
+                        match ScalarType::from_name(s) {
+                            Some(t) if t.is_int() => t,
+                            _ => return Err(self.fail(
+                                lit,
+                                format!(
+                                    "integer literal of type {s}: expected one of i8, u8, i32, u32, i64, u64, usize"
+                                ),
+                            )),
+                        }
+                    }
                 };
                 let Ok(v) = i.base10_digits().parse::<u128>() else {
                     return Err(self.fail(lit, format!("integer literal `{}` does not fit in {ty}", show(lit))));
                 };
                 let bits = ty.bits();
                 let fits = match (ty.is_signed(), neg) {
-                    (false, true) => return Err(self.fail(lit, format!("cannot negate `{}` of unsigned type {ty}", show(lit)))),
+                    (false, true) => {
+                        return Err(self.fail(lit, format!("cannot negate `{}` of unsigned type {ty}", show(lit))))
+                    }
                     (false, false) => v <= (u64::MAX >> (64 - bits)) as u128,
                     (true, false) => v < 1u128 << (bits - 1),
                     (true, true) => v <= 1u128 << (bits - 1),
                 };
                 if !fits {
                     let sign = if neg { "-" } else { "" };
-                    return Err(self.fail(lit, format!("integer literal `{sign}{}` does not fit in {ty}", i.base10_digits())));
+                    return Err(
+                        self.fail(lit, format!("integer literal `{sign}{}` does not fit in {ty}", i.base10_digits()))
+                    );
                 }
                 let raw = if neg { (v as u64).wrapping_neg() } else { v as u64 };
                 Ok(Typed { e: Expr::c(Const::new(ty, raw)), ty })
             }
-            other => Err(self.fail(other, "unsupported Rust construct: string, char and byte literals are not part of the kernel language")),
+            other => Err(self.fail(
+                other,
+                "unsupported Rust construct: string, char and byte literals are not part of the kernel language",
+            )),
         }
     }
 
@@ -132,12 +158,19 @@ impl Lower<'_> {
         match self.lookup(&name) {
             Some(Binding::Param(id)) => match self.k.param(id).kind.clone() {
                 ParamKind::Scalar(t) => Ok(Typed { e: Expr::Param(id), ty: t }),
-                ParamKind::Buffer { .. } => Err(self.fail(p, format!("buffer `{name}` used as a value: expected an element, `{name}[i]`"))),
+                ParamKind::Buffer { .. } => {
+                    Err(self.fail(p, format!("buffer `{name}` used as a value: expected an element, `{name}[i]`")))
+                }
             },
             Some(Binding::Local { var, .. }) => Ok(Typed { e: Expr::Var(var), ty: self.k.var(var).ty }),
-            Some(Binding::Shared(_)) => Err(self.fail(p, format!("shared array `{name}` used as a value: expected an element, `{name}[i]`"))),
+            Some(Binding::Shared(_)) => {
+                Err(self.fail(p, format!("shared array `{name}` used as a value: expected an element, `{name}[i]`")))
+            }
             Some(Binding::Poisoned) => Err(super::Reported),
-            None => Err(self.fail(p, format!("cannot find `{name}` in this kernel: expected a parameter or a local defined above"))),
+            None => Err(self.fail(
+                p,
+                format!("cannot find `{name}` in this kernel: expected a parameter or a local defined above"),
+            )),
         }
     }
 
@@ -183,7 +216,12 @@ impl Lower<'_> {
             S::Le(_) => BinOp::Le,
             S::Gt(_) => BinOp::Gt,
             S::Ge(_) => BinOp::Ge,
-            _ => return Err(self.fail(b, "a compound assignment inside an expression: expected it as a statement of its own, `x += v;`")),
+            _ => {
+                return Err(self.fail(
+                    b,
+                    "a compound assignment inside an expression: expected it as a statement of its own, `x += v;`",
+                ))
+            }
         };
         let logical = matches!(b.op, S::And(_) | S::Or(_));
         let operand_hint = if op.is_comparison() {
@@ -196,14 +234,20 @@ impl Lower<'_> {
         let (l, r) = self.pair(&b.left, &b.right, operand_hint)?;
         let sym = show(&b.op);
         if l.ty != r.ty {
-            let what = if matches!(op, BinOp::Shl | BinOp::Shr) { "a shift amount of the shifted value's type" } else { "one type" };
+            let what = if matches!(op, BinOp::Shl | BinOp::Shr) {
+                "a shift amount of the shifted value's type"
+            } else {
+                "one type"
+            };
             return Err(self.fail(
                 b,
                 format!("mismatched types: `{sym}` of {} and {}: expected {what} (convert with `.to_f32()`, `from_f32` or `as`)", l.ty, r.ty),
             ));
         }
         if logical && l.ty != ScalarType::Bool {
-            return Err(self.fail(b, format!("`{sym}` of {}: expected bool operands (`&`, `|` work on integers)", l.ty)));
+            return Err(
+                self.fail(b, format!("`{sym}` of {}: expected bool operands (`&`, `|` work on integers)", l.ty))
+            );
         }
         if let Err(m) = check_binary(op, l.ty) {
             return Err(self.fail(b, m));
@@ -214,7 +258,10 @@ impl Lower<'_> {
 
     fn cast(&mut self, c: &syn::ExprCast) -> R<Typed> {
         let Some(to) = scalar_type(&c.ty) else {
-            return Err(self.fail(&c.ty, format!("cannot cast to `{}`: expected one of {}", show(&c.ty), crate::signature::ACCEPTED_TYPES)));
+            return Err(self.fail(
+                &c.ty,
+                format!("cannot cast to `{}`: expected one of {}", show(&c.ty), crate::signature::ACCEPTED_TYPES),
+            ));
         };
         if matches!(to, ScalarType::F16 | ScalarType::BF16) {
             return Err(self.fail(c, format!("`as {to}` is not Rust: expected `{to}::from_f32(x)`")));
@@ -237,7 +284,9 @@ impl Lower<'_> {
             Some(syn::Expr::Block(b)) => self.arm(&b.block, Some(then.ty))?,
             Some(syn::Expr::If(nested)) => self.select(nested, Some(then.ty))?,
             Some(other) => return Err(self.fail(other, "expected a block or `if` after `else`")),
-            None => return Err(self.fail(i, "an `if` used as a value needs an `else`: expected `if c { a } else { b }`")),
+            None => {
+                return Err(self.fail(i, "an `if` used as a value needs an `else`: expected `if c { a } else { b }`"))
+            }
         };
         if then.ty != els.ty {
             return Err(self.fail(i, format!("`if` arms have types {} and {}: expected one type", then.ty, els.ty)));

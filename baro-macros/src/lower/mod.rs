@@ -4,11 +4,11 @@
 //! Lowering reads syntax and builds IR; it never reorders arithmetic (operands keep the order
 //! they were written in) and never panics on user input: every problem is a spanned error.
 
-mod expr;
 mod call;
+mod expr;
 mod reduce;
-mod stmt;
 mod spans;
+mod stmt;
 
 pub use spans::{SpanRange, SpanTable};
 
@@ -50,7 +50,10 @@ enum Binding {
     Param(ParamId),
     /// A local, with the number of loops around its definition (to spot loop-carried
     /// accumulation).
-    Local { var: Var, depth: u32 },
+    Local {
+        var: Var,
+        depth: u32,
+    },
     Shared(SharedId),
     /// A name whose definition failed: uses of it stay silent instead of cascading.
     Poisoned,
@@ -122,7 +125,12 @@ impl Lower<'_> {
             return Err(self.diag.spanned(e, format!("{what} has type {}: expected usize", t.ty)));
         }
         if t.e.any(&|x| matches!(x, Expr::Load { .. } | Expr::GroupId(_) | Expr::Reduce(_))) {
-            return Err(self.diag.spanned(e, format!("{what} must be computed from scalar parameters and literals: found a load, group id or reduction")));
+            return Err(self.diag.spanned(
+                e,
+                format!(
+                    "{what} must be computed from scalar parameters and literals: found a load, group id or reduction"
+                ),
+            ));
         }
         Ok(t.e)
     }
@@ -140,7 +148,10 @@ impl Lower<'_> {
             match b.base10_parse::<u32>() {
                 Ok(n) if (1..=baro_dsl::ir::MAX_BLOCK).contains(&n) => self.k.block = Some(n),
                 Ok(n) => {
-                    self.diag.spanned(b, format!("`block = {n}`: expected 1 to {} threads per workgroup", baro_dsl::ir::MAX_BLOCK));
+                    self.diag.spanned(
+                        b,
+                        format!("`block = {n}`: expected 1 to {} threads per workgroup", baro_dsl::ir::MAX_BLOCK),
+                    );
                 }
                 Err(e) => self.diag.push(e),
             }
@@ -148,10 +159,15 @@ impl Lower<'_> {
         if let (Some(of), Some(rows)) = (&attr.rows_of, &attr.rows) {
             let of_name = of.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
             let rows_id = match self.lookup(&rows.to_string()) {
-                Some(Binding::Param(p)) if matches!(self.k.param(p).kind, ParamKind::Scalar(t) if t == ScalarType::INDEX) => Some(p),
+                Some(Binding::Param(p)) if matches!(self.k.param(p).kind, ParamKind::Scalar(t) if t == ScalarType::INDEX) => {
+                    Some(p)
+                }
                 Some(Binding::Poisoned) => None,
                 _ => {
-                    self.diag.spanned(rows, format!("`rows = {rows}`: expected a `usize` parameter of this kernel holding the row count"));
+                    self.diag.spanned(
+                        rows,
+                        format!("`rows = {rows}`: expected a `usize` parameter of this kernel holding the row count"),
+                    );
                     None
                 }
             };
@@ -161,7 +177,10 @@ impl Lower<'_> {
                     Some(Binding::Param(p)) if matches!(self.k.param(p).kind, ParamKind::Buffer { .. }) => Some(p),
                     Some(Binding::Poisoned) => None,
                     _ => {
-                        self.diag.spanned(buf, format!("`row_stride({buf} = ...)`: expected a buffer parameter of this kernel"));
+                        self.diag.spanned(
+                            buf,
+                            format!("`row_stride({buf} = ...)`: expected a buffer parameter of this kernel"),
+                        );
                         None
                     }
                 };
@@ -172,10 +191,15 @@ impl Lower<'_> {
             let mut row_steps = Vec::new();
             for (scalar, step) in &attr.row_steps {
                 let id = match self.lookup(&scalar.to_string()) {
-                    Some(Binding::Param(p)) if matches!(self.k.param(p).kind, ParamKind::Scalar(t) if t.is_int()) => Some(p),
+                    Some(Binding::Param(p)) if matches!(self.k.param(p).kind, ParamKind::Scalar(t) if t.is_int()) => {
+                        Some(p)
+                    }
                     Some(Binding::Poisoned) => None,
                     _ => {
-                        self.diag.spanned(scalar, format!("`row_step({scalar} = ...)`: expected an integer scalar parameter of this kernel"));
+                        self.diag.spanned(
+                            scalar,
+                            format!("`row_step({scalar} = ...)`: expected an integer scalar parameter of this kernel"),
+                        );
                         None
                     }
                 };
@@ -208,7 +232,10 @@ impl Lower<'_> {
                 Some(Binding::Param(p)) if matches!(self.k.param(p).kind, ParamKind::Scalar(t) if t.is_int()) => p,
                 Some(Binding::Poisoned) => continue,
                 _ => {
-                    self.diag.spanned(param, format!("`verify({param} = [...])`: expected an integer scalar parameter of this kernel"));
+                    self.diag.spanned(
+                        param,
+                        format!("`verify({param} = [...])`: expected an integer scalar parameter of this kernel"),
+                    );
                     continue;
                 }
             };

@@ -50,7 +50,12 @@ fn parse_reduce(input: ParseStream) -> syn::Result<ReduceSyntax> {
     }
     let key: Ident = input.parse()?;
     if key != "order" {
-        return Err(syn::Error::new(key.span(), format!("expected `order = ...` after the range, found `{key}`: every reduction declares its order ({ORDERS})")));
+        return Err(syn::Error::new(
+            key.span(),
+            format!(
+                "expected `order = ...` after the range, found `{key}`: every reduction declares its order ({ORDERS})"
+            ),
+        ));
     }
     let eq: Token![=] = input.parse()?;
     let order: syn::Expr = input.parse()?;
@@ -88,7 +93,10 @@ impl Lower<'_> {
     /// reduction with R results, result j the reduction with `r` = j (`Stmt::LetRows`).
     pub(super) fn reduce_rows(&mut self, names: &[Ident], mac: &syn::Macro) -> R<Stmt> {
         let Some((mut r, op)) = self.reduce_syntax(mac)? else { return Err(super::Reported) };
-        let usage = format!("expected `let [y0, y1, ..] = {}!(r in 0..R, i in 0..len, order = ORDER, body)` with R names", op.name());
+        let usage = format!(
+            "expected `let [y0, y1, ..] = {}!(r in 0..R, i in 0..len, order = ORDER, body)` with R names",
+            op.name()
+        );
         let Some((row, rows)) = r.row.take() else {
             return Err(self.fail(mac, format!("a reduction with one result bound to {} names: {usage}", names.len())));
         };
@@ -105,7 +113,9 @@ impl Lower<'_> {
             return Err(self.fail(&rows, format!("rows `{}`: expected `0..R` with R an integer literal (rows are fixed when the kernel is written); {usage}", show(&rows))));
         };
         if count != names.len() {
-            return Err(self.fail(&rows, format!("{count} rows bound to {} names: expected one name per row", names.len())));
+            return Err(
+                self.fail(&rows, format!("{count} rows bound to {} names: expected one name per row", names.len()))
+            );
         }
         let row_var = self.k.add_var(row.to_string(), ScalarType::INDEX, false);
         let reduce = self.reduce_parsed(r, op, None, Some((&row, row_var)))?;
@@ -127,7 +137,12 @@ impl Lower<'_> {
             Some("sum") => ReduceOp::Add,
             Some("max") => ReduceOp::Max,
             Some("min") => ReduceOp::Min,
-            _ => return Err(self.fail(mac, super::expr::unsupported(&syn::Expr::Macro(syn::ExprMacro { attrs: vec![], mac: mac.clone() })))),
+            _ => {
+                return Err(self.fail(
+                    mac,
+                    super::expr::unsupported(&syn::Expr::Macro(syn::ExprMacro { attrs: vec![], mac: mac.clone() })),
+                ))
+            }
         };
         let usage = format!("expected `{}!(i in 0..len, order = ORDER, body)`", op.name());
         match parse_reduce.parse2(mac.tokens.clone()) {
@@ -142,7 +157,13 @@ impl Lower<'_> {
 
     /// Lowers a parsed reduction; `row`: the row variable of a reduction over rows, in scope
     /// in the body.
-    fn reduce_parsed(&mut self, r: ReduceSyntax, op: ReduceOp, hint: Option<ScalarType>, row: Option<(&Ident, baro_dsl::ir::Var)>) -> R<Reduce> {
+    fn reduce_parsed(
+        &mut self,
+        r: ReduceSyntax,
+        op: ReduceOp,
+        hint: Option<ScalarType>,
+        row: Option<(&Ident, baro_dsl::ir::Var)>,
+    ) -> R<Reduce> {
         let usage = format!("expected `{}!(i in 0..len, order = ORDER, body)`", op.name());
         // Pre-order: this reduction's ordinal comes before any nested one's.
         self.spans.reduces.push(SpanRange::of(&r.order_tokens));
@@ -151,14 +172,22 @@ impl Lower<'_> {
             syn::Expr::Range(range) => {
                 let (start, end) = self.range(range)?;
                 if !matches!(&start.e, Expr::Const(c) if c.bits == 0) {
-                    return Err(self.fail(range, format!("a reduction runs over `0..len`, found `{}`: shift the index in the body instead", show(range))));
+                    return Err(self.fail(
+                        range,
+                        format!(
+                            "a reduction runs over `0..len`, found `{}`: shift the index in the body instead",
+                            show(range)
+                        ),
+                    ));
                 }
                 if end.ty != ScalarType::INDEX {
                     return Err(self.fail(range, format!("a reduction's length has type {}: expected usize", end.ty)));
                 }
                 end.e
             }
-            other => return Err(self.fail(other, format!("{usage}: found `{}` where the range `0..len` goes", show(other)))),
+            other => {
+                return Err(self.fail(other, format!("{usage}: found `{}` where the range `0..len` goes", show(other))))
+            }
         };
         let var = self.k.add_var(r.var.to_string(), ScalarType::INDEX, false);
         // `sum!(.., fma(x, w))`: each partial takes element i in as `fma(x_i, w_i, partial)`.
@@ -188,7 +217,14 @@ impl Lower<'_> {
             ReduceOp::FmaSum => body.ty == ScalarType::F32,
         };
         if !ok {
-            return Err(self.fail(&r.body, format!("`{}!` over {}: expected f32 or an integer body (convert f16/bf16 with `.to_f32()`)", op.name(), body.ty)));
+            return Err(self.fail(
+                &r.body,
+                format!(
+                    "`{}!` over {}: expected f32 or an integer body (convert f16/bf16 with `.to_f32()`)",
+                    op.name(),
+                    body.ty
+                ),
+            ));
         }
         Ok(Reduce { op, ty: body.ty, schedule, var, len, body: body.e })
     }
@@ -203,7 +239,9 @@ impl Lower<'_> {
     }
 
     fn schedule_syntax(&mut self, e: &syn::Expr) -> R<Schedule> {
-        let expected = |lw: &mut Self, node: &syn::Expr| lw.fail(node, format!("expected a reduction order ({ORDERS}), found `{}`", show(node)));
+        let expected = |lw: &mut Self, node: &syn::Expr| {
+            lw.fail(node, format!("expected a reduction order ({ORDERS}), found `{}`", show(node)))
+        };
         // Unwind the method chain: base call, then method names in order.
         let mut methods: Vec<&syn::ExprMethodCall> = Vec::new();
         let mut cur = strip(e);
@@ -269,9 +307,17 @@ impl Lower<'_> {
         match strip(n) {
             syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => match i.base10_parse::<u32>() {
                 Ok(v) => Ok(v),
-                Err(_) => Err(self.fail(n, format!("count `{}`: expected an integer literal that fits in u32", show(n)))),
+                Err(_) => {
+                    Err(self.fail(n, format!("count `{}`: expected an integer literal that fits in u32", show(n))))
+                }
             },
-            other => Err(self.fail(other, format!("count `{}`: expected an integer literal (orders are fixed when the kernel is written)", show(other)))),
+            other => Err(self.fail(
+                other,
+                format!(
+                    "count `{}`: expected an integer literal (orders are fixed when the kernel is written)",
+                    show(other)
+                ),
+            )),
         }
     }
 }

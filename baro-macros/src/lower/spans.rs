@@ -52,7 +52,9 @@ impl SpanTable {
 
     /// The statement at `path`, or its nearest recorded ancestor.
     pub fn stmt(&self, path: &[u32]) -> Option<SpanRange> {
-        (0..=path.len()).rev().find_map(|n| self.stmts.iter().find(|(p, _)| p.as_slice() == &path[..n]).map(|(_, s)| *s))
+        (0..=path.len())
+            .rev()
+            .find_map(|n| self.stmts.iter().find(|(p, _)| p.as_slice() == &path[..n]).map(|(_, s)| *s))
     }
 
     /// The best span for a verifier location: the reduction, else the store, else the

@@ -74,7 +74,9 @@ impl Lower<'_> {
         };
         if let Some((_, diverge)) = &init.diverge {
             self.bind(&name, Binding::Poisoned);
-            return Err(self.fail(diverge, "unsupported Rust construct: `let ... else` is not part of the kernel language"));
+            return Err(
+                self.fail(diverge, "unsupported Rust construct: `let ... else` is not part of the kernel language")
+            );
         }
         if let Some(shared) = self.shared_alloc(&init.expr) {
             let Ok((elem, len)) = shared else {
@@ -93,7 +95,14 @@ impl Lower<'_> {
                 }
                 None => {
                     self.bind(&name, Binding::Poisoned);
-                    return Err(self.fail(t, format!("wrong type for `{name}`: expected one of {}, found `{}`", crate::signature::ACCEPTED_TYPES, show(t))));
+                    return Err(self.fail(
+                        t,
+                        format!(
+                            "wrong type for `{name}`: expected one of {}, found `{}`",
+                            crate::signature::ACCEPTED_TYPES,
+                            show(t)
+                        ),
+                    ));
                 }
             },
             None => None,
@@ -108,7 +117,10 @@ impl Lower<'_> {
         if let Some(d) = declared {
             if d != value.ty {
                 self.bind(&name, Binding::Poisoned);
-                return Err(self.fail(&init.expr, format!("mismatched types: `{name}` is declared {d}, found a value of type {}", value.ty)));
+                return Err(self.fail(
+                    &init.expr,
+                    format!("mismatched types: `{name}` is declared {d}, found a value of type {}", value.ty),
+                ));
             }
         }
         let var = self.k.add_var(name.to_string(), value.ty, mutable);
@@ -122,12 +134,17 @@ impl Lower<'_> {
         let mut names = Vec::new();
         for p in &slice.elems {
             match p {
-                syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() && pi.mutability.is_none() => names.push(pi.ident.clone()),
+                syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() && pi.mutability.is_none() => {
+                    names.push(pi.ident.clone())
+                }
                 other => {
                     for n in &names {
                         self.bind(n, Binding::Poisoned);
                     }
-                    return Err(self.fail(other, format!("`{}` in `let [..]`: expected the name of one row's result", show(other))));
+                    return Err(self.fail(
+                        other,
+                        format!("`{}` in `let [..]`: expected the name of one row's result", show(other)),
+                    ));
                 }
             }
         }
@@ -187,7 +204,14 @@ impl Lower<'_> {
 
     fn shared_parts(&mut self, elem: &syn::Type, len: &syn::Lit, call: &syn::ExprCall) -> R<(ScalarType, u32)> {
         let Some(t) = scalar_type(elem) else {
-            return Err(self.fail(elem, format!("wrong shared array element type: expected one of {}, found `{}`", crate::signature::ACCEPTED_TYPES, show(elem))));
+            return Err(self.fail(
+                elem,
+                format!(
+                    "wrong shared array element type: expected one of {}, found `{}`",
+                    crate::signature::ACCEPTED_TYPES,
+                    show(elem)
+                ),
+            ));
         };
         let n = match len {
             syn::Lit::Int(i) => i.base10_parse::<u32>().ok().filter(|&n| n > 0),
@@ -196,7 +220,10 @@ impl Lower<'_> {
         self.use_type(elem);
         match n {
             Some(n) => Ok((t, n)),
-            None => Err(self.fail(call, format!("shared array length `{}`: expected an integer literal from 1 to {}", show(len), u32::MAX))),
+            None => Err(self.fail(
+                call,
+                format!("shared array length `{}`: expected an integer literal from 1 to {}", show(len), u32::MAX),
+            )),
         }
     }
 
@@ -236,16 +263,29 @@ impl Lower<'_> {
                     Some(Binding::Shared(_)) => {
                         return Err(self.fail(target, format!("cannot assign to shared array `{name}`: expected a store into an element, `{name}[i] = ...`")));
                     }
-                    None => return Err(self.fail(target, format!("cannot find `{name}` in this kernel: expected a local defined above with `let mut`"))),
+                    None => {
+                        return Err(self.fail(
+                            target,
+                            format!(
+                                "cannot find `{name}` in this kernel: expected a local defined above with `let mut`"
+                            ),
+                        ))
+                    }
                 };
                 let decl = self.k.var(var).clone();
                 if !decl.mutable {
-                    return Err(self.fail(target, format!("cannot assign twice to immutable variable `{name}`: declare it `let mut {name}`")));
+                    return Err(self.fail(
+                        target,
+                        format!("cannot assign twice to immutable variable `{name}`: declare it `let mut {name}`"),
+                    ));
                 }
                 let current = Typed { e: Expr::Var(var), ty: decl.ty };
                 let v = self.assigned_value(current, op, value)?;
                 if v.ty != decl.ty {
-                    return Err(self.fail(value, format!("mismatched types: `{name}` is {}, found a value of type {}", decl.ty, v.ty)));
+                    return Err(self.fail(
+                        value,
+                        format!("mismatched types: `{name}` is {}, found a value of type {}", decl.ty, v.ty),
+                    ));
                 }
                 if decl.ty.is_float() && depth < self.loop_depth && accumulates(&v.e, var) {
                     return Err(self.fail(
@@ -261,12 +301,18 @@ impl Lower<'_> {
                 let current = Typed { e: Expr::load(buf, index.clone()), ty: elem };
                 let v = self.assigned_value(current, op, value)?;
                 if v.ty != elem {
-                    return Err(self.fail(value, format!("mismatched types: `{}` holds {elem}, found a value of type {}", show(&ix.expr), v.ty)));
+                    return Err(self.fail(
+                        value,
+                        format!("mismatched types: `{}` holds {elem}, found a value of type {}", show(&ix.expr), v.ty),
+                    ));
                 }
                 self.spans.stores.push(SpanRange::of(whole));
                 Ok(Stmt::Store { buf, index, value: v.e })
             }
-            other => Err(self.fail(other, "unsupported assignment target: expected a mutable local `x = ...` or a buffer element `buf[i] = ...`")),
+            other => Err(self.fail(
+                other,
+                "unsupported assignment target: expected a mutable local `x = ...` or a buffer element `buf[i] = ...`",
+            )),
         }
     }
 
@@ -277,7 +323,15 @@ impl Lower<'_> {
             None => Ok(v),
             Some(op) => {
                 if v.ty != current.ty {
-                    return Err(self.fail(value, format!("mismatched types: `{}=` of {} and {}: expected one type", super::expr::op_symbol(op), current.ty, v.ty)));
+                    return Err(self.fail(
+                        value,
+                        format!(
+                            "mismatched types: `{}=` of {} and {}: expected one type",
+                            super::expr::op_symbol(op),
+                            current.ty,
+                            v.ty
+                        ),
+                    ));
                 }
                 if let Err(m) = super::expr::check_binary(op, current.ty) {
                     return Err(self.fail(value, m));
@@ -290,18 +344,29 @@ impl Lower<'_> {
     /// Resolves `base` of `base[i]` to a buffer parameter or shared array.
     pub(super) fn buffer(&mut self, base: &syn::Expr, write: bool) -> R<(Buf, ScalarType)> {
         let name = match strip(base) {
-            syn::Expr::Path(p) if p.path.get_ident().is_some() => p.path.get_ident().map(ToString::to_string).unwrap_or_default(),
-            other => return Err(self.fail(other, "unsupported Rust construct: only buffer parameters and shared arrays can be indexed, by name: `x[i]`")),
+            syn::Expr::Path(p) if p.path.get_ident().is_some() => {
+                p.path.get_ident().map(ToString::to_string).unwrap_or_default()
+            }
+            other => return Err(self.fail(
+                other,
+                "unsupported Rust construct: only buffer parameters and shared arrays can be indexed, by name: `x[i]`",
+            )),
         };
         match self.lookup(&name) {
             Some(Binding::Param(p)) => match self.k.param(p).kind.clone() {
                 ParamKind::Buffer { elem, access } => {
                     if write && access == Access::Read {
-                        return Err(self.fail(base, format!("cannot write to `{name}`: it is `&[{elem}]`; declare it `&mut [{elem}]`")));
+                        return Err(self.fail(
+                            base,
+                            format!("cannot write to `{name}`: it is `&[{elem}]`; declare it `&mut [{elem}]`"),
+                        ));
                     }
                     Ok((Buf::Param(p), elem))
                 }
-                ParamKind::Scalar(t) => Err(self.fail(base, format!("cannot index `{name}`: it is a scalar of type {t}, expected a buffer `&[T]`"))),
+                ParamKind::Scalar(t) => Err(self.fail(
+                    base,
+                    format!("cannot index `{name}`: it is a scalar of type {t}, expected a buffer `&[T]`"),
+                )),
             },
             Some(Binding::Shared(s)) => {
                 let elem = self.k.shared[s.index()].elem;
@@ -309,10 +374,18 @@ impl Lower<'_> {
             }
             Some(Binding::Local { var, .. }) => {
                 let t = self.k.var(var).ty;
-                Err(self.fail(base, format!("cannot index `{name}`: it is a local of type {t}, expected a buffer `&[T]` or a shared array")))
+                Err(self.fail(
+                    base,
+                    format!(
+                        "cannot index `{name}`: it is a local of type {t}, expected a buffer `&[T]` or a shared array"
+                    ),
+                ))
             }
             Some(Binding::Poisoned) => Err(super::Reported),
-            None => Err(self.fail(base, format!("cannot find `{name}` in this kernel: expected a buffer parameter or a shared array"))),
+            None => Err(self.fail(
+                base,
+                format!("cannot find `{name}` in this kernel: expected a buffer parameter or a shared array"),
+            )),
         }
     }
 
@@ -320,19 +393,31 @@ impl Lower<'_> {
     pub(super) fn index(&mut self, index: &syn::Expr, base: &syn::Expr) -> R<Expr> {
         let t = self.expr(index, Some(ScalarType::INDEX))?;
         if t.ty != ScalarType::INDEX {
-            return Err(self.fail(index, format!("index into `{}` has type {}: expected usize (convert with `as usize`)", show(base), t.ty)));
+            return Err(self.fail(
+                index,
+                format!("index into `{}` has type {}: expected usize (convert with `as usize`)", show(base), t.ty),
+            ));
         }
         Ok(t.e)
     }
 
     fn for_loop(&mut self, f: &syn::ExprForLoop, path: &[u32]) -> R<Stmt> {
         if let Some(l) = &f.label {
-            return Err(self.fail(l, "unsupported Rust construct: loop labels are not part of the kernel language (there is no `break`)"));
+            return Err(self.fail(
+                l,
+                "unsupported Rust construct: loop labels are not part of the kernel language (there is no `break`)",
+            ));
         }
         let ident = match &*f.pat {
-            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.mutability.is_none() && pi.subpat.is_none() => Some(pi.ident.clone()),
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.mutability.is_none() && pi.subpat.is_none() => {
+                Some(pi.ident.clone())
+            }
             syn::Pat::Wild(_) => None,
-            other => return Err(self.fail(other, "unsupported Rust construct: expected a loop variable name, `for i in ...`")),
+            other => {
+                return Err(
+                    self.fail(other, "unsupported Rust construct: expected a loop variable name, `for i in ...`")
+                )
+            }
         };
         let shape = "expected `a..b`, `(a..b).step_by(s)`, `par(0..n)` or `par_team(0..n, lanes)` after `in`";
         let mut team = None;
@@ -350,9 +435,22 @@ impl Lower<'_> {
                 let lanes = match strip(&c.args[1]) {
                     syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(l), .. }) => match l.base10_parse::<u32>() {
                         Ok(t) if t.is_power_of_two() && t <= baro_dsl::ir::MAX_BLOCK => t,
-                        _ => return Err(self.fail(l, format!("`par_team` lanes `{l}`: expected a power of two up to {}", baro_dsl::ir::MAX_BLOCK))),
+                        _ => {
+                            return Err(self.fail(
+                                l,
+                                format!(
+                                    "`par_team` lanes `{l}`: expected a power of two up to {}",
+                                    baro_dsl::ir::MAX_BLOCK
+                                ),
+                            ))
+                        }
                     },
-                    other => return Err(self.fail(other, format!("`par_team` lanes: expected an integer literal, found `{}`", show(other)))),
+                    other => {
+                        return Err(self.fail(
+                            other,
+                            format!("`par_team` lanes: expected an integer literal, found `{}`", show(other)),
+                        ))
+                    }
                 };
                 team = Some(lanes);
                 match strip(&c.args[0]) {
@@ -376,7 +474,8 @@ impl Lower<'_> {
                 Some(s) => {
                     let t = self.expr(s, Some(var_ty))?;
                     if t.ty != var_ty {
-                        return Err(self.fail(s, format!("step has type {}: expected {var_ty}, the loop variable's type", t.ty)));
+                        return Err(self
+                            .fail(s, format!("step has type {}: expected {var_ty}, the loop variable's type", t.ty)));
                     }
                     t.e
                 }
@@ -408,7 +507,9 @@ impl Lower<'_> {
         };
         let (ta, tb) = self.pair(a, b, Some(ScalarType::INDEX))?;
         if ta.ty != tb.ty || !ta.ty.is_int() {
-            return Err(self.fail(r, format!("range bounds have types {} and {}: expected one integer type", ta.ty, tb.ty)));
+            return Err(
+                self.fail(r, format!("range bounds have types {} and {}: expected one integer type", ta.ty, tb.ty))
+            );
         }
         Ok((ta, tb))
     }
@@ -447,11 +548,15 @@ impl Lower<'_> {
 
     pub(super) fn condition(&mut self, c: &syn::Expr) -> R<Typed> {
         if let syn::Expr::Let(l) = c {
-            return Err(self.fail(l, "unsupported Rust construct: `if let` is not part of the kernel language; expected a `bool` condition"));
+            return Err(self.fail(
+                l,
+                "unsupported Rust construct: `if let` is not part of the kernel language; expected a `bool` condition",
+            ));
         }
         let t = self.expr(c, Some(ScalarType::Bool))?;
         if t.ty != ScalarType::Bool {
-            return Err(self.fail(c, format!("condition has type {}: expected bool (compare it, e.g. `{} != 0`)", t.ty, show(c))));
+            return Err(self
+                .fail(c, format!("condition has type {}: expected bool (compare it, e.g. `{} != 0`)", t.ty, show(c))));
         }
         Ok(t)
     }

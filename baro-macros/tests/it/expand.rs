@@ -1,7 +1,9 @@
 //! The code `#[kernel]` generates builds exactly the IR the front end lowered: a kernel
 //! used through the real macro equals hand-built IR, field by field.
 
-use baro_dsl::ir::{Access, BinOp, Buf, Expr, Kernel, ParamId, ParamKind, Reduce, ReduceOp, ScalarType as T, Sibling, Stmt, Var};
+use baro_dsl::ir::{
+    Access, BinOp, Buf, Expr, Kernel, ParamId, ParamKind, Reduce, ReduceOp, ScalarType as T, Sibling, Stmt, Var,
+};
 use baro_dsl::schedule::{Combine, Schedule};
 use baro_macros::kernel;
 use half::bf16;
@@ -50,8 +52,19 @@ fn hand_built_matvec() -> Kernel {
     let i = k.add_var("i", T::INDEX, false);
     k.grid = vec![Expr::Param(n)];
     let w_index = Expr::bin(BinOp::Add, Expr::bin(BinOp::Mul, Expr::Var(o), Expr::Param(kk)), Expr::Var(i));
-    let body = Expr::bin(BinOp::Mul, Expr::load(Buf::Param(x), Expr::Var(i)), Expr::cast(T::F32, Expr::load(Buf::Param(w), w_index)));
-    let sum = Reduce { op: ReduceOp::Add, ty: T::F32, schedule: Schedule::lanes(32, Combine::Butterfly), var: i, len: Expr::Param(kk), body };
+    let body = Expr::bin(
+        BinOp::Mul,
+        Expr::load(Buf::Param(x), Expr::Var(i)),
+        Expr::cast(T::F32, Expr::load(Buf::Param(w), w_index)),
+    );
+    let sum = Reduce {
+        op: ReduceOp::Add,
+        ty: T::F32,
+        schedule: Schedule::lanes(32, Combine::Butterfly),
+        var: i,
+        len: Expr::Param(kk),
+        body,
+    };
     k.body = vec![
         Stmt::Let { var: o, value: Expr::GroupId(0) },
         Stmt::Store { buf: Buf::Param(y), index: Expr::Var(o), value: Expr::Reduce(Box::new(sum)) },
@@ -70,7 +83,14 @@ fn generated_matvec_equals_hand_built_ir() {
 fn generated_rows_kernel_declares_its_sibling() {
     let k = matvec_rows();
     assert_eq!(k.params.len(), 6);
-    assert_eq!(k.sibling, Some(Sibling::strided("matvec", ParamId(5), vec![(ParamId(0), Expr::Param(ParamId(3))), (ParamId(2), Expr::Param(ParamId(4)))])));
+    assert_eq!(
+        k.sibling,
+        Some(Sibling::strided(
+            "matvec",
+            ParamId(5),
+            vec![(ParamId(0), Expr::Param(ParamId(3))), (ParamId(2), Expr::Param(ParamId(4)))]
+        ))
+    );
     assert_eq!(k.verify_shapes.values, vec![(ParamId(3), vec![1, 31, 70])]);
     let Stmt::For { var, body, .. } = &k.body[1] else { panic!("expected the row loop, found {:?}", k.body[1]) };
     assert_eq!(*var, Var(1));

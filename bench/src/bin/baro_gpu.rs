@@ -23,7 +23,16 @@ mod serve_load;
 #[path = "../../../baro-engine/src/cli/synth_pack.rs"]
 mod synth_pack;
 
-const NAMES: [&str; 8] = ["identity_gate", "prefill_speed", "decode_bw", "conformance", "matvec_bw", "serve_load", "q8_bench", "baro-synth-pack"];
+const NAMES: [&str; 8] = [
+    "identity_gate",
+    "prefill_speed",
+    "decode_bw",
+    "conformance",
+    "matvec_bw",
+    "serve_load",
+    "q8_bench",
+    "baro-synth-pack",
+];
 
 #[derive(clap::Parser)]
 #[command(name = "baro-synth-pack", about = "Write a synthetic qwen35moe GGUF pack", long_about = synth_pack::LONG_ABOUT)]
@@ -54,7 +63,10 @@ fn main() -> ExitCode {
             }
         }
         other => {
-            eprintln!("baro_gpu: called as `{other}`: expected one of {} (link or copy this executable under that name)", NAMES.join(", "));
+            eprintln!(
+                "baro_gpu: called as `{other}`: expected one of {} (link or copy this executable under that name)",
+                NAMES.join(", ")
+            );
             ExitCode::from(2)
         }
     }

@@ -55,13 +55,21 @@ fn run(cli: Cli) -> Result<bool, String> {
     println!("commit {}, {}, seed {:#x}{}", meta.commit, meta.date, cli.seed, if cli.quick { ", quick" } else { "" });
     let outcomes = run_all(&reference, &device, cli.quick, cli.seed, |o| {
         if !o.passed() {
-            eprintln!("FAIL {} [{}]: {} differing bytes{}", o.kernel, o.shape, o.bytes_differing, o.error.as_deref().map(|e| format!(", {e}")).unwrap_or_default());
+            eprintln!(
+                "FAIL {} [{}]: {} differing bytes{}",
+                o.kernel,
+                o.shape,
+                o.bytes_differing,
+                o.error.as_deref().map(|e| format!(", {e}")).unwrap_or_default()
+            );
         }
     });
     let errors = error_parity(&reference, &device, 1100).and_then(|mut m| {
         let (host, dev) = (short_weight_words_error(&reference)?, short_weight_words_error(&device)?);
         if host != dev {
-            return Err(format!("a weight word past the end in `matvec_q8_0_xs`: reference says `{host}`, device says `{dev}`"));
+            return Err(format!(
+                "a weight word past the end in `matvec_q8_0_xs`: reference says `{host}`, device says `{dev}`"
+            ));
         }
         m.push(dev);
         Ok(m)

@@ -81,7 +81,12 @@ fn main_inner(cli: Cli) -> Result<(), String> {
     let opts = DecodeOptions {
         model: cli.model.clone(),
         precision: cli.precision,
-        vram_budget: cli.vram_budget.as_deref().map(baro_engine::engine::staging::parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?,
+        vram_budget: cli
+            .vram_budget
+            .as_deref()
+            .map(baro_engine::engine::staging::parse_bytes)
+            .transpose()
+            .map_err(|e| format!("--vram-budget: {e}"))?,
         target,
         ordinal: cli.ordinal,
         tokens: cli.tokens,
@@ -148,7 +153,8 @@ fn main_inner(cli: Cli) -> Result<(), String> {
             r.floor.explain(),
             details.replace('\n', "\n\n")
         );
-        let jp = write_pair(path, &md, &json(&meta, &cli, &opts, &r)).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        let jp = write_pair(path, &md, &json(&meta, &cli, &opts, &r))
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
         println!("wrote {} and {}", path.display(), jp.display());
     }
     println!("\n{details}\n\n{table}");
@@ -156,7 +162,8 @@ fn main_inner(cli: Cli) -> Result<(), String> {
 }
 
 fn table(meta: &Meta, r: &DecodeReport) -> String {
-    let head = ["device", "driver", "commit", "date", "pack GB", "bytes/token", "copy GB/s", "tok/s", "floor tok/s", "ratio"];
+    let head =
+        ["device", "driver", "commit", "date", "pack GB", "bytes/token", "copy GB/s", "tok/s", "floor tok/s", "ratio"];
     let row = [
         meta.device.clone(),
         meta.driver.clone(),
@@ -188,7 +195,16 @@ fn json(meta: &Meta, cli: &Cli, o: &DecodeOptions, r: &DecodeReport) -> String {
     let tensors: Vec<String> = f
         .tensors
         .iter()
-        .map(|t| format!("  {{\"name\": {}, \"type\": {}, \"stored\": {}, \"read\": {}, \"rule\": {}}}", json_str(&t.name), json_str(&t.ty.to_string()), t.stored, t.read, rule(&t.rule)))
+        .map(|t| {
+            format!(
+                "  {{\"name\": {}, \"type\": {}, \"stored\": {}, \"read\": {}, \"rule\": {}}}",
+                json_str(&t.name),
+                json_str(&t.ty.to_string()),
+                t.stored,
+                t.read,
+                rule(&t.rule)
+            )
+        })
         .collect();
     let nums = |v: &[f64]| v.iter().map(|x| format!("{:.9}", x)).collect::<Vec<_>>().join(", ");
     let ids = r.timed_ids.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");

@@ -77,17 +77,29 @@ fn parse_case(s: &str) -> Result<Case, String> {
 
 fn main_inner(cli: Cli) -> Result<bool, String> {
     let target: DeviceKind = cli.target.parse().map_err(|e: baro_dsl::runtime::DeviceError| e.to_string())?;
-    let mut cases: Vec<Case> = identity::default_cases().into_iter().filter(|c| cli.max_len.is_none_or(|m| c.len <= m)).collect();
+    let mut cases: Vec<Case> =
+        identity::default_cases().into_iter().filter(|c| cli.max_len.is_none_or(|m| c.len <= m)).collect();
     for c in &cli.case {
         cases.push(parse_case(c)?);
     }
-    let longest = cases.iter().map(|c| c.len).max().ok_or("no prompts: --max-len excludes every default prompt and no --case was given")?;
+    let longest = cases
+        .iter()
+        .map(|c| c.len)
+        .max()
+        .ok_or("no prompts: --max-len excludes every default prompt and no --case was given")?;
     let device = Device::open(target, 0).map_err(|e| e.to_string())?;
     let meta = Meta::new(device.name(), device.driver_version(), cli.commit.clone());
     let source = ModelSource::open(&cli.model).map_err(|e| format!("{}: {e}", cli.model.display()))?;
     let started = std::time::Instant::now();
-    let vram_budget = cli.vram_budget.as_deref().map(parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?;
-    let options = EngineOptions { max_ctx: longest + cli.greedy + 1, vram_budget, expert_slots: cli.expert_slots, precision: cli.precision, ..EngineOptions::default() };
+    let vram_budget =
+        cli.vram_budget.as_deref().map(parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?;
+    let options = EngineOptions {
+        max_ctx: longest + cli.greedy + 1,
+        vram_budget,
+        expert_slots: cli.expert_slots,
+        precision: cli.precision,
+        ..EngineOptions::default()
+    };
     let mut engine = Engine::new(device, &source, options).map_err(|e| e.to_string())?;
     engine.set_reordered_attention(cli.negative_control);
     let cfg = engine.config().clone();
@@ -119,11 +131,23 @@ fn main_inner(cli: Cli) -> Result<bool, String> {
     let mut tail = vec![report.summary()];
     let agree = report.top1_agree() as f64 / report.positions().max(1) as f64;
     let delta = report.max_rel_delta.map_or("not kept (logits too large)".to_string(), |d| format!("{d:.3e}"));
-    tail.push(format!("logits digest (every prompt position and greedy step of both arms; equal across memory modes and targets): {}", report.digest_hex()));
-    tail.push(format!("teacher-forced agreement: top-1 {}/{} positions ({:.4}), max |Δ| / max |logit| {delta}", report.top1_agree(), report.positions(), agree));
+    tail.push(format!(
+        "logits digest (every prompt position and greedy step of both arms; equal across memory modes and targets): {}",
+        report.digest_hex()
+    ));
+    tail.push(format!(
+        "teacher-forced agreement: top-1 {}/{} positions ({:.4}), max |Δ| / max |logit| {delta}",
+        report.top1_agree(),
+        report.positions(),
+        agree
+    ));
     let ok = if cli.negative_control {
         let diverged = report.failed();
-        tail.push(format!("negative control: {diverged} of {} prompts diverge from replay: {}", report.cases.len(), if diverged > 0 { "DETECTED" } else { "NOT DETECTED (the gate missed a reordering)" }));
+        tail.push(format!(
+            "negative control: {diverged} of {} prompts diverge from replay: {}",
+            report.cases.len(),
+            if diverged > 0 { "DETECTED" } else { "NOT DETECTED (the gate missed a reordering)" }
+        ));
         diverged > 0
     } else {
         report.failed() == 0

@@ -27,10 +27,10 @@ use baro_bench::conformance::{matvec_half, matvec_wide};
 use baro_bench::matvec_cases::{self, add_new, model_cases, projection_cases, MatvecCase};
 use baro_bench::matvec_engine::{self, EngineRow, EngineSetup, BAR};
 use baro_bench::report::{json_str, write_pair, Meta};
-use baro_engine::model::TensorType;
-use baro_engine::pack::{presets, QuantMix};
 use baro_dsl::runtime::{Buffer, Device, DeviceArg, DeviceError, DeviceKernel, DeviceKind};
 use baro_dsl::{Kernel, ScalarType};
+use baro_engine::model::TensorType;
+use baro_engine::pack::{presets, QuantMix};
 use clap::Parser;
 use half::{bf16, f16};
 
@@ -149,7 +149,15 @@ fn rng_f32(n: usize, seed: u64) -> Vec<f32> {
 }
 
 /// Runs the kernel (m=1 when `rows` is None) once on `dev`, returns y's bytes.
-fn run_once(dev: &Device, k: &DeviceKernel, w: &Buffer, x: &[f32], kk: usize, n: usize, rows: Option<usize>) -> Result<Vec<u8>, String> {
+fn run_once(
+    dev: &Device,
+    k: &DeviceKernel,
+    w: &Buffer,
+    x: &[f32],
+    kk: usize,
+    n: usize,
+    rows: Option<usize>,
+) -> Result<Vec<u8>, String> {
     let xb = dev.upload(x).map_err(err)?;
     let mut y = dev.alloc(ScalarType::F32, rows.unwrap_or(1) * n).map_err(err)?;
     let mut args = vec![DeviceArg::buf(&xb), DeviceArg::buf(w), DeviceArg::buf_mut(&mut y), kk.into(), n.into()];
@@ -175,7 +183,11 @@ fn self_check(dev: &Device, host: &Device, wt: Weight, w32: &[f32], kk: usize, n
         }
         let differing = outs[0].iter().zip(&outs[1]).filter(|(a, b)| a != b).count();
         if differing > 0 || outs[0].len() != outs[1].len() {
-            return Err(format!("self-check failed: {} k={kk} n={n} rows={r:?}: {differing} of {} bytes differ from the host", kernel.name, outs[0].len()));
+            return Err(format!(
+                "self-check failed: {} k={kk} n={n} rows={r:?}: {differing} of {} bytes differ from the host",
+                kernel.name,
+                outs[0].len()
+            ));
         }
         compared += outs[0].len() as u64;
     }
@@ -183,7 +195,17 @@ fn self_check(dev: &Device, host: &Device, wt: Weight, w32: &[f32], kk: usize, n
 }
 
 #[allow(clippy::too_many_arguments)]
-fn measure(dev: &Device, cli: &Cli, filler: &mut Filler, k: &DeviceKernel, weights: &[Buffer], kk: usize, n: usize, rows: Option<usize>, copy_bw: f64) -> Result<Row, String> {
+fn measure(
+    dev: &Device,
+    cli: &Cli,
+    filler: &mut Filler,
+    k: &DeviceKernel,
+    weights: &[Buffer],
+    kk: usize,
+    n: usize,
+    rows: Option<usize>,
+    copy_bw: f64,
+) -> Result<Row, String> {
     let r = rows.unwrap_or(1);
     let x = dev.upload(&rng_f32(r * kk, 3)).map_err(err)?;
     let mut y = dev.alloc(ScalarType::F32, r * n).map_err(err)?;
@@ -209,11 +231,26 @@ fn measure(dev: &Device, cli: &Cli, filler: &mut Filler, k: &DeviceKernel, weigh
     let t = median(ms) * 1e-3;
     let bytes = (n * kk * 2 + r * kk * 4 + r * n * 4) as u64;
     let gbps = bytes as f64 / t / 1e9;
-    Ok(Row { kernel: k.name().to_string(), k: kk, n, rows, bytes, median_us: t * 1e6, gbps, ratio: bytes as f64 / t / copy_bw })
+    Ok(Row {
+        kernel: k.name().to_string(),
+        k: kk,
+        n,
+        rows,
+        bytes,
+        median_us: t * 1e6,
+        gbps,
+        ratio: bytes as f64 / t / copy_bw,
+    })
 }
 
 /// The examples group: the f16/bf16 example kernels at m=1 and over rows.
-fn run_examples(dev: &Device, host: &Device, cli: &Cli, filler: &mut Filler, copy_bw: f64) -> Result<(Vec<Row>, u64), String> {
+fn run_examples(
+    dev: &Device,
+    host: &Device,
+    cli: &Cli,
+    filler: &mut Filler,
+    copy_bw: f64,
+) -> Result<(Vec<Row>, u64), String> {
     let shapes: &[(usize, usize)] = if cli.quick { &[(256, 512), (512, 256)] } else { &[(2048, 8192), (8192, 2048)] };
     let max_rows = if cli.quick { cli.max_rows.min(4) } else { cli.max_rows };
     let mut rows_list = vec![];
@@ -232,7 +269,8 @@ fn run_examples(dev: &Device, host: &Device, cli: &Cli, filler: &mut Filler, cop
             checked += self_check(dev, host, wt, &w32, kk, n)?;
             let wbytes = wt.bytes(&w32);
             let copies = (3 * (cli.l2_mib << 20)).div_ceil(wbytes.len()).max(2) + 1;
-            let weights: Vec<Buffer> = (0..copies).map(|_| dev.upload_bytes(wt.elem(), &wbytes)).collect::<Result<_, _>>().map_err(err)?;
+            let weights: Vec<Buffer> =
+                (0..copies).map(|_| dev.upload_bytes(wt.elem(), &wbytes)).collect::<Result<_, _>>().map_err(err)?;
             eprintln!("measuring {} and {} at K={kk} N={n} ({copies} weight copies)", single.name, batched.name);
             results.push(measure(dev, cli, filler, &ks, &weights, kk, n, None, copy_bw)?);
             for &r in &rows_list {
@@ -246,9 +284,17 @@ fn run_examples(dev: &Device, host: &Device, cli: &Cli, filler: &mut Filler, cop
 /// The engine group's cases: the model's matvec shapes (the `tiny` preset with `--quick`),
 /// then F16, BF16 and Q8_0 projections at the examples' two shapes where the model has none.
 fn engine_cases(cli: &Cli) -> Result<Vec<MatvecCase>, String> {
-    let (cfg, shapes) = if cli.quick { (presets::tiny(), [(256, 512), (512, 256)]) } else { (presets::real(), [(2048, 8192), (8192, 2048)]) };
+    let (cfg, shapes) = if cli.quick {
+        (presets::tiny(), [(256, 512), (512, 256)])
+    } else {
+        (presets::real(), [(2048, 8192), (8192, 2048)])
+    };
     let mut cases = model_cases(&cfg, cli.mix)?;
-    for (ty, label) in [(TensorType::F16, "f16 projection"), (TensorType::BF16, "bf16 projection"), (TensorType::Q8_0, "q8_0 projection")] {
+    for (ty, label) in [
+        (TensorType::F16, "f16 projection"),
+        (TensorType::BF16, "bf16 projection"),
+        (TensorType::Q8_0, "q8_0 projection"),
+    ] {
         add_new(&mut cases, projection_cases(ty, &shapes, label));
     }
     Ok(cases)
@@ -265,7 +311,8 @@ fn max_sets(cli: &Cli) -> usize {
 
 /// The engine group: each case through the kernel decode launches for it.
 fn run_engine(dev: &Device, host: &Device, cli: &Cli, filler: &mut Filler) -> Result<(Vec<EngineRow>, u64), String> {
-    let setup = EngineSetup { iters: cli.iters, warmup: cli.warmup, l2_bytes: cli.l2_mib << 20, max_sets: max_sets(cli) };
+    let setup =
+        EngineSetup { iters: cli.iters, warmup: cli.warmup, l2_bytes: cli.l2_mib << 20, max_sets: max_sets(cli) };
     matvec_engine::run_cases(dev, host, filler, &setup, &engine_cases(cli)?)
 }
 
@@ -285,17 +332,28 @@ fn run(cli: Cli) -> Result<(), String> {
     let (copy_moved, copy_bw) = copy_bandwidth(&dev, cli.copy_mib << 20, cli.warmup, cli.iters, &mut filler)?;
     println!("copy: {} MiB read + written per copy, median {:.1} GB/s", copy_moved >> 20, copy_bw / 1e9);
 
-    let (results, checked_examples) = if cli.only == Group::Engine { (Vec::new(), 0) } else { run_examples(&dev, &host, &cli, &mut filler, copy_bw)? };
-    let (engine, checked_engine) = if cli.only == Group::Examples { (Vec::new(), 0) } else { run_engine(&dev, &host, &cli, &mut filler)? };
+    let (results, checked_examples) = if cli.only == Group::Engine {
+        (Vec::new(), 0)
+    } else {
+        run_examples(&dev, &host, &cli, &mut filler, copy_bw)?
+    };
+    let (engine, checked_engine) =
+        if cli.only == Group::Examples { (Vec::new(), 0) } else { run_engine(&dev, &host, &cli, &mut filler)? };
     let checked = checked_examples + checked_engine;
 
     let mut t = String::new();
     if !results.is_empty() {
-        t += &format!("{:<22} {:>6} {:>6} {:>5} {:>12} {:>11} {:>9} {:>7}\n", "kernel", "K", "N", "rows", "bytes", "median_us", "GB/s", "ratio");
+        t += &format!(
+            "{:<22} {:>6} {:>6} {:>5} {:>12} {:>11} {:>9} {:>7}\n",
+            "kernel", "K", "N", "rows", "bytes", "median_us", "GB/s", "ratio"
+        );
     }
     for r in &results {
         let rows = r.rows.map_or("-".to_string(), |v| v.to_string());
-        t += &format!("{:<22} {:>6} {:>6} {:>5} {:>12} {:>11.2} {:>9.1} {:>7.3}\n", r.kernel, r.k, r.n, rows, r.bytes, r.median_us, r.gbps, r.ratio);
+        t += &format!(
+            "{:<22} {:>6} {:>6} {:>5} {:>12} {:>11.2} {:>9.1} {:>7.3}\n",
+            r.kernel, r.k, r.n, rows, r.bytes, r.median_us, r.gbps, r.ratio
+        );
     }
     let mut summary = format!(
         "copy bandwidth {:.1} GB/s (median of {} copies of {} MiB, read + written); {} timed launches per row (median), weights rotated over > 3 x {} MiB; self-check vs host: {checked} bytes identical",

@@ -19,7 +19,7 @@ use baro_bench::identity::sequence;
 use baro_bench::report::Meta;
 use baro_dsl::runtime::{Device, DeviceKind};
 use baro_engine::engine::staging::parse_bytes;
-use baro_engine::engine::{Engine, EngineOptions, Logits, ModelSource, PrefillMode, Precision};
+use baro_engine::engine::{Engine, EngineOptions, Logits, ModelSource, Precision, PrefillMode};
 use clap::Parser;
 
 #[derive(Parser)]
@@ -87,8 +87,14 @@ fn main_inner(cli: Cli) -> Result<(), String> {
     let device = Device::open(target, 0).map_err(|e| e.to_string())?;
     let meta = Meta::new(device.name(), device.driver_version(), cli.commit.clone());
     let source = ModelSource::open(&cli.model).map_err(|e| format!("{}: {e}", cli.model.display()))?;
-    let vram_budget = cli.vram_budget.as_deref().map(parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?;
-    let mut engine = Engine::new(device, &source, EngineOptions { max_ctx: longest + 1, vram_budget, precision: cli.precision, ..EngineOptions::default() }).map_err(|e| e.to_string())?;
+    let vram_budget =
+        cli.vram_budget.as_deref().map(parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?;
+    let mut engine = Engine::new(
+        device,
+        &source,
+        EngineOptions { max_ctx: longest + 1, vram_budget, precision: cli.precision, ..EngineOptions::default() },
+    )
+    .map_err(|e| e.to_string())?;
     let cfg = engine.config().clone();
     let seq = sequence(7, longest, cfg.vocab_size);
     let mut lines = vec![
@@ -101,7 +107,9 @@ fn main_inner(cli: Cli) -> Result<(), String> {
     let e = |e: baro_engine::engine::EngineError| e.to_string();
     // Warm-up: compile caches, first allocations.
     engine.reset().map_err(e)?;
-    engine.prefill(&seq[..cli.chunk.min(longest)], PrefillMode::Batched { chunk: cli.chunk }, Logits::Last).map_err(e)?;
+    engine
+        .prefill(&seq[..cli.chunk.min(longest)], PrefillMode::Batched { chunk: cli.chunk }, Logits::Last)
+        .map_err(e)?;
     let mut profiles = Vec::new();
     for &len in &cli.lengths {
         engine.reset().map_err(e)?;
@@ -137,11 +145,14 @@ fn main_inner(cli: Cli) -> Result<(), String> {
     }
     let expert_flop = 2.0 * 3.0 * (cfg.hidden_dim * cfg.expert_ffn_dim * cfg.n_experts_used * cfg.n_layers) as f64;
     for (len, wall, stages) in &profiles {
-        let mut parts: Vec<String> = stages.iter().map(|(k, v)| format!("{k} {v:.3} s ({:.0} %)", 100.0 * v / wall)).collect();
+        let mut parts: Vec<String> =
+            stages.iter().map(|(k, v)| format!("{k} {v:.3} s ({:.0} %)", 100.0 * v / wall)).collect();
         parts.sort();
         let experts = stages.get("moe: routed experts").copied().unwrap_or(0.0);
         let achieved = expert_flop * *len as f64 / experts.max(1e-9);
-        let floor = cli.flop_rate.map_or("no --flop-rate given".to_string(), |r| format!("{:.3} of the {r:.1} TFLOP/s mul+add rate", achieved / 1e12 / r));
+        let floor = cli.flop_rate.map_or("no --flop-rate given".to_string(), |r| {
+            format!("{:.3} of the {r:.1} TFLOP/s mul+add rate", achieved / 1e12 / r)
+        });
         let line = format!(
             "profile at {len} tokens (synchronised per stage, wall {wall:.3} s): {}; routed-expert FLOP {:.2} G/token; the routed-expert matvecs (gate, up, SwiGLU, down) run at {:.2} TFLOP/s: {floor}",
             parts.join(", "),

@@ -88,7 +88,8 @@ struct Level {
 
 async fn completion(addr: SocketAddr, body: String) -> Result<(u64, u64), String> {
     let stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("connect: {e}"))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| format!("handshake: {e}"))?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| format!("handshake: {e}"))?;
     tokio::spawn(conn);
     let req = hyper::Request::post("/v1/completions")
         .header("host", addr.to_string())
@@ -106,7 +107,13 @@ async fn completion(addr: SocketAddr, body: String) -> Result<(u64, u64), String
     Ok((usage["completion_tokens"].as_u64().unwrap_or(0), usage["prompt_tokens"].as_u64().unwrap_or(0)))
 }
 
-async fn level(addr: SocketAddr, concurrency: usize, requests: usize, max_tokens: usize, cap: Duration) -> Result<Level, String> {
+async fn level(
+    addr: SocketAddr,
+    concurrency: usize,
+    requests: usize,
+    max_tokens: usize,
+    cap: Duration,
+) -> Result<Level, String> {
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let mut workers = Vec::new();
@@ -126,7 +133,8 @@ async fn level(addr: SocketAddr, concurrency: usize, requests: usize, max_tokens
             }
         }));
     }
-    let mut done = Level { concurrency, requests: 0, generated: 0, prompt: 0, wall: Duration::ZERO, latencies: Vec::new() };
+    let mut done =
+        Level { concurrency, requests: 0, generated: 0, prompt: 0, wall: Duration::ZERO, latencies: Vec::new() };
     for w in workers {
         for (lat, gen, prompt) in w.await.map_err(|e| format!("worker: {e}"))?? {
             done.requests += 1;
@@ -145,23 +153,42 @@ fn model(cli: &Cli, target: DeviceKind) -> Result<(ServerModel, String, Meta), S
     let (source, shown) = match &cli.model {
         None => {
             let cfg = default_model::config();
-            let bytes = default_model::gguf_bytes(&cfg, default_model::MIX, default_model::WEIGHT_SEED).map_err(|e| e.to_string())?;
-            (ModelSource::Gguf(GgufFile::from_vec(bytes).map_err(|e| e.to_string())?), "built-in tiny model".to_string())
+            let bytes = default_model::gguf_bytes(&cfg, default_model::MIX, default_model::WEIGHT_SEED)
+                .map_err(|e| e.to_string())?;
+            (
+                ModelSource::Gguf(GgufFile::from_vec(bytes).map_err(|e| e.to_string())?),
+                "built-in tiny model".to_string(),
+            )
         }
-        Some(path) => (ModelSource::open(path).map_err(|e| format!("--model {}: {e}", path.display()))?, path.display().to_string()),
+        Some(path) => (
+            ModelSource::open(path).map_err(|e| format!("--model {}: {e}", path.display()))?,
+            path.display().to_string(),
+        ),
     };
     let tokenizer = match &source {
-        ModelSource::Gguf(file) if file.meta("tokenizer.ggml.model").is_some() => Tokenizer::from_gguf(file).map_err(|e| format!("{shown}: its tokenizer: {e}"))?,
+        ModelSource::Gguf(file) if file.meta("tokenizer.ggml.model").is_some() => {
+            Tokenizer::from_gguf(file).map_err(|e| format!("{shown}: its tokenizer: {e}"))?
+        }
         _ => Tokenizer::qwen35().map_err(|e| e.to_string())?,
     };
     let device = Device::open(target, 0).map_err(|e| e.to_string())?;
     let meta = Meta::new(device.name(), device.driver_version(), cli.commit.clone());
     let described = format!("{shown} on {} ({})", device.name(), device.driver_version());
-    let vram_budget = cli.vram_budget.as_deref().map(parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?;
-    let engine = Engine::new(device, &source, EngineOptions { max_ctx: cli.ctx, vram_budget, precision: cli.precision, ..EngineOptions::default() }).map_err(|e| e.to_string())?;
+    let vram_budget =
+        cli.vram_budget.as_deref().map(parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?;
+    let engine = Engine::new(
+        device,
+        &source,
+        EngineOptions { max_ctx: cli.ctx, vram_budget, precision: cli.precision, ..EngineOptions::default() },
+    )
+    .map_err(|e| e.to_string())?;
     let described = format!("{described}, memory: {}", engine.memory_plan());
     let size_bytes = cli.model.as_ref().and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| m.len());
-    Ok((ServerModel { engine, tokenizer, template: ChatTemplate::qwen35(), name: "baro-load".into(), size_bytes }, described, meta))
+    Ok((
+        ServerModel { engine, tokenizer, template: ChatTemplate::qwen35(), name: "baro-load".into(), size_bytes },
+        described,
+        meta,
+    ))
 }
 
 /// Free device memory in bytes (the driver's figure), or on the host the process's resident set
@@ -174,7 +201,11 @@ fn memory_now(probe: &Option<Device>) -> Result<(u64, &'static str), String> {
         },
         None => {
             let statm = std::fs::read_to_string("/proc/self/statm").map_err(|e| format!("/proc/self/statm: {e}"))?;
-            let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).ok_or("/proc/self/statm: expected a resident page count")?;
+            let pages: u64 = statm
+                .split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse().ok())
+                .ok_or("/proc/self/statm: expected a resident page count")?;
             Ok((pages * 4096, "host resident set"))
         }
     }
@@ -197,7 +228,13 @@ fn main_inner(cli: Cli) -> Result<(), String> {
     let config = ServerConfig {
         max_queue: most.max(1),
         limits: Limits { max_tokens: cli.max_tokens.max(memory_tokens).max(1), ctx: cli.ctx },
-        scheduler: SchedulerConfig { max_batch: most.max(1), prefill_chunk: 64, prefix_cache: 0, prefix_block: 0, prefix_blocks: 0 },
+        scheduler: SchedulerConfig {
+            max_batch: most.max(1),
+            prefill_chunk: 64,
+            prefix_cache: 0,
+            prefix_block: 0,
+            prefix_blocks: 0,
+        },
         ..ServerConfig::default()
     };
     // A second context on the same device reads the driver's free-memory figure, which covers
@@ -216,7 +253,8 @@ fn main_inner(cli: Cli) -> Result<(), String> {
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         tokio::spawn(server.serve(listener));
         // One untimed request: the first step warms caches and the allocator.
-        completion(addr, serde_json::json!({ "prompt": "warm up", "max_tokens": 2, "temperature": 0 }).to_string()).await?;
+        completion(addr, serde_json::json!({ "prompt": "warm up", "max_tokens": 2, "temperature": 0 }).to_string())
+            .await?;
         let mut levels = Vec::new();
         for &c in &cli.levels {
             let n = cli.requests.unwrap_or(c.max(16));
@@ -246,11 +284,21 @@ fn main_inner(cli: Cli) -> Result<(), String> {
     table += &format!(
         "serve_load: /v1/completions, max_tokens {}, greedy, {described}, loopback\n\
          {:>11} {:>8} {:>7} {:>10} {:>12} {:>13} {:>10} {:>10}\n",
-        cli.max_tokens, "concurrency", "requests", "wall s", "requests/s", "gen tok/s", "prompt tok/s", "p50 s", "p95 s"
+        cli.max_tokens,
+        "concurrency",
+        "requests",
+        "wall s",
+        "requests/s",
+        "gen tok/s",
+        "prompt tok/s",
+        "p50 s",
+        "p95 s"
     );
     for l in &levels {
         let secs = l.wall.as_secs_f64().max(1e-9);
-        let pct = |p: f64| l.latencies.get(((l.latencies.len() as f64 - 1.0) * p).round() as usize).map_or(0.0, |d| d.as_secs_f64());
+        let pct = |p: f64| {
+            l.latencies.get(((l.latencies.len() as f64 - 1.0) * p).round() as usize).map_or(0.0, |d| d.as_secs_f64())
+        };
         table.push_str(&format!(
             "{:>11} {:>8} {:>7.1} {:>10.3} {:>12.2} {:>13.2} {:>10.2} {:>10.2}\n",
             l.concurrency,

@@ -37,7 +37,8 @@ fn tiny_gguf(tied: bool) -> (ModelConfig, Vec<u8>) {
     for spec in names::gguf_tensors(&cfg) {
         let data = names::hf_to_gguf(&cfg, &spec, &get).expect("fixture tensor");
         let ty = ty_for(&spec.shape);
-        w.add_tensor(&spec.name, ty, &spec.shape, quantize::quantize(ty, &data).expect("whole blocks")).expect("consistent tensor");
+        w.add_tensor(&spec.name, ty, &spec.shape, quantize::quantize(ty, &data).expect("whole blocks"))
+            .expect("consistent tensor");
     }
     w.add_tensor(EXTRA, TensorType::F32, &[64], vec![0u8; 256]).expect("extra tensor");
     (cfg, w.to_bytes().0)
@@ -78,7 +79,10 @@ fn floor_counts_embedding_row_topk_experts_and_the_rest_whole() {
         assert_eq!(f.lm_head, 1000 * 68);
         assert_eq!(f.not_read(), vec![EXTRA]);
         let embd = f.tensors.iter().find(|t| t.name == "token_embd.weight").expect("embedding");
-        assert_eq!(embd.rule, if tied { Rule::EmbeddingRowAndTiedHead { rows: 1000 } } else { Rule::EmbeddingRow { rows: 1000 } });
+        assert_eq!(
+            embd.rule,
+            if tied { Rule::EmbeddingRowAndTiedHead { rows: 1000 } } else { Rule::EmbeddingRow { rows: 1000 } }
+        );
         assert!(f.tokens_per_s(1e9) > 0.0 && (f.tokens_per_s(1e9) - 1e9 / f.per_token as f64).abs() < 1e-6);
     }
 }
@@ -126,5 +130,8 @@ fn decode_bw_runs_on_the_host_with_deterministic_ids() {
     let lat = a.latency();
     assert!(lat.min > 0.0 && lat.min <= lat.p50 && lat.p50 <= lat.p90 && lat.p90 <= lat.p99 && lat.p99 <= lat.max);
     assert!(a.copy_bytes_per_s > 0.0 && a.tok_s_median() > 0.0 && a.ratio() > 0.0);
-    assert!((a.ratio() - a.tok_s_median() * a.floor.per_token as f64 / a.copy_bytes_per_s).abs() < 1e-9 * a.ratio().max(1.0));
+    assert!(
+        (a.ratio() - a.tok_s_median() * a.floor.per_token as f64 / a.copy_bytes_per_s).abs()
+            < 1e-9 * a.ratio().max(1.0)
+    );
 }

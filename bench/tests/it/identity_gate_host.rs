@@ -16,16 +16,19 @@ use baro_engine::engine::{Engine, EngineOptions, ModelSource};
 const SEED: u64 = 0x6261726f;
 
 fn source() -> ModelSource {
-    ModelSource::open(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../baro-engine/fixtures/tiny")).expect("the tiny fixture")
+    ModelSource::open(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../baro-engine/fixtures/tiny"))
+        .expect("the tiny fixture")
 }
 
 fn engine(source: &ModelSource, max_ctx: usize, vram_budget: Option<u64>) -> Engine {
     let device = Device::open(DeviceKind::Host, 0).expect("the host JIT");
-    Engine::new(device, source, EngineOptions { max_ctx, vram_budget, ..EngineOptions::default() }).expect("the tiny engine")
+    Engine::new(device, source, EngineOptions { max_ctx, vram_budget, ..EngineOptions::default() })
+        .expect("the tiny engine")
 }
 
 fn gate(engine: &mut Engine, cases: &[Case], greedy: usize) -> GateReport {
-    let report = identity::run(engine, cases, greedy, SEED, &mut |r| println!("{}", identity::case_line(r))).expect("the gate runs");
+    let report = identity::run(engine, cases, greedy, SEED, &mut |r| println!("{}", identity::case_line(r)))
+        .expect("the gate runs");
     println!("{}", report.summary());
     report
 }
@@ -35,19 +38,27 @@ fn default_prompts_are_byte_identical_and_short_ones_not_exercised() {
     let cases = identity::default_cases();
     assert!(cases.len() >= 24);
     for len in [128, 512, 1024, 4096] {
-        assert!(cases.iter().any(|c| c.len == len && c.len > c.chunk), "a {len}-token prompt crossing a chunk boundary");
+        assert!(
+            cases.iter().any(|c| c.len == len && c.len > c.chunk),
+            "a {len}-token prompt crossing a chunk boundary"
+        );
     }
     let longest = cases.iter().map(|c| c.len).max().unwrap();
     let mut e = engine(&source(), longest + 65, None);
     let report = gate(&mut e, &cases, 64);
     assert_eq!(report.failed(), 0, "{}", report.summary());
-    let not_exercised: Vec<Case> = report.cases.iter().filter(|c| c.verdict == Verdict::NotExercised).map(|c| c.case).collect();
+    let not_exercised: Vec<Case> =
+        report.cases.iter().filter(|c| c.verdict == Verdict::NotExercised).map(|c| c.case).collect();
     // A prompt of one token, and one prefilled in chunks of one row: nothing else.
     assert_eq!(not_exercised, vec![Case { len: 1, chunk: 512 }, Case { len: 5, chunk: 1 }]);
     assert_eq!(report.passed(), cases.len() - 2);
     for c in &report.cases {
         assert_eq!(c.differing_positions, 0, "{:?}", c.case);
-        assert!(c.greedy > 0 && c.greedy_equal == c.greedy && c.greedy_logits_equal == c.greedy, "{:?}: greedy tokens and their logits", c.case);
+        assert!(
+            c.greedy > 0 && c.greedy_equal == c.greedy && c.greedy_logits_equal == c.greedy,
+            "{:?}: greedy tokens and their logits",
+            c.case
+        );
         assert_eq!(c.top1_agree, c.case.len, "{:?}", c.case);
     }
     assert_eq!(report.max_rel_delta, Some(0.0));
@@ -76,7 +87,8 @@ fn reordered_attention_is_detected_and_agreement_meets_the_bar() {
 
 #[test]
 fn staged_engine_has_the_resident_gate_digest() {
-    let cases: Vec<Case> = [(33, 32), (200, 64), (513, 512)].into_iter().map(|(len, chunk)| Case { len, chunk }).collect();
+    let cases: Vec<Case> =
+        [(33, 32), (200, 64), (513, 512)].into_iter().map(|(len, chunk)| Case { len, chunk }).collect();
     let src = source();
     let mut resident = engine(&src, 513 + 9, None);
     assert_eq!(resident.memory_plan().mode, MemoryMode::Resident);
@@ -84,7 +96,11 @@ fn staged_engine_has_the_resident_gate_digest() {
     let budget = resident.memory_plan().needs.staged(2);
     drop(resident);
     let mut staged = engine(&src, 513 + 9, Some(budget));
-    assert!(matches!(staged.memory_plan().mode, MemoryMode::Staged { slots: 2, .. }), "{:?}", staged.memory_plan().mode);
+    assert!(
+        matches!(staged.memory_plan().mode, MemoryMode::Staged { slots: 2, .. }),
+        "{:?}",
+        staged.memory_plan().mode
+    );
     let got = gate(&mut staged, &cases, 8);
     assert_eq!(got.failed(), 0, "{}", got.summary());
     assert_eq!(got.digest_hex(), want.digest_hex(), "staged and resident logits differ");

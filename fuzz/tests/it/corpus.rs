@@ -23,7 +23,11 @@ fn replay(dir: &str) -> usize {
     // Every folder is some target's: a misnamed one would otherwise be skipped in silence.
     for entry in std::fs::read_dir(&root).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
-        assert!(TARGETS.iter().any(|(t, _)| *t == name), "{dir}/{name}: expected a target's name, one of {:?}", TARGETS.map(|(t, _)| t));
+        assert!(
+            TARGETS.iter().any(|(t, _)| *t == name),
+            "{dir}/{name}: expected a target's name, one of {:?}",
+            TARGETS.map(|(t, _)| t)
+        );
     }
     let mut n = 0;
     for (name, target) in TARGETS {

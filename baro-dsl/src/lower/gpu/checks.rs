@@ -27,7 +27,9 @@ use inkwell::context::ContextRef;
 use inkwell::module::Module;
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::TargetMachine;
-use inkwell::values::{BasicMetadataValueEnum, CallSiteValue, FunctionValue, InstructionOpcode, InstructionValue, IntValue};
+use inkwell::values::{
+    BasicMetadataValueEnum, CallSiteValue, FunctionValue, InstructionOpcode, InstructionValue, IntValue,
+};
 use inkwell::IntPredicate as P;
 
 use crate::lower::{fail, R};
@@ -59,7 +61,10 @@ impl<'ctx> CheckFns<'ctx> {
         let decl = |name: &str, f: inkwell::types::FunctionType<'ctx>, memory: u64| {
             let fv = m.get_function(name).unwrap_or_else(|| m.add_function(name, f, None));
             for (attr, v) in [("nounwind", 0), ("willreturn", 0), ("nosync", 0), ("memory", memory)] {
-                fv.add_attribute(AttributeLoc::Function, cx.create_enum_attribute(Attribute::get_named_enum_kind_id(attr), v));
+                fv.add_attribute(
+                    AttributeLoc::Function,
+                    cx.create_enum_attribute(Attribute::get_named_enum_kind_id(attr), v),
+                );
             }
             fv
         };
@@ -83,7 +88,11 @@ pub(super) fn expand<'ctx>(m: &Module<'ctx>, tm: &TargetMachine) -> R<()> {
     }
     // O2 unrolls the lane loops late (after its last GVN): merge the copies' common index
     // arithmetic, checks and loads first.
-    if let Err(e) = m.run_passes("function(early-cse<memssa>,gvn,instcombine<no-verify-fixpoint>)", tm, PassBuilderOptions::create()) {
+    if let Err(e) = m.run_passes(
+        "function(early-cse<memssa>,gvn,instcombine<no-verify-fixpoint>)",
+        tm,
+        PassBuilderOptions::create(),
+    ) {
         return fail(format!("merging the checks: {}", e.to_string()));
     }
     let mut f = m.get_first_function();
@@ -95,13 +104,19 @@ pub(super) fn expand<'ctx>(m: &Module<'ctx>, tm: &TargetMachine) -> R<()> {
     }
     for fv in ours {
         // SAFETY: a plain query on a live function of this module.
-        if !unsafe { inkwell::llvm_sys::core::LLVMGetFirstUse(inkwell::values::AsValueRef::as_value_ref(&fv)) }.is_null() {
+        if !unsafe { inkwell::llvm_sys::core::LLVMGetFirstUse(inkwell::values::AsValueRef::as_value_ref(&fv)) }
+            .is_null()
+        {
             return fail(format!("`{}` is still called after the check expansion", fv.get_name().to_string_lossy()));
         }
         // SAFETY: the declaration has no uses left (checked just above).
         unsafe { fv.delete() };
     }
-    match m.run_passes("function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg)", tm, PassBuilderOptions::create()) {
+    match m.run_passes(
+        "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg)",
+        tm,
+        PassBuilderOptions::create(),
+    ) {
         Ok(()) => Ok(()),
         Err(e) => fail(format!("optimizing the expanded checks: {}", e.to_string())),
     }
@@ -157,7 +172,9 @@ fn expand_function<'ctx>(cx: &ContextRef<'ctx>, func: FunctionValue<'ctx>) -> R<
             _ => Some(b.build_load(i64t, index_slot, "")?.into_int_value()),
         };
         if let Some(v) = value {
-            let Ok(old) = IntValue::try_from(call) else { return fail(format!("`{name}` call is not an integer value")) };
+            let Ok(old) = IntValue::try_from(call) else {
+                return fail(format!("`{name}` call is not an integer value"));
+            };
             old.replace_all_uses_with(v);
         }
         call.erase_from_basic_block();
@@ -187,7 +204,13 @@ impl<'ctx> State<'_, 'ctx> {
 }
 
 /// Calls `in_range` as the lowering does (its result is the check's `index < len`).
-pub(super) fn call_in_range<'ctx>(b: &Builder<'ctx>, fns: &CheckFns<'ctx>, index: IntValue<'ctx>, len: IntValue<'ctx>, code: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+pub(super) fn call_in_range<'ctx>(
+    b: &Builder<'ctx>,
+    fns: &CheckFns<'ctx>,
+    index: IntValue<'ctx>,
+    len: IntValue<'ctx>,
+    code: IntValue<'ctx>,
+) -> R<IntValue<'ctx>> {
     let args: [BasicMetadataValueEnum<'ctx>; 3] = [index.into(), len.into(), code.into()];
     let site = b.build_call(fns.in_range, &args, "ok")?;
     match site.try_as_basic_value().basic() {

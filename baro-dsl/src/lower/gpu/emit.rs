@@ -10,7 +10,9 @@ use std::sync::Once;
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::passes::PassBuilderOptions;
-use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple};
+use inkwell::targets::{
+    CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple,
+};
 use inkwell::OptimizationLevel;
 
 use crate::ir::Kernel;
@@ -59,9 +61,17 @@ pub fn target_machine(target: &Target) -> Result<TargetMachine, EmitError> {
         Target::Host => return Err(EmitError::Llvm("the host is not a GPU target".into())),
     };
     let triple = TargetTriple::create(target.triple());
-    let t = LlvmTarget::from_triple(&triple).map_err(|e| EmitError::Llvm(format!("no llvm target for {}: {}", target.triple(), e.to_string())))?;
-    t.create_target_machine(&triple, &target.cpu(), features, OptimizationLevel::Default, RelocMode::PIC, CodeModel::Default)
-        .ok_or_else(|| EmitError::Llvm(format!("llvm has no target machine for {target} ({})", target.triple())))
+    let t = LlvmTarget::from_triple(&triple)
+        .map_err(|e| EmitError::Llvm(format!("no llvm target for {}: {}", target.triple(), e.to_string())))?;
+    t.create_target_machine(
+        &triple,
+        &target.cpu(),
+        features,
+        OptimizationLevel::Default,
+        RelocMode::PIC,
+        CodeModel::Default,
+    )
+    .ok_or_else(|| EmitError::Llvm(format!("llvm has no target machine for {target} ({})", target.triple())))
 }
 
 /// Lowers, optimizes and emits `k` (expanded and call-free) for `target`.
@@ -70,8 +80,10 @@ pub fn emit_gpu(k: &Kernel, target: &Target, options: &CompileOptions) -> Result
     let cx = Context::create();
     let m = super::lower_gpu(&cx, k, target, options, &tm)?;
     let block_dim = super::block_dim(k, target)?;
-    m.run_passes("default<O2>", &tm, PassBuilderOptions::create()).map_err(|e| EmitError::Llvm(format!("optimizing: {}", e.to_string())))?;
-    super::checks::expand(&m, &tm).map_err(|e| EmitError::Llvm(format!("expanding the bounds checks of `{}`: {}", k.name, e.0)))?;
+    m.run_passes("default<O2>", &tm, PassBuilderOptions::create())
+        .map_err(|e| EmitError::Llvm(format!("optimizing: {}", e.to_string())))?;
+    super::checks::expand(&m, &tm)
+        .map_err(|e| EmitError::Llvm(format!("expanding the bounds checks of `{}`: {}", k.name, e.0)))?;
     let llvm_ir = m.print_to_string().to_string();
     let asm_bytes = emit(&m, &tm, FileType::Assembly)?;
     let asm = String::from_utf8(asm_bytes).map_err(|_| EmitError::Llvm("assembly is not utf-8".into()))?;
@@ -88,6 +100,8 @@ pub fn emit_gpu(k: &Kernel, target: &Target, options: &CompileOptions) -> Result
 /// Emits one output from a clone of `m`.
 fn emit(m: &Module<'_>, tm: &TargetMachine, ft: FileType) -> Result<Vec<u8>, EmitError> {
     let copy = m.clone();
-    let buf = tm.write_to_memory_buffer(&copy, ft).map_err(|e| EmitError::Llvm(format!("code generation: {}", e.to_string())))?;
+    let buf = tm
+        .write_to_memory_buffer(&copy, ft)
+        .map_err(|e| EmitError::Llvm(format!("code generation: {}", e.to_string())))?;
     Ok(buf.as_slice().to_vec())
 }

@@ -12,8 +12,8 @@ use inkwell::values::{BasicMetadataValueEnum, PointerValue};
 use inkwell::AddressSpace;
 
 use super::{Arch, Gpu};
-use crate::lower::expr::ParamVal;
 use crate::ir::{Kernel, ParamKind, Stmt, Var};
+use crate::lower::expr::ParamVal;
 use crate::lower::expr::{mem_ty, reg_ty};
 use crate::lower::ir::Ir;
 use crate::lower::{fail, Fail, R};
@@ -28,11 +28,23 @@ pub(super) const SHARED: u16 = 3;
 
 // The target's arch and its dot instruction travel separately: one more than clippy's 7.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch: Arch, dot4: super::intrinsics::Dot4Isa, wave: u32, block_dim: u32, options: &CompileOptions) -> R<()> {
+pub(super) fn build<'ctx>(
+    cx: &'ctx Context,
+    m: &Module<'ctx>,
+    k: &Kernel,
+    arch: Arch,
+    dot4: super::intrinsics::Dot4Isa,
+    wave: u32,
+    block_dim: u32,
+    options: &CompileOptions,
+) -> R<()> {
     if k.grid.is_empty() || k.grid.len() > 3 {
         return fail(format!("a kernel has 1 to 3 grid axes, found {}", k.grid.len()));
     }
-    if k.name.is_empty() || !k.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || k.name.starts_with(|c: char| c.is_ascii_digit()) {
+    if k.name.is_empty()
+        || !k.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        || k.name.starts_with(|c: char| c.is_ascii_digit())
+    {
         return fail(format!("kernel name `{}`: expected an identifier (letters, digits, `_`)", k.name));
     }
     let gptr = cx.ptr_type(AddressSpace::from(GLOBAL));
@@ -146,7 +158,14 @@ pub(super) fn build<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, k: &Kernel, arch:
 }
 
 /// Calling convention, launch bounds and floating-point mode of the entry; module flags.
-fn annotate<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, f: inkwell::values::FunctionValue<'ctx>, arch: Arch, block_dim: u32, options: &CompileOptions) -> R<()> {
+fn annotate<'ctx>(
+    cx: &'ctx Context,
+    m: &Module<'ctx>,
+    f: inkwell::values::FunctionValue<'ctx>,
+    arch: Arch,
+    block_dim: u32,
+    options: &CompileOptions,
+) -> R<()> {
     let attr = |k: &str, v: &str| f.add_attribute(AttributeLoc::Function, cx.create_string_attribute(k, v));
     // f32 denormals are preserved on every target (no flush to zero).
     attr("denormal-fp-math-f32", "ieee,ieee");
@@ -154,9 +173,13 @@ fn annotate<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, f: inkwell::values::Funct
     match arch {
         Arch::Nvptx => {
             f.set_call_conventions(CC_PTX_KERNEL);
-            let md: [BasicMetadataValueEnum; 3] =
-                [f.as_global_value().as_pointer_value().into(), cx.metadata_string("maxntidx").into(), cx.i32_type().const_int(block_dim as u64, false).into()];
-            m.add_global_metadata("nvvm.annotations", &cx.metadata_node(&md)).map_err(|e| Fail(format!("nvvm.annotations: {e}")))?;
+            let md: [BasicMetadataValueEnum; 3] = [
+                f.as_global_value().as_pointer_value().into(),
+                cx.metadata_string("maxntidx").into(),
+                cx.i32_type().const_int(block_dim as u64, false).into(),
+            ];
+            m.add_global_metadata("nvvm.annotations", &cx.metadata_node(&md))
+                .map_err(|e| Fail(format!("nvvm.annotations: {e}")))?;
         }
         Arch::Amdgpu => {
             f.set_call_conventions(CC_AMDGPU_KERNEL);
@@ -166,7 +189,11 @@ fn annotate<'ctx>(cx: &'ctx Context, m: &Module<'ctx>, f: inkwell::values::Funct
                 CodeObjectVersion::V4 => 400,
                 CodeObjectVersion::V5 => 500,
             };
-            m.add_basic_value_flag("amdhsa_code_object_version", FlagBehavior::Error, cx.i32_type().const_int(cov, false));
+            m.add_basic_value_flag(
+                "amdhsa_code_object_version",
+                FlagBehavior::Error,
+                cx.i32_type().const_int(cov, false),
+            );
         }
     }
     Ok(())

@@ -6,13 +6,15 @@
 //! Written against the LLVM C API because inkwell cannot build the self-referencing node
 //! `!llvm.loop` needs; this module must never attach anything but loop hints.
 
-use inkwell::llvm_sys::core::{LLVMConstInt, LLVMGetMDKindIDInContext, LLVMInt32TypeInContext, LLVMMDNodeInContext2, LLVMMDStringInContext2, LLVMMetadataAsValue, LLVMSetMetadata, LLVMValueAsMetadata};
+use inkwell::llvm_sys::core::{
+    LLVMConstInt, LLVMGetMDKindIDInContext, LLVMInt32TypeInContext, LLVMMDNodeInContext2, LLVMMDStringInContext2,
+    LLVMMetadataAsValue, LLVMSetMetadata, LLVMValueAsMetadata,
+};
 use inkwell::llvm_sys::debuginfo::{LLVMMetadataReplaceAllUsesWith, LLVMTemporaryMDNode};
 use inkwell::values::{AsValueRef, InstructionValue};
 
 use super::Gpu;
 use crate::lower::R;
-
 
 impl<'a, 'ctx> Gpu<'a, 'ctx> {
     /// Attaches `llvm.loop.unroll.count` (`CompileOptions::lane_unroll`, default 8, divided by

@@ -41,8 +41,12 @@ pub(super) fn group_id<'ctx>(ir: &Ir<'_, 'ctx>, arch: Arch, axis: u8) -> R<IntVa
 pub(super) fn barrier(ir: &Ir<'_, '_>, arch: Arch) -> R<()> {
     match arch {
         Arch::Nvptx => {
-            let Some(i) = inkwell::intrinsics::Intrinsic::find("llvm.nvvm.barrier0") else { return fail("llvm intrinsic `llvm.nvvm.barrier0` not found") };
-            let Some(f) = i.get_declaration(ir.m, &[]) else { return fail("llvm intrinsic `llvm.nvvm.barrier0` has no declaration") };
+            let Some(i) = inkwell::intrinsics::Intrinsic::find("llvm.nvvm.barrier0") else {
+                return fail("llvm intrinsic `llvm.nvvm.barrier0` not found");
+            };
+            let Some(f) = i.get_declaration(ir.m, &[]) else {
+                return fail("llvm intrinsic `llvm.nvvm.barrier0` has no declaration");
+            };
             ir.b.build_call(f, &[], "")?;
         }
         Arch::Amdgpu => {
@@ -58,11 +62,16 @@ pub(super) fn barrier(ir: &Ir<'_, '_>, arch: Arch) -> R<()> {
                         ir.m.get_triple().as_str().to_string_lossy(),
                     );
                     let buf = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "barrier");
-                    let helper = ir.cx.create_module_from_ir(buf).map_err(|e| Fail(format!("barrier helper: {}", e.to_string())))?;
+                    let helper = ir
+                        .cx
+                        .create_module_from_ir(buf)
+                        .map_err(|e| Fail(format!("barrier helper: {}", e.to_string())))?;
                     ir.m.link_in_module(helper).map_err(|e| Fail(format!("barrier helper: {}", e.to_string())))?;
                     // Linked as an external definition (the linker drops unreferenced local
                     // ones), then made internal.
-                    let f = ir.m.get_function(AMDGPU_BARRIER).ok_or_else(|| Fail("barrier helper missing after linking".into()))?;
+                    let f =
+                        ir.m.get_function(AMDGPU_BARRIER)
+                            .ok_or_else(|| Fail("barrier helper missing after linking".into()))?;
                     f.set_linkage(inkwell::module::Linkage::Internal);
                     f
                 }
@@ -98,19 +107,38 @@ impl Dot4Isa {
 }
 
 /// `c + Σ a.byte(i) · b.byte(i)` with `isa`'s instruction (all operands i32).
-pub(super) fn dot4<'ctx>(ir: &Ir<'_, 'ctx>, isa: Dot4Isa, kind: Dot4Kind, a: IntValue<'ctx>, b: IntValue<'ctx>, c: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+pub(super) fn dot4<'ctx>(
+    ir: &Ir<'_, 'ctx>,
+    isa: Dot4Isa,
+    kind: Dot4Kind,
+    a: IntValue<'ctx>,
+    b: IntValue<'ctx>,
+    c: IntValue<'ctx>,
+) -> R<IntValue<'ctx>> {
     match isa {
         Dot4Isa::Dp4a => {
             let i32t = ir.cx.i32_type();
             let fty = i32t.fn_type(&[i32t.into(), i32t.into(), i32t.into()], false);
             let atype = if kind.a_signed() { "s32" } else { "u32" };
             // Pure: no side effects, so LLVM may move or drop it like any arithmetic.
-            let asm = ir.cx.create_inline_asm(fty, format!("dp4a.{atype}.s32 $0, $1, $2, $3;"), "=r,r,r,r".to_string(), false, false, None, false);
+            let asm = ir.cx.create_inline_asm(
+                fty,
+                format!("dp4a.{atype}.s32 $0, $1, $2, $3;"),
+                "=r,r,r,r".to_string(),
+                false,
+                false,
+                None,
+                false,
+            );
             let call = ir.b.build_indirect_call(fty, asm, &[a.into(), b.into(), c.into()], "")?;
             // Says so at the call: inline assembly is otherwise taken to touch memory, which
             // keeps LLVM from merging the loads around it into vector loads.
-            for (attr, v) in [("nounwind", 0), ("willreturn", 0), ("nosync", 0), ("memory", super::checks::MEMORY_NONE)] {
-                call.add_attribute(AttributeLoc::Function, ir.cx.create_enum_attribute(Attribute::get_named_enum_kind_id(attr), v));
+            for (attr, v) in [("nounwind", 0), ("willreturn", 0), ("nosync", 0), ("memory", super::checks::MEMORY_NONE)]
+            {
+                call.add_attribute(
+                    AttributeLoc::Function,
+                    ir.cx.create_enum_attribute(Attribute::get_named_enum_kind_id(attr), v),
+                );
             }
             match call.try_as_basic_value().basic() {
                 Some(v) => Ok(v.into_int_value()),
@@ -120,7 +148,8 @@ pub(super) fn dot4<'ctx>(ir: &Ir<'_, 'ctx>, isa: Dot4Isa, kind: Dot4Kind, a: Int
         Dot4Isa::Sudot4 => {
             let i1 = ir.cx.bool_type();
             let flag = |s: bool| i1.const_int(s as u64, false);
-            let args = [flag(kind.a_signed()).into(), a.into(), flag(true).into(), b.into(), c.into(), flag(false).into()];
+            let args =
+                [flag(kind.a_signed()).into(), a.into(), flag(true).into(), b.into(), c.into(), flag(false).into()];
             Ok(ir.intrinsic("llvm.amdgcn.sudot4", &[], &args)?.into_int_value())
         }
         Dot4Isa::Exact => ir.dot4_exact(kind, a, b, c),
@@ -138,10 +167,21 @@ pub(super) enum Partner<'ctx> {
 
 /// Reads the i32 `v` from the partner lane. `members` is the number of lanes taking part
 /// (lanes `0..members`, all within one wave).
-pub(super) fn exchange_i32<'ctx>(ir: &Ir<'_, 'ctx>, arch: Arch, v: IntValue<'ctx>, partner: Partner<'ctx>, lane: IntValue<'ctx>, members: u32) -> R<IntValue<'ctx>> {
+pub(super) fn exchange_i32<'ctx>(
+    ir: &Ir<'_, 'ctx>,
+    arch: Arch,
+    v: IntValue<'ctx>,
+    partner: Partner<'ctx>,
+    lane: IntValue<'ctx>,
+    members: u32,
+) -> R<IntValue<'ctx>> {
     let call = |name: &str, args: &[BasicMetadataValueEnum<'ctx>]| -> R<IntValue<'ctx>> {
-        let Some(i) = inkwell::intrinsics::Intrinsic::find(name) else { return fail(format!("llvm intrinsic `{name}` not found")) };
-        let Some(f) = i.get_declaration(ir.m, &[]) else { return fail(format!("llvm intrinsic `{name}` has no declaration")) };
+        let Some(i) = inkwell::intrinsics::Intrinsic::find(name) else {
+            return fail(format!("llvm intrinsic `{name}` not found"));
+        };
+        let Some(f) = i.get_declaration(ir.m, &[]) else {
+            return fail(format!("llvm intrinsic `{name}` has no declaration"));
+        };
         match ir.b.build_call(f, args, "")?.try_as_basic_value().basic() {
             Some(r) => Ok(r.into_int_value()),
             None => fail(format!("llvm intrinsic `{name}` returned no value")),

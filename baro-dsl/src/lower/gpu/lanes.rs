@@ -64,7 +64,9 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
     /// broadcast from the team's lane 0 by a lane exchange inside the wave.
     fn team_region(&mut self, lane: Var, count: u32, team: u32, body: &'a [Stmt]) -> R<()> {
         if count != team {
-            return fail(format!("a `Lanes` region of {count} lanes in a team of {team}: expected the team's lane count"));
+            return fail(format!(
+                "a `Lanes` region of {count} lanes in a team of {team}: expected the team's lane count"
+            ));
         }
         let tlane = self.ir.and(self.tid, self.ir.i64(team as u64 - 1))?;
         self.region = Some(count);
@@ -107,7 +109,13 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
 
     /// Moves a value of any scalar type between lanes, 32 bits at a time: by hardware lane
     /// exchange among `members` lanes of one wave, or (`shared`) through workgroup memory.
-    fn move_value(&mut self, v: Val<'ctx>, partner: Partner<'ctx>, members: u32, shared: bool) -> R<BasicValueEnum<'ctx>> {
+    fn move_value(
+        &mut self,
+        v: Val<'ctx>,
+        partner: Partner<'ctx>,
+        members: u32,
+        shared: bool,
+    ) -> R<BasicValueEnum<'ctx>> {
         let cx = self.ir.cx;
         let i32t = cx.i32_type();
         let (arch, tid) = (self.arch, self.tid);

@@ -36,10 +36,10 @@ use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
 use super::ir::Ir;
 use super::LowerError;
 use crate::ir::{Kernel, Stmt, Var};
+use crate::lower::expr::ParamVal;
 use crate::options::CompileOptions;
 use crate::target::Target;
 use inkwell::targets::TargetMachine;
-use crate::lower::expr::ParamVal;
 
 pub use emit::{emit_gpu, EmitError, GpuStages};
 pub use link::find_ld_lld;
@@ -65,7 +65,9 @@ pub fn block_dim(k: &Kernel, target: &Target) -> Result<u32, LowerError> {
     let mut widest = 0u32;
     max_lanes(&k.body, &mut widest);
     if widest > wave && widest % wave != 0 {
-        return Err(err(format!("a lane region of {widest} lanes on {target}: expected at most the wave width {wave}, or a multiple of it")));
+        return Err(err(format!(
+            "a lane region of {widest} lanes on {target}: expected at most the wave width {wave}, or a multiple of it"
+        )));
     }
     let dim = widest.max(wave).max(k.block.unwrap_or(0)).div_ceil(wave) * wave;
     if dim > MAX_BLOCK_DIM {
@@ -91,7 +93,12 @@ fn max_lanes(stmts: &[Stmt], widest: &mut u32) {
                 max_lanes(then_body, widest);
                 max_lanes(else_body, widest);
             }
-            Stmt::Let { .. } | Stmt::LetRows { .. } | Stmt::Assign { .. } | Stmt::Store { .. } | Stmt::Barrier | Stmt::Check { .. } => {}
+            Stmt::Let { .. }
+            | Stmt::LetRows { .. }
+            | Stmt::Assign { .. }
+            | Stmt::Store { .. }
+            | Stmt::Barrier
+            | Stmt::Check { .. } => {}
         }
     }
 }
@@ -146,7 +153,13 @@ pub(super) struct Gpu<'a, 'ctx> {
 
 /// Lowers an expanded, call-free kernel to a module holding one kernel entry named after
 /// the kernel, laid out for `tm` (AMDGPU allocas live in address space 5).
-pub fn lower_gpu<'ctx>(cx: &'ctx Context, k: &Kernel, target: &Target, options: &CompileOptions, tm: &TargetMachine) -> Result<Module<'ctx>, LowerError> {
+pub fn lower_gpu<'ctx>(
+    cx: &'ctx Context,
+    k: &Kernel,
+    target: &Target,
+    options: &CompileOptions,
+    tm: &TargetMachine,
+) -> Result<Module<'ctx>, LowerError> {
     let m = cx.create_module(&k.name);
     m.set_triple(&tm.get_triple());
     m.set_data_layout(&tm.get_target_data().get_data_layout());
@@ -159,9 +172,13 @@ pub fn lower_gpu<'ctx>(cx: &'ctx Context, k: &Kernel, target: &Target, options: 
     };
     let Some(wave) = target.wave_width() else { return Err(fail("the target has no wave width")) };
     let dot4 = intrinsics::Dot4Isa::of(target);
-    entry::build(cx, &m, k, arch, dot4, wave, block_dim, options).map_err(|super::Fail(message)| LowerError { kernel: k.name.clone(), message })?;
+    entry::build(cx, &m, k, arch, dot4, wave, block_dim, options)
+        .map_err(|super::Fail(message)| LowerError { kernel: k.name.clone(), message })?;
     if let Err(e) = m.verify() {
-        return Err(LowerError { kernel: k.name.clone(), message: format!("llvm rejected the module (a bug in baro): {}", e.to_string()) });
+        return Err(LowerError {
+            kernel: k.name.clone(),
+            message: format!("llvm rejected the module (a bug in baro): {}", e.to_string()),
+        });
     }
     Ok(m)
 }

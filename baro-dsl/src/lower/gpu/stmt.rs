@@ -18,8 +18,8 @@ use inkwell::{AtomicOrdering, IntPredicate as P};
 
 use super::version::Plan;
 use super::{intrinsics, Gpu};
-use crate::lower::expr::ParamVal;
 use crate::ir::{Access, Buf, Expr, Kernel, ParamKind, ScalarType, Stmt, Var};
+use crate::lower::expr::ParamVal;
 use crate::lower::expr::{mem_ty, reg_ty, ExprLeaves, Val};
 use crate::lower::host::{ERR_FOR_STEP, ERR_READ, ERR_READ_SHARED, ERR_WRITE, ERR_WRITE_SHARED};
 use crate::lower::ir::Ir;
@@ -62,10 +62,17 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
                 let ty = self.var_ty(*var)?;
                 let (s, e, st) = (self.expr(start)?, self.expr(end)?, self.expr(step)?);
                 let plan = Plan::new(*var, ty, body, &|b| read_only(self.k, b));
-                self.for_loop(ty, s.v.into_int_value(), e.v.into_int_value(), st.v.into_int_value(), plan.as_ref(), &mut |g, i| {
-                    g.store_var(*var, i.into())?;
-                    g.block(body)
-                })
+                self.for_loop(
+                    ty,
+                    s.v.into_int_value(),
+                    e.v.into_int_value(),
+                    st.v.into_int_value(),
+                    plan.as_ref(),
+                    &mut |g, i| {
+                        g.store_var(*var, i.into())?;
+                        g.block(body)
+                    },
+                )
             }
             Stmt::ParFor { var, end, team, body } => {
                 if self.region.is_some() || self.team.is_some() {
@@ -80,7 +87,12 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
                         g.block(body)
                     })?,
                     Some(t) => {
-                        if t == 0 || !t.is_power_of_two() || t > self.wave || self.wave % t != 0 || self.block_dim % t != 0 {
+                        if t == 0
+                            || !t.is_power_of_two()
+                            || t > self.wave
+                            || self.wave % t != 0
+                            || self.block_dim % t != 0
+                        {
                             return fail(format!(
                                 "a `par` team of {t} lanes in a workgroup of {} threads with a wave of {}: expected a power of two that divides the wave",
                                 self.block_dim, self.wave
@@ -139,9 +151,18 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
     }
 
     /// `if c { then } else { els }` around arbitrary code.
-    pub(super) fn branch(&mut self, c: IntValue<'ctx>, then: &mut dyn FnMut(&mut Self) -> R<()>, els: &mut dyn FnMut(&mut Self) -> R<()>) -> R<()> {
+    pub(super) fn branch(
+        &mut self,
+        c: IntValue<'ctx>,
+        then: &mut dyn FnMut(&mut Self) -> R<()>,
+        els: &mut dyn FnMut(&mut Self) -> R<()>,
+    ) -> R<()> {
         let cx = self.ir.cx;
-        let (t, e, done) = (cx.append_basic_block(self.f, "then"), cx.append_basic_block(self.f, "else"), cx.append_basic_block(self.f, "endif"));
+        let (t, e, done) = (
+            cx.append_basic_block(self.f, "then"),
+            cx.append_basic_block(self.f, "else"),
+            cx.append_basic_block(self.f, "endif"),
+        );
         self.ir.b.build_conditional_branch(c, t, e)?;
         self.ir.b.position_at_end(t);
         then(self)?;
@@ -175,11 +196,15 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
                 (Some(ParamVal::Buffer { .. }), ParamKind::Buffer { access: Access::Read, .. }) if write => {
                     fail(format!("store to read-only buffer `{}`", self.k.params[p.index()].name))
                 }
-                (Some(ParamVal::Buffer { ptr, len }), _) => Ok((*ptr, *len, if write { ERR_WRITE } else { ERR_READ }, p.index() as u64)),
+                (Some(ParamVal::Buffer { ptr, len }), _) => {
+                    Ok((*ptr, *len, if write { ERR_WRITE } else { ERR_READ }, p.index() as u64))
+                }
                 _ => fail(format!("parameter {p} is not a buffer")),
             },
             Buf::Shared(s) => {
-                let Some(&ptr) = self.shared.get(s.index()) else { return fail(format!("shared array {s} does not exist")) };
+                let Some(&ptr) = self.shared.get(s.index()) else {
+                    return fail(format!("shared array {s} does not exist"));
+                };
                 let len = self.ir.i64(self.k.shared[s.index()].len as u64);
                 Ok((ptr, len, if write { ERR_WRITE_SHARED } else { ERR_READ_SHARED }, s.index() as u64))
             }
@@ -188,7 +213,14 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
 
     /// `buf[idx] = v` when `idx` is in range, else a recorded failure; `index` is the index
     /// expression (no check at all where loop versioning proved it in range).
-    fn checked_store(&mut self, buf: Buf, index: &'a Expr, idx: IntValue<'ctx>, signed: bool, v: BasicValueEnum<'ctx>) -> R<()> {
+    fn checked_store(
+        &mut self,
+        buf: Buf,
+        index: &'a Expr,
+        idx: IntValue<'ctx>,
+        signed: bool,
+        v: BasicValueEnum<'ctx>,
+    ) -> R<()> {
         let Some(elem) = self.k.buf_elem(buf) else { return fail(format!("{buf:?} is not a buffer")) };
         let (base, len, kind, id) = self.access(buf, true)?;
         let t = mem_ty(self.ir.cx, elem);
@@ -218,7 +250,14 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
 
     /// `record` when `bad` holds, without a branch (`checks.rs` expands the call after
     /// optimization into two selects on the thread's state).
-    pub(super) fn record_if(&mut self, bad: IntValue<'ctx>, kind: u64, id: u64, index: IntValue<'ctx>, signed: bool) -> R<()> {
+    pub(super) fn record_if(
+        &mut self,
+        bad: IntValue<'ctx>,
+        kind: u64,
+        id: u64,
+        index: IntValue<'ctx>,
+        signed: bool,
+    ) -> R<()> {
         let code = self.fail_code(kind, id, signed)?;
         self.ir.b.build_call(self.checks.record, &[bad.into(), code.into(), index.into()], "")?;
         Ok(())
@@ -253,7 +292,13 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
                 let kind = g.ir.and(code, g.ir.i64(FAIL_KIND_MASK))?;
                 let signed = g.ir.and(g.ir.lshr(code, g.ir.i64(FAIL_SIGNED_BIT))?, g.ir.i64(1))?;
                 let id = g.ir.lshr(code, g.ir.i64(FAIL_ID_SHIFT))?;
-                let r = g.ir.b.build_cmpxchg(err, g.ir.i64(0), kind, AtomicOrdering::Monotonic, AtomicOrdering::Monotonic)?;
+                let r = g.ir.b.build_cmpxchg(
+                    err,
+                    g.ir.i64(0),
+                    kind,
+                    AtomicOrdering::Monotonic,
+                    AtomicOrdering::Monotonic,
+                )?;
                 let won = g.ir.b.build_extract_value(r, 1, "")?.into_int_value();
                 g.branch(
                     won,
@@ -272,7 +317,13 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
     }
 
     /// `for i in (tid..end).step_by(block_dim)` over integer type `ty`.
-    pub(super) fn strided_loop(&mut self, ty: ScalarType, end: IntValue<'ctx>, plan: Option<&Plan<'a>>, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
+    pub(super) fn strided_loop(
+        &mut self,
+        ty: ScalarType,
+        end: IntValue<'ctx>,
+        plan: Option<&Plan<'a>>,
+        body: &mut Body<'_, 'a, 'ctx>,
+    ) -> R<()> {
         if !ty.is_int() {
             return fail(format!("`ParFor` variable of type {ty}: expected an integer"));
         }
@@ -284,7 +335,14 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
 
     /// `for i in (tid / team..end).step_by(block_dim / team)` over integer type `ty`: one
     /// iteration per team of `team` consecutive threads.
-    fn team_loop(&mut self, ty: ScalarType, end: IntValue<'ctx>, team: u32, plan: Option<&Plan<'a>>, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
+    fn team_loop(
+        &mut self,
+        ty: ScalarType,
+        end: IntValue<'ctx>,
+        team: u32,
+        plan: Option<&Plan<'a>>,
+        body: &mut Body<'_, 'a, 'ctx>,
+    ) -> R<()> {
         if !ty.is_int() {
             return fail(format!("`ParFor` variable of type {ty}: expected an integer"));
         }
@@ -297,7 +355,15 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
 
     /// `for i in (start..end).step_by(step)` over integer type `ty`; a non-positive step
     /// records `ERR_FOR_STEP` and skips the loop.
-    pub(super) fn for_loop(&mut self, ty: ScalarType, start: IntValue<'ctx>, end: IntValue<'ctx>, step: IntValue<'ctx>, plan: Option<&Plan<'a>>, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
+    pub(super) fn for_loop(
+        &mut self,
+        ty: ScalarType,
+        start: IntValue<'ctx>,
+        end: IntValue<'ctx>,
+        step: IntValue<'ctx>,
+        plan: Option<&Plan<'a>>,
+        body: &mut Body<'_, 'a, 'ctx>,
+    ) -> R<()> {
         if !ty.is_int() {
             return fail(format!("loop variable of type {ty}: expected an integer"));
         }
@@ -307,8 +373,18 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         }
         let cx = self.ir.cx;
         let it = step.get_type();
-        let step_ok = if signed { self.ir.icmp(P::SGT, step, it.const_zero())? } else { self.ir.icmp(P::NE, step, it.const_zero())? };
-        let step64 = if ty.bits() == 64 { step } else if signed { self.ir.b.build_int_s_extend(step, cx.i64_type(), "")? } else { self.ir.zext(step, cx.i64_type())? };
+        let step_ok = if signed {
+            self.ir.icmp(P::SGT, step, it.const_zero())?
+        } else {
+            self.ir.icmp(P::NE, step, it.const_zero())?
+        };
+        let step64 = if ty.bits() == 64 {
+            step
+        } else if signed {
+            self.ir.b.build_int_s_extend(step, cx.i64_type(), "")?
+        } else {
+            self.ir.zext(step, cx.i64_type())?
+        };
         let mut body = Some(body);
         self.branch(
             step_ok,
@@ -327,7 +403,15 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
     /// With a versioning `plan`, the loop is emitted twice: a copy whose planned accesses are
     /// unchecked, taken when they are in range at the first and last iteration, and the
     /// checked loop otherwise (`version`).
-    fn counted(&mut self, ty: ScalarType, start: IntValue<'ctx>, end: IntValue<'ctx>, step: IntValue<'ctx>, plan: Option<&Plan<'a>>, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
+    fn counted(
+        &mut self,
+        ty: ScalarType,
+        start: IntValue<'ctx>,
+        end: IntValue<'ctx>,
+        step: IntValue<'ctx>,
+        plan: Option<&Plan<'a>>,
+        body: &mut Body<'_, 'a, 'ctx>,
+    ) -> R<()> {
         let it = reg_ty(self.ir.cx, ty).into_int_type();
         let signed = ty.is_signed();
         let go = self.ir.icmp(if signed { P::SLT } else { P::ULT }, start, end)?;
@@ -337,14 +421,21 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         // An innermost loop with affine accesses (the ones `plan` exists for) is unrolled too:
         // its loads issue ahead of the sequential float chain, which stays as written.
         let hint = plan.is_some_and(|p| p.innermost());
-        let Some(plan) = plan.filter(|_| self.loop_versioning) else { return self.trips(it, start, step, go, trips, hint, body) };
+        let Some(plan) = plan.filter(|_| self.loop_versioning) else {
+            return self.trips(it, start, step, go, trips, hint, body);
+        };
         // The last iteration's value (meaningful when `go`; its checks are pure either way).
-        let last = self.ir.add(start, self.ir.b.build_int_mul(self.ir.sub(trips, it.const_int(1, false))?, step, "")?)?;
+        let last =
+            self.ir.add(start, self.ir.b.build_int_mul(self.ir.sub(trips, it.const_int(1, false))?, step, "")?)?;
         let (safe, hoisted) = self.in_range_throughout(plan, start, last)?;
         let fast = self.ir.and(go, safe)?;
         // `branch` by hand: both copies call the one `body`.
         let cx = self.ir.cx;
-        let (unchecked, checked, done) = (cx.append_basic_block(self.f, "versioned"), cx.append_basic_block(self.f, "checked"), cx.append_basic_block(self.f, "endversion"));
+        let (unchecked, checked, done) = (
+            cx.append_basic_block(self.f, "versioned"),
+            cx.append_basic_block(self.f, "checked"),
+            cx.append_basic_block(self.f, "endversion"),
+        );
         self.ir.b.build_conditional_branch(fast, unchecked, checked)?;
         self.ir.b.position_at_end(unchecked);
         let added: Vec<_> = plan.unchecked().filter(|p| self.unchecked.insert(*p)).collect();
@@ -366,7 +457,16 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
     /// `trips` iterations of `body` from `start` by `step`, entered when `go`; `innermost`
     /// asks for the unroll hint outside lane regions too.
     #[allow(clippy::too_many_arguments)]
-    fn trips(&mut self, it: inkwell::types::IntType<'ctx>, start: IntValue<'ctx>, step: IntValue<'ctx>, go: IntValue<'ctx>, trips: IntValue<'ctx>, innermost: bool, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
+    fn trips(
+        &mut self,
+        it: inkwell::types::IntType<'ctx>,
+        start: IntValue<'ctx>,
+        step: IntValue<'ctx>,
+        go: IntValue<'ctx>,
+        trips: IntValue<'ctx>,
+        innermost: bool,
+        body: &mut Body<'_, 'a, 'ctx>,
+    ) -> R<()> {
         let cx = self.ir.cx;
         let (ctr, j) = (self.alloca_zeroed(it.into(), "i")?, self.alloca_zeroed(it.into(), "trip")?);
         self.ir.b.build_store(ctr, start)?;
@@ -410,7 +510,13 @@ impl<'a, 'ctx> ExprLeaves<'a, 'ctx> for Gpu<'a, 'ctx> {
         &self.params
     }
 
-    fn dot4(&mut self, kind: crate::ir::Dot4Kind, a: IntValue<'ctx>, b: IntValue<'ctx>, c: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+    fn dot4(
+        &mut self,
+        kind: crate::ir::Dot4Kind,
+        a: IntValue<'ctx>,
+        b: IntValue<'ctx>,
+        c: IntValue<'ctx>,
+    ) -> R<IntValue<'ctx>> {
         super::intrinsics::dot4(&self.ir, self.dot4, kind, a, b, c)
     }
 
@@ -474,7 +580,6 @@ impl<'a, 'ctx> ExprLeaves<'a, 'ctx> for Gpu<'a, 'ctx> {
         Ok(v)
     }
 
-
     fn shuffle_xor(&mut self, _node: &'a Expr, value: &'a Expr, mask: u32) -> R<Val<'ctx>> {
         let v = self.expr(value)?;
         self.exchange(v, mask)
@@ -484,7 +589,9 @@ impl<'a, 'ctx> ExprLeaves<'a, 'ctx> for Gpu<'a, 'ctx> {
 /// True for a `&[T]` parameter: no thread of the kernel writes it.
 fn read_only(k: &Kernel, buf: Buf) -> bool {
     match buf {
-        Buf::Param(p) => matches!(k.params.get(p.index()).map(|p| &p.kind), Some(ParamKind::Buffer { access: Access::Read, .. })),
+        Buf::Param(p) => {
+            matches!(k.params.get(p.index()).map(|p| &p.kind), Some(ParamKind::Buffer { access: Access::Read, .. }))
+        }
         Buf::Shared(_) => false,
     }
 }

@@ -135,7 +135,9 @@ fn simple_body(body: &[Stmt], varying: &mut HashSet<Var>) -> bool {
             plain(value, varying)
         }
         Stmt::Store { index, value, .. } => plain(index, varying) && plain(value, varying),
-        Stmt::If { cond, then_body, else_body } => plain(cond, varying) && simple_body(then_body, varying) && simple_body(else_body, varying),
+        Stmt::If { cond, then_body, else_body } => {
+            plain(cond, varying) && simple_body(then_body, varying) && simple_body(else_body, varying)
+        }
         Stmt::Check { cond, .. } => plain(cond, varying),
         Stmt::For { var, start, end, step, body } => {
             varying.insert(*var);
@@ -199,7 +201,9 @@ fn collect_expr<'a>(e: &'a Expr, cx: &Cx, out: &mut Vec<Affine<'a>>) {
     match e {
         Expr::Const(_) | Expr::Var(_) | Expr::Param(_) | Expr::GroupId(_) => {}
         Expr::Load { index, .. } => collect_expr(index, cx, out),
-        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Call { arg, .. } => collect_expr(arg, cx, out),
+        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Call { arg, .. } => {
+            collect_expr(arg, cx, out)
+        }
         Expr::Binary { lhs, rhs, .. } => {
             collect_expr(lhs, cx, out);
             collect_expr(rhs, cx, out);
@@ -279,7 +283,12 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
     /// values of the loads the indices' invariant parts read (by index node): the unchecked
     /// copy must use exactly these. Those loads record no failure here (`silent`): one out of
     /// range only makes the result false.
-    pub(super) fn in_range_throughout(&mut self, plan: &Plan<'a>, first: IntValue<'ctx>, last: IntValue<'ctx>) -> R<(IntValue<'ctx>, Hoisted<'ctx>)> {
+    pub(super) fn in_range_throughout(
+        &mut self,
+        plan: &Plan<'a>,
+        first: IntValue<'ctx>,
+        last: IntValue<'ctx>,
+    ) -> R<(IntValue<'ctx>, Hoisted<'ctx>)> {
         let outer = std::mem::take(&mut self.hoisted);
         let was = self.silent.replace(Vec::new());
         let r = self.ends_in_range(plan, first, last);
@@ -360,7 +369,8 @@ mod tests {
     #[test]
     fn affine_indices_are_versioned_with_their_coefficient() {
         // i = v0; v1 is defined outside the loop.
-        let body = vec![acc(load(add(mul(v(1), Expr::index(144)), v(0)))), acc(load(add(v(1), mul(v(0), Expr::index(32)))))];
+        let body =
+            vec![acc(load(add(mul(v(1), Expr::index(144)), v(0)))), acc(load(add(v(1), mul(v(0), Expr::index(32)))))];
         let plan = Plan::new(Var(0), ScalarType::U64, &body, &|_| false).expect("two affine loads");
         assert_eq!(plan.coefs(), vec![1, 32]);
     }
@@ -368,12 +378,12 @@ mod tests {
     #[test]
     fn non_affine_or_varying_indices_are_not() {
         let cases = [
-            mul(add(v(1), v(0)), v(1)),                                 // i times a variable
-            Expr::bin(BinOp::Div, v(0), Expr::index(8)),                 // i / 8: a monotone piece
-            add(load(v(1)), v(0)),                                      // a load in the invariant part
-            add(v(9), v(0)),                                            // a variable the body assigns
-            Expr::bin(BinOp::Sub, v(1), v(0)),                           // a negative coefficient
-            mul(v(0), Expr::index(u64::MAX)),                            // the largest coefficient
+            mul(add(v(1), v(0)), v(1)),                  // i times a variable
+            Expr::bin(BinOp::Div, v(0), Expr::index(8)), // i / 8: a monotone piece
+            add(load(v(1)), v(0)),                       // a load in the invariant part
+            add(v(9), v(0)),                             // a variable the body assigns
+            Expr::bin(BinOp::Sub, v(1), v(0)),           // a negative coefficient
+            mul(v(0), Expr::index(u64::MAX)),            // the largest coefficient
         ];
         for (n, index) in cases.into_iter().enumerate() {
             let body = vec![acc(load(index))];
@@ -395,7 +405,13 @@ mod tests {
         let affine_load = || acc(load(v(0)));
         let par = Stmt::ParFor { var: Var(5), end: Expr::index(4), team: None, body: vec![] };
         let shuffle = acc(Expr::ShuffleXor { value: Box::new(Expr::f32(1.0)), mask: 1 });
-        let inner_barrier = Stmt::For { var: Var(5), start: Expr::index(0), end: Expr::index(4), step: Expr::index(1), body: vec![Stmt::Barrier] };
+        let inner_barrier = Stmt::For {
+            var: Var(5),
+            start: Expr::index(0),
+            end: Expr::index(4),
+            step: Expr::index(1),
+            body: vec![Stmt::Barrier],
+        };
         for (n, extra) in [par, Stmt::Barrier, shuffle, inner_barrier].into_iter().enumerate() {
             let body = vec![affine_load(), extra];
             assert!(Plan::new(Var(0), ScalarType::U64, &body, &|_| false).is_none(), "case {n} was versioned");
@@ -410,13 +426,20 @@ mod tests {
     fn an_inner_sequential_loop_leaves_its_own_accesses_to_its_own_plan() {
         // for v0 { acc(x[v0]); for v5 in 0..4 { acc(x[v0 + v5]) } }: the outer plan takes x[v0]
         // only, and a load indexed by the inner variable is not taken for an invariant.
-        let inner = Stmt::For { var: Var(5), start: Expr::index(0), end: Expr::index(4), step: Expr::index(1), body: vec![acc(load(add(v(0), v(5))))] };
+        let inner = Stmt::For {
+            var: Var(5),
+            start: Expr::index(0),
+            end: Expr::index(4),
+            step: Expr::index(1),
+            body: vec![acc(load(add(v(0), v(5))))],
+        };
         let body = vec![acc(load(v(0))), inner];
         let plan = Plan::new(Var(0), ScalarType::U64, &body, &|_| false).expect("the outer affine load");
         assert_eq!(plan.coefs(), vec![1]);
         assert!(!plan.innermost());
         // An outer index reading the inner loop's variable (after the loop) is not invariant.
-        let inner = Stmt::For { var: Var(5), start: Expr::index(0), end: Expr::index(4), step: Expr::index(1), body: vec![] };
+        let inner =
+            Stmt::For { var: Var(5), start: Expr::index(0), end: Expr::index(4), step: Expr::index(1), body: vec![] };
         let body = vec![inner, acc(load(add(v(0), v(5))))];
         assert!(Plan::new(Var(0), ScalarType::U64, &body, &|_| false).is_none());
     }

@@ -8,8 +8,8 @@ use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate as P;
 
 use super::{reg_ty, Cg};
-use crate::lower::expr::ParamVal;
 use crate::ir::{Buf, Expr, Kernel, Var};
+use crate::lower::expr::ParamVal;
 use crate::lower::expr::{mem_ty, ExprLeaves, Val};
 use crate::lower::ir::Ir;
 use crate::lower::{fail, R};
@@ -36,7 +36,9 @@ impl<'a, 'ctx> ExprLeaves<'a, 'ctx> for Cg<'a, 'ctx> {
     }
 
     fn group_id(&mut self, axis: u8) -> R<IntValue<'ctx>> {
-        let Some(&p) = self.group.get(axis as usize) else { return fail(format!("group id axis {axis}: expected 0, 1 or 2")) };
+        let Some(&p) = self.group.get(axis as usize) else {
+            return fail(format!("group id axis {axis}: expected 0, 1 or 2"));
+        };
         Ok(self.ir.b.build_load(self.ir.cx.i64_type(), p, "gid")?.into_int_value())
     }
 
@@ -47,7 +49,9 @@ impl<'a, 'ctx> ExprLeaves<'a, 'ctx> for Cg<'a, 'ctx> {
     }
 
     fn shuffle_xor(&mut self, node: &'a Expr, _value: &'a Expr, mask: u32) -> R<Val<'ctx>> {
-        let (Some(&tmp), Some(lane), Some(count)) = (self.shuffles.get(&(node as *const Expr)), self.cur_lane, self.region) else {
+        let (Some(&tmp), Some(lane), Some(count)) =
+            (self.shuffles.get(&(node as *const Expr)), self.cur_lane, self.region)
+        else {
             return fail("a shuffle outside a `Let`, `Assign` or `Store` of a `Lanes` region");
         };
         let ty = self.expr_ty(node)?;

@@ -109,14 +109,25 @@ pub fn lower_host<'ctx>(cx: &'ctx Context, k: &Kernel, order: HostOrder) -> Resu
     let m = cx.create_module(&k.name);
     let b = cx.create_builder();
     let allocas = cx.create_builder();
-    build(cx, &m, &b, allocas, k, order.affine()).map_err(|Fail(message)| LowerError { kernel: k.name.clone(), message })?;
+    build(cx, &m, &b, allocas, k, order.affine())
+        .map_err(|Fail(message)| LowerError { kernel: k.name.clone(), message })?;
     if let Err(e) = m.verify() {
-        return Err(LowerError { kernel: k.name.clone(), message: format!("llvm rejected the module (a bug in baro): {}", e.to_string()) });
+        return Err(LowerError {
+            kernel: k.name.clone(),
+            message: format!("llvm rejected the module (a bug in baro): {}", e.to_string()),
+        });
     }
     Ok(m)
 }
 
-fn build<'a, 'ctx>(cx: &'ctx Context, m: &'a Module<'ctx>, b: &'a Builder<'ctx>, allocas: Builder<'ctx>, k: &'a Kernel, order: Option<(u64, u64)>) -> R<()> {
+fn build<'a, 'ctx>(
+    cx: &'ctx Context,
+    m: &'a Module<'ctx>,
+    b: &'a Builder<'ctx>,
+    allocas: Builder<'ctx>,
+    k: &'a Kernel,
+    order: Option<(u64, u64)>,
+) -> R<()> {
     if k.grid.is_empty() || k.grid.len() > 3 {
         return fail(format!("a kernel has 1 to 3 grid axes, found {}", k.grid.len()));
     }
@@ -127,11 +138,17 @@ fn build<'a, 'ctx>(cx: &'ctx Context, m: &'a Module<'ctx>, b: &'a Builder<'ctx>,
     let start = cx.append_basic_block(f, "start");
     allocas.position_at_end(entry);
     b.position_at_end(start);
-    let arg = |i: u32| f.get_nth_param(i).map(|p| p.into_pointer_value()).ok_or_else(|| Fail("missing entry parameter".into()));
+    let arg = |i: u32| {
+        f.get_nth_param(i).map(|p| p.into_pointer_value()).ok_or_else(|| Fail("missing entry parameter".into()))
+    };
     let (ptrs, lens, scalars, grid, scratch, err) = (arg(0)?, arg(1)?, arg(2)?, arg(3)?, arg(4)?, arg(5)?);
     let ir = Ir { cx, b, m };
     let i64t = cx.i64_type();
-    let group = [allocas.build_alloca(i64t, "group_x")?, allocas.build_alloca(i64t, "group_y")?, allocas.build_alloca(i64t, "group_z")?];
+    let group = [
+        allocas.build_alloca(i64t, "group_x")?,
+        allocas.build_alloca(i64t, "group_y")?,
+        allocas.build_alloca(i64t, "group_z")?,
+    ];
     let mut cg = Cg {
         ir,
         allocas,
@@ -181,7 +198,12 @@ fn build<'a, 'ctx>(cx: &'ctx Context, m: &'a Module<'ctx>, b: &'a Builder<'ctx>,
 }
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
-    fn load_params(&mut self, ptrs: PointerValue<'ctx>, lens: PointerValue<'ctx>, scalars: PointerValue<'ctx>) -> R<()> {
+    fn load_params(
+        &mut self,
+        ptrs: PointerValue<'ctx>,
+        lens: PointerValue<'ctx>,
+        scalars: PointerValue<'ctx>,
+    ) -> R<()> {
         let cx = self.ir.cx;
         let (i64t, ptr) = (cx.i64_type(), cx.ptr_type(AddressSpace::default()));
         for (i, p) in self.k.params.iter().enumerate() {

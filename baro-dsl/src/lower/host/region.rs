@@ -21,7 +21,10 @@ fn stmt_has_shuffle(s: &Stmt) -> bool {
         Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::LetRows { value, .. } => expr_has_shuffle(value),
         Stmt::Store { index, value, .. } => expr_has_shuffle(index) || expr_has_shuffle(value),
         Stmt::For { start, end, step, body, .. } => {
-            expr_has_shuffle(start) || expr_has_shuffle(end) || expr_has_shuffle(step) || body.iter().any(stmt_has_shuffle)
+            expr_has_shuffle(start)
+                || expr_has_shuffle(end)
+                || expr_has_shuffle(step)
+                || body.iter().any(stmt_has_shuffle)
         }
         Stmt::ParFor { end, body, .. } => expr_has_shuffle(end) || body.iter().any(stmt_has_shuffle),
         Stmt::If { cond, then_body, else_body } => {
@@ -37,7 +40,9 @@ fn stmt_has_shuffle(s: &Stmt) -> bool {
 fn shuffles_post_order<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
     let children: Vec<&'e Expr> = match e {
         Expr::Load { index, .. } => vec![index],
-        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Call { arg, .. } => vec![arg],
+        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Call { arg, .. } => {
+            vec![arg]
+        }
         Expr::Binary { lhs, rhs, .. } => vec![lhs, rhs],
         Expr::Select { cond, then, els } => vec![cond, then, els],
         Expr::Fma { a, b, c } | Expr::Dot4 { a, b, c, .. } => vec![a, b, c],

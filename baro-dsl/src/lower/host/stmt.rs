@@ -84,7 +84,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
 
     pub(super) fn if_else(&mut self, c: IntValue<'ctx>, then_body: &'a [Stmt], else_body: &'a [Stmt]) -> R<()> {
         let cx = self.ir.cx;
-        let (t, e, done) = (cx.append_basic_block(self.f, "then"), cx.append_basic_block(self.f, "else"), cx.append_basic_block(self.f, "endif"));
+        let (t, e, done) = (
+            cx.append_basic_block(self.f, "then"),
+            cx.append_basic_block(self.f, "else"),
+            cx.append_basic_block(self.f, "endif"),
+        );
         self.ir.b.build_conditional_branch(c, t, e)?;
         self.ir.b.position_at_end(t);
         self.block(then_body)?;
@@ -134,23 +138,45 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         Ok(self.ir.b.build_load(t, p, "")?)
     }
 
-    pub(super) fn lane_ptr(&self, arr: PointerValue<'ctx>, t: inkwell::types::BasicTypeEnum<'ctx>, n: u32, lane: IntValue<'ctx>) -> R<PointerValue<'ctx>> {
+    pub(super) fn lane_ptr(
+        &self,
+        arr: PointerValue<'ctx>,
+        t: inkwell::types::BasicTypeEnum<'ctx>,
+        n: u32,
+        lane: IntValue<'ctx>,
+    ) -> R<PointerValue<'ctx>> {
         Ok(unsafe { self.ir.b.build_in_bounds_gep(t.array_type(n), arr, &[self.ir.i64(0), lane], "")? })
     }
 
     /// The address of `buf[idx]` after checking `idx < len` (else: error record and return).
-    pub(super) fn element_ptr(&mut self, buf: Buf, idx: IntValue<'ctx>, signed: bool, write: bool) -> R<PointerValue<'ctx>> {
+    pub(super) fn element_ptr(
+        &mut self,
+        buf: Buf,
+        idx: IntValue<'ctx>,
+        signed: bool,
+        write: bool,
+    ) -> R<PointerValue<'ctx>> {
         let Some(elem) = self.k.buf_elem(buf) else { return fail(format!("{buf:?} is not a buffer")) };
         let (base, len, kind, id) = match buf {
             Buf::Param(p) => match self.params.get(p.index()) {
-                Some(crate::lower::expr::ParamVal::Buffer { .. }) if write && matches!(self.k.params[p.index()].kind, crate::ir::ParamKind::Buffer { access: crate::ir::Access::Read, .. }) => {
+                Some(crate::lower::expr::ParamVal::Buffer { .. })
+                    if write
+                        && matches!(
+                            self.k.params[p.index()].kind,
+                            crate::ir::ParamKind::Buffer { access: crate::ir::Access::Read, .. }
+                        ) =>
+                {
                     return fail(format!("store to read-only buffer `{}`", self.k.params[p.index()].name))
                 }
-                Some(crate::lower::expr::ParamVal::Buffer { ptr, len }) => (*ptr, *len, if write { ERR_WRITE } else { super::ERR_READ }, p.index()),
+                Some(crate::lower::expr::ParamVal::Buffer { ptr, len }) => {
+                    (*ptr, *len, if write { ERR_WRITE } else { super::ERR_READ }, p.index())
+                }
                 _ => return fail(format!("parameter {p} is not a buffer")),
             },
             Buf::Shared(s) => {
-                let Some(&ptr) = self.shared.get(s.index()) else { return fail(format!("shared array {s} does not exist")) };
+                let Some(&ptr) = self.shared.get(s.index()) else {
+                    return fail(format!("shared array {s} does not exist"));
+                };
                 let len = self.ir.i64(self.k.shared[s.index()].len as u64);
                 (ptr, len, if write { ERR_WRITE_SHARED } else { super::ERR_READ_SHARED }, s.index())
             }
@@ -161,13 +187,21 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// Continues if `ok`; otherwise fills the error record and returns from the kernel.
-    pub(super) fn check(&mut self, ok: IntValue<'ctx>, kind: u64, id: u64, index: IntValue<'ctx>, signed: bool) -> R<()> {
+    pub(super) fn check(
+        &mut self,
+        ok: IntValue<'ctx>,
+        kind: u64,
+        id: u64,
+        index: IntValue<'ctx>,
+        signed: bool,
+    ) -> R<()> {
         let cx = self.ir.cx;
         let (bad, cont) = (cx.append_basic_block(self.f, "oob"), cx.append_basic_block(self.f, "ok"));
         self.ir.b.build_conditional_branch(ok, cont, bad)?;
         self.ir.b.position_at_end(bad);
         let i64t = cx.i64_type();
-        for (field, v) in [(0u64, self.ir.i64(kind)), (1, self.ir.i64(id)), (2, index), (3, self.ir.i64(signed as u64))] {
+        for (field, v) in [(0u64, self.ir.i64(kind)), (1, self.ir.i64(id)), (2, index), (3, self.ir.i64(signed as u64))]
+        {
             let p = unsafe { self.ir.b.build_in_bounds_gep(i64t, self.err, &[self.ir.i64(field)], "")? };
             self.ir.b.build_store(p, v)?;
         }
@@ -204,21 +238,42 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// `for i in (start..end).step_by(step)` over integer type `ty`.
-    pub(super) fn for_loop(&mut self, ty: ScalarType, start: IntValue<'ctx>, end: IntValue<'ctx>, step: IntValue<'ctx>, body: &mut Body<'_, 'a, 'ctx>) -> R<()> {
+    pub(super) fn for_loop(
+        &mut self,
+        ty: ScalarType,
+        start: IntValue<'ctx>,
+        end: IntValue<'ctx>,
+        step: IntValue<'ctx>,
+        body: &mut Body<'_, 'a, 'ctx>,
+    ) -> R<()> {
         if !ty.is_int() {
             return fail(format!("loop variable of type {ty}: expected an integer"));
         }
         let cx = self.ir.cx;
         let it = reg_ty(cx, ty).into_int_type();
         let signed = ty.is_signed();
-        let step_ok = if signed { self.ir.icmp(P::SGT, step, it.const_zero())? } else { self.ir.icmp(P::NE, step, it.const_zero())? };
+        let step_ok = if signed {
+            self.ir.icmp(P::SGT, step, it.const_zero())?
+        } else {
+            self.ir.icmp(P::NE, step, it.const_zero())?
+        };
         if step.get_zero_extended_constant().is_none_or(|c| c == 0 || signed) {
-            let step64 = if ty.bits() == 64 { step } else if signed { self.ir.b.build_int_s_extend(step, cx.i64_type(), "")? } else { self.ir.zext(step, cx.i64_type())? };
+            let step64 = if ty.bits() == 64 {
+                step
+            } else if signed {
+                self.ir.b.build_int_s_extend(step, cx.i64_type(), "")?
+            } else {
+                self.ir.zext(step, cx.i64_type())?
+            };
             self.check(step_ok, ERR_FOR_STEP, 0, step64, signed)?;
         }
         let ctr = self.alloca_zeroed(it.into(), "i")?;
         self.ir.b.build_store(ctr, start)?;
-        let (head, bb, exit) = (cx.append_basic_block(self.f, "head"), cx.append_basic_block(self.f, "body"), cx.append_basic_block(self.f, "exit"));
+        let (head, bb, exit) = (
+            cx.append_basic_block(self.f, "head"),
+            cx.append_basic_block(self.f, "body"),
+            cx.append_basic_block(self.f, "exit"),
+        );
         self.ir.b.build_unconditional_branch(head)?;
         self.ir.b.position_at_end(head);
         let i = self.ir.b.build_load(it, ctr, "")?.into_int_value();

@@ -20,7 +20,11 @@ const SHDR_SIZE: usize = 64;
 pub(crate) fn check(image: &[u8]) -> Result<(), String> {
     if image.len() < EHDR_SIZE || &image[..4] != b"\x7fELF" {
         let head: Vec<String> = image.iter().take(4).map(|b| format!("{b:02x}")).collect();
-        return Err(format!("expected an ELF code object (7f 45 4c 46...), found {} bytes starting {}", image.len(), head.join(" ")));
+        return Err(format!(
+            "expected an ELF code object (7f 45 4c 46...), found {} bytes starting {}",
+            image.len(),
+            head.join(" ")
+        ));
     }
     if image[4] != 2 || image[5] != 1 {
         return Err(format!("expected a 64-bit little-endian ELF, found class {} data {}", image[4], image[5]));
@@ -31,7 +35,9 @@ pub(crate) fn check(image: &[u8]) -> Result<(), String> {
         return Err(format!("expected an AMDGPU ELF (machine {EM_AMDGPU}), found machine {machine}"));
     }
     if e_type != ET_DYN {
-        return Err(format!("expected a linked code object (ELF type {ET_DYN}, shared object), found ELF type {e_type}"));
+        return Err(format!(
+            "expected a linked code object (ELF type {ET_DYN}, shared object), found ELF type {e_type}"
+        ));
     }
     let (phoff, shoff) = (u64_at(image, 32)?, u64_at(image, 40)?);
     let (phentsize, phnum) = (u16_at(image, 54)? as usize, u16_at(image, 56)? as u64);
@@ -60,7 +66,10 @@ pub(crate) fn check(image: &[u8]) -> Result<(), String> {
 fn in_bounds(image: &[u8], what: &str, start: u64, len: u64) -> Result<(), String> {
     match start.checked_add(len) {
         Some(end) if end <= image.len() as u64 => Ok(()),
-        _ => Err(format!("expected the {what} (offset {start}, {len} bytes) inside the {}-byte image, found it past the end", image.len())),
+        _ => Err(format!(
+            "expected the {what} (offset {start}, {len} bytes) inside the {}-byte image, found it past the end",
+            image.len()
+        )),
     }
 }
 

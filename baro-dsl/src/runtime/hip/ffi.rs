@@ -77,15 +77,19 @@ pub mod sig {
     pub type Free = unsafe extern "C" fn(ptr: DevicePtr) -> Code;
     pub type MemcpyHtoD = unsafe extern "C" fn(dst: DevicePtr, src: *mut c_void, size: usize) -> Code;
     pub type MemcpyDtoH = unsafe extern "C" fn(dst: *mut c_void, src: DevicePtr, size: usize) -> Code;
-    pub type MemcpyHtoDAsync = unsafe extern "C" fn(dst: DevicePtr, src: *mut c_void, size: usize, stream: Stream) -> Code;
+    pub type MemcpyHtoDAsync =
+        unsafe extern "C" fn(dst: DevicePtr, src: *mut c_void, size: usize, stream: Stream) -> Code;
     pub type MemGetInfo = unsafe extern "C" fn(free: *mut usize, total: *mut usize) -> Code;
     pub type StreamWaitEvent = unsafe extern "C" fn(stream: Stream, event: Event, flags: c_uint) -> Code;
-    pub type MemcpyDtoDAsync = unsafe extern "C" fn(dst: DevicePtr, src: DevicePtr, size: usize, stream: Stream) -> Code;
-    pub type MemcpyDtoHAsync = unsafe extern "C" fn(dst: *mut c_void, src: DevicePtr, size: usize, stream: Stream) -> Code;
+    pub type MemcpyDtoDAsync =
+        unsafe extern "C" fn(dst: DevicePtr, src: DevicePtr, size: usize, stream: Stream) -> Code;
+    pub type MemcpyDtoHAsync =
+        unsafe extern "C" fn(dst: *mut c_void, src: DevicePtr, size: usize, stream: Stream) -> Code;
     pub type MemsetAsync = unsafe extern "C" fn(dst: DevicePtr, value: c_int, size: usize, stream: Stream) -> Code;
     pub type ModuleLoadData = unsafe extern "C" fn(module: *mut Module, image: *const c_void) -> Code;
     pub type ModuleUnload = unsafe extern "C" fn(module: Module) -> Code;
-    pub type ModuleGetFunction = unsafe extern "C" fn(function: *mut Function, module: Module, name: *const c_char) -> Code;
+    pub type ModuleGetFunction =
+        unsafe extern "C" fn(function: *mut Function, module: Module, name: *const c_char) -> Code;
     pub type ModuleLaunchKernel = unsafe extern "C" fn(
         function: Function,
         grid_x: c_uint,

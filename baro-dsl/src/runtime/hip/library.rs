@@ -69,13 +69,16 @@ pub(crate) struct Hip {
 /// exercise HIP's own error paths), or why none opened.
 pub(crate) fn library() -> Result<&'static Hip, DeviceError> {
     static LIB: OnceLock<Result<Hip, String>> = OnceLock::new();
-    LIB.get_or_init(|| open(&candidates(|k| std::env::var_os(k).map(PathBuf::from)))).as_ref().map_err(|message| DeviceError::NoDriver { message: message.clone() })
+    LIB.get_or_init(|| open(&candidates(|k| std::env::var_os(k).map(PathBuf::from))))
+        .as_ref()
+        .map_err(|message| DeviceError::NoDriver { message: message.clone() })
 }
 
 /// The opened library if its version is one baro supports (`MIN_VERSION`), or why not.
 pub(crate) fn runtime() -> Result<&'static Hip, DeviceError> {
     let hip = library()?;
-    check_version(hip.version).map_err(|e| DeviceError::NoDriver { message: format!("{LIB_NAME} ({}): {e}", where_found(&hip.path)) })?;
+    check_version(hip.version)
+        .map_err(|e| DeviceError::NoDriver { message: format!("{LIB_NAME} ({}): {e}", where_found(&hip.path)) })?;
     Ok(hip)
 }
 
@@ -108,7 +111,12 @@ pub fn version_text(v: i32) -> String {
 
 /// Where to look, in order: the variables' `lib` folders, ROCm's default prefix, the soname.
 fn candidates(var: impl Fn(&str) -> Option<PathBuf>) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = ["ROCM_PATH", "HIP_PATH"].iter().filter_map(|k| var(k)).filter(|p| !p.as_os_str().is_empty()).map(|p| p.join("lib").join(LIB_NAME)).collect();
+    let mut out: Vec<PathBuf> = ["ROCM_PATH", "HIP_PATH"]
+        .iter()
+        .filter_map(|k| var(k))
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(|p| p.join("lib").join(LIB_NAME))
+        .collect();
     out.push(PathBuf::from("/opt/rocm/lib").join(LIB_NAME));
     out.push(PathBuf::from(LIB_NAME));
     out.dedup();
@@ -141,7 +149,9 @@ fn resolve(lib: libloading::Library, path: PathBuf) -> Result<Hip, String> {
     macro_rules! get {
         ($name:literal) => {{
             // SAFETY: the symbol's type is the C signature of that HIP function (`ffi::sig`).
-            let f = unsafe { lib.get(concat!($name, "\0").as_bytes()) }.map_err(|e| format!("{LIB_NAME} ({}): expected the function {}, found none: {e}", where_found(&path), $name))?;
+            let f = unsafe { lib.get(concat!($name, "\0").as_bytes()) }.map_err(|e| {
+                format!("{LIB_NAME} ({}): expected the function {}, found none: {e}", where_found(&path), $name)
+            })?;
             *f
         }};
     }
@@ -219,7 +229,10 @@ mod tests {
             "HIP_PATH" => Some(PathBuf::from("")),
             _ => None,
         };
-        let want: Vec<PathBuf> = ["/r/lib/libamdhip64.so", "/opt/rocm/lib/libamdhip64.so", "libamdhip64.so"].iter().map(PathBuf::from).collect();
+        let want: Vec<PathBuf> = ["/r/lib/libamdhip64.so", "/opt/rocm/lib/libamdhip64.so", "libamdhip64.so"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
         assert_eq!(candidates(vars), want);
     }
 
@@ -229,7 +242,9 @@ mod tests {
         let missing = dir.path().join("lib").join(LIB_NAME);
         let not_a_lib = dir.path().join(LIB_NAME);
         std::fs::write(&not_a_lib, b"not an ELF file").unwrap();
-        let Err(e) = open(&[missing.clone(), not_a_lib.clone(), PathBuf::from("libbaro-no-such-hip.so")]) else { panic!("opened a library that does not exist") };
+        let Err(e) = open(&[missing.clone(), not_a_lib.clone(), PathBuf::from("libbaro-no-such-hip.so")]) else {
+            panic!("opened a library that does not exist")
+        };
         assert!(e.starts_with("no HIP runtime: expected libamdhip64.so (ROCm 6 or newer), found none ("), "{e}");
         assert!(e.contains(&format!("{}: not found", missing.display())), "{e}");
         assert!(e.contains(&not_a_lib.display().to_string()), "{e}");

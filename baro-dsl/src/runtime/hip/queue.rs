@@ -68,7 +68,12 @@ impl HipQueue {
     /// The current device's null stream.
     pub(crate) fn null(device: i32) -> Result<HipQueue, DeviceError> {
         let slots = HipMem::zeroed(device, RECORD_SLOTS * RECORD_BYTES)?;
-        Ok(HipQueue { raw: null_mut(), owned: false, device, records: Mutex::new(Records { slots, pending: Vec::new() }) })
+        Ok(HipQueue {
+            raw: null_mut(),
+            owned: false,
+            device,
+            records: Mutex::new(Records { slots, pending: Vec::new() }),
+        })
     }
 
     pub(crate) fn device(&self) -> i32 {
@@ -77,7 +82,13 @@ impl HipQueue {
 
     /// Queues a launch of `k` with its argument `words` (the error record's address is
     /// appended here); `lens` are the parameters' element counts for the error message.
-    pub(crate) fn launch(&self, k: &Arc<HipKernel>, mut words: Vec<u64>, lens: Vec<u64>, grid: [u32; 3]) -> Result<(), DeviceError> {
+    pub(crate) fn launch(
+        &self,
+        k: &Arc<HipKernel>,
+        mut words: Vec<u64>,
+        lens: Vec<u64>,
+        grid: [u32; 3],
+    ) -> Result<(), DeviceError> {
         let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
         if records.pending.len() == RECORD_SLOTS {
             self.check_records(&mut records)?;
@@ -91,7 +102,19 @@ impl HipQueue {
         // bounds-checks every access against it); the record slot is zeroed, in the ring, and
         // read only after the stream finishes; block_dim was checked at load.
         let code = unsafe {
-            (api()?.hipModuleLaunchKernel)(k.function, grid[0], grid[1], grid[2], k.artifact.block_dim, 1, 1, 0, self.raw, params.as_mut_ptr(), null_mut())
+            (api()?.hipModuleLaunchKernel)(
+                k.function,
+                grid[0],
+                grid[1],
+                grid[2],
+                k.artifact.block_dim,
+                1,
+                1,
+                0,
+                self.raw,
+                params.as_mut_ptr(),
+                null_mut(),
+            )
         };
         check("hipModuleLaunchKernel", code)?;
         records.pending.push(Pending { kernel: k.clone(), lens });
@@ -111,14 +134,20 @@ impl HipQueue {
         // SAFETY: `dst` points into a live allocation with at least `src.len()` bytes left
         // (the caller's checked range); `src` is borrowed for the whole call, which does not
         // return before the stream has finished the copy.
-        check("hipMemcpyHtoDAsync", unsafe { (api()?.hipMemcpyHtoDAsync)(dst, src.as_ptr().cast_mut().cast(), src.len(), self.raw) })?;
+        check("hipMemcpyHtoDAsync", unsafe {
+            (api()?.hipMemcpyHtoDAsync)(dst, src.as_ptr().cast_mut().cast(), src.len(), self.raw)
+        })?;
         self.sync_stream()
     }
 
     /// Work queued on this stream from now on waits for `e`'s last recorded point.
     pub(crate) fn wait(&self, e: &HipEvent) -> Result<(), DeviceError> {
         if e.device != self.device {
-            return Err(DeviceError::Mismatch { what: "event", expected: format!("an event of hip device {}", self.device), found: format!("one of hip device {}", e.device) });
+            return Err(DeviceError::Mismatch {
+                what: "event",
+                expected: format!("an event of hip device {}", self.device),
+                found: format!("one of hip device {}", e.device),
+            });
         }
         super::set_device(self.device)?;
         // SAFETY: live stream and event handles of one device; flags 0 is the only defined value.
@@ -147,10 +176,14 @@ impl HipQueue {
         let bytes = n * RECORD_BYTES;
         // SAFETY: the ring holds `RECORD_SLOTS * RECORD_BYTES >= bytes` bytes; `words` is
         // `bytes` writable bytes; the stream is idle, so no kernel writes the ring meanwhile.
-        check("hipMemcpyDtoHAsync (error records)", unsafe { (api()?.hipMemcpyDtoHAsync)(words.as_mut_ptr().cast(), records.slots.ptr, bytes, self.raw) })?;
+        check("hipMemcpyDtoHAsync (error records)", unsafe {
+            (api()?.hipMemcpyDtoHAsync)(words.as_mut_ptr().cast(), records.slots.ptr, bytes, self.raw)
+        })?;
         self.sync_stream()?;
         // SAFETY: as above; zeroes the slots just read.
-        check("hipMemsetAsync (error records)", unsafe { (api()?.hipMemsetAsync)(records.slots.ptr, 0, bytes, self.raw) })?;
+        check("hipMemsetAsync (error records)", unsafe {
+            (api()?.hipMemsetAsync)(records.slots.ptr, 0, bytes, self.raw)
+        })?;
         self.sync_stream()?;
         let pending = std::mem::take(&mut records.pending);
         for (p, w) in pending.iter().zip(words.chunks_exact(4)) {
@@ -164,7 +197,11 @@ impl HipQueue {
 
     pub(crate) fn record(&self, e: &HipEvent) -> Result<(), DeviceError> {
         if e.device != self.device {
-            return Err(DeviceError::Mismatch { what: "event", expected: format!("an event of hip device {}", self.device), found: format!("one of hip device {}", e.device) });
+            return Err(DeviceError::Mismatch {
+                what: "event",
+                expected: format!("an event of hip device {}", self.device),
+                found: format!("one of hip device {}", e.device),
+            });
         }
         super::set_device(self.device)?;
         // SAFETY: live event and stream handles of one device.

@@ -53,7 +53,13 @@ fn driver_errors_name_the_call_and_the_code() {
 
 #[test]
 fn named_codes_are_named_and_others_are_not() {
-    for (code, name) in [(0, "hipSuccess"), (100, "hipErrorNoDevice"), (101, "hipErrorInvalidDevice"), (200, "hipErrorInvalidImage"), (999, "hipErrorUnknown")] {
+    for (code, name) in [
+        (0, "hipSuccess"),
+        (100, "hipErrorNoDevice"),
+        (101, "hipErrorInvalidDevice"),
+        (200, "hipErrorInvalidImage"),
+        (999, "hipErrorUnknown"),
+    ] {
         assert_eq!(ffi::code_name(code), Some(name));
     }
     for code in [-1, 10, 102, 6000, i32::MIN, i32::MAX] {
@@ -110,7 +116,11 @@ fn argument_checks_match_the_host() {
     let k = testkernels::matvec(); // (w: &[f32], x: &[f32], y: &mut [f32], k: usize, m: usize)
     let host = Device::host().expect("host device");
     let hk = host.compile(&k).expect("matvec compiles");
-    let (w, x, wb) = (host.alloc(ScalarType::F32, 6).unwrap(), host.alloc(ScalarType::F32, 3).unwrap(), host.alloc(ScalarType::BF16, 6).unwrap());
+    let (w, x, wb) = (
+        host.alloc(ScalarType::F32, 6).unwrap(),
+        host.alloc(ScalarType::F32, 3).unwrap(),
+        host.alloc(ScalarType::BF16, 6).unwrap(),
+    );
     let mut y = host.alloc(ScalarType::F32, 2).unwrap();
     let idx = |v: u64| DeviceArg::Scalar(Const::index(v));
     let u32_3 = || DeviceArg::Scalar(Const::new(ScalarType::U32, 3));
@@ -151,7 +161,13 @@ fn kernel_words_follow_the_abi() {
     let (x, w) = (fake(ScalarType::F32, 10, 0x1000), fake(ScalarType::F32, 5, 0x2000));
     let mut y = fake(ScalarType::F32, 10, 0x3000);
     let not_canonical = Const { ty: ScalarType::F32, bits: 0xffff_ffff_3f80_0000 }; // 1.0f32 with junk above
-    let args = [DeviceArg::Buf(&x), DeviceArg::Buf(&w), DeviceArg::BufMut(&mut y), DeviceArg::Scalar(Const::index(5)), DeviceArg::Scalar(not_canonical)];
+    let args = [
+        DeviceArg::Buf(&x),
+        DeviceArg::Buf(&w),
+        DeviceArg::BufMut(&mut y),
+        DeviceArg::Scalar(Const::index(5)),
+        DeviceArg::Scalar(not_canonical),
+    ];
     let Prepared { words, lens, grid } = prepare(&k, &args, 32).expect("arguments match");
     // (address, element count) per buffer, one canonical word per scalar; the record's
     // address is appended by the queue at launch.
@@ -166,9 +182,18 @@ fn grids_beyond_hip_work_item_limits_are_refused() {
     let (w, x) = (fake(ScalarType::F32, 1, 0x1000), fake(ScalarType::F32, 1, 0x2000));
     let mut y = fake(ScalarType::F32, 1, 0x3000);
     let m = u64::from(u32::MAX) / 64 + 1;
-    let args = [DeviceArg::Buf(&w), DeviceArg::Buf(&x), DeviceArg::BufMut(&mut y), DeviceArg::Scalar(Const::index(1)), DeviceArg::Scalar(Const::index(m))];
+    let args = [
+        DeviceArg::Buf(&w),
+        DeviceArg::Buf(&x),
+        DeviceArg::BufMut(&mut y),
+        DeviceArg::Scalar(Const::index(1)),
+        DeviceArg::Scalar(Const::index(m)),
+    ];
     let e = prepare(&k, &args, 64).unwrap_err().to_string();
-    assert_eq!(e, format!("kernel `matvec` grid axis 0: expected at most {} workgroups on this device, found {m}", m - 1));
+    assert_eq!(
+        e,
+        format!("kernel `matvec` grid axis 0: expected at most {} workgroups on this device, found {m}", m - 1)
+    );
     assert!(prepare(&k, &args, 32).is_ok(), "the same grid fits with 32 threads per workgroup");
 }
 
@@ -182,7 +207,8 @@ fn linked_code_objects_pass_the_check_and_fail_cleanly_without_a_device() {
         let target = Target::Amdgpu { arch: arch.into() };
         for (rows, m1) in testkernels::pairs() {
             for k in [m1, rows] {
-                let a = compile_gpu(&k, &target, &options, &cache).unwrap_or_else(|e| panic!("`{}` for {arch}: {e}", k.name));
+                let a = compile_gpu(&k, &target, &options, &cache)
+                    .unwrap_or_else(|e| panic!("`{}` for {arch}: {e}", k.name));
                 assert_eq!(code_object::check(&a.image), Ok(()), "`{}` for {arch}", k.name);
                 if no_device {
                     let e = load_module(&a.image).err().map(|e| match e {
@@ -196,7 +222,8 @@ fn linked_code_objects_pass_the_check_and_fail_cleanly_without_a_device() {
         }
     }
     if no_device {
-        let a = compile_gpu(&testkernels::matvec(), &Target::Amdgpu { arch: "gfx1100".into() }, &options, &cache).unwrap();
+        let a =
+            compile_gpu(&testkernels::matvec(), &Target::Amdgpu { arch: "gfx1100".into() }, &options, &cache).unwrap();
         if let Err(LoadError::Hip(e)) = load_module(&a.image) {
             println!("without an AMD GPU: {e}");
         }

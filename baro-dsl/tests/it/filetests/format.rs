@@ -149,7 +149,9 @@ pub fn read(text: &str) -> Result<FileTest, Vec<String>> {
         if let Some(snap) = &mut snapshot {
             match raw.strip_prefix(';') {
                 Some(rest) => snap.lines.push(rest.strip_prefix(' ').unwrap_or(rest).to_string()),
-                None => problems.push(format!("line {line}: `{raw}` after `; output:`: expected the block to end the file, each line `; TEXT`")),
+                None => problems.push(format!(
+                    "line {line}: `{raw}` after `; output:`: expected the block to end the file, each line `; TEXT`"
+                )),
             }
             continue;
         }
@@ -201,11 +203,16 @@ pub fn read(text: &str) -> Result<FileTest, Vec<String>> {
         }
     }
     let Some(kind) = kind_found else {
-        problems.push("no `; test` line: expected `; test verify`, `; test expand` or `; test lower TARGET [STAGE]`".into());
+        problems.push(
+            "no `; test` line: expected `; test verify`, `; test expand` or `; test lower TARGET [STAGE]`".into(),
+        );
         return Err(problems);
     };
     if kind == Kind::Verify && !patterns.is_empty() {
-        problems.push("`; check:`/`; not:`/`; nowhere:` in a verify test, which prints no text: expected `; error:` lines only".into());
+        problems.push(
+            "`; check:`/`; not:`/`; nowhere:` in a verify test, which prints no text: expected `; error:` lines only"
+                .into(),
+        );
     }
     if kind == Kind::Verify && snapshot.is_some() {
         problems.push("an `; output:` block in a verify test, which prints no text".into());
@@ -213,7 +220,8 @@ pub fn read(text: &str) -> Result<FileTest, Vec<String>> {
     if !errors.is_empty() && (!patterns.is_empty() || snapshot.is_some()) {
         problems.push("both `; error:` and output checks: a file that expects errors has no output to check".into());
     }
-    let checks_output = patterns.iter().any(|p| matches!(p, Pattern::Check(_) | Pattern::Nowhere(_))) || snapshot.is_some();
+    let checks_output =
+        patterns.iter().any(|p| matches!(p, Pattern::Check(_) | Pattern::Nowhere(_))) || snapshot.is_some();
     if kind != Kind::Verify && !checks_output && errors.is_empty() {
         problems.push(format!("a `{}` test with no `; check:`, `; output:` or `; error:` checks nothing", kind.name()));
     }

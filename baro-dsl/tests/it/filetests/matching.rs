@@ -42,7 +42,13 @@ pub fn check_output(output: &str, patterns: &[Pattern]) -> Vec<String> {
     for p in &patterns {
         if let Pattern::Nowhere(d) = p {
             if let Some(j) = lines.iter().position(|l| l.contains(&d.text)) {
-                fails.push(format!("line {}: `; nowhere: {}` found at output line {}: {}", d.line, d.text, j + 1, lines[j].trim()));
+                fails.push(format!(
+                    "line {}: `; nowhere: {}` found at output line {}: {}",
+                    d.line,
+                    d.text,
+                    j + 1,
+                    lines[j].trim()
+                ));
             }
         }
     }
@@ -72,7 +78,8 @@ pub fn check_output(output: &str, patterns: &[Pattern]) -> Vec<String> {
                     from = j + 1;
                 }
                 None => {
-                    let after = if from == 0 { "in the output".to_string() } else { format!("after output line {from}") };
+                    let after =
+                        if from == 0 { "in the output".to_string() } else { format!("after output line {from}") };
                     fails.push(format!("line {}: `; check: {}` not found {after}", d.line, d.text));
                     return fails;
                 }
@@ -88,7 +95,10 @@ pub fn check_errors(expected: &[Directive], reported: &[String]) -> Vec<String> 
     let mut fails = Vec::new();
     if !expected.is_empty() && reported.is_empty() {
         let lines: Vec<String> = expected.iter().map(|d| format!("line {}: {}", d.line, d.text)).collect();
-        fails.push(format!("expected errors, found none: every kernel verified cleanly (expected: {})", lines.join("; ")));
+        fails.push(format!(
+            "expected errors, found none: every kernel verified cleanly (expected: {})",
+            lines.join("; ")
+        ));
         return fails;
     }
     let mut taken = vec![false; reported.len()];

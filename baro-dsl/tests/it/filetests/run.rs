@@ -102,7 +102,9 @@ pub fn verify_error(e: &VerifyError) -> String {
 pub fn sibling_error(rows: &Kernel, e: &SiblingError) -> Vec<String> {
     match e {
         SiblingError::Invalid(errs) => errs.iter().map(verify_error).collect(),
-        SiblingError::Schedule { reduce, .. } => vec![format!("{}: sibling schedule at reduce #{reduce}: {}", rows.name, one_line(&e.to_string()))],
+        SiblingError::Schedule { reduce, .. } => {
+            vec![format!("{}: sibling schedule at reduce #{reduce}: {}", rows.name, one_line(&e.to_string()))]
+        }
         SiblingError::Arithmetic(m) => {
             vec![format!("{}: sibling arithmetic{}: {}", rows.name, location(&m.location), one_line(&e.to_string()))]
         }
@@ -187,7 +189,12 @@ pub fn run(t: &FileTest, problems: &mut Vec<String>) -> Outcome {
 
 #[cfg(not(feature = "llvm"))]
 fn lower(_: &[Kernel], _: &baro_dsl::target::Target, _: super::format::Stage) -> Outcome {
-    Outcome { errors: Vec::new(), output: None, not_run: Some("lowering needs feature `llvm`".into()), statements: Vec::new() }
+    Outcome {
+        errors: Vec::new(),
+        output: None,
+        not_run: Some("lowering needs feature `llvm`".into()),
+        statements: Vec::new(),
+    }
 }
 
 #[cfg(feature = "llvm")]
@@ -224,6 +231,7 @@ fn lower(kernels: &[Kernel], target: &baro_dsl::target::Target, stage: super::fo
 fn host_runtime() -> &'static baro_dsl::runtime::HostRuntime {
     static RT: std::sync::OnceLock<baro_dsl::runtime::HostRuntime> = std::sync::OnceLock::new();
     RT.get_or_init(|| {
-        baro_dsl::runtime::HostRuntime::with_order(baro_dsl::options::HostOrder::Sequential).expect("the host runtime starts")
+        baro_dsl::runtime::HostRuntime::with_order(baro_dsl::options::HostOrder::Sequential)
+            .expect("the host runtime starts")
     })
 }

@@ -56,12 +56,22 @@ pub fn tool(name: &str, package: &str) -> PathBuf {
             return PathBuf::from(s);
         }
     }
-    panic!("`{name}` not found: install Debian's `{package}` (apt-get install {package}); these offline checks never skip")
+    panic!(
+        "`{name}` not found: install Debian's `{package}` (apt-get install {package}); these offline checks never skip"
+    )
 }
 
 pub fn run_tool(tool: &PathBuf, args: &[&str], file: &std::path::Path) -> String {
-    let out = Command::new(tool).args(args).arg(file).output().unwrap_or_else(|e| panic!("running {}: {e}", tool.display()));
-    assert!(out.status.success(), "{} {:?} {} failed: {}", tool.display(), args, file.display(), String::from_utf8_lossy(&out.stderr));
+    let out =
+        Command::new(tool).args(args).arg(file).output().unwrap_or_else(|e| panic!("running {}: {e}", tool.display()));
+    assert!(
+        out.status.success(),
+        "{} {:?} {} failed: {}",
+        tool.display(),
+        args,
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -138,11 +148,20 @@ pub fn parse_kernels(notes: &str) -> Vec<KernelMeta> {
 /// Checks the `.args` of one kernel against the launcher's ABI; returns the explicit size.
 pub fn check_args(k: &Kernel, meta: &KernelMeta) -> u64 {
     let want = expected_abi(k);
-    assert!(meta.args.len() >= want.len(), "{}: {} args in metadata, expected at least {}: {:?}", k.name, meta.args.len(), want.len(), meta.args);
+    assert!(
+        meta.args.len() >= want.len(),
+        "{}: {} args in metadata, expected at least {}: {:?}",
+        k.name,
+        meta.args.len(),
+        want.len(),
+        meta.args
+    );
     let mut offset = 0u64;
     for (i, w) in want.iter().enumerate() {
         let a = &meta.args[i];
-        let at = |key: &str| arg_get(a, key).unwrap_or_else(|| panic!("{}: arg {i} has no `{key}`: {a:?}", k.name)).to_string();
+        let at = |key: &str| {
+            arg_get(a, key).unwrap_or_else(|| panic!("{}: arg {i} has no `{key}`: {a:?}", k.name)).to_string()
+        };
         assert_eq!(at(".name"), w.name, "{}: arg {i} name", k.name);
         assert_eq!(at(".offset").parse::<u64>().unwrap(), offset, "{}: arg {i} (`{}`) offset", k.name, w.name);
         assert_eq!(at(".size").parse::<u64>().unwrap(), w.size, "{}: arg {i} (`{}`) size", k.name, w.name);
@@ -169,14 +188,22 @@ pub fn stray_fmas(disasm: &str) -> Vec<String> {
         let t = line.trim_start();
         let op = t.split_whitespace().next().unwrap_or("");
         let second = t.split_once("::").and_then(|(_, rest)| rest.split_whitespace().next()).unwrap_or("");
-        if [op, second].iter().any(|o| o.starts_with("v_dual_") && (o.contains("fma") || o.contains("fmac"))) && !in_div && !in_sqrt {
+        if [op, second].iter().any(|o| o.starts_with("v_dual_") && (o.contains("fma") || o.contains("fmac")))
+            && !in_div
+            && !in_sqrt
+        {
             out.push(t.to_string());
             continue;
         }
         if op.starts_with("v_div_scale_f") {
             in_div = true;
         }
-        let float_fma = (op.starts_with("v_fma") || op.starts_with("v_fmac") || op.starts_with("v_mad") || op.starts_with("v_mac") || op.starts_with("v_pk_fma") || op.starts_with("v_dot"))
+        let float_fma = (op.starts_with("v_fma")
+            || op.starts_with("v_fmac")
+            || op.starts_with("v_mad")
+            || op.starts_with("v_mac")
+            || op.starts_with("v_pk_fma")
+            || op.starts_with("v_dot"))
             && !op.contains("_u32")
             && !op.contains("_i32")
             && !op.contains("_u64")

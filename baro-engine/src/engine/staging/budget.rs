@@ -88,9 +88,12 @@ impl fmt::Display for MemoryPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let budget = self.budget.map_or("no budget".to_string(), |b| format!("budget {}", format_bytes(b)));
         match self.mode {
-            MemoryMode::Resident => write!(f, "resident: {} on the device ({budget})", format_bytes(self.device_bytes())),
+            MemoryMode::Resident => {
+                write!(f, "resident: {} on the device ({budget})", format_bytes(self.device_bytes()))
+            }
             MemoryMode::Staged { slots, asked } => {
-                let fewer = if slots < asked { format!(", {asked} asked, the budget holds {slots}") } else { String::new() };
+                let fewer =
+                    if slots < asked { format!(", {asked} asked, the budget holds {slots}") } else { String::new() };
                 write!(
                     f,
                     "staged: {} of routed experts in pinned host memory, {slots} expert slots per layer{fewer}, {} on the device ({budget})",
@@ -153,7 +156,9 @@ pub fn plan(budget: Option<u64>, needs: MemoryNeeds, asked: usize) -> Result<Mem
 /// suffix K, M, G or T (powers of 1024; `KiB`, `GB` and lowercase read the same): `24G`,
 /// `1.5GiB`, `512m`, `1000000`. Fractions of a byte round down.
 pub fn parse_bytes(text: &str) -> Result<u64, String> {
-    let bad = |why: &str| format!("expected a size such as 24G, 512M or 1.5GiB (K, M, G, T: powers of 1024), found `{text}`{why}");
+    let bad = |why: &str| {
+        format!("expected a size such as 24G, 512M or 1.5GiB (K, M, G, T: powers of 1024), found `{text}`{why}")
+    };
     let t = text.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, suffix) = t.split_at(split);

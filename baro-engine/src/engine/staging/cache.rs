@@ -64,7 +64,13 @@ pub struct SlotCache {
 
 impl SlotCache {
     pub fn new(n_experts: usize, n_slots: usize) -> SlotCache {
-        SlotCache { slot_of: vec![None; n_experts], expert_in: vec![None; n_slots], last_used: vec![0; n_slots], clock: 0, stats: CacheStats::default() }
+        SlotCache {
+            slot_of: vec![None; n_experts],
+            expert_in: vec![None; n_slots],
+            last_used: vec![0; n_slots],
+            clock: 0,
+            stats: CacheStats::default(),
+        }
     }
 
     pub fn n_slots(&self) -> usize {
@@ -114,7 +120,10 @@ impl SlotCache {
                 continue;
             }
             // At most n_slots ids, all of whose slots are marked `now`: an unmarked one exists.
-            let victim = (0..self.n_slots()).filter(|&s| self.last_used[s] != now).min_by_key(|&s| (self.last_used[s], s)).unwrap_or(0);
+            let victim = (0..self.n_slots())
+                .filter(|&s| self.last_used[s] != now)
+                .min_by_key(|&s| (self.last_used[s], s))
+                .unwrap_or(0);
             if let Some(old) = self.expert_in[victim].take() {
                 self.slot_of[old as usize] = None;
                 self.stats.evictions += 1;
@@ -167,7 +176,10 @@ mod tests {
         let mut c = SlotCache::new(4, 2);
         look(&mut c, &[1]);
         let (mut s, mut m) = (Vec::new(), Vec::new());
-        assert_eq!(c.lookup(&[4], &mut s, &mut m).unwrap_err().to_string(), "expert cache: expected expert ids below 4, found 4 (a bug in baro)");
+        assert_eq!(
+            c.lookup(&[4], &mut s, &mut m).unwrap_err().to_string(),
+            "expert cache: expected expert ids below 4, found 4 (a bug in baro)"
+        );
         assert_eq!(c.lookup(&[2, 2], &mut s, &mut m).unwrap_err(), CacheError::Duplicate { id: 2 });
         assert_eq!(c.lookup(&[0, 1, 2], &mut s, &mut m).unwrap_err(), CacheError::TooMany { found: 3, n_slots: 2 });
         assert_eq!(c.stats(), CacheStats { lookups: 1, hits: 0, misses: 1, evictions: 0 });

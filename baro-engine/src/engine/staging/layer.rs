@@ -48,12 +48,23 @@ impl LayerStaging {
             // The largest layer's shape of this part; its bytes bound every layer's.
             let largest = (0..store.n_layers()).map(|l| store.parts(l)[p].shape).max_by_key(|s| s.bytes());
             let Some(largest) = largest else {
-                return Err(DeviceError::Mismatch { what: "layer staging", expected: "a store with at least one layer".into(), found: "none".into() });
+                return Err(DeviceError::Mismatch {
+                    what: "layer staging",
+                    expected: "a store with at least one layer".into(),
+                    found: "none".into(),
+                });
             };
             for l in 0..store.n_layers() {
                 let ty = store.parts(l)[p].shape.ty;
                 if storage_elem(ty) != storage_elem(largest.ty) {
-                    return Err(DeviceError::Mismatch { what: "layer staging", expected: format!("one device element type per expert matrix across layers ({})", storage_elem(largest.ty)), found: format!("{ty} in layer {l}") });
+                    return Err(DeviceError::Mismatch {
+                        what: "layer staging",
+                        expected: format!(
+                            "one device element type per expert matrix across layers ({})",
+                            storage_elem(largest.ty)
+                        ),
+                        found: format!("{ty} in layer {l}"),
+                    });
                 }
             }
             alloc_matrix(device, largest)
@@ -75,7 +86,11 @@ impl LayerStaging {
     /// set's staged event. Returns at once.
     pub fn stage(&mut self, device: &Device, store: &ExpertStore, layer: usize, set: usize) -> Result<(), DeviceError> {
         if layer >= store.n_layers() {
-            return Err(DeviceError::Mismatch { what: "layer staging", expected: format!("a layer below {}", store.n_layers()), found: layer.to_string() });
+            return Err(DeviceError::Mismatch {
+                what: "layer staging",
+                expected: format!("a layer below {}", store.n_layers()),
+                found: layer.to_string(),
+            });
         }
         let s = self.sets.get_mut(set).ok_or_else(|| bad_set(set))?;
         self.copy.wait_event(&s.released)?;
@@ -92,7 +107,11 @@ impl LayerStaging {
     pub fn wait(&self, compute: &Stream, set: usize) -> Result<&ExpertMatrices, DeviceError> {
         let s = self.set(set)?;
         if s.layer.is_none() {
-            return Err(DeviceError::Mismatch { what: "layer staging", expected: format!("set {set} staged before use"), found: "a set never staged".into() });
+            return Err(DeviceError::Mismatch {
+                what: "layer staging",
+                expected: format!("set {set} staged before use"),
+                found: "a set never staged".into(),
+            });
         }
         compute.wait_event(&s.staged)?;
         Ok(&s.experts)

@@ -14,9 +14,21 @@ use crate::model::ModelConfig;
 
 /// Plans against `budget` (`None`: no limit) with `fixed` bytes already allocated, then
 /// uploads or stages every layer's experts.
-pub fn place_experts(device: &Device, source: &ModelSource, cfg: &ModelConfig, weights: &mut Weights, budget: Option<u64>, fixed: u64, slots: usize) -> Result<(MemoryPlan, Option<DecodeSlots>), EngineError> {
+pub fn place_experts(
+    device: &Device,
+    source: &ModelSource,
+    cfg: &ModelConfig,
+    weights: &mut Weights,
+    budget: Option<u64>,
+    fixed: u64,
+    slots: usize,
+) -> Result<(MemoryPlan, Option<DecodeSlots>), EngineError> {
     if slots < cfg.n_experts_used {
-        return Err(EngineError::Unsupported { what: "expert slots", expected: format!("at least the model's top-k ({})", cfg.n_experts_used), found: slots.to_string() });
+        return Err(EngineError::Unsupported {
+            what: "expert slots",
+            expected: format!("at least the model's top-k ({})", cfg.n_experts_used),
+            found: slots.to_string(),
+        });
     }
     let shapes = expert_shapes(source, cfg)?;
     let needs = MemoryNeeds::new(fixed, &shapes, cfg.n_experts, cfg.n_experts_used);

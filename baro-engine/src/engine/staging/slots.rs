@@ -49,7 +49,15 @@ impl DecodeSlots {
             layers.push(LayerSlots { cache: SlotCache::new(n_experts, n_slots), experts });
         }
         let slot_ids = device.alloc(ScalarType::U32, top_k)?;
-        Ok(DecodeSlots { store, layers, slot_ids, expert_ids: Vec::new(), slots: Vec::new(), misses: Vec::new(), copied: 0 })
+        Ok(DecodeSlots {
+            store,
+            layers,
+            slot_ids,
+            expert_ids: Vec::new(),
+            slots: Vec::new(),
+            misses: Vec::new(),
+            copied: 0,
+        })
     }
 
     pub fn store(&self) -> &ExpertStore {
@@ -64,16 +72,28 @@ impl DecodeSlots {
     /// them to `layer`'s slots, queues the misses' copies on `stream`, and writes the slot
     /// ids. Returns the slot stacks and the slot-id buffer, to launch the expert matvecs with
     /// in place of the resident stacks and the expert ids.
-    pub fn map(&mut self, device: &Device, stream: &Stream, layer: usize, expert_ids: &Buffer) -> Result<(&ExpertMatrices, &Buffer), SlotError> {
+    pub fn map(
+        &mut self,
+        device: &Device,
+        stream: &Stream,
+        layer: usize,
+        expert_ids: &Buffer,
+    ) -> Result<(&ExpertMatrices, &Buffer), SlotError> {
         let n_layers = self.layers.len();
-        let l = self.layers.get_mut(layer).ok_or_else(|| DeviceError::Mismatch { what: "decode slots", expected: format!("a layer below {n_layers}"), found: layer.to_string() })?;
+        let l = self.layers.get_mut(layer).ok_or_else(|| DeviceError::Mismatch {
+            what: "decode slots",
+            expected: format!("a layer below {n_layers}"),
+            found: layer.to_string(),
+        })?;
         stream.synchronize()?;
         self.expert_ids = device.read::<u32>(expert_ids)?;
         l.cache.lookup(&self.expert_ids, &mut self.slots, &mut self.misses)?;
         // Synchronous, but the stream is idle here: the copies below are queued after it.
         device.write(&mut self.slot_ids, &self.slots)?;
         for m in &self.misses {
-            self.copied += self.store.copy_expert(device, stream, layer, m.expert as usize, &mut l.experts, m.slot as usize)? as u64;
+            self.copied +=
+                self.store.copy_expert(device, stream, layer, m.expert as usize, &mut l.experts, m.slot as usize)?
+                    as u64;
         }
         Ok((&l.experts, &self.slot_ids))
     }

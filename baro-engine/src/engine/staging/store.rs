@@ -55,7 +55,11 @@ impl ExpertStore {
             let mut parts = [StoredPart { shape: host[0].shape, offset: 0 }; 2];
             for (p, m) in parts.iter_mut().zip(&host) {
                 if m.bytes.len() != m.shape.bytes() {
-                    return Err(WeightError::Shape { name: what(), expected: vec![m.shape.n_mats, m.shape.rows, m.shape.cols], found: vec![m.bytes.len()] });
+                    return Err(WeightError::Shape {
+                        name: what(),
+                        expected: vec![m.shape.n_mats, m.shape.rows, m.shape.cols],
+                        found: vec![m.bytes.len()],
+                    });
                 }
                 dst[offset..offset + m.bytes.len()].copy_from_slice(&m.bytes);
                 *p = StoredPart { shape: m.shape, offset };
@@ -89,13 +93,25 @@ impl ExpertStore {
     /// Queues on `stream` the copies of `expert`'s gate-and-up and down matrices of `layer`
     /// into matrix `slot` of the two stacks of `dst` (whose rows and columns must be the layer's).
     /// Returns the bytes queued.
-    pub fn copy_expert(&self, device: &Device, stream: &Stream, layer: usize, expert: usize, dst: &mut ExpertMatrices, slot: usize) -> Result<usize, DeviceError> {
+    pub fn copy_expert(
+        &self,
+        device: &Device,
+        stream: &Stream,
+        layer: usize,
+        expert: usize,
+        dst: &mut ExpertMatrices,
+        slot: usize,
+    ) -> Result<usize, DeviceError> {
         let l = &self.layers[layer];
         let mut bytes = 0;
         for (part, m) in l.parts.iter().zip(dst.parts_mut()) {
             expect_fits(part.shape, m, slot)?;
             if expert >= part.shape.n_mats {
-                return Err(DeviceError::Mismatch { what: "expert copy", expected: format!("an expert below {}", part.shape.n_mats), found: expert.to_string() });
+                return Err(DeviceError::Mismatch {
+                    what: "expert copy",
+                    expected: format!("an expert below {}", part.shape.n_mats),
+                    found: expert.to_string(),
+                });
             }
             let (off, len) = part.expert_range(expert);
             device.copy_from_pinned(stream, &l.pinned, off, &mut m.buf, slot * len, len)?;
@@ -107,13 +123,23 @@ impl ExpertStore {
     /// Queues on `stream` the copies of all of `layer`'s experts into `dst`, whose stacks must
     /// hold at least the layer's bytes; sets `dst`'s shapes to the layer's. Returns the bytes
     /// queued.
-    pub fn copy_layer(&self, device: &Device, stream: &Stream, layer: usize, dst: &mut ExpertMatrices) -> Result<usize, DeviceError> {
+    pub fn copy_layer(
+        &self,
+        device: &Device,
+        stream: &Stream,
+        layer: usize,
+        dst: &mut ExpertMatrices,
+    ) -> Result<usize, DeviceError> {
         let l = &self.layers[layer];
         let mut bytes = 0;
         for (part, m) in l.parts.iter().zip(dst.parts_mut()) {
             let len = part.shape.bytes();
             if len > m.buf.byte_len() {
-                return Err(DeviceError::Mismatch { what: "layer staging set", expected: format!("at least {len} bytes for layer {layer}"), found: format!("{} bytes", m.buf.byte_len()) });
+                return Err(DeviceError::Mismatch {
+                    what: "layer staging set",
+                    expected: format!("at least {len} bytes for layer {layer}"),
+                    found: format!("{} bytes", m.buf.byte_len()),
+                });
             }
             device.copy_from_pinned(stream, &l.pinned, part.offset, &mut m.buf, 0, len)?;
             (m.ty, m.n_mats, m.rows, m.cols) = (part.shape.ty, part.shape.n_mats, part.shape.rows, part.shape.cols);
@@ -127,10 +153,18 @@ impl ExpertStore {
 fn expect_fits(shape: MatrixShape, m: &Matrix, slot: usize) -> Result<(), DeviceError> {
     let want = (shape.ty, shape.rows, shape.cols);
     if (m.ty, m.rows, m.cols) != want {
-        return Err(DeviceError::Mismatch { what: "expert slot", expected: format!("{want:?} matrices"), found: format!("{:?}", (m.ty, m.rows, m.cols)) });
+        return Err(DeviceError::Mismatch {
+            what: "expert slot",
+            expected: format!("{want:?} matrices"),
+            found: format!("{:?}", (m.ty, m.rows, m.cols)),
+        });
     }
     if slot >= m.n_mats || (slot + 1) * shape.mat_bytes() > m.buf.byte_len() {
-        return Err(DeviceError::Mismatch { what: "expert slot", expected: format!("a slot below {}", m.n_mats), found: slot.to_string() });
+        return Err(DeviceError::Mismatch {
+            what: "expert slot",
+            expected: format!("a slot below {}", m.n_mats),
+            found: slot.to_string(),
+        });
     }
     Ok(())
 }

@@ -46,7 +46,11 @@ fn div_small(a: Dd, n: f64) -> Dd {
 pub fn exp_dd(x: f32) -> Dd {
     let x = f64::from(x);
     // ln 2 in three parts: the first with 28 significant bits, so k · LN2_1 is exact.
-    let ln2 = [f64::from_bits(0x3fe6_2e42_ff00_0000), f64::from_bits(0xbdc7_1843_2a1b_0e26), f64::from_bits(0xba59_ff03_4254_2fc3)];
+    let ln2 = [
+        f64::from_bits(0x3fe6_2e42_ff00_0000),
+        f64::from_bits(0xbdc7_1843_2a1b_0e26),
+        f64::from_bits(0xba59_ff03_4254_2fc3),
+    ];
     let k = (x / std::f64::consts::LN_2).round();
     let r = add(add(two_sum(x, -k * ln2[0]), prod(-k, ln2[1])), prod(-k, ln2[2]));
     // exp(r) = exp(r / 256)^256, the series on |r / 256| < 0.0014.

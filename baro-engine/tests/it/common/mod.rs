@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use baro_dsl::runtime::Device;
 
-use baro_engine::model::names::{self, HfTensor};
 use baro_engine::engine::ModelSource;
+use baro_engine::model::names::{self, HfTensor};
 use baro_engine::model::{GgufFile, GgufWriter, HfCheckpoint, ModelConfig, TensorType};
 
 /// The host, or with `BARO_TEST_DEVICE=cuda` (or `hip`) a GPU: the references are plain Rust,
@@ -121,7 +121,11 @@ pub fn pick_type(want: TensorType, shape: &[usize]) -> TensorType {
 }
 
 /// Writes the checkpoint as GGUF with every tensor of type `ty_for(shape)`.
-pub fn gguf_from(cfg: &ModelConfig, tensors: &[(names::GgufTensorSpec, Vec<f32>)], ty_for: &dyn Fn(&[usize]) -> TensorType) -> Vec<u8> {
+pub fn gguf_from(
+    cfg: &ModelConfig,
+    tensors: &[(names::GgufTensorSpec, Vec<f32>)],
+    ty_for: &dyn Fn(&[usize]) -> TensorType,
+) -> Vec<u8> {
     let mut w = GgufWriter::new();
     for (k, v) in cfg.to_gguf_metadata().expect("interval layer pattern") {
         w.add_meta(&k, v);

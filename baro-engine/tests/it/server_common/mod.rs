@@ -27,7 +27,10 @@ pub mod default_model;
 /// The default model's GGUF bytes, built once per test binary.
 fn gguf_bytes() -> &'static [u8] {
     static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
-    BYTES.get_or_init(|| default_model::gguf_bytes(&default_model::config(), default_model::MIX, default_model::WEIGHT_SEED).expect("the built-in model"))
+    BYTES.get_or_init(|| {
+        default_model::gguf_bytes(&default_model::config(), default_model::MIX, default_model::WEIGHT_SEED)
+            .expect("the built-in model")
+    })
 }
 
 /// The default model's source (a fresh copy: an engine takes it by reference only).
@@ -37,7 +40,12 @@ pub fn source() -> ModelSource {
 
 /// The default model ready to serve, with a context of `ctx` positions.
 pub fn model(ctx: usize) -> ServerModel {
-    let engine = Engine::new(Device::host().expect("the host device"), &source(), EngineOptions { max_ctx: ctx, ..EngineOptions::default() }).expect("engine");
+    let engine = Engine::new(
+        Device::host().expect("the host device"),
+        &source(),
+        EngineOptions { max_ctx: ctx, ..EngineOptions::default() },
+    )
+    .expect("engine");
     let tokenizer = Tokenizer::qwen35().expect("the built-in tokenizer");
     ServerModel { engine, tokenizer, template: ChatTemplate::qwen35(), name: "tiny".into(), size_bytes: 0 }
 }
@@ -47,7 +55,13 @@ pub fn config(max_queue: usize) -> ServerConfig {
     ServerConfig {
         max_queue,
         limits: Limits { max_tokens: 32, ctx: 256 },
-        scheduler: SchedulerConfig { max_batch: 16, prefill_chunk: 16, prefix_cache: 4, prefix_block: 0, prefix_blocks: 0 },
+        scheduler: SchedulerConfig {
+            max_batch: 16,
+            prefill_chunk: 16,
+            prefix_cache: 4,
+            prefix_block: 0,
+            prefix_blocks: 0,
+        },
         ..ServerConfig::default()
     }
 }
@@ -75,7 +89,8 @@ pub fn shared() -> SocketAddr {
     *ADDR.get_or_init(|| {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+            let rt =
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
             rt.block_on(async {
                 let server = start(config(64)).await;
                 tx.send(server.addr).expect("send the address");
@@ -100,13 +115,23 @@ async fn send(addr: SocketAddr, method: &str, path: &str, body: Option<&str>) ->
 }
 
 /// Sends a request with extra `headers`.
-pub async fn send_with(addr: SocketAddr, method: &str, path: &str, body: Option<&str>, headers: &[(&str, &str)]) -> Response {
+pub async fn send_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    headers: &[(&str, &str)],
+) -> Response {
     let stream = TcpStream::connect(addr).await.expect("connect to the test server");
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("http handshake");
     let conn = tokio::spawn(async move {
         let _ = conn.await;
     });
-    let mut req = hyper::Request::builder().method(method).uri(path).header("host", addr.to_string()).header("content-type", "application/json");
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", addr.to_string())
+        .header("content-type", "application/json");
     for (k, v) in headers {
         req = req.header(*k, *v);
     }

@@ -6,11 +6,10 @@
 //! constrained requests mixed into a concurrent batch with unconstrained ones get the bytes
 //! (token ids, log-probabilities) of the same requests sent one at a time.
 
-
 use std::net::SocketAddr;
 
-use serde_json::{json, Value};
 use crate::server_common::{metric, post, post_json, start};
+use serde_json::{json, Value};
 
 /// The schema the tests ask for: every value bounded, so a random model completes it.
 fn schema() -> Value {
@@ -39,7 +38,11 @@ fn validates(v: &Value, schema: &Value) -> Result<(), String> {
             let n = v.as_f64().unwrap_or(f64::NAN);
             let lo = schema.get("minimum").and_then(Value::as_f64).unwrap_or(f64::MIN);
             let hi = schema.get("maximum").and_then(Value::as_f64).unwrap_or(f64::MAX);
-            if (lo..=hi).contains(&n) { Ok(()) } else { Err(format!("{n} outside [{lo}, {hi}]")) }
+            if (lo..=hi).contains(&n) {
+                Ok(())
+            } else {
+                Err(format!("{n} outside [{lo}, {hi}]"))
+            }
         }
         Some("array") if v.is_array() => {
             let items = v.as_array().map(Vec::as_slice).unwrap_or_default();
@@ -60,7 +63,9 @@ fn validates(v: &Value, schema: &Value) -> Result<(), String> {
             for (key, value) in o {
                 match props.and_then(|p| p.get(key)) {
                     Some(s) => validates(value, s)?,
-                    None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => return Err(format!("{v}: extra key {key}")),
+                    None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
+                        return Err(format!("{v}: extra key {key}"))
+                    }
                     None => {}
                 }
             }
@@ -78,7 +83,10 @@ fn check_json(text: &str, schema: &Value) -> Value {
 }
 
 fn message(v: &Value) -> &str {
-    v["error"]["message"].as_str().or_else(|| v["error"].as_str()).unwrap_or_else(|| panic!("expected an error body, found {v}"))
+    v["error"]["message"]
+        .as_str()
+        .or_else(|| v["error"].as_str())
+        .unwrap_or_else(|| panic!("expected an error body, found {v}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,17 +97,38 @@ async fn constrained_outputs_match_their_schema_or_grammar_on_both_apis() {
     let msgs = json!([{ "role": "user", "content": "describe the sky as JSON" }]);
     let strict = json!({ "type": "json_schema", "json_schema": { "name": "sky", "strict": true, "schema": schema() } });
     for seed in [1, 2] {
-        let (status, v) = post_json(addr, "/v1/chat/completions", &json!({ "messages": msgs, "response_format": strict, "seed": seed, "max_tokens": 128 })).await;
+        let (status, v) = post_json(
+            addr,
+            "/v1/chat/completions",
+            &json!({ "messages": msgs, "response_format": strict, "seed": seed, "max_tokens": 128 }),
+        )
+        .await;
         assert_eq!(status, 200, "{v}");
         assert_eq!(v["choices"][0]["finish_reason"], "stop", "{v}");
         check_json(v["choices"][0]["message"]["content"].as_str().expect("content"), &schema());
     }
     // Streamed: the pieces join to a valid document.
-    let mut r = post(addr, "/v1/chat/completions", &json!({ "messages": msgs, "response_format": strict, "seed": 3, "max_tokens": 128, "stream": true }).to_string()).await;
-    let text: String = r.sse_all().await.iter().filter_map(|e| e["choices"][0]["delta"]["content"].as_str().map(str::to_string)).collect();
+    let mut r = post(
+        addr,
+        "/v1/chat/completions",
+        &json!({ "messages": msgs, "response_format": strict, "seed": 3, "max_tokens": 128, "stream": true })
+            .to_string(),
+    )
+    .await;
+    let text: String = r
+        .sse_all()
+        .await
+        .iter()
+        .filter_map(|e| e["choices"][0]["delta"]["content"].as_str().map(str::to_string))
+        .collect();
     check_json(&text, &schema());
     // json_object: any object.
-    let (status, v) = post_json(addr, "/v1/chat/completions", &json!({ "messages": msgs, "response_format": { "type": "json_object" }, "temperature": 0, "max_tokens": 128 })).await;
+    let (status, v) = post_json(
+        addr,
+        "/v1/chat/completions",
+        &json!({ "messages": msgs, "response_format": { "type": "json_object" }, "temperature": 0, "max_tokens": 128 }),
+    )
+    .await;
     assert_eq!(status, 200, "{v}");
     if v["choices"][0]["finish_reason"] == "stop" {
         check_json(v["choices"][0]["message"]["content"].as_str().expect("content"), &json!({ "type": "object" }));
@@ -107,30 +136,53 @@ async fn constrained_outputs_match_their_schema_or_grammar_on_both_apis() {
         assert!(v["choices"][0]["message"]["content"].as_str().is_some_and(|t| t.trim_start().starts_with('{')), "{v}");
     }
     // Ollama: a schema in `format`, streamed and not; "json".
-    let (status, v) = post_json(addr, "/api/chat", &json!({ "messages": msgs, "format": schema(), "stream": false, "options": { "seed": 4, "num_predict": 128 } })).await;
+    let (status, v) = post_json(
+        addr,
+        "/api/chat",
+        &json!({ "messages": msgs, "format": schema(), "stream": false, "options": { "seed": 4, "num_predict": 128 } }),
+    )
+    .await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["done_reason"], "stop", "{v}");
     check_json(v["message"]["content"].as_str().expect("content"), &schema());
-    let mut r = post(addr, "/api/generate", &json!({ "prompt": "sky?", "format": schema(), "options": { "seed": 5, "num_predict": 128 } }).to_string()).await;
+    let mut r = post(
+        addr,
+        "/api/generate",
+        &json!({ "prompt": "sky?", "format": schema(), "options": { "seed": 5, "num_predict": 128 } }).to_string(),
+    )
+    .await;
     let text: String = r.ndjson_all().await.iter().filter_map(|l| l["response"].as_str().map(str::to_string)).collect();
     check_json(&text, &schema());
     // A Lark grammar on both APIs.
     let lark = r#"start: "answer: " ("yes" | "no") "." "#;
-    let (status, v) = post_json(addr, "/v1/completions", &json!({ "prompt": "well?", "grammar": lark, "max_tokens": 16, "seed": 6 })).await;
+    let (status, v) =
+        post_json(addr, "/v1/completions", &json!({ "prompt": "well?", "grammar": lark, "max_tokens": 16, "seed": 6 }))
+            .await;
     assert_eq!(status, 200, "{v}");
     let t = v["choices"][0]["text"].as_str().expect("text");
     assert!(t == "answer: yes." || t == "answer: no.", "{t:?}");
-    let (status, v) = post_json(addr, "/api/generate", &json!({ "prompt": "well?", "grammar": lark, "stream": false, "options": { "seed": 7 } })).await;
+    let (status, v) = post_json(
+        addr,
+        "/api/generate",
+        &json!({ "prompt": "well?", "grammar": lark, "stream": false, "options": { "seed": 7 } }),
+    )
+    .await;
     assert_eq!(status, 200, "{v}");
     let t = v["response"].as_str().expect("response");
     assert!(t == "answer: yes." || t == "answer: no.", "{t:?}");
     // GBNF, as llama.cpp's server takes it: names with dashes, classes, repetition, comments.
     let gbnf = "# a yes/no answer and a number\nroot ::= \"answer: \" yes-no \" \" num \".\"\nyes-no ::= (\"yes\" | \"no\")\nnum ::= [1-9] [0-9]{0,2}\n";
     for seed in [8, 9] {
-        let (status, v) = post_json(addr, "/v1/completions", &json!({ "prompt": "well?", "grammar": gbnf, "max_tokens": 16, "seed": seed })).await;
+        let (status, v) = post_json(
+            addr,
+            "/v1/completions",
+            &json!({ "prompt": "well?", "grammar": gbnf, "max_tokens": 16, "seed": seed }),
+        )
+        .await;
         assert_eq!(status, 200, "{v}");
         let t = v["choices"][0]["text"].as_str().expect("text");
-        let rest = t.strip_prefix("answer: yes ").or_else(|| t.strip_prefix("answer: no ")).unwrap_or_else(|| panic!("{t:?}"));
+        let rest =
+            t.strip_prefix("answer: yes ").or_else(|| t.strip_prefix("answer: no ")).unwrap_or_else(|| panic!("{t:?}"));
         let num = rest.strip_suffix('.').unwrap_or_else(|| panic!("{t:?}"));
         assert!(num.parse::<u32>().is_ok_and(|n| (1..1000).contains(&n)) && !num.starts_with('0'), "{t:?}");
     }
@@ -162,7 +214,12 @@ fn tokens(lp: &Value) -> Vec<Token> {
     let lps = lp["token_logprobs"].as_array().expect("token_logprobs");
     ids.iter()
         .zip(lps)
-        .map(|(id, l)| (id.as_str().and_then(|s| s.strip_prefix("token_id:")).expect("an id").parse().expect("an id"), l.as_f64().expect("a logprob").to_bits()))
+        .map(|(id, l)| {
+            (
+                id.as_str().and_then(|s| s.strip_prefix("token_id:")).expect("an id").parse().expect("an id"),
+                l.as_f64().expect("a logprob").to_bits(),
+            )
+        })
         .collect()
 }
 

@@ -3,18 +3,20 @@
 //! boundary, the hit rate shows in `/metrics`, and every output (token ids and
 //! log-probabilities, bit for bit) equals that of a server with no prefix cache at all.
 
-
 use std::net::SocketAddr;
 
-use serde_json::{json, Value};
 use crate::server_common::{metric, post_json, start};
+use serde_json::{json, Value};
 
 /// One token: id and logprob bits.
 fn tokens(v: &Value) -> Vec<(String, u64)> {
     let lp = &v["choices"][0]["logprobs"];
     let ids = lp["tokens"].as_array().expect("tokens");
     let lps = lp["token_logprobs"].as_array().expect("token_logprobs");
-    ids.iter().zip(lps).map(|(id, l)| (id.as_str().expect("an id").to_string(), l.as_f64().expect("a logprob").to_bits())).collect()
+    ids.iter()
+        .zip(lps)
+        .map(|(id, l)| (id.as_str().expect("an id").to_string(), l.as_f64().expect("a logprob").to_bits()))
+        .collect()
 }
 
 fn requests() -> Vec<Value> {
@@ -58,7 +60,8 @@ async fn a_shared_system_prompt_is_served_from_saved_block_states_with_the_bytes
         assert_eq!(e, g, "request {i}: the cached server's tokens or logprobs differ from a cold run");
     }
     // The first request saves boundaries 16, 32, 48; every later one starts at 48.
-    let (lookups, hits) = (metric(cached, "baro_prefix_cache_lookups_total").await, metric(cached, "baro_prefix_cache_hits_total").await);
+    let (lookups, hits) =
+        (metric(cached, "baro_prefix_cache_lookups_total").await, metric(cached, "baro_prefix_cache_hits_total").await);
     eprintln!("prefix cache: {hits} hits of {lookups} lookups");
     assert_eq!((lookups, hits), (13.0, 12.0));
     assert_eq!(metric(cached, "baro_prefix_cache_block_hits_total").await, 12.0);

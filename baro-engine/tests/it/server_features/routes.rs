@@ -5,16 +5,18 @@
 //! messages for fields of several shapes; a server that answers 503 "loading" until its model
 //! is loaded; and `--api-key`, checked on both APIs with 401 in each shape.
 
-
 use std::sync::Arc;
 
+use crate::server_common::{get, json_of, post, post_json, send_with, start};
 use baro_engine::server::{Server, ServerConfig};
 use serde_json::{json, Value};
-use crate::server_common::{get, json_of, post, post_json, send_with, start};
 
 fn openai_error(v: &Value) -> (&str, &str) {
     let e = &v["error"];
-    (e["message"].as_str().unwrap_or_else(|| panic!("expected an OpenAI error body, found {v}")), e["type"].as_str().unwrap_or(""))
+    (
+        e["message"].as_str().unwrap_or_else(|| panic!("expected an OpenAI error body, found {v}")),
+        e["type"].as_str().unwrap_or(""),
+    )
 }
 
 fn ollama_error(v: &Value) -> &str {
@@ -40,7 +42,10 @@ async fn routes_clients_call_answer_in_each_apis_shape() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["details"]["family"], "qwen35moe");
     assert_eq!(v["model_info"]["qwen35moe.context_length"], 256);
-    assert!(v["template"].as_str().is_some() && v["parameters"].as_str().is_some_and(|p| p.contains("num_ctx 256")), "{v}");
+    assert!(
+        v["template"].as_str().is_some() && v["parameters"].as_str().is_some_and(|p| p.contains("num_ctx 256")),
+        "{v}"
+    );
     let (status, v) = post_json(addr, "/api/show", &json!({ "name": "llama3" })).await;
     assert_eq!(status, 404, "{v}");
     ollama_error(&v);
@@ -104,7 +109,12 @@ async fn routes_clients_call_answer_in_each_apis_shape() {
     // token only (the same tokens as greedy); OpenAI's temperature stops at 2, Ollama's does not.
     let (status, v) = post_json(addr, "/v1/completions", &json!({ "prompt": "hi", "max_tokens": 2, "seed": -1 })).await;
     assert_eq!(status, 200, "{v}");
-    let (status, v) = post_json(addr, "/api/generate", &json!({ "prompt": "hi", "stream": false, "options": { "num_predict": 2, "seed": -1, "temperature": 3 } })).await;
+    let (status, v) = post_json(
+        addr,
+        "/api/generate",
+        &json!({ "prompt": "hi", "stream": false, "options": { "num_predict": 2, "seed": -1, "temperature": 3 } }),
+    )
+    .await;
     assert_eq!(status, 200, "{v}");
     let ids = |v: &Value| v["choices"][0]["logprobs"]["tokens"].clone();
     let base = json!({ "prompt": "the sky is", "max_tokens": 6, "logprobs": 0, "return_tokens_as_token_ids": true });
@@ -127,9 +137,15 @@ async fn ollama_num_predict_minus_one_runs_until_a_stop_or_the_context_is_full()
     let server = start(config).await;
     let addr = server.addr;
     for n in [-1, -2] {
-        let (status, v) = post_json(addr, "/api/generate", &json!({ "prompt": "hi", "raw": true, "stream": false, "options": { "num_predict": n, "temperature": 0 } })).await;
+        let (status, v) = post_json(
+            addr,
+            "/api/generate",
+            &json!({ "prompt": "hi", "raw": true, "stream": false, "options": { "num_predict": n, "temperature": 0 } }),
+        )
+        .await;
         assert_eq!(status, 200, "{v}");
-        let (p, e) = (v["prompt_eval_count"].as_u64().expect("prompt count"), v["eval_count"].as_u64().expect("eval count"));
+        let (p, e) =
+            (v["prompt_eval_count"].as_u64().expect("prompt count"), v["eval_count"].as_u64().expect("eval count"));
         match v["done_reason"].as_str() {
             // Past --max-tokens (32): the context, not the server's default, bounded it.
             Some("length") => assert_eq!(p + e, 41, "{v}"),
@@ -137,7 +153,9 @@ async fn ollama_num_predict_minus_one_runs_until_a_stop_or_the_context_is_full()
             other => panic!("done_reason {other:?}: {v}"),
         }
     }
-    let (status, v) = post_json(addr, "/api/generate", &json!({ "prompt": "hi", "stream": false, "options": { "num_predict": -3 } })).await;
+    let (status, v) =
+        post_json(addr, "/api/generate", &json!({ "prompt": "hi", "stream": false, "options": { "num_predict": -3 } }))
+            .await;
     assert_eq!(status, 400, "{v}");
     assert!(ollama_error(&v).starts_with("options.num_predict: expected -1 (until a stop or the context ends), -2 (fill the context) or a count of at least 1, found -3"), "{v}");
 }

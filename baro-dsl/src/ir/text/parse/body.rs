@@ -10,7 +10,8 @@ use crate::ir::text::literal;
 use crate::ir::{BinOp, Const, Dot4Kind, Expr, Implements, MathFn, Reduce, ReduceOp, Stmt, UnOp, Var};
 use crate::schedule::{Combine, Schedule};
 
-const STATEMENT: &str = "a statement (`let`, `store`, `for`, `if`, `parfor`, `lanes`, `barrier`, `check` or `vN = ...`) or `}`";
+const STATEMENT: &str =
+    "a statement (`let`, `store`, `for`, `if`, `parfor`, `lanes`, `barrier`, `check` or `vN = ...`) or `}`";
 
 impl<'a> Parser<'a> {
     pub(super) fn block(&mut self) -> R<Vec<Stmt>> {

@@ -40,8 +40,15 @@ pub(super) fn kernels(text: &str) -> R<Vec<Kernel>> {
 }
 
 /// The header sections in the order they must appear, and whether each may repeat.
-const SECTIONS: [(&str, bool); 7] =
-    [("param", true), ("shared", true), ("var", true), ("grid", false), ("block", false), ("sibling", false), ("verify", true)];
+const SECTIONS: [(&str, bool); 7] = [
+    ("param", true),
+    ("shared", true),
+    ("var", true),
+    ("grid", false),
+    ("block", false),
+    ("sibling", false),
+    ("verify", true),
+];
 
 struct Parser<'a> {
     toks: Vec<Token<'a>>,
