@@ -66,13 +66,23 @@ pub fn attention_decode(
     }
 }
 
+/// The largest `head_dim` `attention_rows` takes: its workgroup arrays hold 8 query rows and a
+/// tile of 32 key positions of that many dims (8 KiB + 33 KiB). `ModelConfig::validate` checks it.
+pub const ATTENTION_ROWS_MAX_HEAD_DIM: usize = 256;
+
 /// `attention_decode` over rows, causal: row r attends to the first n_ctx + r positions
-/// (n_ctx is row 0's context), in the decode kernel's order; q, gate, scratch and y hold one
-/// row each per n_heads heads. One workgroup per (head, row).
-#[kernel(grid = [n_heads, rows], block = 256, rows_of = attention_decode, rows = rows,
+/// (n_ctx is row 0's context), each in the decode kernel's order; q, gate, scratch and y hold
+/// one row each per n_heads heads. One workgroup per (head, 8 consecutive rows): the 8 rows' q
+/// are staged in workgroup memory, and the keys are read 32 positions at a time into a
+/// transposed tile (`ks[d · 33 + t]`: coalesced global reads along d, conflict-free reads
+/// along t), from which thread (j, t) computes row j's score at that position, its sum over d
+/// sequential as in decode. Each row's softmax and P·V then run as decode's, one row after
+/// another. A row of the tile past the last reads the last row's q and stores nothing.
+/// `head_dim ≤ ATTENTION_ROWS_MAX_HEAD_DIM`.
+#[kernel(grid = [n_heads, (rows + 7) / 8], block = 256, rows_of = attention_decode, rows = rows,
          row_stride(q = n_heads * head_dim, gate = n_heads * gate_stride, scratch = n_heads * ctx_stride, y = n_heads * head_dim),
          row_step(n_ctx = 1),
-         verify(head_dim = [1, 33], n_heads = [2], n_kv_heads = [1, 2], n_ctx = [1, 31], ctx_stride = [40], gate_stride = [70], gate_off = [35], rows = [1, 3]))]
+         verify(head_dim = [1, 33], n_heads = [2], n_kv_heads = [1, 2], n_ctx = [1, 31, 40], ctx_stride = [60], gate_stride = [70], gate_off = [35], rows = [1, 3, 9]))]
 pub fn attention_rows(
     q: &[f32],
     k_cache: &[f32],
@@ -91,26 +101,52 @@ pub fn attention_rows(
     rows: usize,
 ) {
     let h = group_id(0);
-    let r = group_id(1);
-    let n = n_ctx + r;
+    let r0 = group_id(1) * 8;
+    let last = rows - 1;
     let kv = (h / (n_heads / n_kv_heads)) * head_dim;
     let row = n_kv_heads * head_dim;
-    let qb = (r * n_heads + h) * head_dim;
-    let sb = (r * n_heads + h) * ctx_stride;
-    for t in par(0..n) {
-        scratch[sb + t] = sum!(d in 0..head_dim, order = seq, q[qb + d] * k_cache[t * row + kv + d]) * scale;
-    }
-    let m = max!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t]);
-    for t in par(0..n) {
-        scratch[sb + t] = exp(scratch[sb + t] - m);
-    }
-    let s = sum!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t]);
-    for t in par(0..n) {
-        scratch[sb + t] = scratch[sb + t] / s;
-    }
+    // The tile's longest row: its positions are the ones any row of the tile reads.
+    let nt = n_ctx + (r0 + 7).min(last);
+    let qs = shared::<f32, 2048>();
+    let ks = shared::<f32, 8448>();
     for d in par(0..head_dim) {
-        y[qb + d] = sum!(t in 0..n, order = seq, scratch[sb + t] * v_cache[t * row + kv + d])
-            * sigmoid(gate[r * n_heads * gate_stride + h * gate_stride + gate_off + d]);
+        for j in 0..8 {
+            qs[j * 256 + d] = q[((r0 + j).min(last) * n_heads + h) * head_dim + d];
+        }
+    }
+    for t0 in (0..nt).step_by(32) {
+        for d in par(0..head_dim) {
+            for t in 0..32 {
+                if t0 + t < nt {
+                    ks[d * 33 + t] = k_cache[(t0 + t) * row + kv + d];
+                }
+            }
+        }
+        for i in par(0..256) {
+            if r0 + i / 32 < rows && t0 + i % 32 < n_ctx + r0 + i / 32 {
+                scratch[((r0 + i / 32) * n_heads + h) * ctx_stride + t0 + i % 32] =
+                    sum!(d in 0..head_dim, order = seq, qs[i / 32 * 256 + d] * ks[d * 33 + i % 32]) * scale;
+            }
+        }
+    }
+    for j in 0..8 {
+        if r0 + j < rows {
+            let n = n_ctx + r0 + j;
+            let qb = ((r0 + j) * n_heads + h) * head_dim;
+            let sb = ((r0 + j) * n_heads + h) * ctx_stride;
+            let m = max!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t]);
+            for t in par(0..n) {
+                scratch[sb + t] = exp(scratch[sb + t] - m);
+            }
+            let s = sum!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t]);
+            for t in par(0..n) {
+                scratch[sb + t] = scratch[sb + t] / s;
+            }
+            for d in par(0..head_dim) {
+                y[qb + d] = sum!(t in 0..n, order = seq, scratch[sb + t] * v_cache[t * row + kv + d])
+                    * sigmoid(gate[(r0 + j) * n_heads * gate_stride + h * gate_stride + gate_off + d]);
+            }
+        }
     }
 }
 

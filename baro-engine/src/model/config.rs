@@ -342,6 +342,16 @@ impl ModelConfig {
                 self.n_experts,
             ));
         }
+        if self.head_dim > crate::kernels::attention::ATTENTION_ROWS_MAX_HEAD_DIM {
+            return Err(invalid(
+                "head_dim",
+                format!(
+                    "at most {} (batched attention keeps 8 query rows and 32 key positions of head_dim floats in workgroup memory)",
+                    crate::kernels::attention::ATTENTION_ROWS_MAX_HEAD_DIM
+                ),
+                self.head_dim,
+            ));
+        }
         if self.gdn_key_dim > crate::kernels::gdn::GDN_MAX_DK {
             return Err(invalid(
                 "gdn_key_dim",

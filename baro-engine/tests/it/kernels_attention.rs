@@ -164,3 +164,70 @@ fn attention_kernels_verify() {
         verify_kernel(&k).unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
     }
 }
+
+/// `attention_rows` (8 query rows a workgroup, keys staged 32 positions at a time) against the
+/// plain-Rust decode reference run once per row on that row's causal context, byte for byte:
+/// row counts around the 8-row tile, contexts around the 32-position key tile, GQA groups,
+/// head_dim up to the kernel's largest.
+#[test]
+fn attention_rows_is_decode_per_row() {
+    let d = dev();
+    let mut rng = Rng::new(23);
+    // (head_dim, n_heads, n_kv_heads, n_ctx of row 0, rows)
+    for (hd, nh, nkv, n_ctx, rows) in
+        [(16usize, 4usize, 2usize, 1usize, 1usize), (37, 6, 2, 31, 9), (64, 4, 1, 33, 17), (256, 16, 2, 5, 40)]
+    {
+        let kv_dim = nkv * hd;
+        let total = n_ctx + rows - 1;
+        let (kh, vh) = (rng.vec_f32(total * kv_dim), rng.vec_f32(total * kv_dim));
+        let q: Vec<f32> = rng.vec_f32(rows * nh * hd).iter().map(|v| v * 4.0).collect();
+        let qg = rng.vec_f32(rows * nh * 2 * hd);
+        let scale = (hd as f64).powf(-0.5) as f32;
+        let ctx_stride = total + 2;
+        let (kc, vc) = (d.upload(&kh).unwrap(), d.upload(&vh).unwrap());
+        let (qb, gb) = (d.upload(&q).unwrap(), d.upload(&qg).unwrap());
+        let (mut scratch, mut y) = (zeros(&d, rows * nh * ctx_stride), zeros(&d, rows * nh * hd));
+        run(
+            &d,
+            &attention::attention_rows(),
+            &mut [
+                A::buf(&qb),
+                A::buf(&kc),
+                A::buf(&vc),
+                A::buf(&gb),
+                A::buf_mut(&mut scratch),
+                A::buf_mut(&mut y),
+                A::from(hd),
+                A::from(nh),
+                A::from(nkv),
+                A::from(n_ctx),
+                A::from(ctx_stride),
+                A::from(2 * hd),
+                A::from(hd),
+                A::from(scale),
+                A::from(rows),
+            ],
+        );
+        let got = d.read::<f32>(&y).unwrap();
+        for r in 0..rows {
+            let want = attention::attention_reference(
+                &q[r * nh * hd..(r + 1) * nh * hd],
+                &kh,
+                &vh,
+                &qg[r * nh * 2 * hd..(r + 1) * nh * 2 * hd],
+                hd,
+                nh,
+                nkv,
+                n_ctx + r,
+                2 * hd,
+                hd,
+                scale,
+            );
+            assert_eq!(
+                bits(&got[r * nh * hd..(r + 1) * nh * hd]),
+                bits(&want),
+                "head_dim={hd} heads={nh}/{nkv} n_ctx={n_ctx} row {r} of {rows}"
+            );
+        }
+    }
+}
