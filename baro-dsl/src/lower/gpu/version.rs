@@ -1,6 +1,7 @@
 //! Loop versioning of bounds checks. For an innermost loop whose buffer accesses include some
 //! with an index affine in the loop variable (`a + c·i`, `a` invariant in the loop, `c` a
-//! constant), the first and last index of each such access are checked against its buffer once
+//! constant or a constant times one invariant value, such as a runtime row stride), the first
+//! and last index of each such access are checked against its buffer once
 //! before the loop; when every one is in range for every iteration, a copy of the loop runs in
 //! which those accesses carry no check, and otherwise the loop as always (every access checked).
 //!
@@ -18,6 +19,8 @@
 //! with `i` and span less than 2^64, so the wrapped values are all within `[v(first), v(last)]`
 //! exactly when `v(first) <= v(last)` (a wrap between the two ends makes `v(last) < v(first)`).
 //! So: `c·last` fits, `v(first) <= v(last)`, and `v(last) < len` (unsigned, as every check).
+//! A runtime coefficient `k·x` is checked the same way in the preheader, in 128 bits: the true
+//! `k·x` fits 64 bits and `k·x·last` fits (or stays within the piece span below).
 //!
 //! Two widenings, both for the quantized matvecs' weight words:
 //! - **Monotone pieces.** An index may also add terms `A / d` with `A` affine (`a' + c'·i`) and
@@ -56,7 +59,22 @@ struct Affine<'a> {
     buf: Buf,
     index: &'a Expr,
     coef: u64,
+    /// The coefficient is `coef · x` for this invariant `x` (a runtime stride), checked in the
+    /// preheader; `None`: `coef` alone.
+    coef_by: Option<&'a Expr>,
     pieces: Vec<(&'a Expr, u64)>,
+}
+
+/// The coefficient of the loop variable in an index: a constant, or a constant times one
+/// invariant expression.
+type Coef<'a> = (u64, Option<&'a Expr>);
+
+fn coef_add<'a>(a: Coef<'a>, b: Coef<'a>) -> Option<Coef<'a>> {
+    match (a, b) {
+        ((0, None), x) | (x, (0, None)) => Some(x),
+        ((a, None), (b, None)) => Some((a.checked_add(b)?, None)),
+        _ => None,
+    }
 }
 
 /// The most pieces an index may have: their spans (each at most 2^60) and the direct term's
@@ -104,6 +122,11 @@ impl<'a> Plan<'a> {
     #[cfg(test)]
     fn coefs(&self) -> Vec<u64> {
         self.accesses.iter().map(|a| a.coef).collect()
+    }
+
+    #[cfg(test)]
+    fn runtime_coefs(&self) -> Vec<bool> {
+        self.accesses.iter().map(|a| a.coef_by.is_some()).collect()
     }
 
     #[cfg(test)]
@@ -185,9 +208,9 @@ fn collect_stmt<'a>(s: &'a Stmt, cx: &Cx, out: &mut Vec<Affine<'a>>) {
 /// Plans `buf[index]` when its index is affine or monotone (see the module comment).
 fn push_access<'a>(buf: Buf, index: &'a Expr, cx: &Cx, out: &mut Vec<Affine<'a>>) {
     let mut pieces = Vec::new();
-    if let Some(coef) = monotone(index, cx, &mut pieces) {
+    if let Some((coef, coef_by)) = monotone(index, cx, &mut pieces) {
         if pieces.len() <= MAX_PIECES {
-            out.push(Affine { buf, index, coef, pieces });
+            out.push(Affine { buf, index, coef, coef_by, pieces });
         }
     }
 }
@@ -228,15 +251,23 @@ fn collect_expr<'a>(e: &'a Expr, cx: &Cx, out: &mut Vec<Affine<'a>>) {
 
 /// `Some(c)` when `e ≡ a + c·var (mod 2^64)` for every value of `var`, with `a` invariant in
 /// the loop (no variable of `varying` but `var` itself as the linear term; loads only of
-/// read-only buffers) and `c` an exact (non-wrapping) constant.
-fn affine(e: &Expr, cx: &Cx) -> Option<u64> {
+/// read-only buffers) and `c` an exact (non-wrapping) constant, or a constant times one
+/// invariant expression (whose true product the preheader checks).
+fn affine<'a>(e: &'a Expr, cx: &Cx) -> Option<Coef<'a>> {
     match e {
-        Expr::Var(v) if *v == cx.var => Some(1),
-        _ if invariant(e, cx) => Some(0),
-        Expr::Binary { op: BinOp::Add, lhs, rhs } => affine(lhs, cx)?.checked_add(affine(rhs, cx)?),
+        Expr::Var(v) if *v == cx.var => Some((1, None)),
+        _ if invariant(e, cx) => Some((0, None)),
+        Expr::Binary { op: BinOp::Add, lhs, rhs } => coef_add(affine(lhs, cx)?, affine(rhs, cx)?),
         Expr::Binary { op: BinOp::Sub, lhs, rhs } if invariant(rhs, cx) => affine(lhs, cx),
         Expr::Binary { op: BinOp::Mul, lhs, rhs } => match (&**lhs, &**rhs) {
-            (Expr::Const(k), x) | (x, Expr::Const(k)) if k.ty == ScalarType::U64 => affine(x, cx)?.checked_mul(k.bits),
+            (Expr::Const(k), x) | (x, Expr::Const(k)) if k.ty == ScalarType::U64 => {
+                let (c, by) = affine(x, cx)?;
+                Some((c.checked_mul(k.bits)?, by))
+            }
+            (x, y) | (y, x) if invariant(y, cx) => match affine(x, cx)? {
+                (c, None) => Some((c, Some(y))),
+                _ => None,
+            },
             _ => None,
         },
         _ => None,
@@ -246,18 +277,19 @@ fn affine(e: &Expr, cx: &Cx) -> Option<u64> {
 /// `Some(c)` when `e ≡ a + c·var + Σ A_k / d_k (mod 2^64)`: an affine index, or sums (and
 /// invariant differences) of affine terms and pieces `A / d` (`A` affine with a non-zero
 /// coefficient, `d` a positive u64 constant), each piece pushed to `pieces` with its `A`.
-fn monotone<'a>(e: &'a Expr, cx: &Cx, pieces: &mut Vec<(&'a Expr, u64)>) -> Option<u64> {
+fn monotone<'a>(e: &'a Expr, cx: &Cx, pieces: &mut Vec<(&'a Expr, u64)>) -> Option<Coef<'a>> {
     if let Some(c) = affine(e, cx) {
         return Some(c);
     }
     match e {
-        Expr::Binary { op: BinOp::Add, lhs, rhs } => monotone(lhs, cx, pieces)?.checked_add(monotone(rhs, cx, pieces)?),
+        Expr::Binary { op: BinOp::Add, lhs, rhs } => coef_add(monotone(lhs, cx, pieces)?, monotone(rhs, cx, pieces)?),
         Expr::Binary { op: BinOp::Sub, lhs, rhs } if invariant(rhs, cx) => monotone(lhs, cx, pieces),
         Expr::Binary { op: BinOp::Div, lhs, rhs } => match &**rhs {
             Expr::Const(d) if d.ty == ScalarType::U64 && d.bits > 0 => {
-                let c = affine(lhs, cx)?;
+                // A piece's coefficient is a constant.
+                let (c, None) = affine(lhs, cx)? else { return None };
                 pieces.push((&**lhs, c));
-                Some(0)
+                Some((0, None))
             }
             _ => None,
         },
@@ -320,12 +352,26 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
             }
             Ok(Some(g.ir.icmp(P::ULE, last, g.ir.i64(limit / c))?))
         };
+        // The same for a runtime coefficient `c·x`, in 128 bits: `c·x` fits 64 bits and
+        // `(c·x)·last` is within `limit` (neither 128-bit product can wrap).
+        let runtime_coef_fits = |g: &mut Self, c: u64, x: &'a Expr, limit: u64| -> R<IntValue<'ctx>> {
+            let wide = g.ir.cx.i128_type();
+            let x = g.index(x)?.0;
+            let cx = g.ir.mul(g.ir.zext(x, wide)?, wide.const_int(c, false))?;
+            let fits = g.ir.icmp(P::ULE, cx, g.ir.zext(g.ir.i64(u64::MAX), wide)?)?;
+            let span = g.ir.mul(cx, g.ir.zext(last, wide)?)?;
+            let within = g.ir.icmp(P::ULE, span, g.ir.zext(g.ir.i64(limit), wide)?)?;
+            g.ir.and(fits, within)
+        };
         for a in &plan.accesses {
             let (_, len, _, _) = self.access(a.buf, false)?;
             let (lo, hi) = (at(self, a.index, first)?, at(self, a.index, last)?);
             let mut fits = self.ir.and(self.ir.icmp(P::ULE, lo, hi)?, self.ir.icmp(P::ULT, hi, len)?)?;
             let limit = if a.pieces.is_empty() { u64::MAX } else { PIECE_SPAN };
-            if let Some(c) = coef_fits(self, a.coef, limit)? {
+            if let Some(x) = a.coef_by {
+                let c = runtime_coef_fits(self, a.coef, x, limit)?;
+                fits = self.ir.and(fits, c)?;
+            } else if let Some(c) = coef_fits(self, a.coef, limit)? {
                 fits = self.ir.and(fits, c)?;
             }
             for &(piece, c) in &a.pieces {
@@ -376,9 +422,24 @@ mod tests {
     }
 
     #[test]
+    fn a_runtime_stride_is_a_coefficient_checked_at_run_time() {
+        // v[t · row + kv + d] (row, kv, d defined outside the loop) and (v1 + i)·v2·4.
+        let body = vec![
+            acc(load(add(add(mul(v(0), v(1)), v(2)), v(3)))),
+            acc(load(mul(mul(add(v(1), v(0)), v(2)), Expr::index(4)))),
+        ];
+        let plan = Plan::new(Var(0), ScalarType::U64, &body, &|_| false).expect("runtime strides");
+        assert_eq!(plan.coefs(), vec![1, 4]);
+        assert_eq!(plan.runtime_coefs(), vec![true, true]);
+        // A runtime stride is not a piece's coefficient.
+        let piece = vec![acc(load(div(mul(v(0), v(1)), Expr::index(4))))];
+        assert!(Plan::new(Var(0), ScalarType::U64, &piece, &|_| false).is_none());
+    }
+
+    #[test]
     fn non_affine_or_varying_indices_are_not() {
         let cases = [
-            mul(add(v(1), v(0)), v(1)),                  // i times a variable
+            mul(add(v(1), v(9)), v(0)),                  // i times a variable the body assigns
             Expr::bin(BinOp::Div, v(0), Expr::index(8)), // i / 8: a monotone piece
             add(load(v(1)), v(0)),                       // a load in the invariant part
             add(v(9), v(0)),                             // a variable the body assigns
@@ -398,6 +459,10 @@ mod tests {
         }
         let overflow = vec![acc(load(mul(mul(v(0), Expr::index(u64::MAX)), Expr::index(2))))];
         assert!(Plan::new(Var(0), ScalarType::U64, &overflow, &|_| false).is_none(), "a coefficient that wraps");
+        // Two runtime coefficients, or a runtime one plus a constant one: not taken.
+        for index in [add(mul(v(0), v(1)), mul(v(0), v(2))), add(mul(v(0), v(1)), v(0))] {
+            assert!(Plan::new(Var(0), ScalarType::U64, &[acc(load(index))], &|_| false).is_none());
+        }
     }
 
     #[test]
