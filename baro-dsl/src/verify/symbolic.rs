@@ -12,8 +12,8 @@ use super::ordinals::{stmt_blocks, stmt_exprs, Ordinals};
 use super::race::{Race, RaceLog, Space, Unit};
 use super::report::{ErrorKind, Location, VerifyError};
 use crate::ir::{
-    Access, BinOp, Buf, Const, Expr, Implements, Kernel, ParamId, ParamKind, Reduce, ReduceOp, ScalarType, Stmt, UnOp,
-    Var,
+    Access, BinOp, Buf, Const, Dot4Kind, Expr, Implements, Kernel, MmaI8, ParamId, ParamKind, Reduce, ReduceOp,
+    ScalarType, Stmt, UnOp, Var, MMA_K_WORDS, MMA_M, MMA_N,
 };
 use crate::lanes::identity;
 use crate::schedule::{Schedule, Tree};
@@ -834,6 +834,7 @@ impl Exec<'_, '_> {
                 self.lanes_region(*lane, *count, implements.as_ref(), body)?
             }
             Stmt::Barrier => self.barrier(),
+            Stmt::MmaI8(m) => self.mma_i8(s, m)?,
             Stmt::Check { id, cond } => match self.eval(cond)? {
                 Value::C(c) if c.bits != 0 => {}
                 Value::C(_) => {
@@ -847,6 +848,46 @@ impl Exec<'_, '_> {
                 }
                 Value::S(n, _) => self.checks.push(n),
             },
+        }
+        Ok(())
+    }
+
+    /// The matrix step as its definition (`MmaI8::reference`): each output element a chain
+    /// of `dot4_i8` nodes from 0 over the row's and column's words, in word order, stored.
+    fn mma_i8(&mut self, s: &Stmt, m: &MmaI8) -> Result<(), VerifyError> {
+        let names =
+            ["output offset", "output stride", "left offset", "left stride", "right offset", "right stride", "steps"];
+        let mut v = [0u64; 7];
+        for ((slot, e), what) in v.iter_mut().zip(m.exprs()).zip(names) {
+            *slot = self.concrete(e, &format!("matrix step {what}"))?;
+        }
+        let [c_off, c_stride, a_off, a_stride, b_off, b_stride, steps] = v;
+        let words = steps.saturating_mul(MMA_K_WORDS as u64);
+        if words > 1 << 16 {
+            return Err(self.unsupported(format!("a matrix step of {steps} steps: expected at most 8192 here")));
+        }
+        let at = |off: u64, stride: u64, i: u64, j: u64| off.wrapping_add(i.wrapping_mul(stride)).wrapping_add(j);
+        for row in 0..MMA_M as u64 {
+            for col in 0..MMA_N as u64 {
+                let mut acc = Value::C(Const::new(ScalarType::I32, 0));
+                for w in 0..words {
+                    self.tick()?;
+                    let x = self.load(Buf::Shared(m.a.array), Value::C(Const::index(at(a_off, a_stride, row, w))))?;
+                    let y = self.load(Buf::Shared(m.b.array), Value::C(Const::index(at(b_off, b_stride, col, w))))?;
+                    acc = match (x, y, acc) {
+                        (Value::C(x), Value::C(y), Value::C(z)) => Value::C(Const::new(
+                            ScalarType::I32,
+                            Dot4Kind::I8I8.eval(x.bits as u32, y.bits as u32, z.bits as i32) as u32 as u64,
+                        )),
+                        (x, y, z) => {
+                            let args = [self.node(x), self.node(y), self.node(z)];
+                            Value::S(self.dag.op(Op::Dot4(Dot4Kind::I8I8), ScalarType::I32, &args), ScalarType::I32)
+                        }
+                    };
+                }
+                let i = Value::C(Const::index(at(c_off, c_stride, row, col)));
+                self.store(s, Buf::Shared(m.c.array), i, acc)?;
+            }
         }
         Ok(())
     }

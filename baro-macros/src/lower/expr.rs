@@ -81,17 +81,17 @@ impl Lower<'_> {
                         }
                     },
                     "f32" => return self.float_lit(i.base10_digits(), neg, lit),
-                    s => {
-                        match ScalarType::from_name(s) {
-                            Some(t) if t.is_int() => t,
-                            _ => return Err(self.fail(
+                    s => match ScalarType::from_name(s) {
+                        Some(t) if t.is_int() => t,
+                        _ => {
+                            return Err(self.fail(
                                 lit,
                                 format!(
                                     "integer literal of type {s}: expected one of i8, u8, i32, u32, i64, u64, usize"
                                 ),
-                            )),
+                            ))
                         }
-                    }
+                    },
                 };
                 let Ok(v) = i.base10_digits().parse::<u128>() else {
                     return Err(self.fail(lit, format!("integer literal `{}` does not fit in {ty}", show(lit))));
