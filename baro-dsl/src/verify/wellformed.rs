@@ -482,8 +482,10 @@ impl Wf<'_> {
                 "inside a `par` loop whose iterations are not teams of 32 lanes (`par_team(.., 32)`)".to_string()
             } else if lane && self.in_parfor == 0 {
                 "with tiles or steps that differ between lanes".to_string()
+            } else if self.in_parfor > 0 {
+                "under a branch or loop inside the `par_team` body (a condition there is not proven the same in every lane of the team)".to_string()
             } else {
-                "under a branch or loop whose condition differs between the lanes of the wave".to_string()
+                "under a branch or loop whose condition differs between lanes".to_string()
             };
             self.err(
                 ErrorKind::NonUniformSync,

@@ -225,7 +225,7 @@ impl Printer<'_> {
                 self.tile(&m.c, f)?;
                 f.write_str(" = ")?;
                 self.tile(&m.a, f)?;
-                f.write_str(" * ")?;
+                f.write_str(", ")?;
                 self.tile(&m.b, f)?;
                 f.write_str(" steps ")?;
                 self.expr(&m.steps, f)

@@ -122,12 +122,12 @@ impl<'a> Parser<'a> {
         Ok(Stmt::Check { id, cond: self.expr()? })
     }
 
-    /// `mma_i8 C[off, stride] = A[off, stride] * B[off, stride] steps N` (tiles in workgroup arrays).
+    /// `mma_i8 C[off, stride] = A[off, stride], B[off, stride] steps N` (tiles in workgroup arrays).
     fn mma_i8(&mut self, _: Token<'a>) -> R<Stmt> {
         let c = self.tile()?;
         self.punct("=")?;
         let a = self.tile()?;
-        self.punct("*")?;
+        self.punct(",")?;
         let b = self.tile()?;
         self.keyword("steps")?;
         let steps = self.expr()?;
