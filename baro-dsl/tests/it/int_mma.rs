@@ -108,6 +108,7 @@ fn mma_text_form_round_trips() {
         let k = mma_tiles(team);
         let text = k.to_string();
         assert!(text.contains("mma_i8 s2:sc["), "{text}");
+        println!("{text}");
         let back = Kernel::from_text(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!(back, k, "{text}");
         assert_eq!(back.to_string(), text);
