@@ -116,7 +116,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         let i32t = self.ir.cx.i32_type();
         let (base, len, kind, id) = self.access(Buf::Shared(array), false)?;
         let code = self.fail_code(kind, id, false)?;
-        let ok = super::checks::call_in_range(&self.ir.b, &self.checks, idx, len, code)?;
+        let ok = super::checks::call_in_range(self.ir.b, &self.checks, idx, len, code)?;
         if self.k.shared[array.index()].len == 0 {
             return Ok(i32t.const_zero());
         }
