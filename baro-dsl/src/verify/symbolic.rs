@@ -852,8 +852,12 @@ impl Exec<'_, '_> {
         Ok(())
     }
 
-    /// The matrix step as its definition (`MmaI8::reference`): each output element a chain
-    /// of `dot4_i8` nodes from 0 over the row's and column's words, in word order, stored.
+    /// The matrix step as the sum it is: each output element `Σ_w dot4_i8(a_w, b_w, 0)` over
+    /// the row's and column's words, added in word order from 0, stored. The verifier proved
+    /// no sum wraps, so this is the integer of every order (`MmaI8::reference` chains the
+    /// accumulator through the dots, the same integer); it is the tree an m = 1 kernel's
+    /// `sum!(w in 0..8 · steps, order = any, dot4_i8(a[w], b[w], 0))` gets, so a rows kernel
+    /// on the step is compared with such a kernel node for node.
     fn mma_i8(&mut self, s: &Stmt, m: &MmaI8) -> Result<(), VerifyError> {
         let names =
             ["output offset", "output stride", "left offset", "left stride", "right offset", "right stride", "steps"];
@@ -869,19 +873,29 @@ impl Exec<'_, '_> {
         let at = |off: u64, stride: u64, i: u64, j: u64| off.wrapping_add(i.wrapping_mul(stride)).wrapping_add(j);
         for row in 0..MMA_M as u64 {
             for col in 0..MMA_N as u64 {
-                let mut acc = Value::C(Const::new(ScalarType::I32, 0));
+                let zero = Value::C(Const::new(ScalarType::I32, 0));
+                let mut acc = zero;
                 for w in 0..words {
                     self.tick()?;
                     let x = self.load(Buf::Shared(m.a.array), Value::C(Const::index(at(a_off, a_stride, row, w))))?;
                     let y = self.load(Buf::Shared(m.b.array), Value::C(Const::index(at(b_off, b_stride, col, w))))?;
-                    acc = match (x, y, acc) {
-                        (Value::C(x), Value::C(y), Value::C(z)) => Value::C(Const::new(
+                    let term = match (x, y) {
+                        (Value::C(x), Value::C(y)) => Value::C(Const::new(
                             ScalarType::I32,
-                            Dot4Kind::I8I8.eval(x.bits as u32, y.bits as u32, z.bits as i32) as u32 as u64,
+                            Dot4Kind::I8I8.eval(x.bits as u32, y.bits as u32, 0) as u32 as u64,
                         )),
-                        (x, y, z) => {
-                            let args = [self.node(x), self.node(y), self.node(z)];
+                        (x, y) => {
+                            let args = [self.node(x), self.node(y), self.node(zero)];
                             Value::S(self.dag.op(Op::Dot4(Dot4Kind::I8I8), ScalarType::I32, &args), ScalarType::I32)
+                        }
+                    };
+                    acc = match (acc, term) {
+                        (Value::C(p), Value::C(q)) => {
+                            Value::C(const_bin(BinOp::Add, p, q).map_err(|m| self.unsupported(m))?)
+                        }
+                        (p, q) => {
+                            let args = [self.node(p), self.node(q)];
+                            Value::S(self.dag.op(Op::Bin(BinOp::Add), ScalarType::I32, &args), ScalarType::I32)
                         }
                     };
                 }
