@@ -21,7 +21,7 @@ pub const CODEGEN_VERSION: &str = "llvm-19.1";
 /// The GPU lowering's own source, digested into every cache key: a changed lowering (say, a
 /// new loop versioning) must never be served a kernel a previous build cached under the same
 /// IR text and crate version.
-const LOWERING_SOURCES: [&str; 15] = [
+const LOWERING_SOURCES: [&str; 16] = [
     include_str!("lower/mod.rs"),
     include_str!("lower/expr.rs"),
     include_str!("lower/ops.rs"),
@@ -35,6 +35,7 @@ const LOWERING_SOURCES: [&str; 15] = [
     include_str!("lower/gpu/intrinsics.rs"),
     include_str!("lower/gpu/lanes.rs"),
     include_str!("lower/gpu/link.rs"),
+    include_str!("lower/gpu/mma.rs"),
     include_str!("lower/gpu/stmt.rs"),
     include_str!("lower/gpu/version.rs"),
 ];
@@ -49,7 +50,7 @@ pub fn codegen_version() -> &'static str {
 
 /// The host lowering's own source (shared expression lowering, the host lowering, the O2
 /// pipeline and the object emission), digested into the host kernels' disk cache keys.
-const HOST_LOWERING_SOURCES: [&str; 11] = [
+const HOST_LOWERING_SOURCES: [&str; 12] = [
     include_str!("lower/mod.rs"),
     include_str!("lower/expr.rs"),
     include_str!("lower/ops.rs"),
@@ -57,6 +58,7 @@ const HOST_LOWERING_SOURCES: [&str; 11] = [
     include_str!("lower/ir.rs"),
     include_str!("lower/host/mod.rs"),
     include_str!("lower/host/expr.rs"),
+    include_str!("lower/host/mma.rs"),
     include_str!("lower/host/region.rs"),
     include_str!("lower/host/stmt.rs"),
     include_str!("runtime/host.rs"),

@@ -130,6 +130,7 @@ impl Cx<'_> {
             }
             Stmt::Barrier => Stmt::Barrier,
             Stmt::Check { id, cond } => Stmt::Check { id, cond: self.expr(cond, out)? },
+            Stmt::MmaI8(m) => Stmt::MmaI8(Box::new(m.map_exprs(|e| self.expr(e, out))?)),
         };
         out.push(s);
         Ok(())

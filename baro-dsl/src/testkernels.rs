@@ -5,6 +5,11 @@
 //!
 //! Test support only (`#[doc(hidden)]`): nothing in baro's pipeline may depend on it.
 
+mod mma;
+pub use mma::{
+    mma_tiles, mma_tiles_with, MMA_A_OFFSET, MMA_C_OFFSET, MMA_C_STRIDE, MMA_MAX_STEPS, MMA_MAX_TILES, MMA_PAD,
+};
+
 use crate::ir::{
     Access, BinOp, Buf, Expr, Kernel, MathFn, ParamId, ParamKind, Reduce, ReduceOp, ScalarType, Sibling, Stmt, UnOp,
     Var,

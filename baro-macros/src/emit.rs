@@ -209,6 +209,18 @@ fn stmt(s: &Stmt) -> TokenStream {
             let cond = expr(cond);
             quote!(::baro_dsl::ir::Stmt::Check { id: #id, cond: #cond })
         }
+        Stmt::MmaI8(m) => {
+            let tile = |t: &baro_dsl::ir::Tile| {
+                let (array, offset, stride) = (t.array.0, expr(&t.offset), expr(&t.stride));
+                quote!(::baro_dsl::ir::Tile {
+                    array: ::baro_dsl::ir::SharedId(#array), offset: #offset, stride: #stride
+                })
+            };
+            let (c, a, b, steps) = (tile(&m.c), tile(&m.a), tile(&m.b), expr(&m.steps));
+            quote!(::baro_dsl::ir::Stmt::MmaI8(::std::boxed::Box::new(::baro_dsl::ir::MmaI8 {
+                c: #c, a: #a, b: #b, steps: #steps
+            })))
+        }
     }
 }
 

@@ -208,6 +208,107 @@ pub enum Stmt {
         id: u32,
         cond: Expr,
     },
+    /// The integer matrix-unit step (`mma_i8`): a 16×8 i32 tile of workgroup memory set to
+    /// the exact product of two int8 tiles of workgroup memory (`MmaI8`). A statement of a
+    /// whole wave: it sits in uniform control flow or in the body of a `par` team of 32.
+    MmaI8(Box<MmaI8>),
+}
+
+/// Rows of the matrix-unit step's output tile (`Stmt::MmaI8`).
+pub const MMA_M: u32 = 16;
+/// Columns of the output tile.
+pub const MMA_N: u32 = 8;
+/// The depth of one step, in int8 elements: 32, i.e. `MMA_K_WORDS` u32 words of 4 bytes.
+pub const MMA_K: u32 = 32;
+pub const MMA_K_WORDS: u32 = MMA_K / 4;
+/// The lanes that run one matrix step together: a 32-lane wave (an NVIDIA warp, a gfx11
+/// wave32), or a `par` team of 32.
+pub const MMA_WAVE: u32 = 32;
+
+/// One operand of `Stmt::MmaI8`: the elements `offset + i · stride + j` of a workgroup
+/// array, `i` the tile's row (A, C) or column (B), `j` the word (A, B) or column (C).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Tile {
+    pub array: SharedId,
+    pub offset: Expr,
+    pub stride: Expr,
+}
+
+/// `C = A · B` over `32 · steps` int8 elements, exact:
+/// `c[c.offset + m · c.stride + n] = Σ_{w < 8 · steps} dot4_i8(a[a.offset + m · a.stride + w],
+/// b[b.offset + n · b.stride + w])` for m in 0..16 and n in 0..8, where `a` and `b` are u32
+/// words of four little-endian i8 (A row-major: a row is `8 · steps` words; B stored by
+/// columns: a column is `8 · steps` words) and `c` is i32. The verifier proves the sum cannot
+/// wrap (`steps` at most 4095 by its range), so it is the mathematical sum, the same integer
+/// in any order: the host adds in `w` order (`MmaI8::reference`), sm_80+ runs `mma.sync
+/// .m16n8k32.s8` per step, gfx11 two `v_wmma_i32_16x16x16_iu8`. Which lane holds which
+/// element is the lowering's business; only the stored tile is the operation's meaning.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MmaI8 {
+    /// The output: i32, 16 rows of 8.
+    pub c: Tile,
+    /// The left operand: u32 words, 16 rows of `8 · steps`.
+    pub a: Tile,
+    /// The right operand: u32 words, 8 columns of `8 · steps`.
+    pub b: Tile,
+    /// How many 32-deep steps (an index).
+    pub steps: Expr,
+}
+
+impl MmaI8 {
+    /// The exact output tile, `[m][n]`, over plain slices (the definition every lowering
+    /// and test reference computes). A word outside a slice reads 0, as a failed bounds
+    /// check does.
+    pub fn reference(
+        a: &[u32],
+        a_offset: usize,
+        a_stride: usize,
+        b: &[u32],
+        b_offset: usize,
+        b_stride: usize,
+        steps: usize,
+    ) -> [[i32; MMA_N as usize]; MMA_M as usize] {
+        let word = |s: &[u32], i: usize| s.get(i).copied().unwrap_or(0);
+        let mut c = [[0i32; MMA_N as usize]; MMA_M as usize];
+        for (m, row) in c.iter_mut().enumerate() {
+            for (n, out) in row.iter_mut().enumerate() {
+                let mut acc = 0i32;
+                for w in 0..MMA_K_WORDS as usize * steps {
+                    let x = word(a, a_offset + m * a_stride + w);
+                    let y = word(b, b_offset + n * b_stride + w);
+                    acc = Dot4Kind::I8I8.eval(x, y, acc);
+                }
+                *out = acc;
+            }
+        }
+        c
+    }
+
+    /// The four tiles' expressions: offsets and strides of C, A, B, then `steps`.
+    pub fn exprs(&self) -> [&Expr; 7] {
+        [&self.c.offset, &self.c.stride, &self.a.offset, &self.a.stride, &self.b.offset, &self.b.stride, &self.steps]
+    }
+
+    pub fn exprs_mut(&mut self) -> [&mut Expr; 7] {
+        [
+            &mut self.c.offset,
+            &mut self.c.stride,
+            &mut self.a.offset,
+            &mut self.a.stride,
+            &mut self.b.offset,
+            &mut self.b.stride,
+            &mut self.steps,
+        ]
+    }
+
+    /// The same step with every expression replaced by `f`'s value of it.
+    pub fn map_exprs<E>(self, mut f: impl FnMut(Expr) -> Result<Expr, E>) -> Result<MmaI8, E> {
+        let MmaI8 { c, a, b, steps } = self;
+        let mut tile =
+            |t: Tile| -> Result<Tile, E> { Ok(Tile { array: t.array, offset: f(t.offset)?, stride: f(t.stride)? }) };
+        let (c, a, b) = (tile(c)?, tile(a)?, tile(b)?);
+        Ok(MmaI8 { c, a, b, steps: f(steps)? })
+    }
 }
 
 /// What a `Lanes` region claims to compute: `results[0] = reduce(op, schedule, i in 0..len,

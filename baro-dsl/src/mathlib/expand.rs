@@ -177,6 +177,10 @@ fn stmt(k: &mut Kernel, s: Stmt) -> Stmt {
         Stmt::Lanes { lane, count, implements, body } => Stmt::Lanes { lane, count, implements, body: block(k, body) },
         Stmt::Barrier => Stmt::Barrier,
         Stmt::Check { id, cond } => Stmt::Check { id, cond: expr(k, cond) },
+        Stmt::MmaI8(m) => match m.map_exprs(|e| Ok::<_, std::convert::Infallible>(expr(k, e))) {
+            Ok(m) => Stmt::MmaI8(Box::new(m)),
+            Err(never) => match never {},
+        },
     }
 }
 

@@ -76,6 +76,7 @@ impl<'a> Definitions<'a> {
                         self.expr(&imp.reduce.len);
                     }
                 }
+                Stmt::MmaI8(m) => m.exprs().into_iter().for_each(|e| self.expr(e)),
                 Stmt::Barrier => {}
             }
             for blk in stmt_blocks(s) {

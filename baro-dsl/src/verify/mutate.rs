@@ -39,6 +39,7 @@ fn stmt_exprs_mut(s: &mut Stmt) -> Vec<&mut Expr> {
         Stmt::For { start, end, step, .. } => vec![start, end, step],
         Stmt::If { cond, .. } | Stmt::Check { cond, .. } => vec![cond],
         Stmt::ParFor { end, .. } => vec![end],
+        Stmt::MmaI8(m) => m.exprs_mut().into(),
         Stmt::Lanes { .. } | Stmt::Barrier => Vec::new(),
     }
 }

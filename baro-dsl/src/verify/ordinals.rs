@@ -23,6 +23,7 @@ pub fn stmt_exprs<'a>(s: &'a Stmt, mut f: impl FnMut(&'a Expr)) {
         }
         Stmt::If { cond, .. } | Stmt::Check { cond, .. } => f(cond),
         Stmt::ParFor { end, .. } => f(end),
+        Stmt::MmaI8(m) => m.exprs().into_iter().for_each(f),
         Stmt::Lanes { .. } | Stmt::Barrier => {}
     }
 }

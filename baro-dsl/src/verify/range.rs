@@ -285,6 +285,29 @@ pub fn dot4_product(kind: Dot4Kind) -> Range {
     }
 }
 
+/// Checks that a matrix step's (`Stmt::MmaI8`) sums cannot wrap: each output element adds
+/// `32 · steps` i8·i8 products, so with `steps` at most S every partial sum lies in
+/// `[32·S·(−16256), 32·S·16384]`, which must fit i32 (S ≤ 4095). `steps` needs a bound known
+/// when the kernel is compiled (a constant, or a capped value such as `n.min(128)`).
+pub fn check_mma_steps(k: &Kernel, steps: &Expr) -> Result<(), String> {
+    let s = Ranges::of(k).expr(steps);
+    let target = Range::of_type(ScalarType::I32);
+    let p = dot4_product(Dot4Kind::I8I8);
+    let k_max = s.hi.max(0).saturating_mul(crate::ir::MMA_K as i128);
+    let partials = Range::new(k_max.saturating_mul(p.lo), k_max.saturating_mul(p.hi));
+    if s.hi >= i64::MAX as i128 || !partials.within(target) {
+        let found = if s.hi >= i64::MAX as i128 {
+            format!("`{}` with no bound", k.expr_text(steps))
+        } else {
+            format!("`{}` in {s}, so up to {k_max} products and partial sums in {partials}", k.expr_text(steps))
+        };
+        return Err(format!(
+            "the matrix step `mma_i8` must provably not overflow i32: expected its steps (32 i8·i8 products in {p} each) bounded by at most 4095 when the kernel is compiled, so that every partial sum lies within i32 {target}; found steps {found}: use a constant or a capped count such as `n.min(128)`"
+        ));
+    }
+    Ok(())
+}
+
 /// What an integer sum's bound was derived from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SumBound {

@@ -12,8 +12,8 @@ use super::ordinals::{stmt_blocks, stmt_exprs, Ordinals};
 use super::race::{Race, RaceLog, Space, Unit};
 use super::report::{ErrorKind, Location, VerifyError};
 use crate::ir::{
-    Access, BinOp, Buf, Const, Expr, Implements, Kernel, ParamId, ParamKind, Reduce, ReduceOp, ScalarType, Stmt, UnOp,
-    Var,
+    Access, BinOp, Buf, Const, Dot4Kind, Expr, Implements, Kernel, MmaI8, ParamId, ParamKind, Reduce, ReduceOp,
+    ScalarType, Stmt, UnOp, Var, MMA_K_WORDS, MMA_M, MMA_N,
 };
 use crate::lanes::identity;
 use crate::schedule::{Schedule, Tree};
@@ -834,6 +834,7 @@ impl Exec<'_, '_> {
                 self.lanes_region(*lane, *count, implements.as_ref(), body)?
             }
             Stmt::Barrier => self.barrier(),
+            Stmt::MmaI8(m) => self.mma_i8(s, m)?,
             Stmt::Check { id, cond } => match self.eval(cond)? {
                 Value::C(c) if c.bits != 0 => {}
                 Value::C(_) => {
@@ -847,6 +848,60 @@ impl Exec<'_, '_> {
                 }
                 Value::S(n, _) => self.checks.push(n),
             },
+        }
+        Ok(())
+    }
+
+    /// The matrix step as the sum it is: each output element `Σ_w dot4_i8(a_w, b_w, 0)` over
+    /// the row's and column's words, added in word order from 0, stored. The verifier proved
+    /// no sum wraps, so this is the integer of every order (`MmaI8::reference` chains the
+    /// accumulator through the dots, the same integer); it is the tree an m = 1 kernel's
+    /// `sum!(w in 0..8 · steps, order = any, dot4_i8(a[w], b[w], 0))` gets, so a rows kernel
+    /// on the step is compared with such a kernel node for node.
+    fn mma_i8(&mut self, s: &Stmt, m: &MmaI8) -> Result<(), VerifyError> {
+        let names =
+            ["output offset", "output stride", "left offset", "left stride", "right offset", "right stride", "steps"];
+        let mut v = [0u64; 7];
+        for ((slot, e), what) in v.iter_mut().zip(m.exprs()).zip(names) {
+            *slot = self.concrete(e, &format!("matrix step {what}"))?;
+        }
+        let [c_off, c_stride, a_off, a_stride, b_off, b_stride, steps] = v;
+        let words = steps.saturating_mul(MMA_K_WORDS as u64);
+        if words > 1 << 16 {
+            return Err(self.unsupported(format!("a matrix step of {steps} steps: expected at most 8192 here")));
+        }
+        let at = |off: u64, stride: u64, i: u64, j: u64| off.wrapping_add(i.wrapping_mul(stride)).wrapping_add(j);
+        for row in 0..MMA_M as u64 {
+            for col in 0..MMA_N as u64 {
+                let zero = Value::C(Const::new(ScalarType::I32, 0));
+                let mut acc = zero;
+                for w in 0..words {
+                    self.tick()?;
+                    let x = self.load(Buf::Shared(m.a.array), Value::C(Const::index(at(a_off, a_stride, row, w))))?;
+                    let y = self.load(Buf::Shared(m.b.array), Value::C(Const::index(at(b_off, b_stride, col, w))))?;
+                    let term = match (x, y) {
+                        (Value::C(x), Value::C(y)) => Value::C(Const::new(
+                            ScalarType::I32,
+                            Dot4Kind::I8I8.eval(x.bits as u32, y.bits as u32, 0) as u32 as u64,
+                        )),
+                        (x, y) => {
+                            let args = [self.node(x), self.node(y), self.node(zero)];
+                            Value::S(self.dag.op(Op::Dot4(Dot4Kind::I8I8), ScalarType::I32, &args), ScalarType::I32)
+                        }
+                    };
+                    acc = match (acc, term) {
+                        (Value::C(p), Value::C(q)) => {
+                            Value::C(const_bin(BinOp::Add, p, q).map_err(|m| self.unsupported(m))?)
+                        }
+                        (p, q) => {
+                            let args = [self.node(p), self.node(q)];
+                            Value::S(self.dag.op(Op::Bin(BinOp::Add), ScalarType::I32, &args), ScalarType::I32)
+                        }
+                    };
+                }
+                let i = Value::C(Const::index(at(c_off, c_stride, row, col)));
+                self.store(s, Buf::Shared(m.c.array), i, acc)?;
+            }
         }
         Ok(())
     }

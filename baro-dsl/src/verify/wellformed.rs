@@ -9,7 +9,9 @@ use super::lengths::Definitions;
 use super::ordinals::children;
 use super::ordinals::Ordinals;
 use super::report::{ErrorKind, Location, VerifyError};
-use crate::ir::{Access, BinOp, Buf, Expr, Implements, Kernel, ParamKind, Reduce, ReduceOp, ScalarType, Stmt, Var};
+use crate::ir::{
+    Access, BinOp, Buf, Expr, Implements, Kernel, MmaI8, ParamKind, Reduce, ReduceOp, ScalarType, Stmt, Var,
+};
 use std::collections::HashSet;
 
 /// Checks `k`. `user_ir` turns on the undeclared-reduction rule, which only applies to what
@@ -30,6 +32,7 @@ pub fn check(k: &Kernel, user_ir: bool) -> Vec<VerifyError> {
         lanes: None,
         nonuniform: 0,
         in_parfor: 0,
+        team: None,
     };
     wf.header();
     wf.block(&k.body);
@@ -59,6 +62,9 @@ struct Wf<'k> {
     /// Depth of enclosing control flow that depends on per-lane values.
     nonuniform: u32,
     in_parfor: u32,
+    /// Inside the body of a teamed `par` loop (not nested in another): its team size and the
+    /// `nonuniform` depth at its body's top, where the whole team runs together.
+    team: Option<(u32, u32)>,
 }
 
 /// True if `e` is a product `a * b`, under expression `let`s at most (an `fma_sum` element).
@@ -437,6 +443,62 @@ impl Wf<'_> {
         );
     }
 
+    /// The matrix step: its tiles are workgroup arrays of the right types, its expressions
+    /// indices, it runs with a whole wave (uniform code, or the top of a `par` team of 32's
+    /// body), and its sums provably do not wrap (`range::mma_steps_bound`).
+    fn mma_i8(&mut self, m: &MmaI8) {
+        for (t, name, want) in
+            [(&m.c, "output", ScalarType::I32), (&m.a, "left", ScalarType::U32), (&m.b, "right", ScalarType::U32)]
+        {
+            match self.k.shared.get(t.array.index()) {
+                None => self.malformed(format!(
+                    "the matrix step's {name} tile is in {}, which does not exist: the kernel declares {} workgroup arrays",
+                    t.array,
+                    self.k.shared.len()
+                )),
+                Some(a) if a.elem != want => self.malformed(format!(
+                    "the matrix step's {name} tile is `{}` of {}: expected a workgroup array of {want}",
+                    a.name, a.elem
+                )),
+                Some(_) => {}
+            }
+        }
+        let names =
+            ["output offset", "output stride", "left offset", "left stride", "right offset", "right stride", "steps"];
+        let mut lane = false;
+        for (e, what) in m.exprs().into_iter().zip(names) {
+            lane |= self.typed_expr(e, Some(ScalarType::INDEX), what).0;
+        }
+        let whole_wave = self.lanes.is_none()
+            && match self.team {
+                _ if self.in_parfor == 0 => self.nonuniform == 0 && !lane,
+                Some((t, base)) => t == crate::ir::MMA_WAVE && self.in_parfor == 1 && self.nonuniform == base,
+                None => false,
+            };
+        if !whole_wave {
+            let found = if self.lanes.is_some() {
+                "inside a lane region".to_string()
+            } else if self.in_parfor > 0 && !matches!(self.team, Some((32, _))) {
+                "inside a `par` loop whose iterations are not teams of 32 lanes (`par_team(.., 32)`)".to_string()
+            } else if lane && self.in_parfor == 0 {
+                "with tiles or steps that differ between lanes".to_string()
+            } else if self.in_parfor > 0 {
+                "under a branch or loop inside the `par_team` body (a condition there is not proven the same in every lane of the team)".to_string()
+            } else {
+                "under a branch or loop whose condition differs between lanes".to_string()
+            };
+            self.err(
+                ErrorKind::NonUniformSync,
+                format!(
+                    "the matrix step `mma_i8` is a whole-wave operation (every lane of a 32-lane wave takes part), found it {found}: expected it in uniform control flow, or at the top of the body of a `par_team(.., 32)` loop"
+                ),
+            );
+        }
+        if let Err(msg) = super::range::check_mma_steps(self.k, &m.steps) {
+            self.err(ErrorKind::OrderFree, msg);
+        }
+    }
+
     fn var_ty(&self, v: Var) -> Option<ScalarType> {
         self.k.vars.get(v.index()).map(|d| d.ty)
     }
@@ -588,11 +650,17 @@ impl Wf<'_> {
                     *x = true;
                 }
                 self.loop_depth += 1;
+                let outer_team = self.team;
+                self.team = match team {
+                    Some(t) if self.in_parfor == 0 && !lane => Some((*t, self.nonuniform)),
+                    _ => None,
+                };
                 self.in_parfor += 1;
                 self.nonuniform += lane as u32;
                 self.block(body);
                 self.nonuniform -= lane as u32;
                 self.in_parfor -= 1;
+                self.team = outer_team;
                 self.loop_depth -= 1;
                 self.undefine(*var);
             }
@@ -608,6 +676,7 @@ impl Wf<'_> {
                     );
                 }
             }
+            Stmt::MmaI8(m) => self.mma_i8(m),
             Stmt::Barrier => {
                 if self.nonuniform > 0 || self.in_parfor > 0 {
                     self.err(

@@ -75,3 +75,41 @@ fn cuda_graph_replays_equal_direct_launches() {
 fn a_bounds_error_inside_a_cuda_graph_names_the_kernel() {
     super::device_graph::replay_reports_bounds_errors(&gpu());
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: the GPU tier (./dev test-gpu)"]
+fn the_matrix_step_on_the_gpu_matches_the_host() {
+    // sm_80+: `mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32` per step; the host: loops of
+    // dot4. Both forms (uniform code, a team of 32 per tile), 1–4 steps, 1–2 tiles, random
+    // words with the edge bytes and, at 4 steps, a tile of all −128 (the largest sum).
+    let gpu = gpu();
+    let host = Device::host().unwrap();
+    for team in [false, true] {
+        let kernels = [&host, &gpu].map(|d| d.compile(&testkernels::mma_tiles(team)).unwrap());
+        for steps in 1..=testkernels::MMA_MAX_STEPS as usize {
+            for tiles in 1..=testkernels::MMA_MAX_TILES as usize {
+                let (a, b) = super::int_mma::inputs(31 * steps as u64 + tiles as u64, tiles, steps, steps == 4);
+                let want = super::int_mma::reference(&a, &b, tiles, steps);
+                let mut outs = Vec::new();
+                for (d, kern) in [&host, &gpu].into_iter().zip(&kernels) {
+                    let (ab, bb) = (d.upload(&a).unwrap(), d.upload(&b).unwrap());
+                    let mut y = d.alloc(ScalarType::I32, tiles * 128).unwrap();
+                    d.run(
+                        kern,
+                        &mut [
+                            DeviceArg::buf(&ab),
+                            DeviceArg::buf(&bb),
+                            DeviceArg::buf_mut(&mut y),
+                            tiles.into(),
+                            steps.into(),
+                        ],
+                    )
+                    .unwrap();
+                    outs.push(d.read::<i32>(&y).unwrap());
+                }
+                assert_eq!(outs[0], want, "host, team {team}, {tiles} tiles of {steps} steps");
+                assert_eq!(outs[1], want, "{}, team {team}, {tiles} tiles of {steps} steps", gpu.name());
+            }
+        }
+    }
+}

@@ -40,6 +40,8 @@ mod host_reduce;
 #[cfg(feature = "llvm")]
 mod int_dot;
 #[cfg(feature = "llvm")]
+mod int_mma;
+#[cfg(feature = "llvm")]
 mod int_sum;
 mod mathlib_accuracy;
 #[cfg(feature = "llvm")]

@@ -3,8 +3,8 @@
 //! random text, token soup, or printed kernels with random edits.
 
 use baro_dsl::ir::{
-    Access, BinOp, Buf, Const, Expr, Implements, Kernel, MathFn, Param, ParamId, ParamKind, Reduce, ReduceOp,
-    ScalarType, SharedArray, SharedId, Sibling, Stmt, UnOp, Var, VarDecl, VerifyShapes,
+    Access, BinOp, Buf, Const, Expr, Implements, Kernel, MathFn, MmaI8, Param, ParamId, ParamKind, Reduce, ReduceOp,
+    ScalarType, SharedArray, SharedId, Sibling, Stmt, Tile, UnOp, Var, VarDecl, VerifyShapes,
 };
 use baro_dsl::schedule::{Combine, Schedule};
 use proptest::prelude::*;
@@ -108,6 +108,12 @@ fn stmt() -> impl Strategy<Value = Stmt> {
         (buf(), expr(), expr()).prop_map(|(buf, index, value)| Stmt::Store { buf, index, value }),
         Just(Stmt::Barrier),
         (any::<u32>(), expr()).prop_map(|(id, cond)| Stmt::Check { id, cond }),
+        ((id(), expr(), expr()), (id(), expr(), expr()), (id(), expr(), expr()), expr()).prop_map(
+            |(c, a, b, steps)| {
+                let tile = |(s, offset, stride): (u32, Expr, Expr)| Tile { array: SharedId(s), offset, stride };
+                Stmt::MmaI8(Box::new(MmaI8 { c: tile(c), a: tile(a), b: tile(b), steps }))
+            }
+        ),
     ];
     leaf.prop_recursive(3, 24, 4, |s| {
         let block = || prop::collection::vec(s.clone(), 0..4);
@@ -267,7 +273,7 @@ proptest! {
     fn token_soup_never_panics(words in prop::collection::vec(select(vec![
         "kernel", "k", "{", "}", "(", ")", "[", "]", ",", ":", "=", "..", "<", ">", "&", ";", "param", "shared", "var",
         "grid", "sibling", "of", "rows", "strides", "verify", "in", "body", "mut", "let", "store", "for", "step", "if",
-        "else", "parfor", "lanes", "implements", "barrier", "reduce", "sum", "max", "seq", "butterfly", "blocked",
+        "else", "parfor", "lanes", "implements", "barrier", "mma_i8", "steps", "reduce", "sum", "max", "seq", "butterfly", "blocked",
         "chunked", "load", "select", "cast", "bitcast", "group_id", "shuffle_xor", "add", "neg", "exp", "true", "v0",
         "v1:x", "p0", "p0:n", "s0", "f32", "f16", "usize", "1", "0", "-1", "1.5", "0x7fc00001", "99999999999999999999",
     ]), 0..80)) {

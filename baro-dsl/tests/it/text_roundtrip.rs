@@ -394,7 +394,7 @@ fn errors_say_where_what_was_expected_and_what_was_found() {
         ("        v0 = frob(p0)\n    }\n}", "5:14: expected an expression, found `frob`"),
         ("        v0 = cast<f64>(p0)\n    }\n}", "5:19: expected a type (bool, i8, u8, i32, u32, i64, u64, usize, f16, bf16 or f32), found `f64`"),
         ("        v0 = reduce(sum, f32, lanes(4, zigzag), v0, p0, p0)\n    }\n}", "5:40: expected `seq`, `butterfly` or `pairwise`, found `zigzag`"),
-        ("        goto v0\n    }\n}", "5:9: expected a statement (`let`, `store`, `for`, `if`, `parfor`, `lanes`, `barrier`, `check` or `vN = ...`) or `}`, found `goto`"),
+        ("        goto v0\n    }\n}", "5:9: expected a statement (`let`, `store`, `for`, `if`, `parfor`, `lanes`, `barrier`, `check`, `mma_i8` or `vN = ...`) or `}`, found `goto`"),
         ("        barrier\n", "6:1: expected a statement or `}`, found end of input"),
         ("    }\n} extra", "6:3: expected end of input after the kernel, found `extra`"),
         ("        v0 = 1:usize $\n", "5:22: expected a token, found `$`"),

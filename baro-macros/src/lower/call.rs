@@ -155,6 +155,10 @@ impl Lower<'_> {
                 Ok(Typed { e: Expr::bitcast(ScalarType::F32, x.e), ty: ScalarType::F32 })
             }
             ["barrier"] => Err(self.fail(c, "`barrier()` is a statement: expected `barrier();` on its own")),
+            ["mma_i8"] => Err(self.fail(
+                c,
+                "`mma_i8(..)` is a statement that stores its 16×8 tile into a workgroup array: expected `mma_i8(c, c_offset, c_stride, a, a_offset, a_stride, b, b_offset, b_stride, steps);` on its own",
+            )),
             ["shared"] => Err(self.fail(
                 c,
                 "`shared::<T, N>()` allocates a workgroup array: expected it as `let name = shared::<T, N>();`",

@@ -7,7 +7,7 @@ use super::spans::SpanRange;
 use super::{Binding, Lower, Typed};
 use crate::diag::{show, R};
 use crate::signature::scalar_type;
-use baro_dsl::ir::{Access, BinOp, Buf, Expr, ParamKind, ScalarType, Stmt, Var};
+use baro_dsl::ir::{Access, BinOp, Buf, Expr, MmaI8, ParamKind, ScalarType, Stmt, Tile, Var};
 
 impl Lower<'_> {
     /// Lowers a block in its own scope; `prefix` is the path of the enclosing statement.
@@ -239,6 +239,7 @@ impl Lower<'_> {
                 }
                 Ok(Some(Stmt::Barrier))
             }
+            syn::Expr::Call(c) if is_plain_call(c, "mma_i8") => self.mma_i8(c).map(Some),
             syn::Expr::Paren(p) => self.expr_stmt(&p.expr, path),
             syn::Expr::Macro(m) if m.mac.path.is_ident("check") => self.check(&m.mac).map(Some),
             other if super::expr::is_value_construct(other) => Err(self.fail(
@@ -387,6 +388,50 @@ impl Lower<'_> {
                 format!("cannot find `{name}` in this kernel: expected a buffer parameter or a shared array"),
             )),
         }
+    }
+
+    /// `mma_i8(c, c_offset, c_stride, a, a_offset, a_stride, b, b_offset, b_stride, steps)`:
+    /// the integer matrix step (`Stmt::MmaI8`) over workgroup arrays.
+    fn mma_i8(&mut self, c: &syn::ExprCall) -> R<Stmt> {
+        const USAGE: &str = "`mma_i8(c, c_offset, c_stride, a, a_offset, a_stride, b, b_offset, b_stride, steps)` with `c` a `shared::<i32, N>()` array, `a` and `b` `shared::<u32, N>()` arrays of int8 words, and usize offsets, strides and steps";
+        let args: Vec<&syn::Expr> = c.args.iter().collect();
+        let [c_arr, c_off, c_stride, a_arr, a_off, a_stride, b_arr, b_off, b_stride, steps] = args[..] else {
+            return Err(self.fail(c, format!("`mma_i8` takes 10 arguments, found {}: expected {USAGE}", args.len())));
+        };
+        let tile = |lw: &mut Self,
+                    arr: &syn::Expr,
+                    off: &syn::Expr,
+                    stride: &syn::Expr,
+                    want: ScalarType,
+                    which: &str| {
+            let (buf, elem) = lw.buffer(arr, which == "output")?;
+            let Buf::Shared(array) = buf else {
+                return Err(lw.fail(
+                    arr,
+                    format!("the matrix step's {which} tile `{}` is a buffer parameter: expected a workgroup array `shared::<{want}, N>()`", show(arr)),
+                ));
+            };
+            if elem != want {
+                return Err(lw.fail(
+                    arr,
+                    format!(
+                        "the matrix step's {which} tile `{}` holds {elem}: expected a workgroup array of {want}",
+                        show(arr)
+                    ),
+                ));
+            }
+            let (offset, stride) = (lw.index(off, arr)?, lw.index(stride, arr)?);
+            Ok(Tile { array, offset, stride })
+        };
+        let ct = tile(self, c_arr, c_off, c_stride, ScalarType::I32, "output");
+        let at = tile(self, a_arr, a_off, a_stride, ScalarType::U32, "left");
+        let bt = tile(self, b_arr, b_off, b_stride, ScalarType::U32, "right");
+        let s = self.expr(steps, Some(ScalarType::INDEX));
+        let (ct, at, bt, s) = (ct?, at?, bt?, s?);
+        if s.ty != ScalarType::INDEX {
+            return Err(self.fail(steps, format!("`mma_i8` steps has type {}: expected usize", s.ty)));
+        }
+        Ok(Stmt::MmaI8(Box::new(MmaI8 { c: ct, a: at, b: bt, steps: s.e })))
     }
 
     /// An index expression: `usize`.

@@ -5,7 +5,7 @@
 
 use std::fmt::{self, Formatter};
 
-use crate::ir::kernel::{Access, Buf, Expr, Kernel, ParamId, ParamKind, Reduce, Stmt, Var};
+use crate::ir::kernel::{Access, Buf, Expr, Kernel, ParamId, ParamKind, Reduce, Stmt, Tile, Var};
 
 const INDENT: &str = "    ";
 
@@ -220,7 +220,27 @@ impl Printer<'_> {
                 write!(f, "check {id} ")?;
                 self.expr(cond, f)
             }
+            Stmt::MmaI8(m) => {
+                f.write_str("mma_i8 ")?;
+                self.tile(&m.c, f)?;
+                f.write_str(" = ")?;
+                self.tile(&m.a, f)?;
+                f.write_str(", ")?;
+                self.tile(&m.b, f)?;
+                f.write_str(" steps ")?;
+                self.expr(&m.steps, f)
+            }
         }
+    }
+
+    /// `s0:name[offset, stride]`.
+    fn tile(&self, t: &Tile, f: &mut Formatter<'_>) -> fmt::Result {
+        self.buf(Buf::Shared(t.array), f)?;
+        f.write_str("[")?;
+        self.expr(&t.offset, f)?;
+        f.write_str(", ")?;
+        self.expr(&t.stride, f)?;
+        f.write_str("]")
     }
 
     fn expr(&self, e: &Expr, f: &mut Formatter<'_>) -> fmt::Result {

@@ -26,14 +26,14 @@ const CC_AMDGPU_KERNEL: u32 = 91;
 pub(super) const GLOBAL: u16 = 1;
 pub(super) const SHARED: u16 = 3;
 
-// The target's arch and its dot instruction travel separately: one more than clippy's 7.
+// The target's arch and its dot and matrix instructions travel separately: one more than clippy's 7.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn build<'ctx>(
     cx: &'ctx Context,
     m: &Module<'ctx>,
     k: &Kernel,
     arch: Arch,
-    dot4: super::intrinsics::Dot4Isa,
+    (dot4, mma): (super::intrinsics::Dot4Isa, super::mma::MmaIsa),
     wave: u32,
     block_dim: u32,
     options: &CompileOptions,
@@ -127,6 +127,7 @@ pub(super) fn build<'ctx>(
         k,
         arch,
         dot4,
+        mma,
         wave,
         block_dim,
         slots: HashMap::new(),
@@ -259,7 +260,7 @@ fn collect_defs(stmts: &[Stmt], all: &mut Vec<Var>) {
                 all.push(*lane);
                 collect_defs(body, all);
             }
-            Stmt::Store { .. } | Stmt::Barrier | Stmt::Check { .. } => {}
+            Stmt::Store { .. } | Stmt::Barrier | Stmt::Check { .. } | Stmt::MmaI8(_) => {}
         }
     }
 }

@@ -217,7 +217,7 @@ fn outer_assigns(stmts: &[Stmt], defined: &mut HashSet<Var>, assigned: &mut Vec<
                 defined.insert(*lane);
                 outer_assigns(body, defined, assigned);
             }
-            Stmt::Store { .. } | Stmt::Barrier | Stmt::Check { .. } => {}
+            Stmt::Store { .. } | Stmt::Barrier | Stmt::Check { .. } | Stmt::MmaI8(_) => {}
         }
     }
 }

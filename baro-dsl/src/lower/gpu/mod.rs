@@ -23,6 +23,7 @@ mod hints;
 mod intrinsics;
 mod lanes;
 mod link;
+mod mma;
 mod stmt;
 mod version;
 
@@ -98,7 +99,8 @@ fn max_lanes(stmts: &[Stmt], widest: &mut u32) {
             | Stmt::Assign { .. }
             | Stmt::Store { .. }
             | Stmt::Barrier
-            | Stmt::Check { .. } => {}
+            | Stmt::Check { .. }
+            | Stmt::MmaI8(_) => {}
         }
     }
 }
@@ -113,6 +115,8 @@ pub(super) struct Gpu<'a, 'ctx> {
     arch: Arch,
     /// How `Expr::Dot4` is computed on this target.
     dot4: intrinsics::Dot4Isa,
+    /// How `Stmt::MmaI8` is computed on this target.
+    mma: mma::MmaIsa,
     wave: u32,
     block_dim: u32,
     slots: HashMap<Var, PointerValue<'ctx>>,
@@ -171,8 +175,8 @@ pub fn lower_gpu<'ctx>(
         Target::Host => return Err(fail("the host is not a GPU target")),
     };
     let Some(wave) = target.wave_width() else { return Err(fail("the target has no wave width")) };
-    let dot4 = intrinsics::Dot4Isa::of(target);
-    entry::build(cx, &m, k, arch, dot4, wave, block_dim, options)
+    let isa = (intrinsics::Dot4Isa::of(target), mma::MmaIsa::of(target));
+    entry::build(cx, &m, k, arch, isa, wave, block_dim, options)
         .map_err(|super::Fail(message)| LowerError { kernel: k.name.clone(), message })?;
     if let Err(e) = m.verify() {
         return Err(LowerError {

@@ -133,6 +133,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
                 }
                 self.barrier()
             }
+            Stmt::MmaI8(m) => self.mma_i8(m),
             Stmt::Check { id, cond } => {
                 let ok = self.expr(cond)?.v.into_int_value();
                 let bad = self.ir.b.build_not(ok, "")?;
@@ -264,7 +265,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
     }
 
     /// The packed failure code `kind | signed << 7 | id << 8`.
-    fn fail_code(&self, kind: u64, id: u64, signed: bool) -> R<IntValue<'ctx>> {
+    pub(super) fn fail_code(&self, kind: u64, id: u64, signed: bool) -> R<IntValue<'ctx>> {
         if kind == 0 || kind > FAIL_KIND_MASK || id > (u32::MAX as u64 >> FAIL_ID_SHIFT) {
             return fail(format!("failure kind {kind} id {id}: expected a kind in 1..=127 and an id below 2^24"));
         }

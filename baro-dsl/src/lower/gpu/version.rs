@@ -166,7 +166,8 @@ fn simple_body(body: &[Stmt], varying: &mut HashSet<Var>) -> bool {
             varying.insert(*var);
             plain(start, varying) && plain(end, varying) && plain(step, varying) && simple_body(body, varying)
         }
-        Stmt::ParFor { .. } | Stmt::Lanes { .. } | Stmt::LetRows { .. } | Stmt::Barrier => false,
+        // A matrix step is a whole wave's, with its own accesses and loop.
+        Stmt::ParFor { .. } | Stmt::Lanes { .. } | Stmt::LetRows { .. } | Stmt::Barrier | Stmt::MmaI8(_) => false,
     })
 }
 
@@ -201,7 +202,12 @@ fn collect_stmt<'a>(s: &'a Stmt, cx: &Cx, out: &mut Vec<Affine<'a>>) {
                 collect_stmt(s, cx, out);
             }
         }
-        Stmt::For { .. } | Stmt::ParFor { .. } | Stmt::Lanes { .. } | Stmt::LetRows { .. } | Stmt::Barrier => {}
+        Stmt::For { .. }
+        | Stmt::ParFor { .. }
+        | Stmt::Lanes { .. }
+        | Stmt::LetRows { .. }
+        | Stmt::Barrier
+        | Stmt::MmaI8(_) => {}
     }
 }
 

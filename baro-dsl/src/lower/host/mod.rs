@@ -17,6 +17,7 @@
 //! zeroed. This module never emits fast-math flags, fma or `llvm.fmuladd`.
 
 mod expr;
+mod mma;
 mod region;
 mod stmt;
 
@@ -106,6 +107,13 @@ pub(super) use crate::lower::expr::{mem_ty, reg_ty};
 /// Lowers an expanded, call-free kernel to a module holding `ENTRY_NAME`.
 /// `order` permutes `ParFor` iterations and workgroups (`HostOrder::Shuffled`).
 pub fn lower_host<'ctx>(cx: &'ctx Context, k: &Kernel, order: HostOrder) -> Result<Module<'ctx>, LowerError> {
+    let expanded;
+    let k = if mma::has_mma(&k.body) {
+        expanded = mma::expand(k);
+        &expanded
+    } else {
+        k
+    };
     let m = cx.create_module(&k.name);
     let b = cx.create_builder();
     let allocas = cx.create_builder();
@@ -283,7 +291,7 @@ fn collect_defs(stmts: &[Stmt], region: Option<u32>, lanes: &mut HashMap<Var, u3
                 lanes.insert(*lane, *count);
                 collect_defs(body, Some(*count), lanes, all);
             }
-            Stmt::Store { .. } | Stmt::Barrier | Stmt::Check { .. } => {}
+            Stmt::Store { .. } | Stmt::Barrier | Stmt::Check { .. } | Stmt::MmaI8(_) => {}
         }
     }
 }

@@ -33,6 +33,7 @@ fn stmt_has_shuffle(s: &Stmt) -> bool {
         Stmt::Lanes { body, .. } => body.iter().any(stmt_has_shuffle),
         Stmt::Barrier => false,
         Stmt::Check { cond, .. } => expr_has_shuffle(cond),
+        Stmt::MmaI8(m) => m.exprs().into_iter().any(expr_has_shuffle),
     }
 }
 
@@ -138,6 +139,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             Stmt::ParFor { .. } => fail("a shuffle inside a `ParFor` inside a `Lanes` region"),
             Stmt::Lanes { .. } => fail("a `Lanes` region inside another `Lanes` region"),
             Stmt::Barrier => Ok(()),
+            Stmt::MmaI8(_) => fail("a matrix step inside a `Lanes` region"),
         }
     }
 

@@ -74,6 +74,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 self.region(*lane, *count, body)
             }
             Stmt::Barrier => Ok(()),
+            Stmt::MmaI8(_) => fail("a matrix step the host did not write out as loops (`host::mma::expand`)"),
             Stmt::Check { id, cond } => {
                 let ok = self.expr(cond)?.v.into_int_value();
                 let zero = self.ir.i64(0);

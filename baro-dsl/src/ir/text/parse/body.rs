@@ -7,11 +7,13 @@
 use super::{entity_id, word, Parser, R};
 use crate::ir::text::lex::{Tok, Token};
 use crate::ir::text::literal;
-use crate::ir::{BinOp, Const, Dot4Kind, Expr, Implements, MathFn, Reduce, ReduceOp, Stmt, UnOp, Var};
+use crate::ir::{
+    BinOp, Buf, Const, Dot4Kind, Expr, Implements, MathFn, MmaI8, Reduce, ReduceOp, Stmt, Tile, UnOp, Var,
+};
 use crate::schedule::{Combine, Schedule};
 
 const STATEMENT: &str =
-    "a statement (`let`, `store`, `for`, `if`, `parfor`, `lanes`, `barrier`, `check` or `vN = ...`) or `}`";
+    "a statement (`let`, `store`, `for`, `if`, `parfor`, `lanes`, `barrier`, `check`, `mma_i8` or `vN = ...`) or `}`";
 
 impl<'a> Parser<'a> {
     pub(super) fn block(&mut self) -> R<Vec<Stmt>> {
@@ -36,6 +38,7 @@ impl<'a> Parser<'a> {
             Tok::Ident("lanes") => Self::lanes,
             Tok::Ident("barrier") => |_, _| Ok(Stmt::Barrier),
             Tok::Ident("check") => Self::check,
+            Tok::Ident("mma_i8") => Self::mma_i8,
             Tok::Ident(w) if entity_id(w, 'v').is_some() => Self::assign,
             Tok::Ident(_) => return self.fail_at(t, STATEMENT),
             _ => return self.fail_at(t, "a statement or `}`"),
@@ -117,6 +120,31 @@ impl<'a> Parser<'a> {
     fn check(&mut self, _: Token<'a>) -> R<Stmt> {
         let id = self.int("a check id (u32)")?;
         Ok(Stmt::Check { id, cond: self.expr()? })
+    }
+
+    /// `mma_i8 C[off, stride] = A[off, stride], B[off, stride] steps N` (tiles in workgroup arrays).
+    fn mma_i8(&mut self, _: Token<'a>) -> R<Stmt> {
+        let c = self.tile()?;
+        self.punct("=")?;
+        let a = self.tile()?;
+        self.punct(",")?;
+        let b = self.tile()?;
+        self.keyword("steps")?;
+        let steps = self.expr()?;
+        Ok(Stmt::MmaI8(Box::new(MmaI8 { c, a, b, steps })))
+    }
+
+    fn tile(&mut self) -> R<Tile> {
+        let t = self.toks[self.pos];
+        let Buf::Shared(array) = self.buf()? else {
+            return self.fail_at(t, "a workgroup array (`s0:name`): the matrix step's tiles live in workgroup memory");
+        };
+        self.punct("[")?;
+        let offset = self.expr()?;
+        self.punct(",")?;
+        let stride = self.expr()?;
+        self.punct("]")?;
+        Ok(Tile { array, offset, stride })
     }
 
     fn parfor(&mut self, _: Token<'a>) -> R<Stmt> {
