@@ -154,10 +154,12 @@ pub fn gdn_step(
 /// n_v_heads · dv) ..], ba [r · 2 · n_v_heads ..] and writing o[r · n_v_heads · dv ..], the
 /// state carried from row to row, every row in the decode step's own order. The same split
 /// as the m=1 kernel: a workgroup walks every row for its head's 32 columns, which stay in
-/// workgroup memory from the first row to the last.
+/// workgroup memory from the first row to the last. What no state reaches (the q and k norms'
+/// reciprocals, beta, the decay) is computed for 8 rows at a time side by side, one team per
+/// row, before those rows' scan, so the sequential part per row is the four state phases.
 #[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, rows_of = gdn_step, rows = rows,
          row_stride(qkv = 2 * n_k_heads * dk + n_v_heads * dv, ba = 2 * n_v_heads, o = n_v_heads * dv), carry(state),
-         verify(dk = [1, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4], rows = [1, 3]))]
+         verify(dk = [1, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4], rows = [1, 3, 9]))]
 pub fn gdn_scan_rows(
     qkv: &[f32],
     ba: &[f32],
@@ -180,39 +182,51 @@ pub fn gdn_scan_rows(
     let st = shared::<f32, 4096>();
     let pr = shared::<f32, 4096>();
     let dl = shared::<f32, 32>();
+    // Per block of 8 rows, the scalars no state reaches, computed side by side (one team per
+    // row) before the block's scan: qn (0..8), kn (8..16), beta (16..24), decay (24..32).
+    let rs = shared::<f32, 32>();
+    let stride = 2 * n_k_heads * dk + n_v_heads * dv;
     for t in par(0..dk * 32) {
         if c0 + t % 32 < dv {
             st[t] = state[sb + (t / 32) * dv + c0 + t % 32];
         }
     }
-    for r in 0..rows {
-        let rb = r * (2 * n_k_heads * dk + n_v_heads * dv);
-        let qb = rb + kh * dk;
-        let kb = rb + n_k_heads * dk + kh * dk;
-        let vb = rb + 2 * n_k_heads * dk + h * dv;
-        let qn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[qb + i] * qkv[qb + i]) + 1e-6);
-        let kn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
-        let beta = sigmoid(ba[r * 2 * n_v_heads + h]);
-        let decay = exp(ssm_a[h] * softplus(ba[r * 2 * n_v_heads + n_v_heads + h] + dt_bias[h]));
-        for t in par(0..dk * 32) {
-            if c0 + t % 32 < dv {
-                pr[t] = (st[t] * decay) * (qkv[kb + t / 32] * kn);
-            }
+    for rb in (0..rows).step_by(8) {
+        for j in par_team(0..if rows - rb < 8 { rows - rb } else { 8 }, 32) {
+            let qb = (rb + j) * stride + kh * dk;
+            let kb = (rb + j) * stride + n_k_heads * dk + kh * dk;
+            rs[j] = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[qb + i] * qkv[qb + i]) + 1e-6);
+            rs[8 + j] = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
         }
-        for l in par(0..32) {
-            if c0 + l < dv {
-                dl[l] = (qkv[vb + c0 + l] - sum!(i in 0..dk, order = seq, pr[i * 32 + l])) * beta;
-            }
+        for j in par(0..if rows - rb < 8 { rows - rb } else { 8 }) {
+            rs[16 + j] = sigmoid(ba[(rb + j) * 2 * n_v_heads + h]);
+            rs[24 + j] = exp(ssm_a[h] * softplus(ba[(rb + j) * 2 * n_v_heads + n_v_heads + h] + dt_bias[h]));
         }
-        for t in par(0..dk * 32) {
-            if c0 + t % 32 < dv {
-                st[t] = st[t] * decay + (qkv[kb + t / 32] * kn) * dl[t % 32];
-                pr[t] = st[t] * ((qkv[qb + t / 32] * qn) * q_scale);
+        for j in 0..if rows - rb < 8 { rows - rb } else { 8 } {
+            let r = rb + j;
+            let qb = r * stride + kh * dk;
+            let kb = r * stride + n_k_heads * dk + kh * dk;
+            let vb = r * stride + 2 * n_k_heads * dk + h * dv;
+            for t in par(0..dk * 32) {
+                if c0 + t % 32 < dv {
+                    pr[t] = (st[t] * rs[24 + j]) * (qkv[kb + t / 32] * rs[8 + j]);
+                }
             }
-        }
-        for l in par(0..32) {
-            if c0 + l < dv {
-                o[(r * n_v_heads + h) * dv + c0 + l] = sum!(i in 0..dk, order = seq, pr[i * 32 + l]);
+            for l in par(0..32) {
+                if c0 + l < dv {
+                    dl[l] = (qkv[vb + c0 + l] - sum!(i in 0..dk, order = seq, pr[i * 32 + l])) * rs[16 + j];
+                }
+            }
+            for t in par(0..dk * 32) {
+                if c0 + t % 32 < dv {
+                    st[t] = st[t] * rs[24 + j] + (qkv[kb + t / 32] * rs[8 + j]) * dl[t % 32];
+                    pr[t] = st[t] * ((qkv[qb + t / 32] * rs[j]) * q_scale);
+                }
+            }
+            for l in par(0..32) {
+                if c0 + l < dv {
+                    o[(r * n_v_heads + h) * dv + c0 + l] = sum!(i in 0..dk, order = seq, pr[i * 32 + l]);
+                }
             }
         }
     }

@@ -216,3 +216,67 @@ fn gdn_kernels_verify() {
     }
     verify_kernel(&gdn::gdn_conv_step()).unwrap_or_else(|e| panic!("gdn_conv_step: {e:?}"));
 }
+
+/// `gdn_scan_rows` over a chunk of rows against the plain-Rust step reference run row by row,
+/// byte for byte (every row's output and the final state): row counts across its 8-row blocks
+/// of precomputed scalars, a state carried in from an earlier chunk, both head layouts.
+#[test]
+fn delta_rule_scan_over_rows_is_the_step_per_row() {
+    let d = dev();
+    let mut rng = Rng::new(43);
+    // (dk, dv, n_k_heads, n_v_heads, tiled, rows)
+    for (dk, dv, nk, nv, tiled, rows) in
+        [(16usize, 16usize, 2usize, 4usize, false, 1usize), (37, 9, 2, 4, true, 70), (128, 40, 1, 2, false, 130)]
+    {
+        let q_scale = (1.0 / (dk as f64).sqrt()) as f32;
+        let (ssm_a, dt): (Vec<f32>, Vec<f32>) =
+            ((0..nv).map(|_| -(rng.f32().abs() * 4.0 + 0.1)).collect(), rng.vec_f32(nv));
+        let (ab, db) = (d.upload(&ssm_a).unwrap(), d.upload(&dt).unwrap());
+        let mut state_h: Vec<f32> = rng.vec_f32(nv * dk * dv).iter().map(|v| v * 0.1).collect();
+        let mut state = d.upload(&state_h).unwrap();
+        let stride = 2 * nk * dk + nv * dv;
+        let qkv = rng.vec_f32(rows * stride);
+        let ba = rng.vec_f32(rows * 2 * nv);
+        let (qb, bab) = (d.upload(&qkv).unwrap(), d.upload(&ba).unwrap());
+        let mut o = zeros(&d, rows * nv * dv);
+        run(
+            &d,
+            &gdn::gdn_scan_rows(),
+            &mut [
+                A::buf(&qb),
+                A::buf(&bab),
+                A::buf(&ab),
+                A::buf(&db),
+                A::buf_mut(&mut state),
+                A::buf_mut(&mut o),
+                A::from(dk),
+                A::from(dv),
+                A::from(nk),
+                A::from(nv),
+                A::from(tiled),
+                A::from(q_scale),
+                A::from(rows),
+            ],
+        );
+        let got = d.read::<f32>(&o).unwrap();
+        for r in 0..rows {
+            let (bv, av) = (&ba[r * 2 * nv..][..nv], &ba[r * 2 * nv + nv..][..nv]);
+            let want = gdn::gdn_step_reference(
+                &qkv[r * stride..][..stride],
+                bv,
+                av,
+                &ssm_a,
+                &dt,
+                &mut state_h,
+                dk,
+                dv,
+                nk,
+                nv,
+                tiled,
+                q_scale,
+            );
+            assert_eq!(bits(&got[r * nv * dv..][..nv * dv]), bits(&want), "dk={dk} dv={dv} row {r} of {rows}: o");
+        }
+        assert_eq!(bits(&d.read::<f32>(&state).unwrap()), bits(&state_h), "dk={dk} dv={dv} rows={rows}: state");
+    }
+}
