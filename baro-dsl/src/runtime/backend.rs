@@ -375,3 +375,39 @@ fn kernel<B: Backend>(k: &DeviceKernel) -> Result<KernelRef<'_, B::Kernel>, Devi
     let kernel = k.handle.get::<B::Kernel>().ok_or_else(|| foreign("kernel", B::KIND, k.handle.kind()))?;
     Ok(KernelRef { kernel, handle: k })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkernels;
+
+    struct Fake(Kernel);
+
+    impl BackendKernel for Fake {
+        fn kernel(&self) -> &Kernel {
+            &self.0
+        }
+    }
+
+    #[test]
+    fn a_handle_gives_back_only_its_own_type() {
+        let mut h = AnyHandle::new(DeviceKind::Cuda, 7u32);
+        assert_eq!(h.kind(), DeviceKind::Cuda);
+        assert_eq!(h.get::<u32>(), Some(&7));
+        assert_eq!(h.get::<u64>(), None);
+        assert_eq!(h.get_mut::<i32>(), None);
+        *h.get_mut::<u32>().unwrap() = 8;
+        assert_eq!(h.get::<u32>(), Some(&8));
+    }
+
+    #[test]
+    fn kernel_handles_are_the_same_only_as_their_clones() {
+        let a = KernelHandle::new(DeviceKind::Host, Arc::new(Fake(testkernels::matvec())));
+        let b = KernelHandle::new(DeviceKind::Host, Arc::new(Fake(testkernels::matvec())));
+        assert!(a.same(&a.clone()));
+        assert!(!a.same(&b), "an equal kernel loaded twice is not the same kernel");
+        assert_eq!(a.kernel().name, "matvec");
+        assert!(a.get::<Fake>().is_some());
+        assert!(a.get::<u32>().is_none());
+    }
+}
