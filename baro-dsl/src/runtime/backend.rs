@@ -219,7 +219,6 @@ pub(crate) trait DynBackend: Send + Sync {
     fn read(&self, m: &AnyHandle, len: usize) -> Result<Vec<u8>, DeviceError>;
     fn copy(&self, q: &AnyHandle, src: &AnyHandle, dst: &mut AnyHandle, len: usize) -> Result<(), DeviceError>;
     fn alloc_pinned(&self, bytes: usize) -> Result<PinnedHandle, DeviceError>;
-    #[allow(clippy::too_many_arguments)]
     fn copy_from_pinned(
         &self,
         q: &AnyHandle,
