@@ -4,7 +4,7 @@
 //! This module only reads shapes; it never touches buffer contents.
 
 use super::error::LaunchError;
-use crate::ir::{Access, Const, Kernel, ParamKind, ScalarType};
+use crate::ir::{Access, Kernel, ParamKind, ScalarType};
 
 /// What one launch argument is, without its data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,16 +47,4 @@ pub(crate) fn check_args(k: &Kernel, args: impl ExactSizeIterator<Item = ArgShap
         }
     }
     Ok(())
-}
-
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-/// The kernel's scalar arguments as canonical bits, indexed by parameter (0 for buffers).
-pub(crate) fn scalar_bits<'a>(n: usize, scalars: impl Iterator<Item = (usize, &'a Const)>) -> Vec<u64> {
-    let mut out = vec![0u64; n];
-    for (i, c) in scalars {
-        if let Some(slot) = out.get_mut(i) {
-            *slot = c.bits;
-        }
-    }
-    out
 }

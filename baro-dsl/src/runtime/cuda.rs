@@ -3,12 +3,10 @@
 //! error ("no CUDA driver (libcuda.so.1) found"), never a panic.
 //!
 //! Kernels come from `compile::compile_gpu` as PTX (`GpuArtifact`) and are launched with the
-//! GPU kernel ABI: per buffer (pointer, i64 element count), per scalar one i64 of canonical
-//! bits, then a pointer to a zeroed `ErrorRecord`. Each stream owns a ring of error records,
-//! one slot per launch since its last synchronisation, so launches stay asynchronous and a
-//! failed bounds check is still attributed to the right kernel with the host's message. A
-//! replayed launch graph (`cuda_graph`) brings its own records, one per node, checked at the
-//! same synchronisation in the same launch order.
+//! GPU kernel ABI (`abi`). Each stream owns a ring of error records (`records`), one slot
+//! per launch since its last synchronisation. A replayed launch graph (`cuda_graph`) brings
+//! its own records, one per node, checked at the same synchronisation in the same launch
+//! order.
 //!
 //! This module never calls into cudarc before `is_culib_present()` said the library loads
 //! (cudarc panics when it cannot load a symbol), and never lets a driver error become a panic.
@@ -21,27 +19,20 @@ use cudarc::driver::{
     LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 
-use super::buffer::{PinnedBuffer, PinnedMem};
-use super::check::{check_args, scalar_bits};
+use super::abi::{self, Packed, RECORD_WORDS};
+use super::backend::{Backend, BackendKernel, KernelRef, PinnedMemory};
 use super::cuda_graph::{CudaGraph, GraphPending};
-use super::device::{DeviceArg, DeviceError, DeviceKind, KernelImpl};
-use super::error::describe_record;
+use super::device::{DeviceArg, DeviceError, DeviceKind, MemoryInfo};
 use super::graph::{changed_nodes, LaunchGraph, Node, Replay};
-use super::grid::{check_limits, grid_size};
-use super::stream::{Event, EventImpl, Stream, StreamImpl};
+use super::records::Ring;
 use crate::cache::CompileCache;
 use crate::compile::{compile_gpu, GpuArtifact};
 use crate::ir::Kernel;
-use crate::lower::ErrorRecord;
 use crate::options::CompileOptions;
 use crate::target::Target;
 
 /// CUDA's grid limits per axis (x, y, z) for compute capability 3.0 and later.
 const GRID_LIMITS: [u64; 3] = [(1 << 31) - 1, 65535, 65535];
-/// Error-record slots per stream: launches between two synchronisations before an
-/// automatic one.
-const RECORD_SLOTS: usize = 1024;
-pub(crate) const RECORD_WORDS: usize = 4;
 
 /// A driver call failed.
 pub(crate) fn driver_error(call: &'static str, e: DriverError) -> DeviceError {
@@ -90,11 +81,13 @@ pub(crate) struct CudaKernel {
     _module: Arc<CudaModule>,
 }
 
-impl CudaKernel {
-    pub(crate) fn kernel(&self) -> &Kernel {
+impl BackendKernel for CudaKernel {
+    fn kernel(&self) -> &Kernel {
         &self.artifact.kernel
     }
+}
 
+impl CudaKernel {
     pub(crate) fn cu_function(&self) -> sys::CUfunction {
         self.func.cu_function()
     }
@@ -119,16 +112,16 @@ pub(crate) struct CudaPinned {
     ctx: Arc<CudaContext>,
 }
 
-impl CudaPinned {
-    pub(crate) fn len(&self) -> usize {
+impl PinnedMemory for CudaPinned {
+    fn len(&self) -> usize {
         self.slice.len()
     }
 
-    pub(crate) fn as_slice(&self) -> Result<&[u8], DeviceError> {
+    fn as_slice(&self) -> Result<&[u8], DeviceError> {
         self.slice.as_slice().map_err(|e| driver_error("cuEventSynchronize (pinned memory)", e))
     }
 
-    pub(crate) fn as_mut_slice(&mut self) -> Result<&mut [u8], DeviceError> {
+    fn as_mut_slice(&mut self) -> Result<&mut [u8], DeviceError> {
         self.ctx.synchronize().map_err(|e| driver_error("cuCtxSynchronize (pinned memory)", e))?;
         self.slice.as_mut_slice().map_err(|e| driver_error("cuEventSynchronize (pinned memory)", e))
     }
@@ -141,35 +134,14 @@ impl Drop for CudaPinned {
     }
 }
 
-/// A launch's arguments as `CudaDevice::check_launch` found them.
-struct Checked {
-    /// Each parameter's element count (0 for scalars).
-    lens: Vec<u64>,
-    /// The scalars' bits by parameter (0 for buffers).
-    scalars: Vec<u64>,
-    grid: [u32; 3],
-}
-
 /// A CUDA stream and its error-record ring.
 pub(crate) struct CudaQueue {
     stream: Arc<CudaStream>,
     records: Mutex<Records>,
 }
 
-struct Records {
-    slots: CudaSlice<u64>, // (slot, 4): one ErrorRecord per launch since the last check
-    /// Ring slots taken since the last check: the `Launch` entries of `pending`, in order.
-    used: usize,
-    pending: Vec<Pending>,
-}
-
-/// Work whose error records have not been read yet, in launch order.
-enum Pending {
-    /// A launch; its ring slot is its index among the `Launch` entries.
-    Launch { kernel: Arc<CudaKernel>, lens: Vec<u64> },
-    /// A replayed graph, whose nodes write their own records (at most one entry per graph).
-    Graph(GraphPending),
-}
+/// The ring's slots: (slot, 4) words, one ErrorRecord per launch since the last check.
+type Records = Ring<CudaSlice<u64>, GraphPending>;
 
 impl CudaDevice {
     pub(crate) fn new(ordinal: usize) -> Result<CudaDevice, DeviceError> {
@@ -193,54 +165,11 @@ impl CudaDevice {
         Ok(CudaDevice { ctx, name, sm, driver, options, cache, kernels: Mutex::new(HashMap::new()) })
     }
 
-    pub(crate) fn name(&self) -> String {
-        format!("{} (sm_{})", self.name, self.sm)
-    }
-
-    pub(crate) fn driver_version(&self) -> String {
-        format!("CUDA driver API {}.{}", self.driver / 1000, (self.driver % 1000) / 10)
-    }
-
-    pub(crate) fn target(&self) -> Target {
-        Target::Nvptx { sm: self.sm }
-    }
-
     fn queue(&self, stream: Arc<CudaStream>) -> Result<CudaQueue, DeviceError> {
         let slots = stream
-            .alloc_zeros::<u64>(RECORD_SLOTS * RECORD_WORDS)
+            .alloc_zeros::<u64>(super::records::RECORD_SLOTS * RECORD_WORDS)
             .map_err(|e| driver_error("cuMemAlloc (error records)", e))?;
-        Ok(CudaQueue { stream, records: Mutex::new(Records { slots, used: 0, pending: Vec::new() }) })
-    }
-
-    /// The legacy default stream: with only it in use, cudarc tracks no events per buffer.
-    pub(crate) fn default_stream_queue(&self) -> Result<Stream, DeviceError> {
-        Ok(Stream::new(StreamImpl::Cuda(self.queue(self.ctx.default_stream())?)))
-    }
-
-    pub(crate) fn new_stream(&self) -> Result<Stream, DeviceError> {
-        let s = self.ctx.new_stream().map_err(|e| driver_error("cuStreamCreate", e))?;
-        Ok(Stream::new(StreamImpl::Cuda(self.queue(s)?)))
-    }
-
-    pub(crate) fn new_event(&self) -> Result<Event, DeviceError> {
-        let e = self
-            .ctx
-            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(|e| driver_error("cuEventCreate", e))?;
-        Ok(Event { inner: EventImpl::Cuda(e) })
-    }
-
-    pub(crate) fn compile(&self, k: &Kernel) -> Result<Arc<CudaKernel>, DeviceError> {
-        if let Some(hit) = self.kernels.lock().unwrap_or_else(|e| e.into_inner()).get(k) {
-            return Ok(hit.clone());
-        }
-        let target = self.target();
-        let compile_err =
-            |message: String| DeviceError::Compile { kernel: k.name.clone(), target: target.to_string(), message };
-        let artifact = compile_gpu(k, &target, &self.options, &self.cache).map_err(|e| compile_err(e.to_string()))?;
-        let loaded = Arc::new(self.load(artifact)?);
-        let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(kernels.entry(k.clone()).or_insert(loaded).clone())
+        Ok(CudaQueue { stream, records: Mutex::new(Ring::new(slots)) })
     }
 
     /// Loads an artifact's PTX and finds its entry.
@@ -264,7 +193,66 @@ impl CudaDevice {
         Ok(CudaKernel { artifact, func, _module: module })
     }
 
-    pub(crate) fn alloc(&self, bytes: usize) -> Result<CudaMem, DeviceError> {
+    /// Checks a launch like the host does and lays out its words (a buffer's address as
+    /// `addr` of its memory).
+    fn check_launch(
+        &self,
+        k: &CudaKernel,
+        args: &[DeviceArg<'_>],
+        addr: impl Fn(&CudaMem) -> u64,
+    ) -> Result<Packed, DeviceError> {
+        abi::pack(&k.artifact.kernel, DeviceKind::Cuda, args, GRID_LIMITS, addr)
+    }
+}
+
+impl Backend for CudaDevice {
+    const KIND: DeviceKind = DeviceKind::Cuda;
+    type Kernel = CudaKernel;
+    type Mem = CudaMem;
+    type Pinned = CudaPinned;
+    type Stream = CudaQueue;
+    type Event = CudaEvent;
+
+    fn name(&self) -> String {
+        format!("{} (sm_{})", self.name, self.sm)
+    }
+
+    fn driver_version(&self) -> String {
+        format!("CUDA driver API {}.{}", self.driver / 1000, (self.driver % 1000) / 10)
+    }
+
+    fn target(&self) -> Target {
+        Target::Nvptx { sm: self.sm }
+    }
+
+    /// The legacy default stream: with only it in use, cudarc tracks no events per buffer.
+    fn default_stream(&self) -> Result<CudaQueue, DeviceError> {
+        self.queue(self.ctx.default_stream())
+    }
+
+    fn new_stream(&self) -> Result<CudaQueue, DeviceError> {
+        let s = self.ctx.new_stream().map_err(|e| driver_error("cuStreamCreate", e))?;
+        self.queue(s)
+    }
+
+    fn new_event(&self) -> Result<CudaEvent, DeviceError> {
+        self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| driver_error("cuEventCreate", e))
+    }
+
+    fn compile(&self, k: &Kernel) -> Result<Arc<CudaKernel>, DeviceError> {
+        if let Some(hit) = self.kernels.lock().unwrap_or_else(|e| e.into_inner()).get(k) {
+            return Ok(hit.clone());
+        }
+        let target = Backend::target(self);
+        let compile_err =
+            |message: String| DeviceError::Compile { kernel: k.name.clone(), target: target.to_string(), message };
+        let artifact = compile_gpu(k, &target, &self.options, &self.cache).map_err(|e| compile_err(e.to_string()))?;
+        let loaded = Arc::new(self.load(artifact)?);
+        let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(kernels.entry(k.clone()).or_insert(loaded).clone())
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<CudaMem, DeviceError> {
         let stream = self.ctx.default_stream();
         // Whole 4-byte words, so that a `DeviceArg::Words` view never reads past the allocation.
         let slice =
@@ -272,7 +260,7 @@ impl CudaDevice {
         Ok(CudaMem { slice })
     }
 
-    pub(crate) fn write(&self, m: &mut CudaMem, bytes: &[u8]) -> Result<(), DeviceError> {
+    fn write(&self, m: &mut CudaMem, bytes: &[u8]) -> Result<(), DeviceError> {
         if bytes.is_empty() {
             return Ok(());
         }
@@ -282,7 +270,7 @@ impl CudaDevice {
         stream.synchronize().map_err(|e| driver_error("cuStreamSynchronize", e))
     }
 
-    pub(crate) fn read(&self, m: &CudaMem, len: usize) -> Result<Vec<u8>, DeviceError> {
+    fn read(&self, m: &CudaMem, len: usize) -> Result<Vec<u8>, DeviceError> {
         let mut out = vec![0u8; len];
         if len == 0 {
             return Ok(out);
@@ -293,7 +281,7 @@ impl CudaDevice {
         Ok(out)
     }
 
-    pub(crate) fn copy(&self, q: &CudaQueue, src: &CudaMem, dst: &mut CudaMem, len: usize) -> Result<(), DeviceError> {
+    fn copy(&self, q: &CudaQueue, src: &CudaMem, dst: &mut CudaMem, len: usize) -> Result<(), DeviceError> {
         if len == 0 {
             return Ok(());
         }
@@ -301,19 +289,19 @@ impl CudaDevice {
         q.stream.memcpy_dtod(&src.slice.slice(0..len), &mut view).map_err(|e| driver_error("cuMemcpyDtoD", e))
     }
 
-    pub(crate) fn alloc_pinned(&self, bytes: usize) -> Result<PinnedBuffer, DeviceError> {
+    fn alloc_pinned(&self, bytes: usize) -> Result<CudaPinned, DeviceError> {
         // SAFETY: `u8` is valid for any bytes; cudarc zero-fills nothing, but a `u8` slice of
         // uninitialised page-locked memory is only handed out after `cuMemHostAlloc`
         // returned it, and we write zeros before anyone reads it.
         let mut p =
             unsafe { self.ctx.alloc_pinned::<u8>(bytes.max(1)) }.map_err(|e| driver_error("cuMemHostAlloc", e))?;
         p.as_mut_slice().map_err(|e| driver_error("cuEventSynchronize (pinned memory)", e))?.fill(0);
-        Ok(PinnedBuffer { mem: PinnedMem::Cuda(CudaPinned { slice: p, ctx: self.ctx.clone() }) })
+        Ok(CudaPinned { slice: p, ctx: self.ctx.clone() })
     }
 
     /// Queues `len` bytes from `src[src_off..]` into `dst[dst_off..]` on `q` (ranges checked
     /// by the caller).
-    pub(crate) fn copy_from_pinned(
+    fn copy_from_pinned(
         &self,
         q: &CudaQueue,
         src: &CudaPinned,
@@ -333,132 +321,106 @@ impl CudaDevice {
             .map_err(|e| driver_error("cuMemcpyHtoDAsync", e))
     }
 
-    pub(crate) fn memory_info(&self) -> Result<super::device::MemoryInfo, DeviceError> {
+    fn memory_info(&self) -> Result<Option<MemoryInfo>, DeviceError> {
         let (free, total) = self.ctx.mem_get_info().map_err(|e| driver_error("cuMemGetInfo", e))?;
-        Ok(super::device::MemoryInfo { free: free as u64, total: total as u64 })
+        Ok(Some(MemoryInfo { free: free as u64, total: total as u64 }))
     }
 
-    /// Checks a launch like the host does.
-    fn check_launch(&self, k: &CudaKernel, args: &[DeviceArg<'_>]) -> Result<Checked, DeviceError> {
-        let kernel = &k.artifact.kernel;
-        check_args(kernel, args.iter().map(DeviceArg::shape))?;
-        let mut lens = vec![0u64; args.len()];
-        for (i, a) in args.iter().enumerate() {
-            let Some((buf, len)) = a.buffer()? else { continue };
-            if !matches!(buf.mem, super::buffer::Mem::Cuda(_)) {
-                return Err(DeviceError::Mismatch {
-                    what: "launch argument",
-                    expected: format!("a cuda buffer at #{i}"),
-                    found: format!("a {} buffer", buf.device_kind()),
-                });
-            }
-            lens[i] = len as u64;
-        }
-        let scalars = scalar_bits(
-            args.len(),
-            args.iter().enumerate().filter_map(|(i, a)| match a {
-                DeviceArg::Scalar(c) => Some((i, c)),
-                _ => None,
-            }),
-        );
-        let grid = check_limits(kernel, grid_size(kernel, &scalars)?, GRID_LIMITS)?;
-        Ok(Checked { lens, scalars, grid })
+    fn synchronize(&self, q: &CudaQueue) -> Result<(), DeviceError> {
+        q.synchronize()
+    }
+
+    fn wait_event(&self, q: &CudaQueue, e: &CudaEvent) -> Result<(), DeviceError> {
+        q.stream.wait(e).map_err(|e| driver_error("cuStreamWaitEvent", e))
+    }
+
+    fn record_event(&self, e: &CudaEvent, q: &CudaQueue) -> Result<(), DeviceError> {
+        e.record(&q.stream).map_err(|e| driver_error("cuEventRecord", e))
+    }
+
+    fn elapsed_ms(&self, start: &CudaEvent, end: &CudaEvent) -> Result<f32, DeviceError> {
+        start.elapsed_ms(end).map_err(|e| driver_error("cuEventElapsedTime", e))
     }
 
     /// A launch checked as `launch` checks it, as a graph node: per buffer its device address
     /// and element count, per scalar its bits (the words `launch` passes, less the record).
     /// Taking the addresses makes `q` wait for earlier writes on other streams (cudarc's event
     /// tracking); later users on other streams must order themselves with `Event`s.
-    pub(crate) fn record(
+    fn record(
         &self,
         q: &CudaQueue,
-        k: &Arc<CudaKernel>,
+        k: KernelRef<'_, CudaKernel>,
         args: &mut [DeviceArg<'_>],
     ) -> Result<Node, DeviceError> {
-        let Checked { lens, scalars, grid } = self.check_launch(k, args)?;
-        let mut words = Vec::with_capacity(2 * args.len());
-        for (i, a) in args.iter().enumerate() {
-            match a.buffer()? {
-                Some((buf, _)) => {
-                    if let super::buffer::Mem::Cuda(m) = &buf.mem {
-                        let (addr, _record) = m.slice.device_ptr(&q.stream);
-                        words.extend([addr, lens[i]]);
-                    }
-                }
-                None => words.push(scalars[i]),
-            }
-        }
-        Ok(Node { kernel: KernelImpl::Cuda(k.clone()), grid, words })
+        let Packed { words, grid, .. } = self.check_launch(&k, args, |m| m.slice.device_ptr(&q.stream).0)?;
+        Ok(Node { kernel: k.handle.clone(), grid, words })
     }
 
     /// Replays `nodes` (just recorded, their buffers alive) on `q` through `graph`'s CUDA
     /// graph: built when there is none or the shape changed, else updated where the words
     /// changed; then one `cuGraphLaunch`.
-    pub(crate) fn replay(
-        &self,
-        q: &CudaQueue,
-        graph: &mut LaunchGraph,
-        nodes: Vec<Node>,
-    ) -> Result<Replay, DeviceError> {
+    unsafe fn replay(&self, q: &CudaQueue, graph: &mut LaunchGraph, nodes: Vec<Node>) -> Result<Replay, DeviceError> {
         let nodes = Arc::new(nodes);
         let n = nodes.len();
-        let replay = match (graph.cuda.as_mut(), changed_nodes(&graph.nodes, &nodes)) {
+        let exec = graph.exec.as_mut().and_then(|g| g.downcast_mut::<CudaGraph>());
+        let replay = match (exec, changed_nodes(&graph.nodes, &nodes)) {
             (Some(g), Some(changed)) => {
                 g.update(&nodes, &changed)?;
                 Replay::Updated { nodes: n, changed: changed.len() }
             }
             _ => {
-                graph.cuda = None;
+                graph.exec = None;
                 if n > 0 {
-                    graph.cuda = Some(CudaGraph::build(&self.ctx, &q.stream, &nodes)?);
+                    graph.exec = Some(Box::new(CudaGraph::build(&self.ctx, &q.stream, &nodes)?));
                 }
                 Replay::Built { nodes: n }
             }
         };
-        if let Some(g) = graph.cuda.as_ref() {
+        if let Some(g) = graph.exec.as_ref().and_then(|g| g.downcast_ref::<CudaGraph>()) {
             let mut records = q.records.lock().unwrap_or_else(|e| e.into_inner());
             g.launch(&q.stream)?;
-            if !records.pending.iter().any(|p| matches!(p, Pending::Graph(x) if x.is_of(g))) {
-                records.pending.push(Pending::Graph(g.pending(nodes.clone())));
-            }
+            records.graph_launched(g.pending(nodes.clone()), |x| x.is_of(g));
         }
         graph.settle(nodes, replay);
         Ok(replay)
     }
 
-    pub(crate) fn launch(
+    fn launch(
         &self,
         q: &CudaQueue,
-        k: &Arc<CudaKernel>,
+        k: KernelRef<'_, CudaKernel>,
         args: &mut [DeviceArg<'_>],
     ) -> Result<(), DeviceError> {
-        let Checked { lens, scalars, grid } = self.check_launch(k, args)?;
+        // The words of the kernel ABI; a buffer's address word is passed as its slice instead
+        // (the same address), so that cudarc orders the launch after other streams' use of it.
+        let Packed { words, lens, grid } = self.check_launch(&k, args, |_| 0)?;
         let mut records = q.records.lock().unwrap_or_else(|e| e.into_inner());
-        if records.used == RECORD_SLOTS {
+        if records.is_full() {
             q.check(&mut records)?;
         }
-        let slot = records.used;
-        // Kernel parameter values: each `push` borrows its value until the launch.
-        let counts: Vec<i64> = lens.iter().map(|&n| n as i64).collect();
-        let scalar_words: Vec<i64> = scalars.iter().map(|&b| b as i64).collect();
+        let slot = records.next_slot();
         let record_view = records.slots.slice(slot * RECORD_WORDS..(slot + 1) * RECORD_WORDS);
         let mut b = q.stream.launch_builder(&k.func);
-        for (i, a) in args.iter_mut().enumerate() {
+        let mut at = 0;
+        for a in args.iter_mut() {
             match a {
                 DeviceArg::Buf(buf) | DeviceArg::Words(buf) => {
-                    if let super::buffer::Mem::Cuda(m) = &buf.mem {
+                    if let Some(m) = buf.mem.get::<CudaMem>() {
                         b.arg(&m.slice);
                     }
-                    b.arg(&counts[i]);
+                    b.arg(&words[at + 1]);
+                    at += 2;
                 }
                 DeviceArg::BufMut(buf) => {
-                    if let super::buffer::Mem::Cuda(m) = &mut buf.mem {
+                    if let Some(m) = buf.mem.get_mut::<CudaMem>() {
                         b.arg(&mut m.slice);
                     }
-                    b.arg(&counts[i]);
+                    b.arg(&words[at + 1]);
+                    at += 2;
                 }
                 DeviceArg::Scalar(_) => {
-                    b.arg(&scalar_words[i]);
+                    b.arg(&words[at]);
+                    at += 1;
                 }
             }
         }
@@ -468,29 +430,21 @@ impl CudaDevice {
             block_dim: (k.artifact.block_dim, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: the arguments follow the kernel ABI of `compile_gpu` exactly: per buffer a
-        // device pointer and its element count (the kernel bounds-checks every access against
-        // it), per scalar its canonical bits, then a 32-byte zeroed error record; every
-        // buffer is a live allocation of this context of at least that many elements.
+        // SAFETY: the arguments follow the kernel ABI of `compile_gpu` exactly (`abi`): per
+        // buffer a device pointer and its element count (the kernel bounds-checks every access
+        // against it), per scalar its canonical bits, then a 32-byte zeroed error record;
+        // every buffer is a live allocation of this context of at least that many elements
+        // (`check_launch` found each one a `CudaMem`).
         unsafe { b.launch(cfg) }.map_err(|e| driver_error("cuLaunchKernel", e))?;
-        records.used += 1;
-        records.pending.push(Pending::Launch { kernel: k.clone(), lens });
+        records.launched(k.handle.clone(), lens);
         Ok(())
     }
 }
 
 impl CudaQueue {
-    pub(crate) fn synchronize(&self) -> Result<(), DeviceError> {
+    fn synchronize(&self) -> Result<(), DeviceError> {
         let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
         self.check(&mut records)
-    }
-
-    pub(crate) fn record(&self, e: &CudaEvent) -> Result<(), DeviceError> {
-        e.record(&self.stream).map_err(|e| driver_error("cuEventRecord", e))
-    }
-
-    pub(crate) fn wait(&self, e: &CudaEvent) -> Result<(), DeviceError> {
-        self.stream.wait(e).map_err(|e| driver_error("cuStreamWaitEvent", e))
     }
 
     /// Reads `n` error records from the start of `slots` and zeroes them (queued on this
@@ -513,30 +467,7 @@ impl CudaQueue {
     /// graphs, clears them and reports the first failure in launch order.
     fn check(&self, records: &mut Records) -> Result<(), DeviceError> {
         self.stream.synchronize().map_err(|e| driver_error("cuStreamSynchronize", e))?;
-        if records.pending.is_empty() {
-            return Ok(());
-        }
-        let ring = self.take_records(&mut records.slots, records.used)?;
-        let pending = std::mem::take(&mut records.pending);
-        records.used = 0;
-        let mut first = None;
-        let mut launches = ring.chunks_exact(RECORD_WORDS);
-        for p in &pending {
-            match p {
-                Pending::Launch { kernel, lens } => {
-                    let w = launches.next().unwrap_or(&[0; RECORD_WORDS]);
-                    if first.is_none() && w[0] != 0 {
-                        let rec = ErrorRecord { kind: w[0], id: w[1], index: w[2], signed: w[3] };
-                        first = Some(DeviceError::Launch(describe_record(kernel.kernel(), rec, lens)));
-                    }
-                }
-                // Every graph's records are read (and so cleared), also after a failure.
-                Pending::Graph(g) => {
-                    let failed = g.take_first_error(self)?;
-                    first = first.or(failed);
-                }
-            }
-        }
+        let first = records.check(|slots, n| self.take_records(slots, n), |g| g.take_first_error(self))?;
         self.stream.synchronize().map_err(|e| driver_error("cuStreamSynchronize", e))?;
         first.map_or(Ok(()), Err)
     }

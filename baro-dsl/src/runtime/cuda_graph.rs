@@ -19,14 +19,11 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, DevicePtr};
 
-use super::cuda::{driver_error, CudaKernel, CudaQueue, RECORD_WORDS};
-use super::device::{DeviceError, KernelImpl};
-use super::error::describe_record;
+use super::abi::{self, RECORD_BYTES, RECORD_WORDS};
+use super::cuda::{driver_error, CudaKernel, CudaQueue};
+use super::device::DeviceError;
 use super::graph::Node;
-use crate::lower::ErrorRecord;
-
-/// Bytes of one error record.
-const RECORD_BYTES: u64 = (RECORD_WORDS * 8) as u64;
+use super::records::describe;
 
 /// An instantiated graph and what updating and checking it needs.
 pub(crate) struct CudaGraph {
@@ -71,10 +68,9 @@ impl GraphPending {
         let mut slots = self.area.slots.lock().unwrap_or_else(|e| e.into_inner());
         let words = q.take_records(&mut slots, self.nodes.len())?;
         for (node, w) in self.nodes.iter().zip(words.chunks_exact(RECORD_WORDS)) {
-            if w[0] != 0 {
-                let kernel = node.kernel.kernel();
-                let rec = ErrorRecord { kind: w[0], id: w[1], index: w[2], signed: w[3] };
-                return Ok(Some(DeviceError::Launch(describe_record(kernel, rec, &node.lens(kernel)))));
+            let kernel = node.kernel.kernel();
+            if let Some(e) = describe(kernel, w, &abi::lens(kernel, &node.words)) {
+                return Ok(Some(e));
             }
         }
         Ok(None)
@@ -103,7 +99,7 @@ impl Params {
     /// The driver's node parameters, pointing into `self` (which must not move or change
     /// until the call that reads them returns; the driver copies the values).
     fn raw(&mut self) -> sys::CUDA_KERNEL_NODE_PARAMS {
-        self.ptrs = self.words.iter_mut().map(|w| (w as *mut u64).cast::<c_void>()).collect();
+        self.ptrs = abi::param_ptrs(&mut self.words);
         sys::CUDA_KERNEL_NODE_PARAMS {
             func: self.func,
             gridDimX: self.grid[0],
@@ -121,16 +117,12 @@ impl Params {
     }
 }
 
-fn cuda_kernel(node: &Node) -> Result<&Arc<CudaKernel>, DeviceError> {
-    match &node.kernel {
-        KernelImpl::Cuda(k) => Ok(k),
-        #[allow(unreachable_patterns)]
-        _ => Err(DeviceError::Mismatch {
-            what: "launch graph node",
-            expected: "a cuda kernel".into(),
-            found: "a kernel of another device (a bug in baro)".into(),
-        }),
-    }
+fn cuda_kernel(node: &Node) -> Result<&CudaKernel, DeviceError> {
+    node.kernel.handle.get::<CudaKernel>().ok_or_else(|| DeviceError::Mismatch {
+        what: "launch graph node",
+        expected: "a cuda kernel".into(),
+        found: "a kernel of another device (a bug in baro)".into(),
+    })
 }
 
 fn call(name: &'static str, r: sys::CUresult) -> Result<(), DeviceError> {
@@ -223,7 +215,7 @@ impl CudaGraph {
     }
 
     fn record_address(&self, node: usize) -> sys::CUdeviceptr {
-        self.record_base + node as u64 * RECORD_BYTES
+        self.record_base + (node * RECORD_BYTES) as u64
     }
 }
 

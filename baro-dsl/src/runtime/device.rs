@@ -3,29 +3,25 @@
 //! launches with the same argument checks and error messages on every target. Tests, benches
 //! and the engine are written once against this file.
 //!
-//! Backends live in their own files (`host_device.rs`, `cuda.rs`; HIP: `hip.rs`); this file
-//! only dispatches. A backend that was not built is a clear error, never a panic.
-//!
-//! Adding a backend (the HIP slot): add a variant to `DeviceImpl`, `KernelImpl` (here),
-//! `Mem` (`buffer.rs`), `StreamImpl` and `EventImpl` (`stream.rs`), then one arm per `match`.
+//! This file holds what every backend shares: argument and range checks, the recording
+//! state of `replay`, the error type. Each backend is one file implementing
+//! `backend::Backend` (`host_device.rs`, `cuda.rs` with feature `cuda`, `hip.rs` with feature
+//! `hip`); `Device` holds it as a `DynBackend` and calls it once per operation. A backend
+//! that was not built is a clear error, never a panic.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::buffer::{Buffer, Mem, PinnedBuffer};
+use super::backend::{Backend, DynBackend, KernelHandle};
+use super::buffer::{Buffer, PinnedBuffer};
 use super::error::LaunchError;
-use super::graph::{LaunchGraph, Node, Replay};
+use super::graph::{LaunchGraph, Replay};
 use super::host_device::HostDevice;
 use super::stream::{Event, Stream};
 use super::Element;
 use crate::ir::{Const, Kernel, ScalarType};
 use crate::target::Target;
-
-#[cfg(feature = "cuda")]
-use super::cuda;
-#[cfg(feature = "hip")]
-use super::hip;
 
 /// Which kind of device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -117,24 +113,10 @@ impl<'a> DeviceArg<'a> {
         match self {
             DeviceArg::Buf(b) => ArgShape::Buf { elem: b.elem(), writable: false },
             DeviceArg::BufMut(b) => ArgShape::Buf { elem: b.elem(), writable: true },
-            // A words view of anything but bytes is refused by `buffer` below, at launch.
+            // A words view of anything but bytes is refused at launch (`abi::buffer`, the host's).
             DeviceArg::Words(_) => ArgShape::Buf { elem: crate::ir::ScalarType::U32, writable: false },
             DeviceArg::Scalar(c) => ArgShape::Scalar(c.ty),
         }
-    }
-    /// The buffer behind a buffer argument and the element count the kernel sees (None for a
-    /// scalar); a words view of a buffer that does not hold `u8` is an error.
-    #[cfg_attr(not(any(feature = "cuda", feature = "hip")), allow(dead_code))]
-    pub(crate) fn buffer(&self) -> Result<Option<(&Buffer, usize)>, DeviceError> {
-        Ok(match self {
-            DeviceArg::Buf(b) => Some((b, b.len())),
-            DeviceArg::BufMut(b) => Some((b, b.len())),
-            DeviceArg::Words(b) => {
-                b.expect_elem(crate::ir::ScalarType::U8)?;
-                Some((b, b.byte_len().div_ceil(4)))
-            }
-            DeviceArg::Scalar(_) => None,
-        })
     }
 }
 
@@ -152,56 +134,26 @@ device_scalar_from!(usize, u64, i64, u32, i32, u8, i8, bool, f32, half::f16, hal
 /// A compiled kernel, ready to launch on the device that compiled it. Cheap to clone.
 #[derive(Clone)]
 pub struct DeviceKernel {
-    pub(crate) inner: KernelImpl,
-}
-
-#[derive(Clone)]
-pub(crate) enum KernelImpl {
-    Host(Arc<super::HostKernel>),
-    #[cfg(feature = "cuda")]
-    Cuda(Arc<cuda::CudaKernel>),
-    #[cfg(feature = "hip")]
-    Hip(Arc<hip::HipKernel>),
+    pub(crate) handle: KernelHandle,
 }
 
 impl DeviceKernel {
     /// The kernel's IR (as the backend compiled it: the host keeps the expanded form).
     pub fn kernel(&self) -> &Kernel {
-        self.inner.kernel()
+        self.handle.kernel()
     }
     pub fn name(&self) -> &str {
         &self.kernel().name
     }
-}
-
-impl KernelImpl {
-    pub(crate) fn kernel(&self) -> &Kernel {
-        match self {
-            KernelImpl::Host(h) => h.kernel(),
-            #[cfg(feature = "cuda")]
-            KernelImpl::Cuda(c) => c.kernel(),
-            #[cfg(feature = "hip")]
-            KernelImpl::Hip(h) => h.kernel(),
-        }
-    }
-
     /// The same loaded kernel (not merely an equal one).
-    pub(crate) fn same(&self, other: &KernelImpl) -> bool {
-        match (self, other) {
-            (KernelImpl::Host(a), KernelImpl::Host(b)) => Arc::ptr_eq(a, b),
-            #[cfg(feature = "cuda")]
-            (KernelImpl::Cuda(a), KernelImpl::Cuda(b)) => Arc::ptr_eq(a, b),
-            #[cfg(feature = "hip")]
-            (KernelImpl::Hip(a), KernelImpl::Hip(b)) => Arc::ptr_eq(a, b),
-            #[allow(unreachable_patterns)]
-            _ => false,
-        }
+    pub(crate) fn same(&self, other: &DeviceKernel) -> bool {
+        self.handle.same(&other.handle)
     }
 }
 
 /// A compute device. `Send + Sync`; every method takes `&self`.
 pub struct Device {
-    inner: DeviceImpl,
+    backend: Arc<dyn DynBackend>,
     default_stream: Stream,
     /// Bytes `alloc` has handed out since the device was opened (never decreases).
     allocated: AtomicU64,
@@ -214,29 +166,23 @@ pub struct MemoryInfo {
     pub total: u64,
 }
 
-enum DeviceImpl {
-    Host(HostDevice),
-    #[cfg(feature = "cuda")]
-    Cuda(cuda::CudaDevice),
-    #[cfg(feature = "hip")]
-    Hip(hip::HipDevice),
-}
-
 impl Device {
+    /// A device of an opened backend, with its default stream.
+    fn with_backend(backend: impl Backend) -> Result<Device, DeviceError> {
+        let backend: Arc<dyn DynBackend> = Arc::new(backend);
+        let default_stream = Stream::new(backend.clone(), backend.default_stream()?);
+        Ok(Device { backend, default_stream, allocated: AtomicU64::new(0) })
+    }
+
     /// The host JIT as a device ("device buffers" are host memory, launches run in place).
     pub fn host() -> Result<Device, DeviceError> {
-        let d = HostDevice::new()?;
-        Ok(Device { inner: DeviceImpl::Host(d), default_stream: Stream::host(), allocated: AtomicU64::new(0) })
+        Device::with_backend(HostDevice::new()?)
     }
 
     /// CUDA device `ordinal`. Without a driver: "no CUDA driver (libcuda.so.1) found".
     pub fn cuda(ordinal: usize) -> Result<Device, DeviceError> {
         #[cfg(feature = "cuda")]
-        {
-            let d = cuda::CudaDevice::new(ordinal)?;
-            let default_stream = d.default_stream_queue()?;
-            Ok(Device { inner: DeviceImpl::Cuda(d), default_stream, allocated: AtomicU64::new(0) })
-        }
+        return Device::with_backend(super::cuda::CudaDevice::new(ordinal)?);
         #[cfg(not(feature = "cuda"))]
         {
             let _ = ordinal;
@@ -247,11 +193,7 @@ impl Device {
     /// HIP device `ordinal` (an AMD GPU). Without one: "no hip device 0: ...".
     pub fn hip(ordinal: usize) -> Result<Device, DeviceError> {
         #[cfg(feature = "hip")]
-        {
-            let d = hip::HipDevice::new(ordinal)?;
-            let default_stream = d.default_stream()?;
-            Ok(Device { inner: DeviceImpl::Hip(d), default_stream, allocated: AtomicU64::new(0) })
-        }
+        return Device::with_backend(super::hip::HipDevice::new(ordinal)?);
         #[cfg(not(feature = "hip"))]
         {
             let _ = ordinal;
@@ -273,70 +215,33 @@ impl Device {
     }
 
     pub fn kind(&self) -> DeviceKind {
-        match &self.inner {
-            DeviceImpl::Host(_) => DeviceKind::Host,
-            #[cfg(feature = "cuda")]
-            DeviceImpl::Cuda(_) => DeviceKind::Cuda,
-            #[cfg(feature = "hip")]
-            DeviceImpl::Hip(_) => DeviceKind::Hip,
-        }
+        self.backend.kind()
     }
 
     /// A human-readable device name ("NVIDIA H200", "host (x86_64-unknown-linux-gnu)").
     pub fn name(&self) -> String {
-        match &self.inner {
-            DeviceImpl::Host(h) => h.name(),
-            #[cfg(feature = "cuda")]
-            DeviceImpl::Cuda(c) => c.name(),
-            #[cfg(feature = "hip")]
-            DeviceImpl::Hip(h) => h.name(),
-        }
+        self.backend.name()
     }
 
     /// The driver's version as text ("CUDA driver API 13.0"; the host: the LLVM version).
     pub fn driver_version(&self) -> String {
-        match &self.inner {
-            DeviceImpl::Host(h) => h.driver_version(),
-            #[cfg(feature = "cuda")]
-            DeviceImpl::Cuda(c) => c.driver_version(),
-            #[cfg(feature = "hip")]
-            DeviceImpl::Hip(h) => h.driver_version(),
-        }
+        self.backend.driver_version()
     }
 
     /// The compilation target kernels are built for.
     pub fn target(&self) -> Target {
-        match &self.inner {
-            DeviceImpl::Host(_) => Target::Host,
-            #[cfg(feature = "cuda")]
-            DeviceImpl::Cuda(c) => c.target(),
-            #[cfg(feature = "hip")]
-            DeviceImpl::Hip(h) => h.target(),
-        }
+        self.backend.target()
     }
 
     /// Checks and compiles `k` (cached per device by kernel).
     pub fn compile(&self, k: &Kernel) -> Result<DeviceKernel, DeviceError> {
-        let inner = match &self.inner {
-            DeviceImpl::Host(h) => KernelImpl::Host(h.compile(k)?),
-            #[cfg(feature = "cuda")]
-            DeviceImpl::Cuda(c) => KernelImpl::Cuda(c.compile(k)?),
-            #[cfg(feature = "hip")]
-            DeviceImpl::Hip(h) => KernelImpl::Hip(h.compile(k)?),
-        };
-        Ok(DeviceKernel { inner })
+        self.backend.compile(k)
     }
 
     /// A zeroed buffer of `len` elements of `elem`.
     pub fn alloc(&self, elem: ScalarType, len: usize) -> Result<Buffer, DeviceError> {
         let bytes = byte_len(elem, len)?;
-        let mem = match &self.inner {
-            DeviceImpl::Host(_) => Mem::host_zeroed(bytes),
-            #[cfg(feature = "cuda")]
-            DeviceImpl::Cuda(c) => Mem::Cuda(c.alloc(bytes)?),
-            #[cfg(feature = "hip")]
-            DeviceImpl::Hip(h) => Mem::Hip(h.alloc(bytes)?),
-        };
+        let mem = self.backend.alloc(bytes)?;
         self.allocated.fetch_add(bytes as u64, Ordering::Relaxed);
         Ok(Buffer::new(elem, len, mem))
     }
@@ -350,13 +255,7 @@ impl Device {
     /// Free and total device memory as the driver reports them; `None` on the host, whose
     /// "device memory" is the process's own.
     pub fn memory_info(&self) -> Result<Option<MemoryInfo>, DeviceError> {
-        match &self.inner {
-            DeviceImpl::Host(_) => Ok(None),
-            #[cfg(feature = "cuda")]
-            DeviceImpl::Cuda(c) => c.memory_info().map(Some),
-            #[cfg(feature = "hip")]
-            DeviceImpl::Hip(h) => h.memory_info().map(Some),
-        }
+        self.backend.memory_info()
     }
 
     /// A buffer holding a copy of `data`.
@@ -388,18 +287,7 @@ impl Device {
                 found: format!("{} bytes", bytes.len()),
             });
         }
-        match (&self.inner, &mut buf.mem) {
-            (DeviceImpl::Host(_), Mem::Host(words)) => {
-                super::buffer::words_as_bytes_mut(words)[..bytes.len()].copy_from_slice(bytes);
-                Ok(())
-            }
-            #[cfg(feature = "cuda")]
-            (DeviceImpl::Cuda(c), Mem::Cuda(m)) => c.write(m, bytes),
-            #[cfg(feature = "hip")]
-            (DeviceImpl::Hip(h), Mem::Hip(m)) => h.write(m, bytes),
-            #[allow(unreachable_patterns)]
-            (_, mem) => Err(self.foreign("buffer", mem.kind())),
-        }
+        self.backend.write(&mut buf.mem, bytes)
     }
 
     /// Overwrites all of `buf` with `data`.
@@ -423,15 +311,7 @@ impl Device {
                 found: format!("{len} bytes"),
             });
         }
-        match (&self.inner, &buf.mem) {
-            (DeviceImpl::Host(_), Mem::Host(words)) => Ok(super::buffer::words_as_bytes(words)[..len].to_vec()),
-            #[cfg(feature = "cuda")]
-            (DeviceImpl::Cuda(c), Mem::Cuda(m)) => c.read(m, len),
-            #[cfg(feature = "hip")]
-            (DeviceImpl::Hip(h), Mem::Hip(m)) => h.read(m, len),
-            #[allow(unreachable_patterns)]
-            (_, mem) => Err(self.foreign("buffer", mem.kind())),
-        }
+        self.backend.read(&buf.mem, len)
     }
 
     /// A copy of `buf`'s elements, which must be of `T`'s type.
@@ -462,21 +342,7 @@ impl Device {
                 found: format!("{} bytes", dst.byte_len()),
             });
         }
-        match (&self.inner, &src.mem, &mut dst.mem) {
-            (DeviceImpl::Host(_), Mem::Host(s), Mem::Host(d)) => {
-                d.copy_from_slice(s);
-                Ok(())
-            }
-            #[cfg(feature = "cuda")]
-            (DeviceImpl::Cuda(c), Mem::Cuda(s), Mem::Cuda(d)) => c.copy(stream.cuda()?, s, d, src.byte_len()),
-            #[cfg(feature = "hip")]
-            (DeviceImpl::Hip(h), Mem::Hip(s), Mem::Hip(d)) => h.copy(stream.hip()?, s, d, src.byte_len()),
-            #[allow(unreachable_patterns)]
-            _ => {
-                let _ = stream;
-                Err(self.foreign("buffer", if src.mem.kind() == self.kind() { dst.mem.kind() } else { src.mem.kind() }))
-            }
-        }
+        self.backend.copy(&stream.queue, &src.mem, &mut dst.mem, src.byte_len())
     }
 
     /// Queues a copy of `len` bytes from `src[src_off..]` (pinned host memory) into
@@ -500,44 +366,13 @@ impl Device {
         if len == 0 {
             return Ok(());
         }
-        match (&self.inner, &src.mem, &mut dst.mem) {
-            (DeviceImpl::Host(_), super::buffer::PinnedMem::Host(s), Mem::Host(d)) => {
-                super::buffer::words_as_bytes_mut(d)[dst_off..dst_off + len]
-                    .copy_from_slice(&s[src_off..src_off + len]);
-                Ok(())
-            }
-            #[cfg(feature = "cuda")]
-            (DeviceImpl::Cuda(c), super::buffer::PinnedMem::Cuda(s), Mem::Cuda(d)) => {
-                c.copy_from_pinned(stream.cuda()?, s, src_off, d, dst_off, len)
-            }
-            #[cfg(feature = "hip")]
-            (DeviceImpl::Hip(h), super::buffer::PinnedMem::Host(s), Mem::Hip(d)) => {
-                h.copy_from_host(stream.hip()?, &s[src_off..src_off + len], d, dst_off)
-            }
-            #[allow(unreachable_patterns)]
-            (_, _, mem) if mem.kind() != self.kind() => {
-                let _ = stream;
-                Err(self.foreign("buffer", mem.kind()))
-            }
-            #[allow(unreachable_patterns)]
-            _ => Err(DeviceError::Mismatch {
-                what: "pinned memory",
-                expected: format!("memory from this {} device's alloc_pinned", self.kind()),
-                found: "pinned memory of another device".into(),
-            }),
-        }
+        self.backend.copy_from_pinned(&stream.queue, &src.mem, src_off, &mut dst.mem, dst_off, len)
     }
 
     /// Page-locked host memory of `bytes` bytes (plain memory on the host device), for fast
     /// transfers: pass its slice to `write_bytes`.
     pub fn alloc_pinned(&self, bytes: usize) -> Result<PinnedBuffer, DeviceError> {
-        match &self.inner {
-            DeviceImpl::Host(_) => Ok(PinnedBuffer::host(bytes)),
-            #[cfg(feature = "cuda")]
-            DeviceImpl::Cuda(c) => c.alloc_pinned(bytes),
-            #[cfg(feature = "hip")]
-            DeviceImpl::Hip(h) => h.alloc_pinned(bytes),
-        }
+        Ok(PinnedBuffer { mem: self.backend.alloc_pinned(bytes)? })
     }
 
     /// The stream every synchronous call (`run`, `read`, `write`) uses.
@@ -546,24 +381,12 @@ impl Device {
     }
 
     pub fn new_stream(&self) -> Result<Stream, DeviceError> {
-        match &self.inner {
-            DeviceImpl::Host(_) => Ok(Stream::host()),
-            #[cfg(feature = "cuda")]
-            DeviceImpl::Cuda(c) => c.new_stream(),
-            #[cfg(feature = "hip")]
-            DeviceImpl::Hip(h) => h.new_stream(),
-        }
+        Ok(Stream::new(self.backend.clone(), self.backend.new_stream()?))
     }
 
     /// An event for timing (`record` on a stream, then `elapsed_ms`).
     pub fn new_event(&self) -> Result<Event, DeviceError> {
-        match &self.inner {
-            DeviceImpl::Host(_) => Ok(Event::host()),
-            #[cfg(feature = "cuda")]
-            DeviceImpl::Cuda(c) => c.new_event(),
-            #[cfg(feature = "hip")]
-            DeviceImpl::Hip(h) => h.new_event(),
-        }
+        Ok(Event { backend: self.backend.clone(), event: self.backend.new_event()? })
     }
 
     /// Queues `kernel` on `stream`. Arguments are checked now (count, element type,
@@ -576,37 +399,10 @@ impl Device {
         kernel: &DeviceKernel,
         args: &mut [DeviceArg<'_>],
     ) -> Result<(), DeviceError> {
-        if stream.record_if_recording(|| self.record(stream, kernel, args))? {
+        if stream.record_if_recording(|| self.backend.record(&stream.queue, kernel, args))? {
             return Ok(());
         }
-        match (&self.inner, &kernel.inner) {
-            (DeviceImpl::Host(h), KernelImpl::Host(k)) => h.launch(k, args),
-            #[cfg(feature = "cuda")]
-            (DeviceImpl::Cuda(c), KernelImpl::Cuda(k)) => c.launch(stream.cuda()?, k, args),
-            #[cfg(feature = "hip")]
-            (DeviceImpl::Hip(h), KernelImpl::Hip(k)) => h.launch(stream.hip()?, k, args),
-            #[allow(unreachable_patterns)]
-            (_, other) => {
-                let _ = stream;
-                Err(self.foreign("kernel", other.kind()))
-            }
-        }
-    }
-
-    /// One launch, checked as `launch` checks it, as a graph node.
-    fn record(&self, stream: &Stream, kernel: &DeviceKernel, args: &mut [DeviceArg<'_>]) -> Result<Node, DeviceError> {
-        match (&self.inner, &kernel.inner) {
-            (DeviceImpl::Host(h), KernelImpl::Host(k)) => h.record(k, args),
-            #[cfg(feature = "cuda")]
-            (DeviceImpl::Cuda(c), KernelImpl::Cuda(k)) => c.record(stream.cuda()?, k, args),
-            #[cfg(feature = "hip")]
-            (DeviceImpl::Hip(h), KernelImpl::Hip(k)) => h.record(stream.hip()?, k, args),
-            #[allow(unreachable_patterns)]
-            (_, other) => {
-                let _ = stream;
-                Err(self.foreign("kernel", other.kind()))
-            }
-        }
+        self.backend.launch(&stream.queue, kernel, args)
     }
 
     /// Runs `f` with `stream` recording its kernel launches instead of queueing them, then
@@ -642,44 +438,11 @@ impl Device {
         let nodes = recording.finish();
         let out = out?;
         // SAFETY: the caller keeps every recorded buffer alive and unaliased until we return.
-        let replayed = unsafe { self.replay_nodes(stream, graph, nodes) };
+        let replayed = unsafe { self.backend.replay(&stream.queue, graph, nodes) };
         if replayed.is_err() {
             graph.clear();
         }
         Ok((out, replayed?))
-    }
-
-    /// Replays `nodes` (just recorded on `stream`, their buffers alive) through `graph`.
-    unsafe fn replay_nodes(
-        &self,
-        stream: &Stream,
-        graph: &mut LaunchGraph,
-        nodes: Vec<Node>,
-    ) -> Result<Replay, DeviceError> {
-        match &self.inner {
-            DeviceImpl::Host(h) => {
-                let _ = stream;
-                let replay = super::graph::classify(&graph.nodes, &nodes);
-                for n in &nodes {
-                    // SAFETY: as `replay_nodes`'s contract.
-                    unsafe { h.launch_node(n)? };
-                }
-                graph.settle(Arc::new(nodes), replay);
-                Ok(replay)
-            }
-            #[cfg(feature = "cuda")]
-            DeviceImpl::Cuda(c) => c.replay(stream.cuda()?, graph, nodes),
-            #[cfg(feature = "hip")]
-            DeviceImpl::Hip(h) => {
-                let replay = super::graph::classify(&graph.nodes, &nodes);
-                let q = stream.hip()?;
-                for n in &nodes {
-                    h.launch_node(q, n)?;
-                }
-                graph.settle(Arc::new(nodes), replay);
-                Ok(replay)
-            }
-        }
     }
 
     /// Launches on the default stream and waits: any error, bounds checks included, is
@@ -687,26 +450,6 @@ impl Device {
     pub fn run(&self, kernel: &DeviceKernel, args: &mut [DeviceArg<'_>]) -> Result<(), DeviceError> {
         self.launch(&self.default_stream, kernel, args)?;
         self.default_stream.synchronize()
-    }
-
-    fn foreign(&self, what: &'static str, found: DeviceKind) -> DeviceError {
-        DeviceError::Mismatch {
-            what,
-            expected: format!("one made by this {} device", self.kind()),
-            found: format!("one made by a {found} device"),
-        }
-    }
-}
-
-impl KernelImpl {
-    fn kind(&self) -> DeviceKind {
-        match self {
-            KernelImpl::Host(_) => DeviceKind::Host,
-            #[cfg(feature = "cuda")]
-            KernelImpl::Cuda(_) => DeviceKind::Cuda,
-            #[cfg(feature = "hip")]
-            KernelImpl::Hip(_) => DeviceKind::Hip,
-        }
     }
 }
 
@@ -738,6 +481,6 @@ impl fmt::Debug for Device {
 
 impl fmt::Debug for DeviceKernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "DeviceKernel({} on {})", self.name(), self.inner.kind())
+        write!(f, "DeviceKernel({} on {})", self.name(), self.handle.kind())
     }
 }

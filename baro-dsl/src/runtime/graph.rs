@@ -18,42 +18,19 @@
 //! calls a driver (`cuda_graph` does) and never dereferences an address except in the host
 //! replay, inside `Device::replay`.
 
+use std::any::Any;
 use std::sync::Arc;
 
-use super::device::{DeviceError, DeviceKind, KernelImpl};
-use crate::ir::{Kernel, ParamKind};
+use super::device::{DeviceError, DeviceKernel, DeviceKind};
 
 /// One recorded launch: the kernel, its grid, and its parameter words in the GPU kernel ABI
 /// (per buffer its address and element count, per scalar its canonical bits); the error
 /// record's address is not among them, each backend adds its own.
 pub(crate) struct Node {
-    pub(crate) kernel: KernelImpl,
+    pub(crate) kernel: DeviceKernel,
     /// Workgroups per axis (the host derives its grid at launch: zeros).
     pub(crate) grid: [u32; 3],
     pub(crate) words: Vec<u64>,
-}
-
-impl Node {
-    /// Each parameter's element count (0 for scalars), for out-of-bounds messages (the GPU
-    /// backends' error records; unused in a build without them).
-    #[cfg_attr(not(any(feature = "cuda", feature = "hip")), allow(dead_code))]
-    pub(crate) fn lens(&self, kernel: &Kernel) -> Vec<u64> {
-        let mut at = 0;
-        kernel
-            .params
-            .iter()
-            .map(|p| match p.kind {
-                ParamKind::Buffer { .. } => {
-                    at += 2;
-                    self.words.get(at - 1).copied().unwrap_or(0)
-                }
-                ParamKind::Scalar(_) => {
-                    at += 1;
-                    0
-                }
-            })
-            .collect()
-    }
 }
 
 /// What a replay did with the graph.
@@ -84,8 +61,8 @@ pub struct LaunchGraph {
     pub(crate) kind: Option<DeviceKind>,
     /// The nodes last replayed (shared with the stream's pending error records on CUDA).
     pub(crate) nodes: Arc<Vec<Node>>,
-    #[cfg(feature = "cuda")]
-    pub(crate) cuda: Option<super::cuda_graph::CudaGraph>,
+    /// The backend's executable form of `nodes`, if it builds one (CUDA: a `CudaGraph`).
+    pub(crate) exec: Option<Box<dyn Any + Send + Sync>>,
     pub(crate) stats: GraphStats,
 }
 
@@ -107,10 +84,7 @@ impl LaunchGraph {
     /// Forgets the last replay (after a failed one): the next replay builds afresh.
     pub(crate) fn clear(&mut self) {
         self.nodes = Arc::new(Vec::new());
-        #[cfg(feature = "cuda")]
-        {
-            self.cuda = None;
-        }
+        self.exec = None;
     }
 
     /// Checks that `kind` is this graph's device (binding a fresh graph to it).
@@ -157,12 +131,22 @@ pub(crate) fn changed_nodes(old: &[Node], new: &[Node]) -> Option<Vec<usize>> {
     Some(changed)
 }
 
-/// What a replay of `new` against `old` is, for the backends that replay launch by launch.
-pub(crate) fn classify(old: &[Node], new: &[Node]) -> Replay {
-    match changed_nodes(old, new) {
+/// A replay for the backends that replay launch by launch: `launch` of each node of `new`
+/// in order, then `graph` settled as if it had been updated or rebuilt.
+pub(crate) fn replay_in_order(
+    graph: &mut LaunchGraph,
+    new: Vec<Node>,
+    mut launch: impl FnMut(&Node) -> Result<(), DeviceError>,
+) -> Result<Replay, DeviceError> {
+    let replay = match changed_nodes(&graph.nodes, &new) {
         Some(changed) => Replay::Updated { nodes: new.len(), changed: changed.len() },
         None => Replay::Built { nodes: new.len() },
+    };
+    for n in &new {
+        launch(n)?;
     }
+    graph.settle(Arc::new(new), replay);
+    Ok(replay)
 }
 
 /// The recording state of a stream: `Some` while a `Device::replay` closure runs on it.

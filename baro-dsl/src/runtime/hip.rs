@@ -1,8 +1,8 @@
 //! The HIP runtime (feature `hip`): AMD GPUs through `libamdhip64`, opened at run time
-//! (`library.rs`: ROCm 6 or newer), behind the `Device` interface. Device discovery, modules
-//! loaded from a `GpuArtifact`'s code object (`hipModuleLoadData`), device memory, streams,
-//! events, and launches checked exactly like the host's (same argument checks, same
-//! out-of-bounds messages through the `ErrorRecord`).
+//! (`library.rs`: ROCm 6 or newer), as a `Backend`. Device discovery, modules loaded from a
+//! `GpuArtifact`'s code object (`hipModuleLoadData`), device memory, streams, events, and
+//! launches laid out by `abi` and checked exactly like the host's (same argument checks,
+//! same out-of-bounds messages through the `ErrorRecord`).
 //!
 //! Every HIP status other than success becomes `DeviceError::Driver` naming the call and the
 //! code ("hipModuleLoadData failed: error 101 (hipErrorInvalidDevice)"); nothing here panics
@@ -21,12 +21,11 @@ use std::ffi::{c_void, CString};
 use std::ptr::null_mut;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::buffer::{Mem, PinnedBuffer};
-use super::check::{check_args, scalar_bits};
-use super::device::{DeviceArg, DeviceError, DeviceKind, KernelImpl};
-use super::graph::Node;
-use super::grid::{check_limits, grid_size};
-use super::stream::{Event, EventImpl, Stream, StreamImpl};
+use super::abi::{self, Packed};
+use super::backend::{Backend, BackendKernel, KernelRef};
+use super::device::{DeviceArg, DeviceError, DeviceKind, MemoryInfo};
+use super::graph::{replay_in_order, LaunchGraph, Node, Replay};
+use super::host_device::HostPinned;
 use crate::cache::CompileCache;
 use crate::compile::{compile_gpu, GpuArtifact};
 use crate::ir::Kernel;
@@ -127,8 +126,8 @@ pub(crate) struct HipKernel {
 unsafe impl Send for HipKernel {}
 unsafe impl Sync for HipKernel {}
 
-impl HipKernel {
-    pub(crate) fn kernel(&self) -> &Kernel {
+impl BackendKernel for HipKernel {
+    fn kernel(&self) -> &Kernel {
         &self.artifact.kernel
     }
 }
@@ -217,31 +216,6 @@ impl HipDevice {
         })
     }
 
-    pub(crate) fn name(&self) -> String {
-        format!("{} ({})", self.name, self.arch_name)
-    }
-
-    pub(crate) fn driver_version(&self) -> String {
-        format!("HIP runtime {}", version_text(self.runtime))
-    }
-
-    pub(crate) fn target(&self) -> Target {
-        self.target.clone()
-    }
-
-    pub(crate) fn compile(&self, k: &Kernel) -> Result<Arc<HipKernel>, DeviceError> {
-        if let Some(hit) = self.kernels.lock().unwrap_or_else(|e| e.into_inner()).get(k) {
-            return Ok(hit.clone());
-        }
-        let compile_err =
-            |message: String| DeviceError::Compile { kernel: k.name.clone(), target: self.target.to_string(), message };
-        let artifact =
-            compile_gpu(k, &self.target, &self.options, &self.cache).map_err(|e| compile_err(e.to_string()))?;
-        let loaded = Arc::new(self.load(artifact)?);
-        let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(kernels.entry(k.clone()).or_insert(loaded).clone())
-    }
-
     /// Loads an artifact's code object and finds its entry. The artifact must have been
     /// compiled for this device's architecture and wave width.
     pub(crate) fn load(&self, artifact: Arc<GpuArtifact>) -> Result<HipKernel, DeviceError> {
@@ -284,99 +258,10 @@ impl HipDevice {
         Ok(HipKernel { artifact, function, _module: module })
     }
 
-    pub(crate) fn alloc(&self, bytes: usize) -> Result<HipMem, DeviceError> {
-        set_device(self.ordinal)?;
-        HipMem::zeroed(self.ordinal, bytes)
-    }
-
-    /// Overwrites the first `bytes.len()` bytes of `m` (the caller checked the length).
-    pub(crate) fn write(&self, m: &mut HipMem, bytes: &[u8]) -> Result<(), DeviceError> {
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        self.own(m)?;
-        // SAFETY: `m` holds at least `bytes.len()` bytes (its buffer's byte length); HIP only
-        // reads `bytes`.
-        check("hipMemcpyHtoD", unsafe { (api()?.hipMemcpyHtoD)(m.ptr, bytes.as_ptr().cast_mut().cast(), bytes.len()) })
-    }
-
-    /// The first `len` bytes of `m`. Waits for work on the null stream (blocking streams too).
-    pub(crate) fn read(&self, m: &HipMem, len: usize) -> Result<Vec<u8>, DeviceError> {
-        let mut out = vec![0u8; len];
-        if len == 0 {
-            return Ok(out);
-        }
-        self.own(m)?;
-        // SAFETY: `m` holds at least `len` bytes; `out` is `len` writable bytes.
-        check("hipMemcpyDtoH", unsafe { (api()?.hipMemcpyDtoH)(out.as_mut_ptr().cast(), m.ptr, len) })?;
-        Ok(out)
-    }
-
-    /// Queues a copy of `len` bytes from `src` to `dst` on `q`.
-    /// Dropping either buffer early is safe: `hipFree` waits for the device's queued work.
-    pub(crate) fn copy(&self, q: &HipQueue, src: &HipMem, dst: &mut HipMem, len: usize) -> Result<(), DeviceError> {
-        if len == 0 {
-            return Ok(());
-        }
-        self.own(src)?;
-        self.own(dst)?;
-        q.copy(src.ptr, dst.ptr, len)
-    }
-
-    /// Copies `src` into `dst[dst_off..]` through `q` (range checked by the caller) and waits
-    /// for `q`: see `HipQueue::copy_from_host`.
-    pub(crate) fn copy_from_host(
-        &self,
-        q: &HipQueue,
-        src: &[u8],
-        dst: &mut HipMem,
-        dst_off: usize,
-    ) -> Result<(), DeviceError> {
-        self.own(dst)?;
-        // Pointer arithmetic inside the allocation (the range was checked against its length).
-        q.copy_from_host(src, dst.ptr.cast::<u8>().wrapping_add(dst_off).cast())
-    }
-
-    pub(crate) fn memory_info(&self) -> Result<super::device::MemoryInfo, DeviceError> {
-        set_device(self.ordinal)?;
-        let (mut free, mut total) = (0usize, 0usize);
-        // SAFETY: two valid out-pointers for the duration of the call.
-        check("hipMemGetInfo", unsafe { (api()?.hipMemGetInfo)(&mut free, &mut total) })?;
-        Ok(super::device::MemoryInfo { free: free as u64, total: total as u64 })
-    }
-
-    /// Plain host memory: HIP page-locked memory is not wired up yet (transfers still work,
-    /// only slower).
-    pub(crate) fn alloc_pinned(&self, bytes: usize) -> Result<PinnedBuffer, DeviceError> {
-        Ok(PinnedBuffer::host(bytes))
-    }
-
-    /// The null stream (synchronises with every blocking stream of the device).
-    pub(crate) fn default_stream(&self) -> Result<Stream, DeviceError> {
-        set_device(self.ordinal)?;
-        Ok(Stream::new(StreamImpl::Hip(HipQueue::null(self.ordinal)?)))
-    }
-
-    pub(crate) fn new_stream(&self) -> Result<Stream, DeviceError> {
-        set_device(self.ordinal)?;
-        Ok(Stream::new(StreamImpl::Hip(HipQueue::new(self.ordinal)?)))
-    }
-
-    pub(crate) fn new_event(&self) -> Result<Event, DeviceError> {
-        set_device(self.ordinal)?;
-        Ok(Event { inner: EventImpl::Hip(HipEvent::new(self.ordinal)?) })
-    }
-
-    /// Queues `k` on `q`. Arguments are checked like the host's before anything is queued; a
-    /// failed bounds check is reported by the queue's next `synchronize`.
-    pub(crate) fn launch(
-        &self,
-        q: &HipQueue,
-        k: &Arc<HipKernel>,
-        args: &mut [DeviceArg<'_>],
-    ) -> Result<(), DeviceError> {
-        let kernel = &k.artifact.kernel;
-        let Prepared { words, lens, grid } = prepare(kernel, args, k.artifact.block_dim)?;
+    /// `abi::pack`'s checks of a launch on `q`, then that the stream and every buffer are
+    /// this device's.
+    fn check_launch(&self, q: &HipQueue, k: &HipKernel, args: &[DeviceArg<'_>]) -> Result<Packed, DeviceError> {
+        let packed = prepare(&k.artifact.kernel, args, k.artifact.block_dim)?;
         if q.device() != self.ordinal {
             return Err(DeviceError::Mismatch {
                 what: "stream",
@@ -385,7 +270,7 @@ impl HipDevice {
             });
         }
         for (i, a) in args.iter().enumerate() {
-            if let Some(Mem::Hip(m)) = arg_mem(a) {
+            if let Some(m) = arg_mem(a) {
                 if m.device != self.ordinal {
                     return Err(DeviceError::Mismatch {
                         what: "launch argument",
@@ -395,53 +280,7 @@ impl HipDevice {
                 }
             }
         }
-        set_device(self.ordinal)?;
-        q.launch(k, words, lens, grid)
-    }
-
-    /// `launch`'s checks, then the launch as a graph node (its words and grid).
-    pub(crate) fn record(
-        &self,
-        q: &HipQueue,
-        k: &Arc<HipKernel>,
-        args: &mut [DeviceArg<'_>],
-    ) -> Result<Node, DeviceError> {
-        let kernel = &k.artifact.kernel;
-        let Prepared { words, grid, .. } = prepare(kernel, args, k.artifact.block_dim)?;
-        if q.device() != self.ordinal {
-            return Err(DeviceError::Mismatch {
-                what: "stream",
-                expected: format!("a stream of hip device {}", self.ordinal),
-                found: format!("one of hip device {}", q.device()),
-            });
-        }
-        for (i, a) in args.iter().enumerate() {
-            if let Some(Mem::Hip(m)) = arg_mem(a) {
-                if m.device != self.ordinal {
-                    return Err(DeviceError::Mismatch {
-                        what: "launch argument",
-                        expected: format!("a buffer of hip device {} at #{i}", self.ordinal),
-                        found: format!("one of hip device {}", m.device),
-                    });
-                }
-            }
-        }
-        Ok(Node { kernel: KernelImpl::Hip(k.clone()), grid, words })
-    }
-
-    /// Queues a node `record` made on `q`, as `launch` would have (no HIP graph: a replay on
-    /// HIP is the recorded launches in order; the caller of `Device::replay` keeps the
-    /// buffers alive).
-    pub(crate) fn launch_node(&self, q: &HipQueue, node: &Node) -> Result<(), DeviceError> {
-        let KernelImpl::Hip(k) = &node.kernel else {
-            return Err(DeviceError::Mismatch {
-                what: "launch graph node",
-                expected: "a hip kernel".into(),
-                found: "a kernel of another device (a bug in baro)".into(),
-            });
-        };
-        set_device(self.ordinal)?;
-        q.launch(k, node.words.clone(), node.lens(&k.artifact.kernel), node.grid)
+        Ok(packed)
     }
 
     fn own(&self, m: &HipMem) -> Result<(), DeviceError> {
@@ -456,60 +295,191 @@ impl HipDevice {
     }
 }
 
-fn arg_mem<'b>(a: &'b DeviceArg<'_>) -> Option<&'b Mem> {
+impl Backend for HipDevice {
+    const KIND: DeviceKind = DeviceKind::Hip;
+    type Kernel = HipKernel;
+    type Mem = HipMem;
+    /// Plain host memory: HIP page-locked memory is not wired up yet (transfers still work,
+    /// only slower).
+    type Pinned = HostPinned;
+    type Stream = HipQueue;
+    type Event = HipEvent;
+
+    fn name(&self) -> String {
+        format!("{} ({})", self.name, self.arch_name)
+    }
+
+    fn driver_version(&self) -> String {
+        format!("HIP runtime {}", version_text(self.runtime))
+    }
+
+    fn target(&self) -> Target {
+        self.target.clone()
+    }
+
+    fn compile(&self, k: &Kernel) -> Result<Arc<HipKernel>, DeviceError> {
+        if let Some(hit) = self.kernels.lock().unwrap_or_else(|e| e.into_inner()).get(k) {
+            return Ok(hit.clone());
+        }
+        let compile_err =
+            |message: String| DeviceError::Compile { kernel: k.name.clone(), target: self.target.to_string(), message };
+        let artifact =
+            compile_gpu(k, &self.target, &self.options, &self.cache).map_err(|e| compile_err(e.to_string()))?;
+        let loaded = Arc::new(self.load(artifact)?);
+        let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(kernels.entry(k.clone()).or_insert(loaded).clone())
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<HipMem, DeviceError> {
+        set_device(self.ordinal)?;
+        HipMem::zeroed(self.ordinal, bytes)
+    }
+
+    /// Overwrites the first `bytes.len()` bytes of `m` (the caller checked the length).
+    fn write(&self, m: &mut HipMem, bytes: &[u8]) -> Result<(), DeviceError> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        self.own(m)?;
+        // SAFETY: `m` holds at least `bytes.len()` bytes (its buffer's byte length); HIP only
+        // reads `bytes`.
+        check("hipMemcpyHtoD", unsafe { (api()?.hipMemcpyHtoD)(m.ptr, bytes.as_ptr().cast_mut().cast(), bytes.len()) })
+    }
+
+    /// The first `len` bytes of `m`. Waits for work on the null stream (blocking streams too).
+    fn read(&self, m: &HipMem, len: usize) -> Result<Vec<u8>, DeviceError> {
+        let mut out = vec![0u8; len];
+        if len == 0 {
+            return Ok(out);
+        }
+        self.own(m)?;
+        // SAFETY: `m` holds at least `len` bytes; `out` is `len` writable bytes.
+        check("hipMemcpyDtoH", unsafe { (api()?.hipMemcpyDtoH)(out.as_mut_ptr().cast(), m.ptr, len) })?;
+        Ok(out)
+    }
+
+    /// Queues a copy of `len` bytes from `src` to `dst` on `q`.
+    /// Dropping either buffer early is safe: `hipFree` waits for the device's queued work.
+    fn copy(&self, q: &HipQueue, src: &HipMem, dst: &mut HipMem, len: usize) -> Result<(), DeviceError> {
+        if len == 0 {
+            return Ok(());
+        }
+        self.own(src)?;
+        self.own(dst)?;
+        q.copy(src.ptr, dst.ptr, len)
+    }
+
+    fn alloc_pinned(&self, bytes: usize) -> Result<HostPinned, DeviceError> {
+        Ok(HostPinned(vec![0u8; bytes]))
+    }
+
+    /// Copies `src[src_off..][..len]` into `dst[dst_off..]` through `q` (ranges checked by the
+    /// caller) and waits for `q`: see `HipQueue::copy_from_host`.
+    fn copy_from_pinned(
+        &self,
+        q: &HipQueue,
+        src: &HostPinned,
+        src_off: usize,
+        dst: &mut HipMem,
+        dst_off: usize,
+        len: usize,
+    ) -> Result<(), DeviceError> {
+        self.own(dst)?;
+        // Pointer arithmetic inside the allocation (the range was checked against its length).
+        q.copy_from_host(&src.0[src_off..src_off + len], dst.ptr.cast::<u8>().wrapping_add(dst_off).cast())
+    }
+
+    fn memory_info(&self) -> Result<Option<MemoryInfo>, DeviceError> {
+        set_device(self.ordinal)?;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: two valid out-pointers for the duration of the call.
+        check("hipMemGetInfo", unsafe { (api()?.hipMemGetInfo)(&mut free, &mut total) })?;
+        Ok(Some(MemoryInfo { free: free as u64, total: total as u64 }))
+    }
+
+    /// The null stream (synchronises with every blocking stream of the device).
+    fn default_stream(&self) -> Result<HipQueue, DeviceError> {
+        set_device(self.ordinal)?;
+        HipQueue::null(self.ordinal)
+    }
+
+    fn new_stream(&self) -> Result<HipQueue, DeviceError> {
+        set_device(self.ordinal)?;
+        HipQueue::new(self.ordinal)
+    }
+
+    fn new_event(&self) -> Result<HipEvent, DeviceError> {
+        set_device(self.ordinal)?;
+        HipEvent::new(self.ordinal)
+    }
+
+    fn synchronize(&self, q: &HipQueue) -> Result<(), DeviceError> {
+        q.synchronize()
+    }
+
+    fn wait_event(&self, q: &HipQueue, e: &HipEvent) -> Result<(), DeviceError> {
+        q.wait(e)
+    }
+
+    fn record_event(&self, e: &HipEvent, q: &HipQueue) -> Result<(), DeviceError> {
+        q.record(e)
+    }
+
+    fn elapsed_ms(&self, start: &HipEvent, end: &HipEvent) -> Result<f32, DeviceError> {
+        start.elapsed_ms(end)
+    }
+
+    /// Queues `k` on `q`. Arguments are checked like the host's before anything is queued; a
+    /// failed bounds check is reported by the queue's next `synchronize`.
+    fn launch(&self, q: &HipQueue, k: KernelRef<'_, HipKernel>, args: &mut [DeviceArg<'_>]) -> Result<(), DeviceError> {
+        let Packed { words, lens, grid } = self.check_launch(q, &k, args)?;
+        set_device(self.ordinal)?;
+        q.launch(k.handle, &k, words, lens, grid)
+    }
+
+    /// `launch`'s checks, then the launch as a graph node (its words and grid).
+    fn record(
+        &self,
+        q: &HipQueue,
+        k: KernelRef<'_, HipKernel>,
+        args: &mut [DeviceArg<'_>],
+    ) -> Result<Node, DeviceError> {
+        let Packed { words, grid, .. } = self.check_launch(q, &k, args)?;
+        Ok(Node { kernel: k.handle.clone(), grid, words })
+    }
+
+    /// No HIP graph: a replay on HIP is the recorded launches in order, queued as `launch`
+    /// would have (the caller of `Device::replay` keeps the buffers alive).
+    unsafe fn replay(&self, q: &HipQueue, graph: &mut LaunchGraph, nodes: Vec<Node>) -> Result<Replay, DeviceError> {
+        replay_in_order(graph, nodes, |node| {
+            let Some(k) = node.kernel.handle.get::<HipKernel>() else {
+                return Err(DeviceError::Mismatch {
+                    what: "launch graph node",
+                    expected: "a hip kernel".into(),
+                    found: "a kernel of another device (a bug in baro)".into(),
+                });
+            };
+            set_device(self.ordinal)?;
+            q.launch(&node.kernel, k, node.words.clone(), abi::lens(&k.artifact.kernel, &node.words), node.grid)
+        })
+    }
+}
+
+fn arg_mem<'b>(a: &'b DeviceArg<'_>) -> Option<&'b HipMem> {
     match a {
-        DeviceArg::Buf(b) | DeviceArg::Words(b) => Some(&b.mem),
-        DeviceArg::BufMut(b) => Some(&b.mem),
+        DeviceArg::Buf(b) | DeviceArg::Words(b) => b.mem.get(),
+        DeviceArg::BufMut(b) => b.mem.get(),
         DeviceArg::Scalar(_) => None,
     }
 }
 
-/// A checked launch, before any HIP call.
-#[derive(Debug)]
-struct Prepared {
-    /// Kernel-argument words (the ABI of `compile_gpu`): per buffer its device address and
-    /// element count, per scalar its canonical bits; the queue appends the error record's
-    /// address.
-    words: Vec<u64>,
-    /// Each parameter's element count (0 for scalars), for out-of-bounds messages.
-    lens: Vec<u64>,
-    grid: [u32; 3],
-}
-
-/// Checks a launch like the host does, without touching HIP, and lays out its arguments.
-fn prepare(kernel: &Kernel, args: &[DeviceArg<'_>], block_dim: u32) -> Result<Prepared, DeviceError> {
-    check_args(kernel, args.iter().map(DeviceArg::shape))?;
-    let mut words = Vec::with_capacity(2 * args.len() + 1);
-    let mut lens = vec![0u64; args.len()];
-    for (i, a) in args.iter().enumerate() {
-        let Some((b, len)) = a.buffer()? else {
-            if let DeviceArg::Scalar(c) = a {
-                words.push(c.ty.canonical_bits(c.bits));
-            }
-            continue;
-        };
-        let Mem::Hip(m) = &b.mem else {
-            return Err(DeviceError::Mismatch {
-                what: "launch argument",
-                expected: format!("a hip buffer at #{i}"),
-                found: format!("a {} buffer", b.device_kind()),
-            });
-        };
-        lens[i] = len as u64;
-        words.push(m.ptr as u64);
-        words.push(lens[i]);
-    }
-    let scalars = scalar_bits(
-        args.len(),
-        args.iter().enumerate().filter_map(|(i, a)| match a {
-            DeviceArg::Scalar(c) => Some((i, c)),
-            _ => None,
-        }),
-    );
+/// Checks a launch like the host does, without touching HIP, and lays out its arguments
+/// (`abi::pack`) within HIP's grid limits for `block_dim` threads per workgroup.
+fn prepare(kernel: &Kernel, args: &[DeviceArg<'_>], block_dim: u32) -> Result<Packed, DeviceError> {
     // HIP counts work-items per axis in 32 bits: workgroups x block size must fit.
     let x_limit = u64::from(u32::MAX) / u64::from(block_dim.max(1));
-    let grid = check_limits(kernel, grid_size(kernel, &scalars)?, [x_limit, u64::from(u32::MAX), u64::from(u32::MAX)])?;
-    Ok(Prepared { words, lens, grid })
+    let limits = [x_limit, u64::from(u32::MAX), u64::from(u32::MAX)];
+    abi::pack(kernel, DeviceKind::Hip, args, limits, |m: &HipMem| m.ptr as u64)
 }
 
 fn properties(ordinal: i32) -> Result<Box<ffi::DeviceProp>, DeviceError> {

@@ -1,10 +1,15 @@
-//! Runtimes that launch compiled kernels, behind one interface (`device`): the host JIT
-//! (`host`, wrapped by `host_device`), CUDA (`cuda`, feature `cuda`) and HIP (`hip`, feature
-//! `hip`). `args` holds the typed arguments of a direct host launch; `check`, `grid` and
-//! `error` are the argument checks, grid evaluation and error messages every runtime shares;
-//! `graph` records a stream's launches and replays them (`cuda_graph`: as a CUDA graph).
+//! Runtimes that launch compiled kernels, behind one interface (`device`): backends
+//! implementing `backend::Backend`, one file each: the host JIT (`host`, wrapped by
+//! `host_device`), CUDA (`cuda`, feature `cuda`) and HIP (`hip`, feature `hip`). `args` holds
+//! the typed arguments of a direct host launch; `check`, `grid` and `error` are the argument
+//! checks, grid evaluation and error messages every runtime shares; `abi` lays out a GPU
+//! launch and `records` keeps a GPU stream's error records; `graph` records a stream's
+//! launches and replays them (`cuda_graph`: as a CUDA graph).
 
+#[cfg(any(feature = "cuda", feature = "hip"))]
+mod abi;
 mod args;
+mod backend;
 mod buffer;
 mod check;
 #[cfg(feature = "cuda")]
@@ -20,6 +25,8 @@ pub mod hip;
 pub mod host;
 mod host_device;
 mod host_jit;
+#[cfg(any(feature = "cuda", feature = "hip"))]
+mod records;
 mod stream;
 
 pub use args::{Arg, Element, ScalarArg};

@@ -1,23 +1,14 @@
-//! HIP streams with their launch error records, and timing events.
-//!
-//! Each queue owns a ring of `ErrorRecord`s, one slot per launch since its last
-//! synchronisation, so launches stay asynchronous and a failed bounds check is still
-//! attributed to the right kernel with the host's message. A queue never reads a record
-//! before the stream has finished the launch that writes it.
+//! HIP streams with their launch error records (`runtime::records`), and timing events.
+//! A queue never reads a record before the stream has finished the launch that writes it.
 
-use std::ffi::c_void;
-use std::mem::size_of;
+use std::convert::Infallible;
 use std::ptr::null_mut;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use super::{api, check, ffi, HipKernel, HipMem};
-use crate::lower::ErrorRecord;
-use crate::runtime::device::DeviceError;
-use crate::runtime::error::describe_record;
-
-/// Error-record slots per queue: launches between two synchronisations before an automatic one.
-const RECORD_SLOTS: usize = 1024;
-const RECORD_BYTES: usize = size_of::<ErrorRecord>();
+use crate::runtime::abi::{param_ptrs, RECORD_BYTES, RECORD_WORDS};
+use crate::runtime::device::{DeviceError, DeviceKernel};
+use crate::runtime::records::{Ring, RECORD_SLOTS};
 
 /// A HIP stream (or the null stream) and its error-record ring.
 pub(crate) struct HipQueue {
@@ -28,16 +19,9 @@ pub(crate) struct HipQueue {
     records: Mutex<Records>,
 }
 
-struct Records {
-    slots: HipMem, // (RECORD_SLOTS, 4 x u64), zero except for launches still pending
-    pending: Vec<Pending>,
-}
-
-/// A launch whose error record has not been read yet.
-struct Pending {
-    kernel: Arc<HipKernel>,
-    lens: Vec<u64>,
-}
+/// The ring's slots: (RECORD_SLOTS, 4 x u64), zero except for launches still pending; no
+/// graphs on HIP.
+type Records = Ring<HipMem, Infallible>;
 
 // SAFETY: a stream handle may be used from any thread; the record ring is behind a mutex.
 unsafe impl Send for HipQueue {}
@@ -62,40 +46,37 @@ impl HipQueue {
         let mut raw: ffi::Stream = null_mut();
         // SAFETY: `raw` is a valid out-pointer.
         check("hipStreamCreate", unsafe { (api()?.hipStreamCreate)(&mut raw) })?;
-        Ok(HipQueue { raw, owned: true, device, records: Mutex::new(Records { slots, pending: Vec::new() }) })
+        Ok(HipQueue { raw, owned: true, device, records: Mutex::new(Ring::new(slots)) })
     }
 
     /// The current device's null stream.
     pub(crate) fn null(device: i32) -> Result<HipQueue, DeviceError> {
         let slots = HipMem::zeroed(device, RECORD_SLOTS * RECORD_BYTES)?;
-        Ok(HipQueue {
-            raw: null_mut(),
-            owned: false,
-            device,
-            records: Mutex::new(Records { slots, pending: Vec::new() }),
-        })
+        Ok(HipQueue { raw: null_mut(), owned: false, device, records: Mutex::new(Ring::new(slots)) })
     }
 
     pub(crate) fn device(&self) -> i32 {
         self.device
     }
 
-    /// Queues a launch of `k` with its argument `words` (the error record's address is
-    /// appended here); `lens` are the parameters' element counts for the error message.
+    /// Queues a launch of `k` (`kernel`'s) with its argument `words` (the error record's
+    /// address is appended here); `lens` are the parameters' element counts for the error
+    /// message.
     pub(crate) fn launch(
         &self,
-        k: &Arc<HipKernel>,
+        kernel: &DeviceKernel,
+        k: &HipKernel,
         mut words: Vec<u64>,
         lens: Vec<u64>,
         grid: [u32; 3],
     ) -> Result<(), DeviceError> {
         let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
-        if records.pending.len() == RECORD_SLOTS {
+        if records.is_full() {
             self.check_records(&mut records)?;
         }
-        let slot = records.pending.len();
+        let slot = records.next_slot();
         words.push(records.slots.ptr as u64 + (slot * RECORD_BYTES) as u64);
-        let mut params: Vec<*mut c_void> = words.iter_mut().map(|w| (w as *mut u64).cast::<c_void>()).collect();
+        let mut params = param_ptrs(&mut words);
         // SAFETY: `params` holds one pointer per kernel parameter of the ABI, each to a live
         // 8-byte word that HIP copies before returning; every buffer address is a live
         // allocation of this device holding at least its element count (the kernel
@@ -117,7 +98,7 @@ impl HipQueue {
             )
         };
         check("hipModuleLaunchKernel", code)?;
-        records.pending.push(Pending { kernel: k.clone(), lens });
+        records.launched(kernel.clone(), lens);
         Ok(())
     }
 
@@ -168,31 +149,24 @@ impl HipQueue {
 
     fn check_records(&self, records: &mut Records) -> Result<(), DeviceError> {
         self.sync_stream()?;
-        let n = records.pending.len();
-        if n == 0 {
-            return Ok(());
-        }
-        let mut words = vec![0u64; n * 4];
+        let first = records.check(|slots, n| self.take_records(slots, n), |never| match *never {})?;
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Reads the first `n` records of `slots` and zeroes them; the stream is idle.
+    fn take_records(&self, slots: &mut HipMem, n: usize) -> Result<Vec<u64>, DeviceError> {
+        let mut words = vec![0u64; n * RECORD_WORDS];
         let bytes = n * RECORD_BYTES;
         // SAFETY: the ring holds `RECORD_SLOTS * RECORD_BYTES >= bytes` bytes; `words` is
         // `bytes` writable bytes; the stream is idle, so no kernel writes the ring meanwhile.
         check("hipMemcpyDtoHAsync (error records)", unsafe {
-            (api()?.hipMemcpyDtoHAsync)(words.as_mut_ptr().cast(), records.slots.ptr, bytes, self.raw)
+            (api()?.hipMemcpyDtoHAsync)(words.as_mut_ptr().cast(), slots.ptr, bytes, self.raw)
         })?;
         self.sync_stream()?;
         // SAFETY: as above; zeroes the slots just read.
-        check("hipMemsetAsync (error records)", unsafe {
-            (api()?.hipMemsetAsync)(records.slots.ptr, 0, bytes, self.raw)
-        })?;
+        check("hipMemsetAsync (error records)", unsafe { (api()?.hipMemsetAsync)(slots.ptr, 0, bytes, self.raw) })?;
         self.sync_stream()?;
-        let pending = std::mem::take(&mut records.pending);
-        for (p, w) in pending.iter().zip(words.chunks_exact(4)) {
-            if w[0] != 0 {
-                let rec = ErrorRecord { kind: w[0], id: w[1], index: w[2], signed: w[3] };
-                return Err(DeviceError::Launch(describe_record(p.kernel.kernel(), rec, &p.lens)));
-            }
-        }
-        Ok(())
+        Ok(words)
     }
 
     pub(crate) fn record(&self, e: &HipEvent) -> Result<(), DeviceError> {

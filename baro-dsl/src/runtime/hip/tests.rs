@@ -10,13 +10,15 @@ use super::*;
 use crate::cache::CompileCache;
 use crate::ir::{Const, ScalarType};
 use crate::options::CompileOptions;
+use crate::runtime::backend::AnyHandle;
 use crate::runtime::buffer::Buffer;
 use crate::runtime::Device;
 use crate::testkernels;
 
 /// A HIP buffer with a made-up address: enough for argument layout, never freed or launched.
 fn fake(elem: ScalarType, len: usize, addr: usize) -> ManuallyDrop<Buffer> {
-    ManuallyDrop::new(Buffer::new(elem, len, Mem::Hip(HipMem { ptr: addr as ffi::DevicePtr, device: 0 })))
+    let mem = AnyHandle::new(DeviceKind::Hip, HipMem { ptr: addr as ffi::DevicePtr, device: 0 });
+    ManuallyDrop::new(Buffer::new(elem, len, mem))
 }
 
 /// The smallest AMDGPU shared object `code_object::check` accepts (headers only).
@@ -168,7 +170,7 @@ fn kernel_words_follow_the_abi() {
         DeviceArg::Scalar(Const::index(5)),
         DeviceArg::Scalar(not_canonical),
     ];
-    let Prepared { words, lens, grid } = prepare(&k, &args, 32).expect("arguments match");
+    let Packed { words, lens, grid } = prepare(&k, &args, 32).expect("arguments match");
     // (address, element count) per buffer, one canonical word per scalar; the record's
     // address is appended by the queue at launch.
     assert_eq!(words, vec![0x1000, 10, 0x2000, 5, 0x3000, 10, 5, 0x3f80_0000]);
