@@ -1,5 +1,5 @@
-//! The batched decode step across sequences (`Engine::step_batch`) against each sequence
-//! stepped alone with `step`, on the tiny fixture from safetensors and from a Q8_0 GGUF: N = 1,
+//! The batched decode step across sequences (`Model::step_batch`) against each sequence
+//! stepped alone with `Model::step`, on the tiny fixture from safetensors and from a Q8_0 GGUF: N = 1,
 //! 2, 5 and 11 sequences (11 crosses the rows matvecs' 8-row tile) with different prompts,
 //! some at position 0 and some deep, stepped together for several steps. Every row's logits
 //! at every step are compared bit for bit with the sequence alone, and so are the logits of one
@@ -36,12 +36,10 @@ fn prompt_len(r: usize) -> usize {
 
 /// A state of `engine` fed `prompt` one `step` at a time.
 fn fed_state(engine: &mut Engine, prompt: &[u32]) -> State {
-    let mut state = engine.new_state().unwrap();
-    engine.swap_state(&mut state);
+    let mut state = engine.model.new_state().unwrap();
     for &t in prompt {
-        engine.step(t).unwrap();
+        engine.model.step(&mut state, t).unwrap();
     }
-    engine.swap_state(&mut state);
     state
 }
 
@@ -50,18 +48,15 @@ type Trace = Vec<Vec<Vec<u32>>>;
 
 /// Each sequence on its own: its prompt, then `STEPS + 1` steps with `step`.
 fn alone(engine: &mut Engine, n: usize, seed: u64) -> Trace {
-    let vocab = engine.config().vocab_size;
+    let vocab = engine.model.config().vocab_size;
     (0..n)
         .map(|r| {
             let prompt = tokens(seed + r as u64, prompt_len(r), vocab);
             let mut state = fed_state(engine, &prompt);
-            engine.swap_state(&mut state);
-            let out = tokens(1000 + seed + r as u64, STEPS + 1, vocab)
+            tokens(1000 + seed + r as u64, STEPS + 1, vocab)
                 .iter()
-                .map(|&t| bits(&engine.step(t).unwrap()))
-                .collect();
-            engine.swap_state(&mut state);
-            out
+                .map(|&t| bits(&engine.model.step(&mut state, t).unwrap()))
+                .collect()
         })
         .collect()
 }
@@ -70,7 +65,7 @@ fn alone(engine: &mut Engine, n: usize, seed: u64) -> Trace {
 /// more step of each alone on the state the batch left. Returns the trace and the rows each
 /// batched call reported.
 fn together(engine: &mut Engine, n: usize, seed: u64) -> (Trace, Vec<usize>) {
-    let vocab = engine.config().vocab_size;
+    let vocab = engine.model.config().vocab_size;
     let mut states: Vec<State> =
         (0..n).map(|r| fed_state(engine, &tokens(seed + r as u64, prompt_len(r), vocab))).collect();
     let feeds: Vec<Vec<u32>> = (0..n).map(|r| tokens(1000 + seed + r as u64, STEPS + 1, vocab)).collect();
@@ -79,7 +74,7 @@ fn together(engine: &mut Engine, n: usize, seed: u64) -> (Trace, Vec<usize>) {
     for step in 0..STEPS {
         let positions: Vec<usize> = states.iter().map(|s| s.pos).collect();
         let mut rows: Vec<(&mut State, u32)> = states.iter_mut().zip(&feeds).map(|(s, f)| (s, f[step])).collect();
-        let stepped = engine.step_batch(&mut rows).unwrap();
+        let stepped = engine.model.step_batch(&mut rows).unwrap();
         drop(rows);
         assert_eq!(stepped.logits.len(), n);
         batched.push(stepped.rows_batched);
@@ -90,9 +85,7 @@ fn together(engine: &mut Engine, n: usize, seed: u64) -> (Trace, Vec<usize>) {
         }
     }
     for (r, state) in states.iter_mut().enumerate() {
-        engine.swap_state(state);
-        trace[r].push(bits(&engine.step(feeds[r][STEPS]).unwrap()));
-        engine.swap_state(state);
+        trace[r].push(bits(&engine.model.step(state, feeds[r][STEPS]).unwrap()));
     }
     (trace, batched)
 }
@@ -141,7 +134,7 @@ pub(crate) fn batch_equals_alone_in(source: &ModelSource, what: &str, precision:
         EngineOptions { max_ctx: MAX_CTX, vram_budget: None, expert_slots: 64, precision, ..EngineOptions::default() },
     )
     .unwrap();
-    assert_eq!(e.memory_plan().mode, MemoryMode::Resident);
+    assert_eq!(e.model.memory_plan().mode, MemoryMode::Resident);
     for (n, seed) in [(1usize, 10u64), (2, 20), (5, 30), (11, 40)] {
         let want = alone(&mut e, n, seed);
         let (got, batched) = together(&mut e, n, seed);
@@ -171,15 +164,15 @@ fn batched_step_is_each_sequence_alone_from_q8_0_gguf() {
 fn staged_batched_step_gives_the_resident_bytes() {
     let source = tiny_f32();
     let mut resident = engine(&source, None);
-    let budget = resident.memory_plan().needs.staged(2);
+    let budget = resident.model.memory_plan().needs.staged(2);
     let mut staged = engine(&source, Some(budget));
-    assert!(matches!(staged.memory_plan().mode, MemoryMode::Staged { slots: 2, .. }));
+    assert!(matches!(staged.model.memory_plan().mode, MemoryMode::Staged { slots: 2, .. }));
     // 8 experts top-2: from 2 rows on, a staged batch streams whole layers.
-    assert_eq!(staged.staged_batch_rows(), 2);
-    assert_eq!(resident.staged_batch_rows(), 1);
+    assert_eq!(staged.model.staged_batch_rows(), 2);
+    assert_eq!(resident.model.staged_batch_rows(), 1);
     for (n, rows_batched) in [(5, 5), (1, 0)] {
         let want = alone(&mut resident, n, 50);
-        let misses = staged.expert_cache_stats().unwrap().misses;
+        let misses = staged.model.expert_cache_stats().unwrap().misses;
         let (got, batched) = together(&mut staged, n, 50);
         assert_eq!(
             batched,
@@ -188,27 +181,27 @@ fn staged_batched_step_gives_the_resident_bytes() {
         );
         compare(&want, &got, &format!("tiny f32 staged (2 slots), {n} rows, vs resident alone"));
         assert!(
-            staged.expert_cache_stats().unwrap().misses > misses,
+            staged.model.expert_cache_stats().unwrap().misses > misses,
             "the rows' prompts (and single rows) went through the slot cache"
         );
     }
-    assert!(staged.layer_staging().is_some(), "the batched staged steps streamed layers");
+    assert!(staged.model.layer_staging().is_some(), "the batched staged steps streamed layers");
 }
 
 #[test]
 fn bad_rows_are_refused_before_any_state_changes() {
     let mut e = engine(&tiny_f32(), None);
-    let vocab = e.config().vocab_size as u32;
+    let vocab = e.model.config().vocab_size as u32;
     let mut a = fed_state(&mut e, &[1, 2, 3]);
-    let mut b = e.new_state().unwrap();
-    let err = e.step_batch(&mut [(&mut a, 5), (&mut b, vocab + 7)]).unwrap_err();
+    let mut b = e.model.new_state().unwrap();
+    let err = e.model.step_batch(&mut [(&mut a, 5), (&mut b, vocab + 7)]).unwrap_err();
     assert!(matches!(err, EngineError::BadToken { token, .. } if token == vocab + 7), "{err}");
     assert_eq!((a.pos, b.pos), (3, 0), "a refused batch feeds nothing");
     let mut full = fed_state(&mut e, &tokens(3, MAX_CTX, vocab as usize));
-    let err = e.step_batch(&mut [(&mut a, 5), (&mut full, 1)]).unwrap_err();
+    let err = e.model.step_batch(&mut [(&mut a, 5), (&mut full, 1)]).unwrap_err();
     assert!(matches!(err, EngineError::ContextFull { pos, max_ctx } if pos == MAX_CTX && max_ctx == MAX_CTX), "{err}");
     assert_eq!((a.pos, full.pos), (3, MAX_CTX));
-    assert!(e.step_batch(&mut []).unwrap().logits.is_empty());
+    assert!(e.model.step_batch(&mut []).unwrap().logits.is_empty());
 }
 
 #[test]
@@ -234,36 +227,37 @@ fn put_row_is_an_exact_copy_into_one_row() {
 #[test]
 fn reserved_rows_make_batched_steps_and_chunks_allocate_nothing() {
     let source = tiny_f32();
-    let budget = engine(&source, None).memory_plan().needs.staged(2);
+    let budget = engine(&source, None).model.memory_plan().needs.staged(2);
     for vram_budget in [None, Some(budget)] {
         reserved_rows_allocate_nothing(engine(&source, vram_budget));
     }
 }
 
 fn reserved_rows_allocate_nothing(mut engine: Engine) {
-    let vocab = engine.config().vocab_size;
-    engine.reserve_rows(5).unwrap();
+    let vocab = engine.model.config().vocab_size;
+    engine.model.reserve_rows(5).unwrap();
     let mut states: Vec<State> =
         (0..5).map(|r| fed_state(&mut engine, &tokens(40 + r as u64, prompt_len(r), vocab))).collect();
-    let mut chunk_state = engine.new_state().unwrap();
-    let before = engine.device().allocated_bytes();
+    let mut chunk_state = engine.model.new_state().unwrap();
+    let before = engine.model.device().allocated_bytes();
     for step in 0..3 {
         // 5, 4, 3 rows: all within the reservation.
         let mut rows: Vec<(&mut State, u32)> = states.iter_mut().skip(step).map(|s| (s, 7 + step as u32)).collect();
-        assert!(engine.step_batch(&mut rows).unwrap().rows_batched > 0);
+        assert!(engine.model.step_batch(&mut rows).unwrap().rows_batched > 0);
     }
-    engine.swap_state(&mut chunk_state);
-    engine.prefill(&tokens(99, 20, vocab), PrefillMode::Batched { chunk: 5 }, Logits::Last).unwrap();
-    engine.swap_state(&mut chunk_state);
+    engine
+        .model
+        .prefill(&mut chunk_state, &tokens(99, 20, vocab), PrefillMode::Batched { chunk: 5 }, Logits::Last)
+        .unwrap();
     assert_eq!(
-        engine.device().allocated_bytes(),
+        engine.model.device().allocated_bytes(),
         before,
         "device bytes allocated by steps and chunks within the reservation"
     );
     // Beyond it the scratch grows (the check above can fail).
-    let mut more: Vec<State> = (0..6).map(|_| engine.new_state().unwrap()).collect();
-    let grown = engine.device().allocated_bytes();
+    let mut more: Vec<State> = (0..6).map(|_| engine.model.new_state().unwrap()).collect();
+    let grown = engine.model.device().allocated_bytes();
     let mut rows: Vec<(&mut State, u32)> = more.iter_mut().map(|s| (s, 3)).collect();
-    engine.step_batch(&mut rows).unwrap();
-    assert!(engine.device().allocated_bytes() > grown, "6 rows exceed the 5 reserved");
+    engine.model.step_batch(&mut rows).unwrap();
+    assert!(engine.model.device().allocated_bytes() > grown, "6 rows exceed the 5 reserved");
 }
