@@ -82,7 +82,7 @@ pub struct DecodeReport {
     pub timed_ids: Vec<TokenId>,
     /// The KV length (position) of the first timed token.
     pub first_timed_pos: usize,
-    /// Whether the steps replayed launch graphs (`Engine::decode_graphs`: asked for, and
+    /// Whether the steps replayed launch graphs (`Model::decode_graphs`: asked for, and
     /// the experts resident), and the graphs' counters over the whole run.
     pub graphs: bool,
     pub graph_stats: Option<baro_dsl::runtime::GraphStats>,
@@ -321,11 +321,11 @@ pub fn run(o: &DecodeOptions) -> Result<DecodeReport, String> {
     }
     println!(
         "memory: {}; precision: {}; launch graphs: {}",
-        engine.memory_plan(),
-        engine.precision().name(),
-        if engine.decode_graphs() { "on" } else { "off" }
+        engine.model.memory_plan(),
+        engine.model.precision().name(),
+        if engine.model.decode_graphs() { "on" } else { "off" }
     );
-    if let Some(c) = engine.expert_cache_stats() {
+    if let Some(c) = engine.model.expert_cache_stats() {
         println!(
             "expert cache (whole run): {} lookups, {} hits ({:.3}), {} misses, {} evictions",
             c.lookups,
@@ -352,7 +352,7 @@ pub fn run(o: &DecodeOptions) -> Result<DecodeReport, String> {
         pick_s,
         timed_ids,
         first_timed_pos,
-        graphs: engine.decode_graphs(),
+        graphs: engine.model.decode_graphs(),
         graph_stats: engine.decode_graph_stats(),
     })
 }

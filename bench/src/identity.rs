@@ -205,7 +205,7 @@ pub fn run(
     seed: u64,
     progress: &mut dyn FnMut(&CaseResult),
 ) -> Result<GateReport, EngineError> {
-    let vocab = engine.config().vocab_size;
+    let vocab = engine.model.config().vocab_size;
     let max_len = cases.iter().map(|c| c.len).max().unwrap_or(0);
     let seq = sequence(seed, max_len, vocab);
     // Keep whole logits only when they fit in 256 MiB per arm.

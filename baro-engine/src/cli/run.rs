@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use baro_dsl::runtime::DeviceKind;
 use baro_engine::engine::staging::{self, format_bytes};
-use baro_engine::engine::{Engine, EngineOptions, Precision, PrefillMode};
+use baro_engine::engine::{Engine, EngineOptions, Model, Precision, PrefillMode};
 use baro_engine::sampling::{SampleError, Sampler, SamplerConfig, StopReason};
 use baro_engine::tokenizer::{ChatMessage, ChatOptions, Specials, TokenId};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
@@ -243,8 +243,8 @@ fn print_report(out: &mut dyn Write, r: &Report) -> std::io::Result<()> {
 }
 
 /// Staged mode only: the decode expert cache's hit rate over the run.
-fn print_cache_stats(out: &mut dyn Write, engine: &Engine) -> std::io::Result<()> {
-    let Some(slots) = engine.decode_slots() else { return Ok(()) };
+fn print_cache_stats(out: &mut dyn Write, model: &mut Model) -> std::io::Result<()> {
+    let Some(slots) = model.decode_slots() else { return Ok(()) };
     let s = slots.stats();
     writeln!(
         out,
@@ -257,7 +257,7 @@ fn print_cache_stats(out: &mut dyn Write, engine: &Engine) -> std::io::Result<()
         s.evictions,
         format_bytes(slots.copied_bytes())
     )?;
-    if let Some(l) = engine.layer_staging() {
+    if let Some(l) = model.layer_staging() {
         writeln!(
             out,
             "layer staging: {} layers staged for prefill, {} streamed on the copy stream",
@@ -314,10 +314,10 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     let c = sampler.config();
 
     let mut out = std::io::stdout().lock();
-    let device = engine.device();
+    let device = engine.model.device();
     writeln!(out, "target: {} - {} ({})", device.kind(), device.name(), device.driver_version()).map_err(io)?;
     writeln!(out, "model: {}", loaded.description).map_err(io)?;
-    writeln!(out, "memory: {}", engine.memory_plan()).map_err(io)?;
+    writeln!(out, "memory: {}", engine.model.memory_plan()).map_err(io)?;
     let what = if loaded.is_default { "built in memory" } else { "loaded" };
     writeln!(out, "startup: model {what} in {:.2} s, kernels compiled (or loaded from the disk cache) and weights uploaded in {:.2} s", load_time.as_secs_f64(), engine_time.as_secs_f64())
         .map_err(io)?;
@@ -339,7 +339,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     writeln!(out).map_err(io)?;
     writeln!(out).map_err(io)?;
     print_report(&mut out, &report).map_err(io)?;
-    print_cache_stats(&mut out, &engine).map_err(io)?;
+    print_cache_stats(&mut out, &mut engine.model).map_err(io)?;
     if loaded.is_default {
         writeln!(out, "note: the built-in model's weights are random, so its text is gibberish by design; give --model PATH for a real model").map_err(io)?;
     }

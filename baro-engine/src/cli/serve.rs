@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use baro_dsl::runtime::DeviceKind;
-use baro_engine::engine::{Engine, EngineOptions, Precision};
+use baro_engine::engine::{EngineOptions, Model, Precision};
 use baro_engine::server::{Limits, SchedulerConfig, Server, ServerConfig, ServerModel, DEFAULT_MAX_BODY};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 
@@ -176,10 +176,10 @@ pub fn run(args: &ServeArgs) -> Result<(), String> {
         precision: args.precision,
         ..EngineOptions::default()
     };
-    let (engine, _) = spin("compiling kernels and uploading weights", || Engine::new(device, &loaded.source, options));
-    let engine = engine.map_err(|e| e.to_string())?;
-    let target = format!("{} - {}", engine.device().kind(), engine.device().name());
-    let model = ServerModel { engine, tokenizer, template: loaded.template, name: name.clone(), size_bytes };
+    let (model, _) = spin("compiling kernels and uploading weights", || Model::new(device, &loaded.source, options));
+    let model = model.map_err(|e| e.to_string())?;
+    let target = format!("{} - {}", model.device().kind(), model.device().name());
+    let model = ServerModel { model, tokenizer, template: loaded.template, name: name.clone(), size_bytes };
     app.load(model).map_err(|e| format!("cannot start the scheduler thread: {e}"))?;
     println!("model: {} (served as {name:?})", loaded.description);
     println!("target: {target}");

@@ -1,5 +1,6 @@
-//! One decode step over several sequences at once (`Engine::step_batch`): row r is sequence r,
-//! at its own position, with its own `State`; `forward::forward` in `Mode::Batch`.
+//! One decode step over several sequences at once (`Model::step_batch`): row r is sequence r,
+//! at its own position, with its own `State`; `forward::forward` in `Mode::Batch`, in the
+//! model's rows scratch (`Workspace`).
 //!
 //! What is per token and stateless runs once over all rows through the rows kernels: the
 //! embedding gather, every RMSNorm, every projection (the mixers' in and out, the router, the
@@ -18,8 +19,9 @@
 //! are byte-identical to `step` on that sequence alone, whatever else is in the batch.
 //! Wiring only: no kernel body and no driver call.
 
-use crate::engine::decode::{Engine, EngineError};
+use crate::engine::error::EngineError;
 use crate::engine::forward::{forward, write_tokens, LayerStream, Mode, Pass, Timer, Width};
+use crate::engine::model::{Model, Workspace};
 use crate::engine::state::State;
 use crate::tokenizer::TokenId;
 
@@ -41,11 +43,11 @@ pub fn staged_batch_rows(n_experts: usize, top_k: usize) -> usize {
     n_experts.div_ceil(4 * top_k.max(1)).max(2)
 }
 
-impl Engine {
+impl Model {
     /// The smallest batch `step_batch` runs through the rows kernels when the experts are
     /// staged (`staged_batch_rows` of this model); 1 when they are resident.
     pub fn staged_batch_rows(&self) -> usize {
-        if self.slots.is_none() {
+        if !self.staged() {
             return 1;
         }
         staged_batch_rows(self.weights.config.n_experts, self.weights.config.n_experts_used)
@@ -62,17 +64,15 @@ impl Engine {
     /// streamed whole into batched prefill's two device sets one layer ahead (the same
     /// staging, the same bytes); a smaller batch is stepped row after row with `step` through
     /// the decode slot cache, and `rows_batched` is 0.
-    pub fn step_batch(&mut self, rows: &mut [(&mut State, TokenId)]) -> Result<Stepped, EngineError> {
+    pub fn step_batch(&self, rows: &mut [(&mut State, TokenId)]) -> Result<Stepped, EngineError> {
         for (state, token) in rows.iter() {
             self.check_step(state, *token)?;
         }
-        if self.slots.is_some() && rows.len() < self.staged_batch_rows() {
+        let mut ws = self.lock()?;
+        if self.staged() && rows.len() < self.staged_batch_rows() {
             let mut logits = Vec::with_capacity(rows.len());
             for (state, token) in rows.iter_mut() {
-                self.swap_state(state);
-                let l = self.step(*token);
-                self.swap_state(state);
-                logits.push(l?);
+                logits.push(self.step_in(&mut ws, state, *token)?);
             }
             return Ok(Stepped { logits, rows_batched: 0 });
         }
@@ -80,10 +80,11 @@ impl Engine {
         if n == 0 {
             return Ok(Stepped { logits: Vec::new(), rows_batched: 0 });
         }
-        self.grow_rows_scratch(n)?;
-        self.ensure_layer_staging()?;
+        ws.grow_rows(self, n)?;
+        ws.ensure_layer_staging(&self.device)?;
         let vocab = self.weights.config.vocab_size;
-        let Some(p) = self.rows_scratch.as_mut() else {
+        let Workspace { slots, rows: scratch, layer_staging, .. } = &mut *ws;
+        let Some(p) = scratch.as_mut() else {
             return Err(EngineError::Unsupported {
                 what: "rows scratch",
                 expected: "allocated before a batched step".into(),
@@ -93,7 +94,7 @@ impl Engine {
         let w = &self.weights;
         let tokens: Vec<TokenId> = rows.iter().map(|(_, t)| *t).collect();
         // Staged: each layer's experts stream into one of two sets, exactly as in batched prefill.
-        let experts = LayerStream::start(&self.device, self.slots.as_ref(), self.layer_staging.as_mut())?;
+        let experts = LayerStream::start(&self.device, slots.as_ref(), layer_staging.as_mut())?;
         write_tokens(&self.device, p, &tokens)?;
         forward(
             &self.device,

@@ -16,12 +16,12 @@
 
 use baro_dsl::runtime::{Buffer, Device, DeviceArg as A, DeviceError, DeviceKernel};
 
-use crate::engine::decode::{EngineError, Precision};
 use crate::engine::registry::{KernelPair, Kernels};
 use crate::engine::scratch::{expert_slots, Q8Blocks, Scratch, HEAD_TILE, MAX_TILE_PADDING};
 use crate::engine::staging::{DecodeSlots, ExpertStore, LayerStaging};
 use crate::engine::state::{LayerState, State};
 use crate::engine::weights::{AttentionWeights, ExpertMatrices, GdnWeights, Matrix, MixerWeights, MoeWeights, Weights};
+use crate::engine::{EngineError, Precision};
 use crate::kernels::moe::EXPERT_TILE;
 use crate::model::{ModelConfig, TensorType};
 use crate::tokenizer::TokenId;
@@ -377,7 +377,7 @@ impl<'a> Pass<'a> {
     }
 }
 
-/// Per-stage wall time of batched prefill when profiling (`Engine::set_prefill_profile`): a
+/// Per-stage wall time of batched prefill when profiling (`Model::set_prefill_profile`): a
 /// device synchronisation at each mark, so the stages do not overlap; off, marks do nothing.
 pub(crate) struct Timer {
     last: std::time::Instant,
@@ -486,7 +486,7 @@ pub(crate) enum Mode<'a, 'b> {
     /// One token through the m = 1 kernels; staged experts come through the decode slot cache.
     Decode { seq: Sequence<'a>, slots: Option<&'a mut DecodeSlots> },
     /// Consecutive tokens of one sequence through the rows kernels. `reordered`: the negative
-    /// control's attention (`Engine::set_reordered_attention`).
+    /// control's attention (`Model::set_reordered_attention`).
     Chunk { seq: Sequence<'a>, experts: LayerStream<'a>, reordered: bool },
     /// One token of each sequence `rows[r].0` (row r).
     Batch { rows: &'a mut [(&'b mut State, TokenId)], experts: LayerStream<'a> },
@@ -716,7 +716,7 @@ fn attention(
             let one = pass.at(Width::One);
             let (q_dim, kv_dim) = (nh * hd, nkv * hd);
             for (r, (state, _)) in rows.iter_mut().enumerate() {
-                let State { pos, max_ctx, layers, rope_cos, rope_sin, s } = &mut **state;
+                let State { pos, max_ctx, layers, rope_cos, rope_sin, s, .. } = &mut **state;
                 let Some(LayerState::Attention { k_cache, v_cache }) = layers.get_mut(i) else {
                     return Err(layer_mismatch());
                 };

@@ -12,12 +12,13 @@
 //! Chunks cross freely: the KV cache and GDN state carry from one to the next. With staged
 //! experts each layer's experts stream into one of two `LayerStaging` sets on a copy stream
 //! while the previous layer computes (events, no host wait); the MoE reads the set as it would
-//! the resident stacks. Wiring only: no kernel body and no driver call.
+//! the resident stacks. A chunk's rows scratch and the layer sets are the model's
+//! (`Workspace`), the KV cache and GDN state the sequence's (`State`). Wiring only: no kernel
+//! body and no driver call.
 
-use crate::engine::decode::{Engine, EngineError};
+use crate::engine::error::EngineError;
 use crate::engine::forward::{forward, write_tokens, LayerStream, Mode, Pass, Sequence, Timer, Width};
-use crate::engine::scratch::Scratch;
-use crate::engine::staging::LayerStaging;
+use crate::engine::model::{Model, Workspace};
 use crate::engine::state::State;
 use crate::tokenizer::TokenId;
 
@@ -63,15 +64,16 @@ pub struct Prefilled {
     pub chunks: usize,
 }
 
-impl Engine {
+impl Model {
     /// Profiles batched prefill by stage (a benchmark aid: it synchronises the device after
     /// every stage); `prefill_profile` returns the seconds per stage since it was turned on.
     pub fn set_prefill_profile(&mut self, on: bool) {
-        self.prefill_profile = on.then(Default::default);
+        self.workspace_mut().prefill_profile = on.then(Default::default);
     }
 
-    pub fn prefill_profile(&self) -> Option<&std::collections::BTreeMap<&'static str, f64>> {
-        self.prefill_profile.as_ref()
+    /// The seconds per stage since `set_prefill_profile(true)`; `None` when off.
+    pub fn prefill_profile(&self) -> Option<std::collections::BTreeMap<&'static str, f64>> {
+        self.peek(|ws| ws.prefill_profile.clone())
     }
 
     /// Opts batched prefill out of identity with decode (the negative control): attention
@@ -81,10 +83,16 @@ impl Engine {
         self.reordered_attention = on;
     }
 
-    /// Feeds `tokens` at the next positions (the sequence is not reset) and returns the
-    /// logits `which` asks for. Batched and replay compute the same bits.
-    pub fn prefill(&mut self, tokens: &[TokenId], mode: PrefillMode, which: Logits) -> Result<Prefilled, EngineError> {
-        let cfg = self.weights.config.clone();
+    /// Feeds `tokens` to `state` at its next positions (the sequence is not reset) and returns
+    /// the logits `which` asks for. Batched and replay compute the same bits.
+    pub fn prefill(
+        &self,
+        state: &mut State,
+        tokens: &[TokenId],
+        mode: PrefillMode,
+        which: Logits,
+    ) -> Result<Prefilled, EngineError> {
+        let cfg = &self.weights.config;
         if tokens.is_empty() {
             return Err(EngineError::Unsupported {
                 what: "prompt",
@@ -95,12 +103,10 @@ impl Engine {
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= cfg.vocab_size) {
             return Err(EngineError::BadToken { token: bad, vocab: cfg.vocab_size });
         }
-        if self.state.pos + tokens.len() > self.state.max_ctx {
-            return Err(EngineError::ContextFull {
-                pos: self.state.pos + tokens.len() - 1,
-                max_ctx: self.state.max_ctx,
-            });
+        if state.pos + tokens.len() > state.max_ctx {
+            return Err(EngineError::ContextFull { pos: state.pos + tokens.len() - 1, max_ctx: state.max_ctx });
         }
+        let mut ws = self.lock()?;
         let chunk = match mode {
             PrefillMode::Replay => {
                 let mut logits = Vec::with_capacity(if which == Logits::All {
@@ -109,7 +115,7 @@ impl Engine {
                     cfg.vocab_size
                 });
                 for (i, &t) in tokens.iter().enumerate() {
-                    let l = self.step(t)?;
+                    let l = self.step_in(&mut ws, state, t)?;
                     if which == Logits::All || i + 1 == tokens.len() {
                         logits.extend_from_slice(&l);
                     }
@@ -125,54 +131,34 @@ impl Engine {
             }
             PrefillMode::Batched { chunk } => chunk.min(tokens.len()),
         };
-        self.ensure_layer_staging()?;
-        self.grow_rows_scratch(chunk)?;
+        ws.ensure_layer_staging(&self.device)?;
+        ws.grow_rows(self, chunk)?;
         let mut logits = Vec::new();
         let mut chunks = 0;
         for part in tokens.chunks(chunk) {
             let last = chunks * chunk + part.len() == tokens.len();
-            let l = self.prefill_chunk(part, which == Logits::All || last, which == Logits::All)?;
+            let l = self.prefill_chunk(&mut ws, state, part, which == Logits::All || last, which == Logits::All)?;
             logits.extend_from_slice(&l);
             chunks += 1;
         }
         Ok(Prefilled { logits, mode, rows_batched: tokens.len(), chunks })
     }
 
-    /// Makes the rows buffers hold at least `rows` rows (they only grow).
-    /// Allocates the rows scratch (batched prefill chunks, batched decode steps) for up to
-    /// `rows` rows, the output head's logits tile and, with staged experts, the two whole-layer
-    /// staging sets now, so that later chunks and steps of at most `rows` rows allocate
-    /// nothing: a server reserves its largest batch at start, and its device memory then stays
-    /// flat however many requests come and go.
-    pub fn reserve_rows(&mut self, rows: usize) -> Result<(), EngineError> {
-        self.grow_rows_scratch(rows.max(1))?;
-        self.ensure_layer_staging()?;
-        Ok(())
-    }
-
-    /// Staged: allocates the two whole-layer sets batched chunks and steps stream experts into
-    /// (the budget already counts them), once; resident: nothing.
-    pub(super) fn ensure_layer_staging(&mut self) -> Result<(), EngineError> {
-        if let (Some(slots), None) = (&self.slots, &self.layer_staging) {
-            self.layer_staging = Some(LayerStaging::new(&self.device, slots.store())?);
-        }
-        Ok(())
-    }
-
-    pub(super) fn grow_rows_scratch(&mut self, rows: usize) -> Result<(), EngineError> {
-        if self.rows_scratch.as_ref().is_none_or(|s| s.rows < rows) {
-            self.rows_scratch = None;
-            self.rows_scratch = Some(Scratch::new(&self.device, &self.weights.config, rows, self.state.max_ctx)?);
-        }
-        Ok(())
-    }
-
-    /// One batched chunk at the next position. With `want` false no logits are computed;
-    /// with `all` false only the last row's (through the m = 1 head, same arithmetic).
-    fn prefill_chunk(&mut self, tokens: &[TokenId], want: bool, all: bool) -> Result<Vec<f32>, EngineError> {
+    /// One batched chunk of `state` at its next position. With `want` false no logits are
+    /// computed; with `all` false only the last row's (through the m = 1 head, same
+    /// arithmetic).
+    fn prefill_chunk(
+        &self,
+        ws: &mut Workspace,
+        state: &mut State,
+        tokens: &[TokenId],
+        want: bool,
+        all: bool,
+    ) -> Result<Vec<f32>, EngineError> {
         let t = tokens.len();
         let h = self.weights.config.hidden_dim;
-        let Some(p) = self.rows_scratch.as_mut() else {
+        let Workspace { slots, rows, layer_staging, prefill_profile } = ws;
+        let Some(p) = rows.as_mut() else {
             return Err(EngineError::Unsupported {
                 what: "prefill scratch",
                 expected: "allocated before a chunk".into(),
@@ -180,11 +166,11 @@ impl Engine {
             });
         };
         let w = &self.weights;
-        let State { layers, rope_cos, rope_sin, s, max_ctx, pos } = &mut self.state;
+        let State { layers, rope_cos, rope_sin, s, max_ctx, pos, .. } = state;
         let seq = Sequence { layers, rope_cos, rope_sin, pos: *pos, max_ctx: *max_ctx };
-        let experts = LayerStream::start(&self.device, self.slots.as_ref(), self.layer_staging.as_mut())?;
+        let experts = LayerStream::start(&self.device, slots.as_ref(), layer_staging.as_mut())?;
         write_tokens(&self.device, p, tokens)?;
-        let mut timer = Timer::new(self.prefill_profile.take());
+        let mut timer = Timer::new(prefill_profile.take());
         let done = forward(
             &self.device,
             &self.kernels,
@@ -195,7 +181,7 @@ impl Engine {
             Mode::Chunk { seq, experts, reordered: self.reordered_attention },
             &mut timer,
         );
-        self.prefill_profile = timer.totals;
+        *prefill_profile = timer.totals;
         done?;
         *pos += t;
         if !want {

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use baro_dsl::runtime::{Device, DeviceError, DeviceKernel};
 use baro_dsl::Kernel;
 
-use crate::engine::decode::EngineError;
+use crate::engine::error::EngineError;
 use crate::kernels::{self, attention, embed, gdn, kquant_q8, matvec, moe, norm, pick, q8act, quant, rope};
 use crate::model::TensorType;
 

@@ -1,9 +1,11 @@
-//! One sequence's decode state on the device: the KV cache of every full-attention layer, the
-//! conv ring and delta-rule state of every GDN layer, the RoPE table, and the scratch buffers
-//! one decode step writes (a one-row `Scratch`). Sizes come from the config and the context capacity; nothing here
-//! launches a kernel or reads weights.
+//! One sequence's state on the device: the KV cache of every full-attention layer, the conv
+//! ring and delta-rule state of every GDN layer, the RoPE table, the position, the scratch
+//! buffers one decode step writes (a one-row `Scratch`) and the launch graphs of its resident
+//! decode steps (they record this state's buffers). A `Model` steps it (`Model::step`); sizes
+//! come from the config and the context capacity; nothing here launches a kernel or reads
+//! weights.
 
-use baro_dsl::runtime::{Buffer, Device, DeviceError};
+use baro_dsl::runtime::{Buffer, Device, DeviceError, GraphStats, LaunchGraph};
 use baro_dsl::ScalarType;
 
 use crate::engine::scratch::Scratch;
@@ -22,7 +24,36 @@ pub enum LayerState {
     },
 }
 
-/// The decode state of one sequence.
+/// The launch graphs of a sequence's resident decode steps: one per kind of step, so
+/// alternating `step` and `step_greedy` updates each graph rather than rebuilding one.
+#[derive(Default)]
+pub(crate) struct DecodeGraphs {
+    logits: LaunchGraph,
+    greedy: LaunchGraph,
+}
+
+impl DecodeGraphs {
+    /// The graph of `step_greedy` (`greedy`) or of `step`.
+    pub(crate) fn get(&mut self, greedy: bool) -> &mut LaunchGraph {
+        if greedy {
+            &mut self.greedy
+        } else {
+            &mut self.logits
+        }
+    }
+
+    /// Both graphs' counters, summed.
+    fn stats(&self) -> GraphStats {
+        let (a, b) = (self.logits.stats(), self.greedy.stats());
+        GraphStats {
+            replays: a.replays + b.replays,
+            builds: a.builds + b.builds,
+            updated_nodes: a.updated_nodes + b.updated_nodes,
+        }
+    }
+}
+
+/// The state of one sequence.
 pub struct State {
     /// Tokens fed so far: the position of the next one.
     pub pos: usize,
@@ -33,6 +64,9 @@ pub struct State {
     pub rope_sin: Buffer, // (position, rope_dim / 2)
     /// The buffers this sequence's decode step writes (one row).
     pub s: Scratch,
+    /// Its resident decode steps' launch graphs (`EngineOptions::graphs`); a fresh state,
+    /// a snapshot included, starts with none built.
+    pub(crate) graphs: DecodeGraphs,
 }
 
 impl State {
@@ -58,11 +92,20 @@ impl State {
         let s = Scratch::new(device, cfg, 1, max_ctx)?;
         // An empty table (rope_dim 0) still needs a buffer to pass.
         let (cos, sin) = if cos.is_empty() { (vec![0.0], vec![0.0]) } else { (cos, sin) };
-        Ok(State { pos: 0, max_ctx, layers, rope_cos: device.upload(&cos)?, rope_sin: device.upload(&sin)?, s })
+        Ok(State {
+            pos: 0,
+            max_ctx,
+            layers,
+            rope_cos: device.upload(&cos)?,
+            rope_sin: device.upload(&sin)?,
+            s,
+            graphs: DecodeGraphs::default(),
+        })
     }
 
     /// A copy of this sequence's state (KV cache, conv rings, delta-rule states, position) in
-    /// fresh buffers, queued on the default stream: a later `restore` resumes from here.
+    /// fresh buffers, queued on the default stream (`Model::snapshot` takes the model's lock
+    /// around it).
     pub fn snapshot(&self, device: &Device, cfg: &ModelConfig) -> Result<State, DeviceError> {
         let mut copy = State::new(device, cfg, self.max_ctx)?;
         let stream = device.default_stream();
@@ -88,6 +131,11 @@ impl State {
         }
         copy.pos = self.pos;
         Ok(copy)
+    }
+
+    /// The counters of this state's decode graphs (`step`'s and `step_greedy`'s, summed).
+    pub fn graph_stats(&self) -> GraphStats {
+        self.graphs.stats()
     }
 
     /// Back to position 0: the GDN conv rings and delta-rule states are zeroed (the KV cache

@@ -1,18 +1,18 @@
 //! The one place the scheduler runs the engine: a decode step over every decoding sequence,
 //! and a prefill chunk of one sequence's prompt.
 //!
-//! `decode` is one `Engine::step_batch` over all decoding sequences: the stateless work (norms,
+//! `decode` is one `Model::step_batch` over all decoding sequences: the stateless work (norms,
 //! projections, the MoE, the output head) runs once over every row through the rows kernels,
 //! each sequence's stateful work (RoPE, its KV cache, its GDN state) on its own `State`.
-//! `prefill` swaps the sequence's state in and feeds the chunk as one batched prefill
-//! (`PrefillMode::Batched`). Every rows kernel is proven, while the crate compiles, to compute
+//! `prefill` feeds the chunk to the sequence's state as one batched prefill
+//! (`Model::prefill`, `PrefillMode::Batched`). Every rows kernel is proven, while the crate compiles, to compute
 //! row for row what its m = 1 kernel computes, so a sequence's logits are the bytes it would get
 //! alone, whatever else is in flight (batch invariance). With staged experts `step_batch`
-//! streams whole layers for a batch of at least `Engine::staged_batch_rows` rows and steps
+//! streams whole layers for a batch of at least `Model::staged_batch_rows` rows and steps
 //! smaller ones row by row through the slot cache (see there); the bytes are the same. Must never reorder rows'
 //! results.
 
-use crate::engine::{Engine, EngineError, Logits, PrefillMode, State};
+use crate::engine::{EngineError, Logits, Model, PrefillMode, State};
 use crate::server::metrics::{self, Metrics};
 use crate::tokenizer::TokenId;
 
@@ -22,12 +22,12 @@ use crate::tokenizer::TokenId;
 /// (the driver, or a bug in baro), every row in it fails, because part of the step may have
 /// run on their states and stepping them again would not give their bytes.
 pub fn decode(
-    engine: &mut Engine,
+    model: &Model,
     rows: &mut [(&mut State, TokenId)],
     metrics: &Metrics,
 ) -> Vec<Result<Vec<f32>, EngineError>> {
     let checks: Vec<Result<(), EngineError>> =
-        rows.iter().map(|(state, token)| engine.check_step(state, *token)).collect();
+        rows.iter().map(|(state, token)| model.check_step(state, *token)).collect();
     let mut valid: Vec<(&mut State, TokenId)> = rows
         .iter_mut()
         .zip(&checks)
@@ -35,7 +35,7 @@ pub fn decode(
         .map(|((state, token), _)| (&mut **state, *token))
         .collect();
     let n = valid.len();
-    let stepped: Vec<Result<Vec<f32>, EngineError>> = match engine.step_batch(&mut valid) {
+    let stepped: Vec<Result<Vec<f32>, EngineError>> = match model.step_batch(&mut valid) {
         Ok(s) => {
             if s.rows_batched > 1 {
                 metrics::add(&metrics.batched_steps, 1);
@@ -63,7 +63,7 @@ pub fn decode(
 /// Feeds `tokens` (not empty) to `state` as one batched prefill; returns the logits after the
 /// last one.
 pub fn prefill(
-    engine: &mut Engine,
+    model: &Model,
     state: &mut State,
     tokens: &[TokenId],
     metrics: &Metrics,
@@ -75,10 +75,7 @@ pub fn prefill(
             found: "none (a bug in baro)".into(),
         });
     }
-    engine.swap_state(state);
-    let result = engine.prefill(tokens, PrefillMode::Batched { chunk: tokens.len() }, Logits::Last);
-    engine.swap_state(state);
-    let done = result?;
+    let done = model.prefill(state, tokens, PrefillMode::Batched { chunk: tokens.len() }, Logits::Last)?;
     metrics::add(&metrics.prompt_tokens_batched, done.rows_batched as u64);
     Ok(done.logits)
 }

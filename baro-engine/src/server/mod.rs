@@ -5,8 +5,8 @@
 //!
 //! The routes parse and check a request (`body`, `params`), render the chat template, tokenize,
 //! take a place in the bounded queue and hand a `Job` to the scheduler thread, which owns the
-//! `Engine` and steps every active sequence together (`scheduler`, `batch`), each in its own
-//! state, so a request's tokens and log-probabilities are the same bytes whatever else is in
+//! `Model` and steps every active sequence together (`scheduler`, `batch`), each in its own
+//! `State`, so a request's tokens and log-probabilities are the same bytes whatever else is in
 //! flight. A client that goes away closes its event channel and the scheduler frees its
 //! sequence. Nothing here launches a kernel or calls a driver: the engine does.
 
@@ -33,7 +33,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, OnceLock};
 
-use crate::engine::Engine;
+use crate::engine::Model;
 use crate::tokenizer::{ChatTemplate, Tokenizer};
 
 pub use error::{ApiError, ErrorKind, Flavor};
@@ -44,7 +44,8 @@ pub use scheduler::SchedulerConfig;
 
 /// The model a server serves, with its text side.
 pub struct ServerModel {
-    pub engine: Engine,
+    /// The weights and kernels every request's sequence is stepped on.
+    pub model: Model,
     pub tokenizer: Tokenizer,
     pub template: ChatTemplate,
     /// The name clients use (`model` in requests).
@@ -110,7 +111,7 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// Unix seconds at start (`created` of `/v1/models`).
     pub started: u64,
-    /// `config.limits.ctx` capped by the engine's context at load.
+    /// `config.limits.ctx` capped by the model's context at load.
     limits_ctx: AtomicUsize,
     /// Set once, when the model has loaded; until then requests get 503 "loading".
     ready: OnceLock<Ready>,
@@ -119,8 +120,8 @@ pub struct App {
 }
 
 impl Drop for App {
-    /// Closes the job queue and waits for the scheduler thread to drop the engine, so no
-    /// engine teardown runs on after its server is gone (racing the process's exit and the
+    /// Closes the job queue and waits for the scheduler thread to drop the model, so no
+    /// model teardown runs on after its server is gone (racing the process's exit and the
     /// code generator's global destructors).
     fn drop(&mut self) {
         drop(self.ready.take());
@@ -187,20 +188,19 @@ impl Server {
 }
 
 impl App {
-    /// Starts the scheduler thread on `model`'s engine; from then on requests are served. The
-    /// context limit is capped by the engine's own capacity. Fails if called twice.
+    /// Starts the scheduler thread on `model`; from then on requests are served. The context
+    /// limit is capped by the model's own capacity. Fails if called twice.
     pub fn load(&self, model: ServerModel) -> std::io::Result<()> {
         let app = self;
-        let engine_ctx = model.engine.new_state().map(|s| s.max_ctx).unwrap_or(app.config.limits.ctx);
-        let ctx = app.config.limits.ctx.min(engine_ctx).max(1);
+        let ctx = app.config.limits.ctx.min(model.model.max_context()).max(1);
         app.limits_ctx.store(ctx, std::sync::atomic::Ordering::Relaxed);
-        let ServerModel { mut engine, tokenizer, template, .. } = model;
+        let ServerModel { model, tokenizer, template, .. } = model;
         // The largest step the scheduler runs is max_batch decode rows or one prefill chunk:
         // its scratch is allocated now, a clear error here rather than an out-of-memory
         // mid-request.
         let scheduler = app.config.scheduler;
         let rows = scheduler.max_batch.max(scheduler.prefill_chunk);
-        engine.reserve_rows(rows).map_err(|e| {
+        model.reserve_rows(rows).map_err(|e| {
             std::io::Error::other(format!("reserving device scratch for {rows} rows (max_batch / prefill_chunk): {e}"))
         })?;
         let template_source = tokenizer.chat_template().unwrap_or_default().to_string();
@@ -215,7 +215,7 @@ impl App {
         }
         let handle = std::thread::Builder::new()
             .name("baro-scheduler".into())
-            .spawn(move || scheduler::run(engine, &t, rx, scheduler, m, log))?;
+            .spawn(move || scheduler::run(model, &t, rx, scheduler, m, log))?;
         if let Ok(mut slot) = self.scheduler.lock() {
             *slot = Some(handle);
         }
@@ -242,7 +242,7 @@ impl App {
         self.ready.get().is_some()
     }
 
-    /// The context each sequence holds (the configured one, capped by the engine's at load).
+    /// The context each sequence holds (the configured one, capped by the model's at load).
     pub fn ctx(&self) -> usize {
         self.limits_ctx.load(std::sync::atomic::Ordering::Relaxed)
     }

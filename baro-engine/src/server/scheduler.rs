@@ -1,4 +1,4 @@
-//! The scheduler thread: owns the `Engine`, takes jobs from the routes, and steps every active
+//! The scheduler thread: owns the `Model`, takes jobs from the routes, and steps every active
 //! sequence together, one tick at a time.
 //!
 //! A tick is: drop sequences whose client went away (their state is freed at once); admit
@@ -15,7 +15,7 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::engine::Engine;
+use crate::engine::Model;
 use crate::sampling::Sampler;
 use crate::server::batch;
 use crate::server::job::{Event, Job};
@@ -42,7 +42,7 @@ pub struct SchedulerConfig {
 /// Runs until `jobs` is closed and no work remains.
 /// `log`: each request writes one line to stderr when it ends (`Sequence::log_line`).
 pub fn run(
-    mut engine: Engine,
+    model: Model,
     tokenizer: &Tokenizer,
     jobs: Receiver<Job>,
     config: SchedulerConfig,
@@ -86,12 +86,12 @@ pub fn run(
         retire(&mut active, &mut cache, &metrics);
         while active.len() < config.max_batch.max(1) {
             let Some(job) = waiting.pop_front() else { break };
-            if let Some(s) = admit(&engine, tokenizer, job, &mut cache, &mut blocks, &metrics, log) {
+            if let Some(s) = admit(&model, tokenizer, job, &mut cache, &mut blocks, &metrics, log) {
                 active.push(s);
             }
         }
         metrics.active.store(active.len(), std::sync::atomic::Ordering::Relaxed);
-        tick(&mut engine, &mut active, config.prefill_chunk.max(1), &mut blocks, &metrics);
+        tick(&model, &mut active, config.prefill_chunk.max(1), &mut blocks, &metrics);
         retire(&mut active, &mut cache, &metrics);
         metrics.add_busy(start.elapsed());
     }
@@ -99,7 +99,7 @@ pub fn run(
 
 /// A sequence for `job`, with a cached state when one holds a prefix of its prompt.
 fn admit<'t>(
-    engine: &Engine,
+    model: &Model,
     tokenizer: &'t Tokenizer,
     job: Job,
     cache: &mut PrefixCache,
@@ -119,7 +119,7 @@ fn admit<'t>(
     };
     // The longer of the two caches' prefixes; a block hit is a copy (the entry stays).
     let whole = if cache.is_enabled() { cache.peek(&job.prompt) } else { 0 };
-    let block = blocks.lookup(&job.prompt).map(|(state, n)| (state.snapshot(engine.device(), engine.config()), n));
+    let block = blocks.lookup(&job.prompt).map(|(state, n)| (model.snapshot(state), n));
     if cache.is_enabled() || blocks.is_enabled() {
         metrics::add(&metrics.cache_lookups, 1);
     }
@@ -138,7 +138,7 @@ fn admit<'t>(
             metrics::add(&metrics.cached_tokens, n as u64);
             (state, n)
         }
-        None => match engine.new_state() {
+        None => match model.new_state() {
             Ok(s) => (s, 0),
             Err(e) => return fail(job, format!("cannot allocate a sequence state: {e}")),
         },
@@ -149,17 +149,11 @@ fn admit<'t>(
 }
 
 /// One decode step for every decoding sequence, then one prefill chunk.
-fn tick(
-    engine: &mut Engine,
-    active: &mut [Sequence<'_>],
-    prefill_chunk: usize,
-    blocks: &mut BlockCache,
-    metrics: &Metrics,
-) {
+fn tick(model: &Model, active: &mut [Sequence<'_>], prefill_chunk: usize, blocks: &mut BlockCache, metrics: &Metrics) {
     let decoding: Vec<usize> = (0..active.len()).filter(|&i| matches!(active[i].phase(), Phase::Decode(_))).collect();
     let mut rows: Vec<_> = active.iter_mut().filter_map(Sequence::decode_row).collect();
     metrics.batch_peak.fetch_max(rows.len(), std::sync::atomic::Ordering::Relaxed);
-    let logits = batch::decode(engine, &mut rows, metrics);
+    let logits = batch::decode(model, &mut rows, metrics);
     drop(rows);
     for (i, result) in decoding.into_iter().zip(logits) {
         active[i].on_logits(result.map(Some));
@@ -174,12 +168,12 @@ fn tick(
             let chunk = unfed[..n].to_vec();
             let last = n == unfed.len();
             budget -= n;
-            let result = batch::prefill(engine, &mut s.state, &chunk, metrics);
+            let result = batch::prefill(model, &mut s.state, &chunk, metrics);
             metrics::add(&metrics.prompt_tokens, n as u64);
             let ok = result.is_ok();
             s.on_logits(result.map(|l| last.then_some(l)));
             if ok && blocks.wants(s.fed()) {
-                if let Ok(copy) = s.state.snapshot(engine.device(), engine.config()) {
+                if let Ok(copy) = model.snapshot(&s.state) {
                     blocks.put(s.fed().to_vec(), copy);
                     metrics::add(&metrics.block_saves, 1);
                 }

@@ -1,10 +1,10 @@
-//! The batched decode step across sequences (`Engine::step_batch`) against each sequence
-//! stepped alone with `step`, on the tiny fixture from safetensors and from a Q8_0 GGUF: N = 1,
+//! The batched decode step across sequences (`Model::step_batch`) against each sequence
+//! stepped alone with `Model::step`, on the tiny fixture from safetensors and from a Q8_0 GGUF: N = 1,
 //! 2, 5 and 11 sequences (11 crosses the rows matvecs' 8-row tile) with different prompts,
 //! some at position 0 and some deep, stepped together for several steps. Every row's logits
 //! at every step are compared bit for bit with the sequence alone, and so are the logits of one
 //! more step of each sequence alone after the batch (the state the batch left: KV cache, conv
-//! ring, delta-rule state, position). A staged engine (experts in pinned host memory, two slots)
+//! ring, delta-rule state, position). A staged model (experts in pinned host memory, two slots)
 //! gives the same bytes, batched (whole layers streamed) and one row at a time (through the
 //! slot cache). Bad rows are refused before any state changes. `put_row` is an exact
 //! copy. Runs on the host, or with `BARO_TEST_DEVICE=cuda` (or `hip`) on a GPU.
@@ -13,7 +13,7 @@ use crate::common;
 
 use baro_dsl::runtime::DeviceArg as A;
 use baro_engine::engine::staging::MemoryMode;
-use baro_engine::engine::{Engine, EngineError, EngineOptions, Logits, ModelSource, Precision, PrefillMode, State};
+use baro_engine::engine::{EngineError, EngineOptions, Logits, Model, ModelSource, Precision, PrefillMode, State};
 use baro_engine::kernels::embed;
 use common::{dev, tiny_f32, tiny_q8_0, Rng};
 
@@ -34,14 +34,12 @@ fn prompt_len(r: usize) -> usize {
     [0, 37, 3, 90, 0, 12, 1, 64, 0, 20, 7][r % 11]
 }
 
-/// A state of `engine` fed `prompt` one `step` at a time.
-fn fed_state(engine: &mut Engine, prompt: &[u32]) -> State {
-    let mut state = engine.new_state().unwrap();
-    engine.swap_state(&mut state);
+/// A state of `model` fed `prompt` one `step` at a time.
+fn fed_state(model: &Model, prompt: &[u32]) -> State {
+    let mut state = model.new_state().unwrap();
     for &t in prompt {
-        engine.step(t).unwrap();
+        model.step(&mut state, t).unwrap();
     }
-    engine.swap_state(&mut state);
     state
 }
 
@@ -49,19 +47,16 @@ fn fed_state(engine: &mut Engine, prompt: &[u32]) -> State {
 type Trace = Vec<Vec<Vec<u32>>>;
 
 /// Each sequence on its own: its prompt, then `STEPS + 1` steps with `step`.
-fn alone(engine: &mut Engine, n: usize, seed: u64) -> Trace {
-    let vocab = engine.config().vocab_size;
+fn alone(model: &Model, n: usize, seed: u64) -> Trace {
+    let vocab = model.config().vocab_size;
     (0..n)
         .map(|r| {
             let prompt = tokens(seed + r as u64, prompt_len(r), vocab);
-            let mut state = fed_state(engine, &prompt);
-            engine.swap_state(&mut state);
-            let out = tokens(1000 + seed + r as u64, STEPS + 1, vocab)
+            let mut state = fed_state(model, &prompt);
+            tokens(1000 + seed + r as u64, STEPS + 1, vocab)
                 .iter()
-                .map(|&t| bits(&engine.step(t).unwrap()))
-                .collect();
-            engine.swap_state(&mut state);
-            out
+                .map(|&t| bits(&model.step(&mut state, t).unwrap()))
+                .collect()
         })
         .collect()
 }
@@ -69,17 +64,17 @@ fn alone(engine: &mut Engine, n: usize, seed: u64) -> Trace {
 /// The same sequences stepped together: `STEPS` calls of `step_batch` over all of them, then one
 /// more step of each alone on the state the batch left. Returns the trace and the rows each
 /// batched call reported.
-fn together(engine: &mut Engine, n: usize, seed: u64) -> (Trace, Vec<usize>) {
-    let vocab = engine.config().vocab_size;
+fn together(model: &Model, n: usize, seed: u64) -> (Trace, Vec<usize>) {
+    let vocab = model.config().vocab_size;
     let mut states: Vec<State> =
-        (0..n).map(|r| fed_state(engine, &tokens(seed + r as u64, prompt_len(r), vocab))).collect();
+        (0..n).map(|r| fed_state(model, &tokens(seed + r as u64, prompt_len(r), vocab))).collect();
     let feeds: Vec<Vec<u32>> = (0..n).map(|r| tokens(1000 + seed + r as u64, STEPS + 1, vocab)).collect();
     let mut trace: Trace = vec![Vec::new(); n];
     let mut batched = Vec::new();
     for step in 0..STEPS {
         let positions: Vec<usize> = states.iter().map(|s| s.pos).collect();
         let mut rows: Vec<(&mut State, u32)> = states.iter_mut().zip(&feeds).map(|(s, f)| (s, f[step])).collect();
-        let stepped = engine.step_batch(&mut rows).unwrap();
+        let stepped = model.step_batch(&mut rows).unwrap();
         drop(rows);
         assert_eq!(stepped.logits.len(), n);
         batched.push(stepped.rows_batched);
@@ -90,9 +85,7 @@ fn together(engine: &mut Engine, n: usize, seed: u64) -> (Trace, Vec<usize>) {
         }
     }
     for (r, state) in states.iter_mut().enumerate() {
-        engine.swap_state(state);
-        trace[r].push(bits(&engine.step(feeds[r][STEPS]).unwrap()));
-        engine.swap_state(state);
+        trace[r].push(bits(&model.step(state, feeds[r][STEPS]).unwrap()));
     }
     (trace, batched)
 }
@@ -115,8 +108,8 @@ fn compare(want: &Trace, got: &Trace, what: &str) {
     }
 }
 
-fn engine(source: &ModelSource, vram_budget: Option<u64>) -> Engine {
-    Engine::new(
+fn model(source: &ModelSource, vram_budget: Option<u64>) -> Model {
+    Model::new(
         dev(),
         source,
         EngineOptions {
@@ -135,7 +128,7 @@ fn batch_equals_alone(source: &ModelSource, what: &str) {
 }
 
 pub(crate) fn batch_equals_alone_in(source: &ModelSource, what: &str, precision: Precision) {
-    let mut e = Engine::new(
+    let e = Model::new(
         dev(),
         source,
         EngineOptions { max_ctx: MAX_CTX, vram_budget: None, expert_slots: 64, precision, ..EngineOptions::default() },
@@ -143,8 +136,8 @@ pub(crate) fn batch_equals_alone_in(source: &ModelSource, what: &str, precision:
     .unwrap();
     assert_eq!(e.memory_plan().mode, MemoryMode::Resident);
     for (n, seed) in [(1usize, 10u64), (2, 20), (5, 30), (11, 40)] {
-        let want = alone(&mut e, n, seed);
-        let (got, batched) = together(&mut e, n, seed);
+        let want = alone(&e, n, seed);
+        let (got, batched) = together(&e, n, seed);
         assert_eq!(batched, vec![n; STEPS], "{what}: every step of {n} rows ran through the rows kernels together");
         compare(&want, &got, &format!("{what}, {n} rows"));
         // The check can fail: rows of different sequences do differ.
@@ -170,17 +163,17 @@ fn batched_step_is_each_sequence_alone_from_q8_0_gguf() {
 #[test]
 fn staged_batched_step_gives_the_resident_bytes() {
     let source = tiny_f32();
-    let mut resident = engine(&source, None);
+    let resident = model(&source, None);
     let budget = resident.memory_plan().needs.staged(2);
-    let mut staged = engine(&source, Some(budget));
+    let mut staged = model(&source, Some(budget));
     assert!(matches!(staged.memory_plan().mode, MemoryMode::Staged { slots: 2, .. }));
     // 8 experts top-2: from 2 rows on, a staged batch streams whole layers.
     assert_eq!(staged.staged_batch_rows(), 2);
     assert_eq!(resident.staged_batch_rows(), 1);
     for (n, rows_batched) in [(5, 5), (1, 0)] {
-        let want = alone(&mut resident, n, 50);
+        let want = alone(&resident, n, 50);
         let misses = staged.expert_cache_stats().unwrap().misses;
-        let (got, batched) = together(&mut staged, n, 50);
+        let (got, batched) = together(&staged, n, 50);
         assert_eq!(
             batched,
             vec![rows_batched; STEPS],
@@ -197,14 +190,14 @@ fn staged_batched_step_gives_the_resident_bytes() {
 
 #[test]
 fn bad_rows_are_refused_before_any_state_changes() {
-    let mut e = engine(&tiny_f32(), None);
+    let e = model(&tiny_f32(), None);
     let vocab = e.config().vocab_size as u32;
-    let mut a = fed_state(&mut e, &[1, 2, 3]);
+    let mut a = fed_state(&e, &[1, 2, 3]);
     let mut b = e.new_state().unwrap();
     let err = e.step_batch(&mut [(&mut a, 5), (&mut b, vocab + 7)]).unwrap_err();
     assert!(matches!(err, EngineError::BadToken { token, .. } if token == vocab + 7), "{err}");
     assert_eq!((a.pos, b.pos), (3, 0), "a refused batch feeds nothing");
-    let mut full = fed_state(&mut e, &tokens(3, MAX_CTX, vocab as usize));
+    let mut full = fed_state(&e, &tokens(3, MAX_CTX, vocab as usize));
     let err = e.step_batch(&mut [(&mut a, 5), (&mut full, 1)]).unwrap_err();
     assert!(matches!(err, EngineError::ContextFull { pos, max_ctx } if pos == MAX_CTX && max_ctx == MAX_CTX), "{err}");
     assert_eq!((a.pos, full.pos), (3, MAX_CTX));
@@ -234,36 +227,34 @@ fn put_row_is_an_exact_copy_into_one_row() {
 #[test]
 fn reserved_rows_make_batched_steps_and_chunks_allocate_nothing() {
     let source = tiny_f32();
-    let budget = engine(&source, None).memory_plan().needs.staged(2);
+    let budget = model(&source, None).memory_plan().needs.staged(2);
     for vram_budget in [None, Some(budget)] {
-        reserved_rows_allocate_nothing(engine(&source, vram_budget));
+        reserved_rows_allocate_nothing(model(&source, vram_budget));
     }
 }
 
-fn reserved_rows_allocate_nothing(mut engine: Engine) {
-    let vocab = engine.config().vocab_size;
-    engine.reserve_rows(5).unwrap();
+fn reserved_rows_allocate_nothing(model: Model) {
+    let vocab = model.config().vocab_size;
+    model.reserve_rows(5).unwrap();
     let mut states: Vec<State> =
-        (0..5).map(|r| fed_state(&mut engine, &tokens(40 + r as u64, prompt_len(r), vocab))).collect();
-    let mut chunk_state = engine.new_state().unwrap();
-    let before = engine.device().allocated_bytes();
+        (0..5).map(|r| fed_state(&model, &tokens(40 + r as u64, prompt_len(r), vocab))).collect();
+    let mut chunk_state = model.new_state().unwrap();
+    let before = model.device().allocated_bytes();
     for step in 0..3 {
         // 5, 4, 3 rows: all within the reservation.
         let mut rows: Vec<(&mut State, u32)> = states.iter_mut().skip(step).map(|s| (s, 7 + step as u32)).collect();
-        assert!(engine.step_batch(&mut rows).unwrap().rows_batched > 0);
+        assert!(model.step_batch(&mut rows).unwrap().rows_batched > 0);
     }
-    engine.swap_state(&mut chunk_state);
-    engine.prefill(&tokens(99, 20, vocab), PrefillMode::Batched { chunk: 5 }, Logits::Last).unwrap();
-    engine.swap_state(&mut chunk_state);
+    model.prefill(&mut chunk_state, &tokens(99, 20, vocab), PrefillMode::Batched { chunk: 5 }, Logits::Last).unwrap();
     assert_eq!(
-        engine.device().allocated_bytes(),
+        model.device().allocated_bytes(),
         before,
         "device bytes allocated by steps and chunks within the reservation"
     );
     // Beyond it the scratch grows (the check above can fail).
-    let mut more: Vec<State> = (0..6).map(|_| engine.new_state().unwrap()).collect();
-    let grown = engine.device().allocated_bytes();
+    let mut more: Vec<State> = (0..6).map(|_| model.new_state().unwrap()).collect();
+    let grown = model.device().allocated_bytes();
     let mut rows: Vec<(&mut State, u32)> = more.iter_mut().map(|s| (s, 3)).collect();
-    engine.step_batch(&mut rows).unwrap();
-    assert!(engine.device().allocated_bytes() > grown, "6 rows exceed the 5 reserved");
+    model.step_batch(&mut rows).unwrap();
+    assert!(model.device().allocated_bytes() > grown, "6 rows exceed the 5 reserved");
 }

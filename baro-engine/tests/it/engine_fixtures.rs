@@ -91,7 +91,7 @@ fn matches_reference(name: &str) {
     let ck = HfCheckpoint::open(&fixture(name)).unwrap();
     let mut engine =
         Engine::new(dev(), &ModelSource::Hf(ck), EngineOptions { max_ctx: 256, ..EngineOptions::default() }).unwrap();
-    let vocab = engine.config().vocab_size;
+    let vocab = engine.model.config().vocab_size;
     let mut failures = Vec::new();
     for (i, p) in prompts(name).iter().enumerate() {
         let got = replay(&mut engine, p);

@@ -1,13 +1,14 @@
 //! Resident decode through launch graphs (`EngineOptions::graphs`, on by default) gives the
 //! same bits as launching each kernel: on the tiny fixture (f32, and as a Q8_0 GGUF in the q8
 //! mode), every position of every fixture sequence, `step`'s logits and `step_greedy`'s
-//! tokens, interleaved, across resets and a swapped-in second sequence state (new buffer
-//! addresses: the graph's nodes updated in place). Each kind of step builds its graph once.
+//! tokens, interleaved, across resets and on a second sequence state with its own graphs.
+//! Each kind of step builds its graph once per state, and is updated in place from step to
+//! step (the position's words change).
 //! Staged decode launches one by one. With `BARO_TEST_DEVICE=cuda` the graphs are CUDA graphs.
 
 use crate::common;
 
-use baro_engine::engine::{Engine, EngineOptions, ModelSource, Precision};
+use baro_engine::engine::{Engine, EngineOptions, Model, ModelSource, Precision, State};
 use common::{dev, fixture, tiny_f32, tiny_q8_0};
 
 /// Every fixture prompt (prompt tokens, then its greedy tokens).
@@ -27,45 +28,46 @@ enum Seen {
 }
 
 /// Every sequence token by token, `step` and `step_greedy` alternating, then the first
-/// sequence again on a second state swapped in and back out.
-fn run(engine: &mut Engine) -> Vec<Seen> {
+/// sequence again on a second state, then two more tokens on the first. Returns what was
+/// seen and the second state.
+fn run(engine: &mut Engine) -> (Vec<Seen>, State) {
     let mut seen = Vec::new();
-    let mut feed = |engine: &mut Engine, seq: &[u32]| {
+    let mut feed = |model: &Model, state: &mut State, seq: &[u32]| {
         for (i, &t) in seq.iter().enumerate() {
             seen.push(if i % 3 == 2 {
-                Seen::Pick(engine.step_greedy(t).unwrap())
+                Seen::Pick(model.step_greedy(state, t).unwrap())
             } else {
-                Seen::Logits(engine.step(t).unwrap().iter().map(|v| v.to_bits()).collect())
+                Seen::Logits(model.step(state, t).unwrap().iter().map(|v| v.to_bits()).collect())
             });
         }
     };
     let seqs = sequences();
     for seq in &seqs {
         engine.reset().unwrap();
-        feed(engine, seq);
+        feed(&engine.model, &mut engine.state, seq);
     }
-    let mut other = engine.new_state().unwrap();
-    engine.swap_state(&mut other);
-    feed(engine, &seqs[0]);
-    engine.swap_state(&mut other);
-    feed(engine, &seqs[1][..2]);
-    seen
+    let mut other = engine.model.new_state().unwrap();
+    feed(&engine.model, &mut other, &seqs[0]);
+    feed(&engine.model, &mut engine.state, &seqs[1][..2]);
+    (seen, other)
 }
 
 fn check(source: &ModelSource, what: &str, precision: Precision) {
     let options = |graphs| EngineOptions { max_ctx: 256, precision, graphs, ..EngineOptions::default() };
     let mut on = Engine::new(dev(), source, options(true)).unwrap();
     let mut off = Engine::new(dev(), source, options(false)).unwrap();
-    assert!(on.decode_graphs() && !off.decode_graphs(), "{what}: graphs on and off");
-    let (a, b) = (run(&mut on), run(&mut off));
+    assert!(on.model.decode_graphs() && !off.model.decode_graphs(), "{what}: graphs on and off");
+    let ((a, other), (b, _)) = (run(&mut on), run(&mut off));
     assert_eq!(a.len(), b.len());
     for (i, (x, y)) in a.iter().zip(&b).enumerate() {
         assert!(x == y, "{what}: step {i} differs between launch graphs on and off");
     }
-    let stats = on.decode_graph_stats().unwrap();
-    assert_eq!(stats.replays, a.len() as u64, "{what}: every step replayed a graph");
-    assert_eq!(stats.builds, 2, "{what}: each kind of step built its graph once ({stats:?})");
-    assert!(stats.updated_nodes > 0, "{what}: positions change parameter words ({stats:?})");
+    let (stats, second) = (on.decode_graph_stats().unwrap(), other.graph_stats());
+    assert_eq!(stats.replays + second.replays, a.len() as u64, "{what}: every step replayed a graph");
+    for (state, s) in [("first", stats), ("second", second)] {
+        assert_eq!(s.builds, 2, "{what}: each kind of step built its graph once on the {state} state ({s:?})");
+        assert!(s.updated_nodes > 0, "{what}: positions change parameter words ({s:?})");
+    }
     assert_eq!(off.decode_graph_stats(), None);
 }
 
@@ -82,14 +84,14 @@ fn q8_decode_through_launch_graphs_equals_plain_launches() {
 #[test]
 fn staged_decode_launches_one_by_one() {
     let resident = Engine::new(dev(), &tiny_f32(), EngineOptions { max_ctx: 64, ..EngineOptions::default() }).unwrap();
-    let minimum = resident.memory_plan().needs.staged(resident.config().n_experts_used);
+    let minimum = resident.model.memory_plan().needs.staged(resident.model.config().n_experts_used);
     let mut staged = Engine::new(
         dev(),
         &tiny_f32(),
         EngineOptions { max_ctx: 64, vram_budget: Some(minimum), ..EngineOptions::default() },
     )
     .unwrap();
-    assert!(staged.decode_slots().is_some() && !staged.decode_graphs());
+    assert!(staged.model.decode_slots().is_some() && !staged.model.decode_graphs());
     staged.step(1).unwrap();
     staged.step_greedy(2).unwrap();
     assert_eq!(staged.decode_graph_stats().map(|s| s.replays), Some(0));

@@ -41,7 +41,7 @@ fn sequences() -> Vec<Vec<u32>> {
 fn replay(source: &ModelSource, precision: Precision) -> Vec<f32> {
     let mut engine =
         Engine::new(dev(), source, EngineOptions { max_ctx: 256, precision, ..EngineOptions::default() }).unwrap();
-    assert_eq!(engine.precision(), precision);
+    assert_eq!(engine.model.precision(), precision);
     let mut out = Vec::new();
     for seq in sequences() {
         engine.reset().unwrap();
@@ -135,7 +135,7 @@ fn q8_k_quants_batched_prefill_is_replay_and_batched_step_is_alone() {
             EngineOptions { max_ctx: 96, precision: Precision::Q8, ..EngineOptions::default() },
         )
         .unwrap();
-        let vocab = engine.config().vocab_size;
+        let vocab = engine.model.config().vocab_size;
         let mut rng = Rng(7);
         let prompt: Vec<u32> = (0..37).map(|_| (rng.next_u64() % vocab as u64) as u32).collect();
         let batched = engine.prefill(&prompt, PrefillMode::Batched { chunk: 16 }, Logits::All).unwrap();
@@ -149,26 +149,21 @@ fn q8_k_quants_batched_prefill_is_replay_and_batched_step_is_alone() {
             replay.logits.len()
         );
         // The batched step over three sequences at different positions, against each alone.
-        let mut states: Vec<_> = (0..3).map(|_| engine.new_state().unwrap()).collect();
+        let mut states: Vec<_> = (0..3).map(|_| engine.model.new_state().unwrap()).collect();
         for (r, st) in states.iter_mut().enumerate() {
-            engine.swap_state(st);
-            engine.reset().unwrap();
-            engine.prefill(&prompt[..5 + 9 * r], PrefillMode::Replay, Logits::Last).unwrap();
-            engine.swap_state(st);
+            engine.model.reset(st).unwrap();
+            engine.model.prefill(st, &prompt[..5 + 9 * r], PrefillMode::Replay, Logits::Last).unwrap();
         }
         let alone: Vec<Vec<f32>> = states
             .iter()
             .enumerate()
             .map(|(r, st)| {
-                let mut copy = st.snapshot(engine.device(), engine.config()).unwrap();
-                engine.swap_state(&mut copy);
-                let l = engine.step(prompt[30 + r]).unwrap();
-                engine.swap_state(&mut copy);
-                l
+                let mut copy = engine.model.snapshot(st).unwrap();
+                engine.model.step(&mut copy, prompt[30 + r]).unwrap()
             })
             .collect();
         let mut rows: Vec<_> = states.iter_mut().enumerate().map(|(r, st)| (st, prompt[30 + r])).collect();
-        let together = engine.step_batch(&mut rows).unwrap();
+        let together = engine.model.step_batch(&mut rows).unwrap();
         assert_eq!(together.rows_batched, 3);
         for (r, (a, b)) in alone.iter().zip(&together.logits).enumerate() {
             assert!(

@@ -34,7 +34,7 @@ fn check(source: &ModelSource, what: &str) {
 pub(crate) fn check_in(source: &ModelSource, what: &str, precision: Precision) {
     let mut engine =
         Engine::new(dev(), source, EngineOptions { max_ctx: 512, precision, ..EngineOptions::default() }).unwrap();
-    let vocab = engine.config().vocab_size;
+    let vocab = engine.model.config().vocab_size;
     for (seed, len, chunk) in [(1u64, 37usize, 8usize), (2, 64, 64), (3, 100, 33), (4, 5, 16), (5, 129, 128)] {
         let p = prompt(seed, len, vocab);
         engine.reset().unwrap();

@@ -102,8 +102,8 @@ fn engine(vram_budget: Option<u64>, expert_slots: usize) -> Result<Engine, Engin
 #[test]
 fn the_engine_refuses_a_too_small_budget_and_runs_at_the_minimum() {
     let resident = engine(None, 64).unwrap();
-    let n = resident.memory_plan().needs.clone();
-    let cfg = resident.config().clone();
+    let n = resident.model.memory_plan().needs.clone();
+    let cfg = resident.model.config().clone();
     assert!(n.fixed > 0 && n.per_expert.len() == cfg.n_layers);
     let minimum = n.staged(cfg.n_experts_used);
     let err = engine(Some(minimum - 1), 64).err().expect("a budget one byte short fails");
@@ -113,8 +113,8 @@ fn the_engine_refuses_a_too_small_budget_and_runs_at_the_minimum() {
     assert!(text.starts_with("vram budget: expected at least"), "{text}");
     assert!(text.contains(&format!("found {} ({} bytes)", format_bytes(minimum - 1), minimum - 1)), "{text}");
     let mut at_min = engine(Some(minimum), 64).unwrap();
-    assert_eq!(at_min.memory_plan().mode, MemoryMode::Staged { slots: cfg.n_experts_used, asked: cfg.n_experts });
-    assert_eq!(at_min.memory_plan().device_bytes(), minimum);
+    assert_eq!(at_min.model.memory_plan().mode, MemoryMode::Staged { slots: cfg.n_experts_used, asked: cfg.n_experts });
+    assert_eq!(at_min.model.memory_plan().device_bytes(), minimum);
     at_min.generate(&[1, 2, 3], 4).unwrap();
     let err = engine(Some(minimum), 1).err().expect("fewer slots than top-k");
     assert_eq!(
@@ -157,7 +157,7 @@ fn cli_budget_flags_check_their_input() {
 fn a_staged_cli_run_reports_the_plan_and_the_hit_rate() {
     // The CLI's KV cache holds the model's 4096 positions: plan with the same.
     let resident = Engine::new(dev(), &tiny(), EngineOptions { max_ctx: 4096, ..EngineOptions::default() }).unwrap();
-    let budget = resident.memory_plan().needs.staged(3).to_string();
+    let budget = resident.model.memory_plan().needs.staged(3).to_string();
     drop(resident);
     let tiny = fixture("tiny");
     let args = [

@@ -46,18 +46,22 @@ fn run(e: &mut Engine, seqs: &[(Vec<u32>, Vec<u32>)]) -> (Vec<Vec<u32>>, Vec<Vec
 fn staged_equals_resident(source: &ModelSource, what: &str, slot_counts: &[usize]) {
     let seqs = sequences("tiny");
     let mut resident = engine(source, None, 64);
-    assert_eq!(resident.memory_plan().mode, MemoryMode::Resident);
-    assert!(resident.expert_cache_stats().is_none());
+    assert_eq!(resident.model.memory_plan().mode, MemoryMode::Resident);
+    assert!(resident.model.expert_cache_stats().is_none());
     let (want_logits, want_tokens) = run(&mut resident, &seqs);
-    let needs = resident.memory_plan().needs.clone();
-    let cfg = resident.config().clone();
+    let needs = resident.model.memory_plan().needs.clone();
+    let cfg = resident.model.config().clone();
     for &slots in slot_counts {
         // Exactly the staged layout with `slots` slots (two staging sets of a whole layer
         // included: with 4 layers of 8 experts, at most 3 slots stay below resident).
         let budget = needs.staged(slots);
         assert!(budget < needs.resident(), "{what}: the staged layout must be smaller than resident");
         let mut staged = engine(source, Some(budget), 64);
-        assert_eq!(staged.memory_plan().mode, MemoryMode::Staged { slots, asked: 64.min(cfg.n_experts) }, "{what}");
+        assert_eq!(
+            staged.model.memory_plan().mode,
+            MemoryMode::Staged { slots, asked: 64.min(cfg.n_experts) },
+            "{what}"
+        );
         let (logits, tokens) = run(&mut staged, &seqs);
         for (i, (a, b)) in want_logits.iter().zip(&logits).enumerate() {
             let differ = a.iter().zip(b).filter(|(x, y)| x != y).count();
@@ -69,10 +73,10 @@ fn staged_equals_resident(source: &ModelSource, what: &str, slot_counts: &[usize
             );
         }
         assert_eq!(tokens, want_tokens, "{what}, {slots} slots: greedy tokens differ");
-        let s = staged.expert_cache_stats().unwrap();
+        let s = staged.model.expert_cache_stats().unwrap();
         let positions: usize = seqs.iter().map(|(p, g)| 2 * p.len() + g.len() + g.len().saturating_sub(1)).sum();
         let lookups = (positions * cfg.n_layers * cfg.n_experts_used) as u64;
-        let slots_info = staged.decode_slots().unwrap();
+        let slots_info = staged.model.decode_slots().unwrap();
         let mut per_layer = CacheStats::default();
         for l in slots_info.layer_stats() {
             assert_eq!(l.hits + l.misses, l.lookups);
@@ -130,9 +134,9 @@ fn tiny_q8_0_gguf_staged_logits_and_tokens_equal_resident_bytes() {
 fn staged_prefill_equals_resident(source: &ModelSource, what: &str) {
     use baro_engine::engine::{Logits, PrefillMode};
     let mut resident = engine(source, None, 64);
-    let needs = resident.memory_plan().needs.clone();
+    let needs = resident.model.memory_plan().needs.clone();
     let mut staged = engine(source, Some(needs.staged(2)), 64);
-    assert!(matches!(staged.memory_plan().mode, MemoryMode::Staged { slots: 2, .. }));
+    assert!(matches!(staged.model.memory_plan().mode, MemoryMode::Staged { slots: 2, .. }));
     for (n, (prompt, greedy)) in sequences("tiny").iter().enumerate() {
         // Longer prompts (prompt ++ greedy) so that chunks of 5 cross chunk boundaries.
         let tokens: Vec<u32> = prompt.iter().chain(greedy).copied().collect();

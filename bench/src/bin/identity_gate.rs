@@ -101,8 +101,8 @@ fn main_inner(cli: Cli) -> Result<bool, String> {
         ..EngineOptions::default()
     };
     let mut engine = Engine::new(device, &source, options).map_err(|e| e.to_string())?;
-    engine.set_reordered_attention(cli.negative_control);
-    let cfg = engine.config().clone();
+    engine.model.set_reordered_attention(cli.negative_control);
+    let cfg = engine.model.config().clone();
     let mut lines = vec![
         meta.markdown_header(),
         format!(
@@ -115,8 +115,8 @@ fn main_inner(cli: Cli) -> Result<bool, String> {
             cfg.vocab_size,
             cases.len(),
             cli.seed,
-            engine.memory_plan(),
-            engine.precision().name(),
+            engine.model.memory_plan(),
+            engine.model.precision().name(),
             if cli.negative_control { "REORDERED (negative control, opted out of identity)" } else { "attention_rows (the verified sibling)" }
         ),
     ];

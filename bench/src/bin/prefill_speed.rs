@@ -95,11 +95,11 @@ fn main_inner(cli: Cli) -> Result<(), String> {
         EngineOptions { max_ctx: longest + 1, vram_budget, precision: cli.precision, ..EngineOptions::default() },
     )
     .map_err(|e| e.to_string())?;
-    let cfg = engine.config().clone();
+    let cfg = engine.model.config().clone();
     let seq = sequence(7, longest, cfg.vocab_size);
     let mut lines = vec![
         meta.markdown_header(),
-        format!("model {} ({} layers, hidden {}, {} experts top-{}), chunk {}, precision {}, memory: {}", cli.model.display(), cfg.n_layers, cfg.hidden_dim, cfg.n_experts, cfg.n_experts_used, cli.chunk, engine.precision().name(), engine.memory_plan()),
+        format!("model {} ({} layers, hidden {}, {} experts top-{}), chunk {}, precision {}, memory: {}", cli.model.display(), cfg.n_layers, cfg.hidden_dim, cfg.n_experts, cfg.n_experts_used, cli.chunk, engine.model.precision().name(), engine.model.memory_plan()),
         "| prompt tokens | batched s | batched tok/s | replay ms/token (ctx 0, L/2, end) | replay tok/s (est.) | batched / replay |".to_string(),
         "|---:|---:|---:|---:|---:|---:|".to_string(),
     ];
@@ -134,12 +134,12 @@ fn main_inner(cli: Cli) -> Result<(), String> {
         lines.push(line);
         if !cli.no_profile {
             engine.reset().map_err(e)?;
-            engine.set_prefill_profile(true);
+            engine.model.set_prefill_profile(true);
             let start = Instant::now();
             engine.prefill(&seq[..len], PrefillMode::Batched { chunk: cli.chunk }, Logits::Last).map_err(e)?;
             let wall = start.elapsed().as_secs_f64();
-            let stages = engine.prefill_profile().cloned().unwrap_or_default();
-            engine.set_prefill_profile(false);
+            let stages = engine.model.prefill_profile().unwrap_or_default();
+            engine.model.set_prefill_profile(false);
             profiles.push((len, wall, stages));
         }
     }

@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use baro_bench::report::Meta;
 use baro_dsl::runtime::{Device, DeviceKind};
 use baro_engine::engine::staging::parse_bytes;
-use baro_engine::engine::{Engine, EngineOptions, ModelSource, Precision};
+use baro_engine::engine::{EngineOptions, Model, ModelSource, Precision};
 use baro_engine::model::GgufFile;
 use baro_engine::server::{Limits, SchedulerConfig, Server, ServerConfig, ServerModel};
 use baro_engine::tokenizer::{ChatTemplate, Tokenizer};
@@ -176,16 +176,16 @@ fn model(cli: &Cli, target: DeviceKind) -> Result<(ServerModel, String, Meta), S
     let described = format!("{shown} on {} ({})", device.name(), device.driver_version());
     let vram_budget =
         cli.vram_budget.as_deref().map(parse_bytes).transpose().map_err(|e| format!("--vram-budget: {e}"))?;
-    let engine = Engine::new(
+    let model = Model::new(
         device,
         &source,
         EngineOptions { max_ctx: cli.ctx, vram_budget, precision: cli.precision, ..EngineOptions::default() },
     )
     .map_err(|e| e.to_string())?;
-    let described = format!("{described}, memory: {}", engine.memory_plan());
+    let described = format!("{described}, memory: {}", model.memory_plan());
     let size_bytes = cli.model.as_ref().and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| m.len());
     Ok((
-        ServerModel { engine, tokenizer, template: ChatTemplate::qwen35(), name: "baro-load".into(), size_bytes },
+        ServerModel { model, tokenizer, template: ChatTemplate::qwen35(), name: "baro-load".into(), size_bytes },
         described,
         meta,
     ))

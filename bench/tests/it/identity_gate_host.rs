@@ -70,7 +70,7 @@ fn default_prompts_are_byte_identical_and_short_ones_not_exercised() {
 fn reordered_attention_is_detected_and_agreement_meets_the_bar() {
     let cases: Vec<Case> = identity::default_cases().into_iter().filter(|c| c.len <= 512).collect();
     let mut e = engine(&source(), 512 + 9, None);
-    e.set_reordered_attention(true);
+    e.model.set_reordered_attention(true);
     let report = gate(&mut e, &cases, 8);
     assert!(report.failed() > 0, "the gate must detect the reordered attention: {}", report.summary());
     // Attention over one or two positions sums one or two terms, which no order changes: the
@@ -91,15 +91,15 @@ fn staged_engine_has_the_resident_gate_digest() {
         [(33, 32), (200, 64), (513, 512)].into_iter().map(|(len, chunk)| Case { len, chunk }).collect();
     let src = source();
     let mut resident = engine(&src, 513 + 9, None);
-    assert_eq!(resident.memory_plan().mode, MemoryMode::Resident);
+    assert_eq!(resident.model.memory_plan().mode, MemoryMode::Resident);
     let want = gate(&mut resident, &cases, 8);
-    let budget = resident.memory_plan().needs.staged(2);
+    let budget = resident.model.memory_plan().needs.staged(2);
     drop(resident);
     let mut staged = engine(&src, 513 + 9, Some(budget));
     assert!(
-        matches!(staged.memory_plan().mode, MemoryMode::Staged { slots: 2, .. }),
+        matches!(staged.model.memory_plan().mode, MemoryMode::Staged { slots: 2, .. }),
         "{:?}",
-        staged.memory_plan().mode
+        staged.model.memory_plan().mode
     );
     let got = gate(&mut staged, &cases, 8);
     assert_eq!(got.failed(), 0, "{}", got.summary());

@@ -1,6 +1,6 @@
 //! Puts the routed experts where the memory plan says: uploaded into `Weights` (resident) or
 //! into the pinned store with decode slots on the device (staged). Called once by
-//! `Engine::new` after the non-expert weights and the state are on the device, so their bytes
+//! `Model::new` after the non-expert weights and the state are on the device, so their bytes
 //! are measured, not estimated. Never launches a kernel.
 
 use baro_dsl::runtime::Device;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use baro_dsl::runtime::Device;
-use baro_engine::engine::{Engine, EngineOptions, ModelSource};
+use baro_engine::engine::{EngineOptions, Model, ModelSource};
 use baro_engine::model::GgufFile;
 use baro_engine::server::{App, Limits, SchedulerConfig, Server, ServerConfig, ServerModel};
 use baro_engine::tokenizer::{ChatTemplate, Tokenizer};
@@ -33,21 +33,21 @@ fn gguf_bytes() -> &'static [u8] {
     })
 }
 
-/// The default model's source (a fresh copy: an engine takes it by reference only).
+/// The default model's source (a fresh copy: a model takes it by reference only).
 pub fn source() -> ModelSource {
     ModelSource::Gguf(GgufFile::from_vec(gguf_bytes().to_vec()).expect("the built-in model reads back"))
 }
 
 /// The default model ready to serve, with a context of `ctx` positions.
 pub fn model(ctx: usize) -> ServerModel {
-    let engine = Engine::new(
+    let model = Model::new(
         Device::host().expect("the host device"),
         &source(),
         EngineOptions { max_ctx: ctx, ..EngineOptions::default() },
     )
-    .expect("engine");
+    .expect("model");
     let tokenizer = Tokenizer::qwen35().expect("the built-in tokenizer");
-    ServerModel { engine, tokenizer, template: ChatTemplate::qwen35(), name: "tiny".into(), size_bytes: 0 }
+    ServerModel { model, tokenizer, template: ChatTemplate::qwen35(), name: "tiny".into(), size_bytes: 0 }
 }
 
 /// A small configuration: room for `max_queue` requests, 32-token outputs, a 256-token context.
