@@ -37,10 +37,16 @@ pub fn gdn_conv_step(
 }
 
 /// `gdn_conv_step` over rows: row r is the token at position pos + r, x and y hold one row of
-/// `channels` each, and the ring carries from row to row (each channel scans its rows in
-/// order, as decode would feed them). One workgroup per 64 channels, as the m=1 kernel.
-#[kernel(grid = [(channels + 63) / 64], rows_of = gdn_conv_step, rows = rows, row_stride(x = channels, y = channels), row_step(pos = 1), carry(ring),
-         verify(channels = [1, 3, 70], conv_kernel = [2, 4], pos = [0, 1, 6], rows = [1, 2, 5]))]
+/// `channels` each, and the ring carries from row to row, as decode would feed them. A tap of
+/// row r at a position inside the chunk reads that row's x directly, which is the value the
+/// ring would hold by then (row r − (K−1) + t wrote it there, and no later row of the ones
+/// before r reuses the slot); a tap before the chunk reads the ring as it was. So rows are
+/// independent: one workgroup per 64 channels, its 256 threads 4 rows apart, and the ring is
+/// written once at the end (its slots get the last K−1 rows' x), after every read of it. (Both
+/// arms of a select are evaluated, loads included, so the in-chunk read's row is clamped to 0
+/// where the ring is read instead.)
+#[kernel(grid = [(channels + 63) / 64], block = 256, rows_of = gdn_conv_step, rows = rows, row_stride(x = channels, y = channels), row_step(pos = 1), carry(ring),
+         verify(channels = [1, 3, 70], conv_kernel = [2, 4], pos = [0, 1, 6], rows = [1, 2, 5, 9]))]
 pub fn gdn_conv_rows(
     x: &[f32],
     w: &[f32],
@@ -52,16 +58,23 @@ pub fn gdn_conv_rows(
     rows: usize,
 ) {
     let r = conv_kernel - 1;
-    for l in par(0..64) {
-        let c = group_id(0) * 64 + l;
+    for i in par(0..256) {
+        let c = group_id(0) * 64 + i % 64;
         if c < channels {
-            for t_row in 0..rows {
+            for t_row in (i / 64..rows).step_by(4) {
                 let p = pos + t_row;
                 let xb = t_row * channels;
                 y[xb + c] = silu(
-                    sum!(t in 0..conv_kernel, order = seq, w[c * conv_kernel + t] * (if t == r { x[xb + c] } else { ring[c * r + (p + t) % r] })),
+                    sum!(t in 0..conv_kernel, order = seq, w[c * conv_kernel + t] * (if t == r { x[xb + c] } else { if t_row + t >= r { x[((t_row + t).max(r) - r) * channels + c] } else { ring[c * r + (p + t) % r] } })),
                 );
-                ring[c * r + p % r] = x[xb + c];
+            }
+        }
+    }
+    for l in par(0..64) {
+        let c = group_id(0) * 64 + l;
+        if c < channels {
+            for t_row in (if rows > r { rows - r } else { 0 })..rows {
+                ring[c * r + (pos + t_row) % r] = x[t_row * channels + c];
             }
         }
     }

@@ -280,3 +280,50 @@ fn delta_rule_scan_over_rows_is_the_step_per_row() {
         assert_eq!(bits(&d.read::<f32>(&state).unwrap()), bits(&state_h), "dk={dk} dv={dv} rows={rows}: state");
     }
 }
+
+/// `gdn_conv_rows` over a chunk (rows read each other's x directly, the ring written once at the
+/// end) against the step reference fed row by row, byte for byte: every row's output and the
+/// ring after the chunk, for chunks shorter and longer than the ring, starting at positions
+/// before and after the ring has filled, two chunks in a row so the second reads the first's ring.
+#[test]
+fn conv_over_rows_is_the_step_per_row() {
+    let d = dev();
+    let mut rng = Rng::new(44);
+    for (channels, kernel) in [(70usize, 4usize), (5, 2), (130, 3)] {
+        let w = rng.vec_f32(channels * kernel);
+        let wb = d.upload(&w).unwrap();
+        let mut ring = zeros(&d, channels * (kernel - 1));
+        let mut ring_h = vec![0.0f32; channels * (kernel - 1)];
+        let mut pos = 0;
+        for rows in [2usize, 1, 9, 5] {
+            let x = rng.vec_f32(rows * channels);
+            let xb = d.upload(&x).unwrap();
+            let mut y = zeros(&d, rows * channels);
+            run(
+                &d,
+                &gdn::gdn_conv_rows(),
+                &mut [
+                    A::buf(&xb),
+                    A::buf(&wb),
+                    A::buf_mut(&mut ring),
+                    A::buf_mut(&mut y),
+                    A::from(channels),
+                    A::from(kernel),
+                    A::from(pos),
+                    A::from(rows),
+                ],
+            );
+            let got = d.read::<f32>(&y).unwrap();
+            for r in 0..rows {
+                let want = gdn::conv_step_reference(&x[r * channels..][..channels], &w, &mut ring_h, kernel, pos + r);
+                assert_eq!(
+                    bits(&got[r * channels..][..channels]),
+                    bits(&want),
+                    "channels={channels} K={kernel} pos={pos} row {r} of {rows}"
+                );
+            }
+            assert_eq!(bits(&d.read::<f32>(&ring).unwrap()), bits(&ring_h), "channels={channels} K={kernel}: ring");
+            pos += rows;
+        }
+    }
+}
