@@ -35,6 +35,9 @@ pub(crate) struct Kernels {
     /// kernel over tiles of one matrix, each tile's ids checked equal): the routed experts on
     /// `moe_scatter_tiles`' layout, for k up to `Q8_ROWS8_MAX_K` / `KQ8_ROWS8_MAX_K`.
     pub(crate) matvec_q8_tiles: HashMap<TensorType, KernelPair>,
+    /// The q8 mode's tile kernels on the integer matrix step (`mma_i8`), same tiles and
+    /// arguments as `matvec_q8_tiles`, for k up to `Q8_MMA_MAX_K`: preferred where they fit.
+    pub(crate) matvec_q8_mma: HashMap<TensorType, KernelPair>,
     /// Activations to 8-bit blocks of 32; one kernel for any number of rows (each block is
     /// quantized on its own).
     pub(crate) q8act: DeviceKernel,
@@ -175,6 +178,7 @@ impl Kernels {
                 (T::Q5_K, kquant_q8::matvec_q5_k_q8_rows8),
                 (T::Q6_K, kquant_q8::matvec_q6_k_q8_rows8),
             ])?,
+            matvec_q8_mma: by_type(&[(T::Q8_0, q8act::matvec_q8_0_q8_mma)])?,
             q8act: c.one(q8act::q8act)?,
             rmsnorm: c.pair(norm::rmsnorm_rows)?,
             head_rmsnorm: c.pair(norm::head_rmsnorm_rows)?,
@@ -218,8 +222,13 @@ impl Kernels {
     }
 
     /// The 8-row q8 kernel that serves `pair` (a q8 pair `matvec_q8_for` gave) over tiles of one
-    /// matrix, where `cols` fits its staged activations.
+    /// matrix: the type's matrix-step kernel where it has one and `cols` ≤ `Q8_MMA_MAX_K`, else
+    /// the 8-row dot4 kernel where `cols` fits its staged activations.
     pub(crate) fn matvec_q8_tile_for(&self, pair: &KernelPair, cols: usize) -> Option<&DeviceKernel> {
+        let mma = self.matvec_q8_mma.values().find(|t| t.one.name() == pair.one.name());
+        if let Some(t) = mma.filter(|_| cols <= q8act::Q8_MMA_MAX_K) {
+            return Some(&t.rows);
+        }
         let max = if pair.one.name() == "matvec_q8_0_q8" { q8act::Q8_ROWS8_MAX_K } else { kquant_q8::KQ8_ROWS8_MAX_K };
         self.matvec_q8_tiles.values().find(|t| t.one.name() == pair.one.name()).filter(|_| cols <= max).map(|t| &t.rows)
     }

@@ -182,6 +182,7 @@ pub fn rows() -> Vec<baro::dsl::Kernel> {
         gdn::gated_rmsnorm_rows(),
         q8act::matvec_q8_0_q8_rows(),
         q8act::matvec_q8_0_q8_rows8(),
+        q8act::matvec_q8_0_q8_mma(),
         q8act::add_rmsnorm_q8_rows(),
         q8act::swiglu_pairs_q8_rows(),
         kquant_q8::matvec_q4_k_q8_rows(),

@@ -207,88 +207,95 @@ fn matvec_q8_0_q8_equals_its_reference_byte_for_byte() {
     }
 }
 
-/// `matvec_q8_0_q8_rows8` (8 rows of one matrix, the rows' blocks staged in workgroup memory)
+/// The Q8_0 tile kernels over 8 rows of one matrix, `matvec_q8_0_q8_rows8` (the rows' blocks
+/// staged in workgroup memory, dot4s) and `matvec_q8_0_q8_mma` (the integer matrix step),
 /// against the m = 1 kernel row by row and against the derived serial rows kernel, byte for
 /// byte: row counts below, at and across the tile of 8, one block, both alignments of a
-/// block's quants, ragged outputs across workgroups of 8, k at `Q8_ROWS8_MAX_K`, and matrix 2
-/// of a stack (`ids[0]`); a k past `Q8_ROWS8_MAX_K` is a bounds error, not a result.
+/// block's quants, ragged outputs across workgroups of 16 and 32, a partial last chunk of 8
+/// blocks (k = 1056), k at each kernel's limit, and matrix 2 of a stack (`ids[0]`); a k past
+/// the limit is a bounds error, not a result.
 #[test]
-fn matvec_q8_0_q8_rows8_equals_the_m1_kernel_per_row() {
+fn matvec_q8_0_q8_tiles_equal_the_m1_kernel_per_row() {
     let dev = Device::host().expect("host device");
-    let (k8, serial) = (
-        dev.compile(&matvec_q8_0_q8_rows8()).unwrap_or_else(|e| panic!("{e}")),
-        dev.compile(&matvec_q8_0_q8_rows()).unwrap_or_else(|e| panic!("{e}")),
-    );
-    let mut rng = baro::reference::Rng::new(8);
+    let serial = dev.compile(&matvec_q8_0_q8_rows()).unwrap_or_else(|e| panic!("{e}"));
     let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-    let mut compared = 0;
-    for (k, n) in [(32usize, 3usize), (96, 9), (1056, 17), (Q8_ROWS8_MAX_K, 8)] {
-        let w = q8_0_bytes(3 * n * k / 32, k as u64 + 1);
-        let wb = dev.upload_bytes(ScalarType::U8, &w).unwrap();
-        for rows in [1usize, 3, 8, 9, 17] {
-            let x = rng.vec_f32(rows * k);
-            let (xq, xd, _) = q8act_reference(&x);
-            let ids = vec![2u32; rows];
-            let (qb, db, ib) = (dev.upload(&xq).unwrap(), dev.upload(&xd).unwrap(), dev.upload(&ids).unwrap());
-            let mut out = Vec::new();
-            for kern in [&k8, &serial] {
-                let mut y = dev.alloc(ScalarType::F32, rows * n).unwrap();
-                dev.run(
-                    kern,
-                    &mut [
-                        A::buf(&qb),
-                        A::buf(&db),
-                        A::words(&wb),
-                        A::buf(&ib),
-                        A::buf_mut(&mut y),
-                        A::from(k),
-                        A::from(n),
-                        A::from(0usize),
-                        A::from(1usize),
-                        A::from(rows),
-                    ],
-                )
-                .unwrap_or_else(|e| panic!("{e}"));
-                out.push(dev.read(&y).unwrap());
+    for (tile, max_k) in [(matvec_q8_0_q8_rows8(), Q8_ROWS8_MAX_K), (matvec_q8_0_q8_mma(), Q8_MMA_MAX_K)] {
+        let name = tile.name.clone();
+        let k8 = dev.compile(&tile).unwrap_or_else(|e| panic!("{e}"));
+        let mut rng = baro::reference::Rng::new(8);
+        let mut compared = 0;
+        for (k, n) in [(32usize, 3usize), (96, 9), (1056, 17), (max_k, 8)] {
+            let w = q8_0_bytes(3 * n * k / 32, k as u64 + 1);
+            let wb = dev.upload_bytes(ScalarType::U8, &w).unwrap();
+            for rows in [1usize, 3, 8, 9, 17] {
+                let x = rng.vec_f32(rows * k);
+                let (xq, xd, _) = q8act_reference(&x);
+                let ids = vec![2u32; rows];
+                let (qb, db, ib) = (dev.upload(&xq).unwrap(), dev.upload(&xd).unwrap(), dev.upload(&ids).unwrap());
+                let mut out = Vec::new();
+                for kern in [&k8, &serial] {
+                    let mut y = dev.alloc(ScalarType::F32, rows * n).unwrap();
+                    dev.run(
+                        kern,
+                        &mut [
+                            A::buf(&qb),
+                            A::buf(&db),
+                            A::words(&wb),
+                            A::buf(&ib),
+                            A::buf_mut(&mut y),
+                            A::from(k),
+                            A::from(n),
+                            A::from(0usize),
+                            A::from(1usize),
+                            A::from(rows),
+                        ],
+                    )
+                    .unwrap_or_else(|e| panic!("{e}"));
+                    out.push(dev.read(&y).unwrap());
+                }
+                let want: Vec<f32> = (0..rows)
+                    .flat_map(|r| matvec_q8(&xq[r * k / 4..][..k / 4], &xd[r * k / 32..][..k / 32], &w, &[2], k, n, 0))
+                    .collect();
+                assert_eq!(
+                    bits(&out[0]),
+                    bits(&want),
+                    "{name} k={k} n={n} rows={rows}: against the m = 1 kernel per row"
+                );
+                assert_eq!(bits(&out[0]), bits(&out[1]), "{name} k={k} n={n} rows={rows}: against matvec_q8_0_q8_rows");
+                compared += want.len();
             }
-            let want: Vec<f32> = (0..rows)
-                .flat_map(|r| matvec_q8(&xq[r * k / 4..][..k / 4], &xd[r * k / 32..][..k / 32], &w, &[2], k, n, 0))
-                .collect();
-            assert_eq!(bits(&out[0]), bits(&want), "rows8 k={k} n={n} rows={rows}: against the m = 1 kernel per row");
-            assert_eq!(bits(&out[0]), bits(&out[1]), "rows8 k={k} n={n} rows={rows}: against matvec_q8_0_q8_rows");
-            compared += want.len();
         }
+        assert_eq!(compared, (3 + 9 + 17 + 8) * (1 + 3 + 8 + 9 + 17), "{name}");
+        // Past the workgroup arrays: a bounds error naming the kernel.
+        let k = max_k + 32;
+        let (xq, xd, _) = q8act_reference(&vec![0.5f32; k]);
+        let w = q8_0_bytes(k / 32, 3);
+        let (qb, db, wb, ib) = (
+            dev.upload(&xq).unwrap(),
+            dev.upload(&xd).unwrap(),
+            dev.upload_bytes(ScalarType::U8, &w).unwrap(),
+            dev.upload(&[0u32]).unwrap(),
+        );
+        let mut y = dev.alloc(ScalarType::F32, 1).unwrap();
+        let err = dev
+            .run(
+                &k8,
+                &mut [
+                    A::buf(&qb),
+                    A::buf(&db),
+                    A::words(&wb),
+                    A::buf(&ib),
+                    A::buf_mut(&mut y),
+                    A::from(k),
+                    A::from(1usize),
+                    A::from(0usize),
+                    A::from(1usize),
+                    A::from(1usize),
+                ],
+            )
+            .expect_err("k past the limit must fail");
+        assert!(err.to_string().contains(&name), "the error names the kernel: {err}");
     }
-    assert_eq!(compared, (3 + 9 + 17 + 8) * (1 + 3 + 8 + 9 + 17));
-    // Past the workgroup arrays: a bounds error naming the kernel.
-    let k = Q8_ROWS8_MAX_K + 32;
-    let (xq, xd, _) = q8act_reference(&vec![0.5f32; k]);
-    let w = q8_0_bytes(k / 32, 3);
-    let (qb, db, wb, ib) = (
-        dev.upload(&xq).unwrap(),
-        dev.upload(&xd).unwrap(),
-        dev.upload_bytes(ScalarType::U8, &w).unwrap(),
-        dev.upload(&[0u32]).unwrap(),
-    );
-    let mut y = dev.alloc(ScalarType::F32, 1).unwrap();
-    let err = dev
-        .run(
-            &k8,
-            &mut [
-                A::buf(&qb),
-                A::buf(&db),
-                A::words(&wb),
-                A::buf(&ib),
-                A::buf_mut(&mut y),
-                A::from(k),
-                A::from(1usize),
-                A::from(0usize),
-                A::from(1usize),
-                A::from(1usize),
-            ],
-        )
-        .expect_err("k past Q8_ROWS8_MAX_K must fail");
-    assert!(err.to_string().contains("matvec_q8_0_q8_rows8"), "the error names the kernel: {err}");
 }
 
 /// `add_rmsnorm_q8` (and its derived rows sibling) against `add_rmsnorm` then `q8act`, byte for
@@ -495,19 +502,41 @@ fn matvec_q8_0_q8_compiles_for_sm90_and_gfx1100() {
     use baro_dsl::compile::compile_gpu;
     use baro_dsl::options::CompileOptions;
     let cache = CompileCache::new(None);
-    for kern in [matvec_q8_0_q8(), matvec_q8_0_q8_rows(), matvec_q8_0_q8_rows8()] {
+    for kern in [matvec_q8_0_q8(), matvec_q8_0_q8_rows(), matvec_q8_0_q8_rows8(), matvec_q8_0_q8_mma()] {
         for target in ["sm_90", "gfx1100"] {
             let a = compile_gpu(&kern, &target.parse().unwrap(), &CompileOptions::default(), &cache)
                 .unwrap_or_else(|e| panic!("{} {target}: {e}", kern.name));
             assert!(!a.image.is_empty(), "{} {target}", kern.name);
+            let mma = kern.name.ends_with("_mma");
             if target == "sm_90" {
-                // The integer dots are the hardware's 4-way byte dot.
                 let ptx = String::from_utf8_lossy(&a.image);
-                assert!(
-                    ptx.matches("dp4a.s32.s32").count() >= 8,
-                    "{}: expected the 8 dp4a of a block in the PTX",
-                    kern.name
-                );
+                if mma {
+                    // The integer dots are the tensor cores' 16×8×32 s8 step.
+                    assert!(
+                        ptx.contains("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"),
+                        "{}: expected mma.sync m16n8k32 s8 in the PTX",
+                        kern.name
+                    );
+                } else {
+                    // The integer dots are the hardware's 4-way byte dot.
+                    assert!(
+                        ptx.matches("dp4a.s32.s32").count() >= 8,
+                        "{}: expected the 8 dp4a of a block in the PTX",
+                        kern.name
+                    );
+                }
+            } else if mma {
+                // The gfx1100 code object runs the step as `v_wmma_i32_16x16x16_iu8`.
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("k.hsaco");
+                std::fs::write(&path, &a.image).unwrap();
+                let out = std::process::Command::new("llvm-objdump-19")
+                    .args(["-d", "--mcpu=gfx1100"])
+                    .arg(&path)
+                    .output()
+                    .expect("llvm-objdump-19 (installed with LLVM 19 by ./dev)");
+                let disasm = String::from_utf8_lossy(&out.stdout);
+                assert!(disasm.contains("v_wmma_i32_16x16x16_iu8"), "{}: no v_wmma_i32_16x16x16_iu8", kern.name);
             }
         }
     }
