@@ -178,7 +178,11 @@ impl Kernels {
                 (T::Q5_K, kquant_q8::matvec_q5_k_q8_rows8),
                 (T::Q6_K, kquant_q8::matvec_q6_k_q8_rows8),
             ])?,
-            matvec_q8_mma: by_type(&[(T::Q8_0, q8act::matvec_q8_0_q8_mma)])?,
+            matvec_q8_mma: by_type(&[
+                (T::Q8_0, q8act::matvec_q8_0_q8_mma),
+                (T::Q4_K, kquant_q8::matvec_q4_k_q8_mma),
+                (T::Q5_K, kquant_q8::matvec_q5_k_q8_mma),
+            ])?,
             q8act: c.one(q8act::q8act)?,
             rmsnorm: c.pair(norm::rmsnorm_rows)?,
             head_rmsnorm: c.pair(norm::head_rmsnorm_rows)?,

@@ -12,7 +12,8 @@
 //!
 //! - Q4_K, Q5_K: `r_u = (d · xd_u) · (A_u as f32) − (dmin · xd_u) · (B_u as f32)`, with
 //!   `A_u = sc_u · Σ_i q_i · x_i` (q the 4- or 5-bit code 0..15 / 0..31, x the q8 bytes: eight
-//!   `dot4_u8i8` summed `order = any`) and `B_u = m_u · xsum_u` (the 6-bit min times the q8
+//!   `dot4_i8` summed `order = any`; the codes are below 128, so signed bytes hold them and the
+//!   integer matrix step, which multiplies signed bytes, computes the same dots) and `B_u = m_u · xsum_u` (the 6-bit min times the q8
 //!   block sum from `q8act`), both in i32. |A_u| ≤ 63 · 32 · 31 · 128 < 2^23 and
 //!   |B_u| ≤ 63 · 4096, so both convert to f32 exactly; the four products and the difference
 //!   are each rounded once, in this order.
@@ -114,7 +115,7 @@ pub fn matvec_q4_k_q8(
         let sb = (e * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
             (f16_bits(w[(sb + u / 8) * 36] & 65535) * xd[xb + u])
-                * ((k4_sc(w, (sb + u / 8) * 36, u % 8) * sum!(i in 0..8, order = any, dot4_u8i8((w[(sb + u / 8) * 36 + 4 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F, xq[(xb + u) * 8 + i], 0))) as f32)
+                * ((k4_sc(w, (sb + u / 8) * 36, u % 8) * sum!(i in 0..8, order = any, dot4_i8((w[(sb + u / 8) * 36 + 4 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F, xq[(xb + u) * 8 + i], 0))) as f32)
             - (f16_bits(w[(sb + u / 8) * 36] >> 16) * xd[xb + u]) * ((k4_min(w, (sb + u / 8) * 36, u % 8) * xsum[xb + u]) as f32));
     }
 }
@@ -144,7 +145,7 @@ pub fn matvec_q5_k_q8(
         let sb = (e * n + o) * (k / 256);
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
             (f16_bits(w[(sb + u / 8) * 44] & 65535) * xd[xb + u])
-                * ((k4_sc(w, (sb + u / 8) * 44, u % 8) * sum!(i in 0..8, order = any, dot4_u8i8(((w[(sb + u / 8) * 44 + 12 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F)
+                * ((k4_sc(w, (sb + u / 8) * 44, u % 8) * sum!(i in 0..8, order = any, dot4_i8(((w[(sb + u / 8) * 44 + 12 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F)
                         | (((w[(sb + u / 8) * 44 + 4 + i] >> ((u % 8) as u32)) & 0x01010101) << 4), xq[(xb + u) * 8 + i], 0))) as f32)
             - (f16_bits(w[(sb + u / 8) * 44] >> 16) * xd[xb + u]) * ((k4_min(w, (sb + u / 8) * 44, u % 8) * xsum[xb + u]) as f32));
     }
@@ -180,6 +181,189 @@ pub fn matvec_q6_k_q8(
                         | ((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] } else { (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] >> 16) | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 1] << 16) }) >> ((u % 4 * 2) as u32)) & 0x03030303) << 4)) + 0x60606060) ^ 0x80808080, xq[(xb + u) * 8 + i], 0))
                     + byte_i8(w, (sb + u / 8) * 210 + 193 + u % 8 * 2) * sum!(i in 0..4, order = any, dot4_i8((((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] } else { (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] >> 16) | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4 + 1] << 16) }) >> ((u % 4 / 2 * 4) as u32)) & 0x0F0F0F0F)
                         | ((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] } else { (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] >> 16) | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4 + 1] << 16) }) >> ((u % 4 * 2) as u32)) & 0x03030303) << 4)) + 0x60606060) ^ 0x80808080, xq[(xb + u) * 8 + i + 4], 0))) as f32));
+    }
+}
+
+/// `matvec_q4_k_q8` over 8 rows of one matrix on the integer matrix step, as
+/// `q8act::matvec_q8_0_q8_mma` does it for Q8_0: 16 outputs × 8 rows per workgroup, a chunk of
+/// 8 units (one super-block) at a time: the 16 outputs' codes of those units as bytes (the low or high nibbles)
+/// and the 8 rows' q8 words copied into workgroup memory, one step per unit and team, the
+/// exact dots of every unit kept in workgroup memory; then the float part of `matvec_q4_k_q8`
+/// for the 8 rows at once (the unit's scale, min and f16s decoded once), 2 outputs per team,
+/// in its `lanes(32).butterfly()` order. k ≤ `q8act::Q8_MMA_MAX_K`.
+#[kernel(grid = [(n + 15) / 16, (rows + 7) / 8], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min], rows_of = matvec_q4_k_q8, rows = rows,
+         row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), verify(k = [256, 1280], n = [1, 9, 17], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
+pub fn matvec_q4_k_q8_mma(
+    xq: &[u32],
+    xd: &[f32],
+    xsum: &[i32],
+    w: &[u32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+    rows: usize,
+) {
+    let ob = group_id(0) * 16;
+    let r0 = group_id(1) * 8;
+    let last = rows - 1;
+    let e = ids[r0] as usize;
+    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
+    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
+    for r in 0..8 {
+        check!(ids[(r0 + r).min(last)] == ids[r0]);
+    }
+    let nb = k / 32;
+    let sa = shared::<u32, 1536>();
+    let sx = shared::<u32, 768>();
+    let sc = shared::<i32, 8256>();
+    let ds = shared::<f32, 512>();
+    let ss = shared::<i32, 512>();
+    for b in par(0..nb) {
+        for r in 0..8 {
+            ds[r * nb + b] = xd[(r0 + r).min(last) * nb + b];
+            ss[r * nb + b] = xsum[(r0 + r).min(last) * nb + b];
+        }
+    }
+    for c in 0..(nb + 7) / 8 {
+        let nu = (nb - c * 8).min(8);
+        for i in par(0..nu * 128) {
+            // The m = 1 kernel's indices, formed as it forms them, so the proof compares them.
+            let u = c * 8 + i / 128;
+            let sb = (e * n + (ob + i / 8 % 16).min(n - 1)) * (k / 256);
+            sa[i / 128 * 192 + i / 8 % 16 * 12 + i % 8] =
+                (w[(sb + u / 8) * 36 + 4 + u % 8 / 2 * 8 + i % 8] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F;
+        }
+        for i in par(0..nu * 64) {
+            sx[i / 64 * 96 + i / 8 % 8 * 12 + i % 8] =
+                xq[(r0 + i / 8 % 8).min(last) * (k / 4) + (c * 8 + i / 64) * 8 + i % 8];
+        }
+        for j in par_team(0..nu, 32) {
+            mma_i8(sc, (c * 8 + j) * 129, 8, sa, j * 192, 12, sx, j * 96, 12, 1);
+        }
+    }
+    for t in par_team(0..(n - ob).min(16), 32) {
+        let o = ob + t;
+        let sb = (e * n + o) * (k / 256);
+        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
+            (f16_bits(w[(sb + u / 8) * 36] & 65535) * ds[r * nb + u]) * ((k4_sc(w, (sb + u / 8) * 36, u % 8) * sc[u * 129 + t * 8 + r]) as f32)
+            - (f16_bits(w[(sb + u / 8) * 36] >> 16) * ds[r * nb + u]) * ((k4_min(w, (sb + u / 8) * 36, u % 8) * ss[r * nb + u]) as f32));
+        y[r0 * n + o] = y0;
+        if r0 + 1 < rows {
+            y[(r0 + 1) * n + o] = y1;
+        }
+        if r0 + 2 < rows {
+            y[(r0 + 2) * n + o] = y2;
+        }
+        if r0 + 3 < rows {
+            y[(r0 + 3) * n + o] = y3;
+        }
+        if r0 + 4 < rows {
+            y[(r0 + 4) * n + o] = y4;
+        }
+        if r0 + 5 < rows {
+            y[(r0 + 5) * n + o] = y5;
+        }
+        if r0 + 6 < rows {
+            y[(r0 + 6) * n + o] = y6;
+        }
+        if r0 + 7 < rows {
+            y[(r0 + 7) * n + o] = y7;
+        }
+    }
+}
+
+/// `matvec_q5_k_q8` over 8 rows of one matrix on the integer matrix step, as
+/// `q8act::matvec_q8_0_q8_mma` does it for Q8_0: 16 outputs × 8 rows per workgroup, a chunk of
+/// 8 units (one super-block) at a time: the 16 outputs' codes of those units as bytes (nibble and high bit)
+/// and the 8 rows' q8 words copied into workgroup memory, one step per unit and team, the
+/// exact dots of every unit kept in workgroup memory; then the float part of `matvec_q5_k_q8`
+/// for the 8 rows at once (the unit's scale, min and f16s decoded once), 2 outputs per team,
+/// in its `lanes(32).butterfly()` order. k ≤ `q8act::Q8_MMA_MAX_K`.
+#[kernel(grid = [(n + 15) / 16, (rows + 7) / 8], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min], rows_of = matvec_q5_k_q8, rows = rows,
+         row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), verify(k = [256, 1280], n = [1, 9, 17], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
+pub fn matvec_q5_k_q8_mma(
+    xq: &[u32],
+    xd: &[f32],
+    xsum: &[i32],
+    w: &[u32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+    rows: usize,
+) {
+    let ob = group_id(0) * 16;
+    let r0 = group_id(1) * 8;
+    let last = rows - 1;
+    let e = ids[r0] as usize;
+    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
+    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
+    for r in 0..8 {
+        check!(ids[(r0 + r).min(last)] == ids[r0]);
+    }
+    let nb = k / 32;
+    let sa = shared::<u32, 1536>();
+    let sx = shared::<u32, 768>();
+    let sc = shared::<i32, 8256>();
+    let ds = shared::<f32, 512>();
+    let ss = shared::<i32, 512>();
+    for b in par(0..nb) {
+        for r in 0..8 {
+            ds[r * nb + b] = xd[(r0 + r).min(last) * nb + b];
+            ss[r * nb + b] = xsum[(r0 + r).min(last) * nb + b];
+        }
+    }
+    for c in 0..(nb + 7) / 8 {
+        let nu = (nb - c * 8).min(8);
+        for i in par(0..nu * 128) {
+            // The m = 1 kernel's indices, formed as it forms them, so the proof compares them.
+            let u = c * 8 + i / 128;
+            let sb = (e * n + (ob + i / 8 % 16).min(n - 1)) * (k / 256);
+            sa[i / 128 * 192 + i / 8 % 16 * 12 + i % 8] =
+                ((w[(sb + u / 8) * 44 + 12 + u % 8 / 2 * 8 + i % 8] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F)
+                    | (((w[(sb + u / 8) * 44 + 4 + i % 8] >> ((u % 8) as u32)) & 0x01010101) << 4);
+        }
+        for i in par(0..nu * 64) {
+            sx[i / 64 * 96 + i / 8 % 8 * 12 + i % 8] =
+                xq[(r0 + i / 8 % 8).min(last) * (k / 4) + (c * 8 + i / 64) * 8 + i % 8];
+        }
+        for j in par_team(0..nu, 32) {
+            mma_i8(sc, (c * 8 + j) * 129, 8, sa, j * 192, 12, sx, j * 96, 12, 1);
+        }
+    }
+    for t in par_team(0..(n - ob).min(16), 32) {
+        let o = ob + t;
+        let sb = (e * n + o) * (k / 256);
+        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
+            (f16_bits(w[(sb + u / 8) * 44] & 65535) * ds[r * nb + u]) * ((k4_sc(w, (sb + u / 8) * 44, u % 8) * sc[u * 129 + t * 8 + r]) as f32)
+            - (f16_bits(w[(sb + u / 8) * 44] >> 16) * ds[r * nb + u]) * ((k4_min(w, (sb + u / 8) * 44, u % 8) * ss[r * nb + u]) as f32));
+        y[r0 * n + o] = y0;
+        if r0 + 1 < rows {
+            y[(r0 + 1) * n + o] = y1;
+        }
+        if r0 + 2 < rows {
+            y[(r0 + 2) * n + o] = y2;
+        }
+        if r0 + 3 < rows {
+            y[(r0 + 3) * n + o] = y3;
+        }
+        if r0 + 4 < rows {
+            y[(r0 + 4) * n + o] = y4;
+        }
+        if r0 + 5 < rows {
+            y[(r0 + 5) * n + o] = y5;
+        }
+        if r0 + 6 < rows {
+            y[(r0 + 6) * n + o] = y6;
+        }
+        if r0 + 7 < rows {
+            y[(r0 + 7) * n + o] = y7;
+        }
     }
 }
 
@@ -240,7 +424,7 @@ pub fn matvec_q4_k_q8_rows8(
         let sb = (e * n + o) * (k / 256);
         let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
             (f16_bits(w[(sb + u / 8) * 36] & 65535) * ds[r * nb + u])
-                * ((k4_sc(w, (sb + u / 8) * 36, u % 8) * sum!(i in 0..8, order = any, dot4_u8i8((w[(sb + u / 8) * 36 + 4 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F, xs[(r * nb + u) * 8 + (r * nb + u) / 4 * 4 + i], 0))) as f32)
+                * ((k4_sc(w, (sb + u / 8) * 36, u % 8) * sum!(i in 0..8, order = any, dot4_i8((w[(sb + u / 8) * 36 + 4 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F, xs[(r * nb + u) * 8 + (r * nb + u) / 4 * 4 + i], 0))) as f32)
             - (f16_bits(w[(sb + u / 8) * 36] >> 16) * ds[r * nb + u]) * ((k4_min(w, (sb + u / 8) * 36, u % 8) * ss[r * nb + u]) as f32));
         y[r0 * n + o] = y0;
         if r0 + 1 < rows {
@@ -313,7 +497,7 @@ pub fn matvec_q5_k_q8_rows8(
         let sb = (e * n + o) * (k / 256);
         let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
             (f16_bits(w[(sb + u / 8) * 44] & 65535) * ds[r * nb + u])
-                * ((k4_sc(w, (sb + u / 8) * 44, u % 8) * sum!(i in 0..8, order = any, dot4_u8i8(((w[(sb + u / 8) * 44 + 12 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F)
+                * ((k4_sc(w, (sb + u / 8) * 44, u % 8) * sum!(i in 0..8, order = any, dot4_i8(((w[(sb + u / 8) * 44 + 12 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F)
                         | (((w[(sb + u / 8) * 44 + 4 + i] >> ((u % 8) as u32)) & 0x01010101) << 4), xs[(r * nb + u) * 8 + (r * nb + u) / 4 * 4 + i], 0))) as f32)
             - (f16_bits(w[(sb + u / 8) * 44] >> 16) * ds[r * nb + u]) * ((k4_min(w, (sb + u / 8) * 44, u % 8) * ss[r * nb + u]) as f32));
         y[r0 * n + o] = y0;

@@ -502,7 +502,14 @@ fn matvec_q8_0_q8_compiles_for_sm90_and_gfx1100() {
     use baro_dsl::compile::compile_gpu;
     use baro_dsl::options::CompileOptions;
     let cache = CompileCache::new(None);
-    for kern in [matvec_q8_0_q8(), matvec_q8_0_q8_rows(), matvec_q8_0_q8_rows8(), matvec_q8_0_q8_mma()] {
+    for kern in [
+        matvec_q8_0_q8(),
+        matvec_q8_0_q8_rows(),
+        matvec_q8_0_q8_rows8(),
+        matvec_q8_0_q8_mma(),
+        baro_engine::kernels::kquant_q8::matvec_q4_k_q8_mma(),
+        baro_engine::kernels::kquant_q8::matvec_q5_k_q8_mma(),
+    ] {
         for target in ["sm_90", "gfx1100"] {
             let a = compile_gpu(&kern, &target.parse().unwrap(), &CompileOptions::default(), &cache)
                 .unwrap_or_else(|e| panic!("{} {target}: {e}", kern.name));
@@ -800,6 +807,66 @@ fn kq_rows8(ty: TensorType) -> baro_dsl::ir::Kernel {
     }
 }
 
+/// The K-quant q8 matvecs on the integer matrix step (`matvec_q4_k_q8_mma`,
+/// `matvec_q5_k_q8_mma`: 16 outputs × 8 rows of one matrix) against the plain-Rust reference
+/// (row r alone, matrix 2 of a stack of 3) and against the serial rows kernels, byte for byte:
+/// row counts below, at and across the tile of 8, outputs across workgroups of 16, one
+/// super-block, 40 units per row (lanes with one and two), `Q8_MMA_MAX_K`; quantized values
+/// and random bytes. A k past `Q8_MMA_MAX_K` is a bounds error, not a result.
+#[test]
+fn kquant_q8_mma_equal_reference_and_serial_rows() {
+    let mut rng = baro::reference::Rng::new(41);
+    for (ty, mma) in [(TensorType::Q4_K, kq::matvec_q4_k_q8_mma()), (TensorType::Q5_K, kq::matvec_q5_k_q8_mma())] {
+        let (m1, serial) = kq_kernels(ty);
+        assert_eq!(mma.sibling.as_ref().map(|s| s.of.as_str()), Some(m1.name.as_str()), "declared sibling");
+        let mut compared = 0;
+        for (k, n, random) in [(256usize, 3usize, false), (1280, 17, true), (Q8_MMA_MAX_K, 9, false)] {
+            let w = if random {
+                kq_random_bytes(ty, 3 * n * k / 256, k as u64)
+            } else {
+                kq_quantized(ty, 3 * n * k / 256, k as u64)
+            };
+            for rows in [1usize, 3, 8, 9, 17] {
+                let x = q8x(&rng.vec_f32(rows * k));
+                let ids = vec![2u32; rows];
+                let got = run_kq(ty, &mma, &x, &w, &ids, k, n, 0, Some(rows));
+                let want = matvec_kquant_q8_reference(ty, &x.q, &x.d, &x.s, &w, &ids, k, n, k);
+                assert_eq!(bits(&got), bits(&want), "{} rows={rows} k={k} n={n}: against the reference", mma.name);
+                let serial_got = run_kq(ty, &serial, &x, &w, &ids, k, n, 0, Some(rows));
+                assert_eq!(
+                    bits(&got),
+                    bits(&serial_got),
+                    "{} rows={rows} k={k} n={n}: against {}",
+                    mma.name,
+                    serial.name
+                );
+                assert!(got.iter().any(|v| *v != 0.0), "{ty:?} k={k}: all zero, the comparison would be vacuous");
+                compared += got.len();
+            }
+        }
+        assert_eq!(compared, (3 + 17 + 9) * (1 + 3 + 8 + 9 + 17), "{ty:?}");
+        // One super-block past the limit: the workgroup arrays' bounds check fails.
+        let k = Q8_MMA_MAX_K + 256;
+        let x = q8x(&rng.vec_f32(k));
+        let w = kq_quantized(ty, k / 256, 1);
+        let dev = Device::host().expect("host device");
+        let compiled = dev.compile(&mma).unwrap_or_else(|e| panic!("{}: {e}", mma.name));
+        let (qb, db, sb, ib) = (
+            dev.upload(&x.q).unwrap(),
+            dev.upload(&x.d).unwrap(),
+            dev.upload(&x.s).unwrap(),
+            dev.upload(&[0u32]).unwrap(),
+        );
+        let wb = dev.upload_bytes(ScalarType::U8, &w).unwrap();
+        let mut y = dev.alloc(ScalarType::F32, 1).unwrap();
+        let mut args = vec![A::buf(&qb), A::buf(&db), A::buf(&sb)];
+        args.extend([A::words(&wb), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(1usize)]);
+        args.extend([A::from(0usize), A::from(1usize), A::from(1usize)]);
+        let err = dev.run(&compiled, &mut args).expect_err("k past Q8_MMA_MAX_K must fail").to_string();
+        assert!(err.contains(&mma.name), "the error names the kernel: {err}");
+    }
+}
+
 /// The 8-row K-quant q8 matvecs of one matrix against the plain-Rust reference (row r alone,
 /// matrix 2 of a stack of 3) and against the serial rows kernels, byte for byte: row counts
 /// below, at and across the tile of 8, outputs across workgroups of 8, one super-block, 72
@@ -987,11 +1054,9 @@ fn kquant_q8_matvecs_compile_to_dp4a_and_v_dot4() {
     let tmp = tempfile::tempdir().unwrap();
     let cache = CompileCache::new(None);
     for ty in KQUANTS {
-        let (dp4a, flags) = if ty == TensorType::Q6_K {
-            ("dp4a.s32.s32", "neg_lo:[1,1,0]")
-        } else {
-            ("dp4a.u32.s32", "neg_lo:[0,1,0]")
-        };
+        // Every K-quant dot is signed × signed: the Q4_K/Q5_K codes (below 128) as signed bytes,
+        // so that the matrix-step kernels (s8 × s8) compute the m = 1 kernels' own dots.
+        let (dp4a, flags) = ("dp4a.s32.s32", "neg_lo:[1,1,0]");
         let (m1, rows) = kq_kernels(ty);
         for kern in [m1, rows, kq_rows8(ty)] {
             let a = compile_gpu(&kern, &"sm_90".parse().unwrap(), &CompileOptions::default(), &cache)
