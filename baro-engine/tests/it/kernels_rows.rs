@@ -23,11 +23,11 @@ fn every_declared_sibling_is_proven() {
         outputs += proof.outputs;
     }
     println!("{} pairs proven, {outputs} output DAGs compared", pairs.len());
-    // Every `_rows` (and 8-row `_rows8`) kernel but the negative control declares a sibling and names a decode kernel.
+    // Every `_rows` (8-row `_rows8`, matrix-step `_mma`) kernel but the negative control declares a sibling and names a decode kernel.
     let declared: Vec<String> = kernels::rows().into_iter().filter(|k| k.sibling.is_some()).map(|k| k.name).collect();
     let named: Vec<String> = kernels::rows()
         .into_iter()
-        .filter(|k| k.name.ends_with("_rows") || k.name.ends_with("_rows8"))
+        .filter(|k| k.name.ends_with("_rows") || k.name.ends_with("_rows8") || k.name.ends_with("_mma"))
         .map(|k| k.name)
         .collect();
     assert_eq!(declared, named, "every `_rows` kernel declares `rows_of`");
