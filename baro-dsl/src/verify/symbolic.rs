@@ -857,7 +857,8 @@ impl Exec<'_, '_> {
     /// no sum wraps, so this is the integer of every order (`MmaI8::reference` chains the
     /// accumulator through the dots, the same integer); it is the tree an m = 1 kernel's
     /// `sum!(w in 0..8 · steps, order = any, dot4_i8(a[w], b[w], 0))` gets, so a rows kernel
-    /// on the step is compared with such a kernel node for node.
+    /// on the step is compared with such a kernel node for node. A word that is the constant 0
+    /// in A or B is no term of the sum (its dot is exactly 0).
     fn mma_i8(&mut self, s: &Stmt, m: &MmaI8) -> Result<(), VerifyError> {
         let names =
             ["output offset", "output stride", "left offset", "left stride", "right offset", "right stride", "steps"];
@@ -884,6 +885,11 @@ impl Exec<'_, '_> {
                             ScalarType::I32,
                             Dot4Kind::I8I8.eval(x.bits as u32, y.bits as u32, 0) as u32 as u64,
                         )),
+                        // A word of zeros contributes exactly 0 whatever the other operand is,
+                        // and adding an integer 0 changes nothing: such a word is not a term.
+                        // So a tile whose rows hold part of a block (the rest zero words) is
+                        // the sum over that part, the tree an m = 1 kernel's shorter sum gets.
+                        (Value::C(z), _) | (_, Value::C(z)) if z.bits as u32 == 0 => continue,
                         (x, y) => {
                             let args = [self.node(x), self.node(y), self.node(zero)];
                             Value::S(self.dag.op(Op::Dot4(Dot4Kind::I8I8), ScalarType::I32, &args), ScalarType::I32)
