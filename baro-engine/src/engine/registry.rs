@@ -182,6 +182,7 @@ impl Kernels {
                 (T::Q8_0, q8act::matvec_q8_0_q8_mma),
                 (T::Q4_K, kquant_q8::matvec_q4_k_q8_mma),
                 (T::Q5_K, kquant_q8::matvec_q5_k_q8_mma),
+                (T::Q6_K, kquant_q8::matvec_q6_k_q8_mma),
             ])?,
             q8act: c.one(q8act::q8act)?,
             rmsnorm: c.pair(norm::rmsnorm_rows)?,

@@ -367,6 +367,137 @@ pub fn matvec_q5_k_q8_mma(
     }
 }
 
+/// `matvec_q6_k_q8` over 8 rows of one matrix on the integer matrix step: 8 outputs × 8 rows
+/// per workgroup. A Q6_K unit has two halves of 16 with their own sub-scales, so tile row
+/// 2o + h holds output o's codes of half h (made signed as the m = 1 kernel makes them) and
+/// zero words in the other half: the step's row 2o + h is then exactly the m = 1 kernel's sum of
+/// half h (a zero word is no term of it). Otherwise as `matvec_q4_k_q8_mma`: a chunk of 8 units
+/// at a time, the dots of every unit kept in workgroup memory, then the float part
+/// `(d · xd_u) · ((sc_lo · idot_lo + sc_hi · idot_hi) as f32)` for the 8 rows at once in the
+/// m = 1 `lanes(32).butterfly()` order, one output per team. k ≤ `q8act::Q8_MMA_MAX_K`.
+#[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits, byte_i8], rows_of = matvec_q6_k_q8, rows = rows,
+         row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), verify(k = [256, 1280], n = [1, 9, 17], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
+pub fn matvec_q6_k_q8_mma(
+    xq: &[u32],
+    xd: &[f32],
+    w: &[u32],
+    ids: &[u32],
+    y: &mut [f32],
+    k: usize,
+    n: usize,
+    x_stride: usize,
+    n_slots: usize,
+    rows: usize,
+) {
+    let ob = group_id(0) * 8;
+    let r0 = group_id(1) * 8;
+    let last = rows - 1;
+    let e = ids[r0] as usize;
+    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
+    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
+    for r in 0..8 {
+        check!(ids[(r0 + r).min(last)] == ids[r0]);
+    }
+    let nb = k / 32;
+    let sa = shared::<u32, 1536>();
+    let sx = shared::<u32, 768>();
+    let sc = shared::<i32, 8256>();
+    let ds = shared::<f32, 512>();
+    for b in par(0..nb) {
+        for r in 0..8 {
+            ds[r * nb + b] = xd[(r0 + r).min(last) * nb + b];
+        }
+    }
+    for c in 0..(nb + 7) / 8 {
+        let nu = (nb - c * 8).min(8);
+        for p in par(0..nu * 128) {
+            // Tile row p / 8 % 16 = 2o + h, word p % 8. The m = 1 kernel's indices, formed as
+            // it forms them (i the word within the half), so the proof compares them.
+            let u = c * 8 + p / 128;
+            let sb = (e * n + (ob + p / 16 % 8).min(n - 1)) * (k / 256);
+            let i = p % 4;
+            sa[p / 128 * 192 + p / 8 % 16 * 12 + p % 8] = if p % 8 / 4 == p / 8 % 2 {
+                if p % 8 < 4 {
+                    (((((if (sb + u / 8) % 2 == 0 {
+                        w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i]
+                    } else {
+                        (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i] >> 16)
+                            | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 1] << 16)
+                    }) >> ((u % 4 / 2 * 4) as u32))
+                        & 0x0F0F0F0F)
+                        | ((((if (sb + u / 8) % 2 == 0 {
+                            w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i]
+                        } else {
+                            (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] >> 16)
+                                | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 1] << 16)
+                        }) >> ((u % 4 * 2) as u32))
+                            & 0x03030303)
+                            << 4))
+                        + 0x60606060)
+                        ^ 0x80808080
+                } else {
+                    (((((if (sb + u / 8) % 2 == 0 {
+                        w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4]
+                    } else {
+                        (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] >> 16)
+                            | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4 + 1] << 16)
+                    }) >> ((u % 4 / 2 * 4) as u32))
+                        & 0x0F0F0F0F)
+                        | ((((if (sb + u / 8) % 2 == 0 {
+                            w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4]
+                        } else {
+                            (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] >> 16)
+                                | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4 + 1] << 16)
+                        }) >> ((u % 4 * 2) as u32))
+                            & 0x03030303)
+                            << 4))
+                        + 0x60606060)
+                        ^ 0x80808080
+                }
+            } else {
+                0
+            };
+        }
+        for p in par(0..nu * 64) {
+            sx[p / 64 * 96 + p / 8 % 8 * 12 + p % 8] =
+                xq[(r0 + p / 8 % 8).min(last) * (k / 4) + (c * 8 + p / 64) * 8 + p % 8];
+        }
+        for j in par_team(0..nu, 32) {
+            mma_i8(sc, (c * 8 + j) * 129, 8, sa, j * 192, 12, sx, j * 96, 12, 1);
+        }
+    }
+    for t in par_team(0..(n - ob).min(8), 32) {
+        let o = ob + t;
+        let sb = (e * n + o) * (k / 256);
+        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
+            (f16_at_words(w, (sb + u / 8) * 210 + 208) * ds[r * nb + u])
+                * ((byte_i8(w, (sb + u / 8) * 210 + 192 + u % 8 * 2) * sc[u * 129 + t * 16 + r]
+                    + byte_i8(w, (sb + u / 8) * 210 + 193 + u % 8 * 2) * sc[u * 129 + t * 16 + 8 + r]) as f32));
+        y[r0 * n + o] = y0;
+        if r0 + 1 < rows {
+            y[(r0 + 1) * n + o] = y1;
+        }
+        if r0 + 2 < rows {
+            y[(r0 + 2) * n + o] = y2;
+        }
+        if r0 + 3 < rows {
+            y[(r0 + 3) * n + o] = y3;
+        }
+        if r0 + 4 < rows {
+            y[(r0 + 4) * n + o] = y4;
+        }
+        if r0 + 5 < rows {
+            y[(r0 + 5) * n + o] = y5;
+        }
+        if r0 + 6 < rows {
+            y[(r0 + 6) * n + o] = y6;
+        }
+        if r0 + 7 < rows {
+            y[(r0 + 7) * n + o] = y7;
+        }
+    }
+}
+
 /// The largest k the 8-row K-quant q8 matvecs take: their workgroup arrays hold 8 rows of that
 /// many quantized activations (9 words per block of 32: 36 KiB), their scales (4 KiB) and, for
 /// Q4_K and Q5_K, their block sums (4 KiB): 44 KiB, within the 48 KiB of static workgroup

@@ -193,6 +193,7 @@ pub fn rows() -> Vec<baro::dsl::Kernel> {
         kquant_q8::matvec_q6_k_q8_rows8(),
         kquant_q8::matvec_q4_k_q8_mma(),
         kquant_q8::matvec_q5_k_q8_mma(),
+        kquant_q8::matvec_q6_k_q8_mma(),
     ]
 }
 

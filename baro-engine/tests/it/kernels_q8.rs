@@ -509,6 +509,7 @@ fn matvec_q8_0_q8_compiles_for_sm90_and_gfx1100() {
         matvec_q8_0_q8_mma(),
         baro_engine::kernels::kquant_q8::matvec_q4_k_q8_mma(),
         baro_engine::kernels::kquant_q8::matvec_q5_k_q8_mma(),
+        baro_engine::kernels::kquant_q8::matvec_q6_k_q8_mma(),
     ] {
         for target in ["sm_90", "gfx1100"] {
             let a = compile_gpu(&kern, &target.parse().unwrap(), &CompileOptions::default(), &cache)
@@ -808,15 +809,19 @@ fn kq_rows8(ty: TensorType) -> baro_dsl::ir::Kernel {
 }
 
 /// The K-quant q8 matvecs on the integer matrix step (`matvec_q4_k_q8_mma`,
-/// `matvec_q5_k_q8_mma`: 16 outputs × 8 rows of one matrix) against the plain-Rust reference
+/// `matvec_q5_k_q8_mma`: 16 outputs × 8 rows of one matrix; `matvec_q6_k_q8_mma`: 8 × 8) against the plain-Rust reference
 /// (row r alone, matrix 2 of a stack of 3) and against the serial rows kernels, byte for byte:
-/// row counts below, at and across the tile of 8, outputs across workgroups of 16, one
+/// row counts below, at and across the tile of 8, outputs across workgroups of 8 and 16, one
 /// super-block, 40 units per row (lanes with one and two), `Q8_MMA_MAX_K`; quantized values
 /// and random bytes. A k past `Q8_MMA_MAX_K` is a bounds error, not a result.
 #[test]
 fn kquant_q8_mma_equal_reference_and_serial_rows() {
     let mut rng = baro::reference::Rng::new(41);
-    for (ty, mma) in [(TensorType::Q4_K, kq::matvec_q4_k_q8_mma()), (TensorType::Q5_K, kq::matvec_q5_k_q8_mma())] {
+    for (ty, mma) in [
+        (TensorType::Q4_K, kq::matvec_q4_k_q8_mma()),
+        (TensorType::Q5_K, kq::matvec_q5_k_q8_mma()),
+        (TensorType::Q6_K, kq::matvec_q6_k_q8_mma()),
+    ] {
         let (m1, serial) = kq_kernels(ty);
         assert_eq!(mma.sibling.as_ref().map(|s| s.of.as_str()), Some(m1.name.as_str()), "declared sibling");
         let mut compared = 0;
@@ -859,7 +864,10 @@ fn kquant_q8_mma_equal_reference_and_serial_rows() {
         );
         let wb = dev.upload_bytes(ScalarType::U8, &w).unwrap();
         let mut y = dev.alloc(ScalarType::F32, 1).unwrap();
-        let mut args = vec![A::buf(&qb), A::buf(&db), A::buf(&sb)];
+        let mut args = vec![A::buf(&qb), A::buf(&db)];
+        if ty != TensorType::Q6_K {
+            args.push(A::buf(&sb));
+        }
         args.extend([A::words(&wb), A::buf(&ib), A::buf_mut(&mut y), A::from(k), A::from(1usize)]);
         args.extend([A::from(0usize), A::from(1usize), A::from(1usize)]);
         let err = dev.run(&compiled, &mut args).expect_err("k past Q8_MMA_MAX_K must fail").to_string();
