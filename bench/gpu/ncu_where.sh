@@ -8,7 +8,7 @@
 #                    matvecs and attention_rows), in the timed part of q8 prefill at 1k
 #   attn_8k.log      ncu GPU time of every attention_rows launch of q8 prefill at 8k
 #   decode_q8.log    ncu per-kernel GPU time over 3 decoded q8 tokens
-# Each part runs under PART_LIMIT seconds (default 150).
+# Each part runs under PART_LIMIT seconds (default 150); PARTS picks some (default all four).
 set -u
 cd "$(dirname "$0")/../.."
 out=${OUT:-bench/results}/where
@@ -25,7 +25,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/nv
 cat .carry/COMMIT > "$out/commit.txt" 2>/dev/null
 ncu_t=(ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --print-summary per-kernel)
 pf=("$bin/prefill_speed" --target cuda --model "$pack" --replay-tokens 1 --no-profile --precision q8)
-part() { local name=$1; shift; local t=$(date +%s); timeout "$lim" "$@" > "$out/$name.log" 2>&1; echo "$name exit $? ($(( $(date +%s) - t )) s)" | tee -a "$out/summary.txt"; }
+part() { local name=$1; shift; case " ${PARTS:-prefill_1k rows_detail attn_8k decode_q8} " in *" $name "*) ;; *) return ;; esac; local t=$(date +%s); timeout "$lim" "$@" > "$out/$name.log" 2>&1; echo "$name exit $? ($(( $(date +%s) - t )) s)" | tee -a "$out/summary.txt"; }
 part prefill_1k "${ncu_t[@]}" -c "${NCU_PREFILL_LAUNCHES:-2600}" "${pf[@]}" --lengths 1024
 part rows_detail ncu --clock-control none --cache-control none -k "${DETAIL:-regex:rows8|attention_rows}" --launch-skip "${DETAIL_SKIP:-300}" -c "${DETAIL_COUNT:-10}" \
   --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis \
