@@ -36,8 +36,12 @@ pub(crate) struct Kernels {
     /// `moe_scatter_tiles`' layout, for k up to `Q8_ROWS8_MAX_K` / `KQ8_ROWS8_MAX_K`.
     pub(crate) matvec_q8_tiles: HashMap<TensorType, KernelPair>,
     /// The q8 mode's tile kernels on the integer matrix step (`mma_i8`), same tiles and
-    /// arguments as `matvec_q8_tiles`, for k up to `Q8_MMA_MAX_K`: preferred where they fit.
+    /// arguments as `matvec_q8_tiles`, for k up to `Q8_MMA_MAX_K`: launched instead of those
+    /// only where `q8_tiles` says so (`BARO_Q8_TILES=mma`; measured slower on an H100 so far,
+    /// bench/NOTES.md 2026-12-07).
     pub(crate) matvec_q8_mma: HashMap<TensorType, KernelPair>,
+    /// Which q8 tile kernels serve the q8 mode's rows passes (`BARO_Q8_TILES`).
+    pub(crate) q8_tiles: Q8Tiles,
     /// Activations to 8-bit blocks of 32; one kernel for any number of rows (each block is
     /// quantized on its own).
     pub(crate) q8act: DeviceKernel,
@@ -97,6 +101,31 @@ impl Compiled {
         };
         let get = |name: &str| self.0.get(name).cloned().ok_or_else(|| missing(name));
         Ok(KernelPair { one: get(&sibling.of)?, rows: get(&ir.name)? })
+    }
+}
+
+/// The q8 mode's tile kernels: the 8-row dot4 kernels (`_rows8`, the default) or the
+/// integer-matrix-step kernels (`_mma`). The same bits either way; a benchmark knob, read from
+/// `BARO_Q8_TILES` (`dot4` or `mma`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Q8Tiles {
+    #[default]
+    Dot4,
+    Mma,
+}
+
+impl Q8Tiles {
+    /// `BARO_Q8_TILES`: unset or `dot4`, or `mma`; anything else is an error naming both.
+    pub(crate) fn from_env() -> Result<Q8Tiles, EngineError> {
+        match std::env::var("BARO_Q8_TILES").as_deref() {
+            Err(_) | Ok("") | Ok("dot4") => Ok(Q8Tiles::Dot4),
+            Ok("mma") => Ok(Q8Tiles::Mma),
+            Ok(other) => Err(EngineError::Unsupported {
+                what: "BARO_Q8_TILES",
+                expected: "dot4 or mma".into(),
+                found: other.into(),
+            }),
+        }
     }
 }
 
@@ -178,6 +207,7 @@ impl Kernels {
                 (T::Q5_K, kquant_q8::matvec_q5_k_q8_rows8),
                 (T::Q6_K, kquant_q8::matvec_q6_k_q8_rows8),
             ])?,
+            q8_tiles: Q8Tiles::from_env()?,
             matvec_q8_mma: by_type(&[
                 (T::Q8_0, q8act::matvec_q8_0_q8_mma),
                 (T::Q4_K, kquant_q8::matvec_q4_k_q8_mma),
@@ -227,11 +257,12 @@ impl Kernels {
     }
 
     /// The 8-row q8 kernel that serves `pair` (a q8 pair `matvec_q8_for` gave) over tiles of one
-    /// matrix: the type's matrix-step kernel where it has one and `cols` ≤ `Q8_MMA_MAX_K`, else
-    /// the 8-row dot4 kernel where `cols` fits its staged activations.
+    /// matrix: with `Q8Tiles::Mma` the type's matrix-step kernel where `cols` ≤ `Q8_MMA_MAX_K`,
+    /// else the 8-row dot4 kernel where `cols` fits its staged activations. Either gives the m = 1
+    /// kernel's bits (both are proven siblings).
     pub(crate) fn matvec_q8_tile_for(&self, pair: &KernelPair, cols: usize) -> Option<&DeviceKernel> {
         let mma = self.matvec_q8_mma.values().find(|t| t.one.name() == pair.one.name());
-        if let Some(t) = mma.filter(|_| cols <= q8act::Q8_MMA_MAX_K) {
+        if let Some(t) = mma.filter(|_| self.q8_tiles == Q8Tiles::Mma && cols <= q8act::Q8_MMA_MAX_K) {
             return Some(&t.rows);
         }
         let max = if pair.one.name() == "matvec_q8_0_q8" { q8act::Q8_ROWS8_MAX_K } else { kquant_q8::KQ8_ROWS8_MAX_K };

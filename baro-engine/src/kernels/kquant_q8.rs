@@ -229,12 +229,15 @@ pub fn matvec_q4_k_q8_mma(
     }
     for c in 0..(nb + 7) / 8 {
         let nu = (nb - c * 8).min(8);
-        for i in par(0..nu * 128) {
-            // The m = 1 kernel's indices, formed as it forms them, so the proof compares them.
-            let u = c * 8 + i / 128;
-            let sb = (e * n + (ob + i / 8 % 16).min(n - 1)) * (k / 256);
-            sa[i / 128 * 192 + i / 8 % 16 * 12 + i % 8] =
-                (w[(sb + u / 8) * 36 + 4 + u % 8 / 2 * 8 + i % 8] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F;
+        for p in par(0..nu * 16) {
+            // Item p: unit c · 8 + p / 16 of output p % 16, its 8 code words. The m = 1
+            // kernel's indices, formed as it forms them, so the proof compares them.
+            let u = c * 8 + p / 16;
+            let sb = (e * n + (ob + p % 16).min(n - 1)) * (k / 256);
+            for q in 0..8 {
+                sa[p / 16 * 192 + p % 16 * 12 + q] =
+                    (w[(sb + u / 8) * 36 + 4 + u % 8 / 2 * 8 + q] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F;
+            }
         }
         for i in par(0..nu * 64) {
             sx[i / 64 * 96 + i / 8 % 8 * 12 + i % 8] =
@@ -320,13 +323,16 @@ pub fn matvec_q5_k_q8_mma(
     }
     for c in 0..(nb + 7) / 8 {
         let nu = (nb - c * 8).min(8);
-        for i in par(0..nu * 128) {
-            // The m = 1 kernel's indices, formed as it forms them, so the proof compares them.
-            let u = c * 8 + i / 128;
-            let sb = (e * n + (ob + i / 8 % 16).min(n - 1)) * (k / 256);
-            sa[i / 128 * 192 + i / 8 % 16 * 12 + i % 8] =
-                ((w[(sb + u / 8) * 44 + 12 + u % 8 / 2 * 8 + i % 8] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F)
-                    | (((w[(sb + u / 8) * 44 + 4 + i % 8] >> ((u % 8) as u32)) & 0x01010101) << 4);
+        for p in par(0..nu * 16) {
+            // Item p: unit c · 8 + p / 16 of output p % 16, its 8 code words. The m = 1
+            // kernel's indices, formed as it forms them, so the proof compares them.
+            let u = c * 8 + p / 16;
+            let sb = (e * n + (ob + p % 16).min(n - 1)) * (k / 256);
+            for q in 0..8 {
+                sa[p / 16 * 192 + p % 16 * 12 + q] =
+                    ((w[(sb + u / 8) * 44 + 12 + u % 8 / 2 * 8 + q] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F)
+                        | (((w[(sb + u / 8) * 44 + 4 + q] >> ((u % 8) as u32)) & 0x01010101) << 4);
+            }
         }
         for i in par(0..nu * 64) {
             sx[i / 64 * 96 + i / 8 % 8 * 12 + i % 8] =
@@ -410,53 +416,55 @@ pub fn matvec_q6_k_q8_mma(
     }
     for c in 0..(nb + 7) / 8 {
         let nu = (nb - c * 8).min(8);
-        for p in par(0..nu * 128) {
-            // Tile row p / 8 % 16 = 2o + h, word p % 8. The m = 1 kernel's indices, formed as
+        for p in par(0..nu * 16) {
+            // Item p: unit c · 8 + p / 16, tile row p % 16 = 2o + h; word q. The m = 1 kernel's indices, formed as
             // it forms them (i the word within the half), so the proof compares them.
-            let u = c * 8 + p / 128;
-            let sb = (e * n + (ob + p / 16 % 8).min(n - 1)) * (k / 256);
-            let i = p % 4;
-            sa[p / 128 * 192 + p / 8 % 16 * 12 + p % 8] = if p % 8 / 4 == p / 8 % 2 {
-                if p % 8 < 4 {
-                    (((((if (sb + u / 8) % 2 == 0 {
-                        w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i]
-                    } else {
-                        (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i] >> 16)
-                            | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 1] << 16)
-                    }) >> ((u % 4 / 2 * 4) as u32))
-                        & 0x0F0F0F0F)
-                        | ((((if (sb + u / 8) % 2 == 0 {
-                            w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i]
+            let u = c * 8 + p / 16;
+            let sb = (e * n + (ob + p % 16 / 2).min(n - 1)) * (k / 256);
+            for q in 0..8 {
+                let i = q % 4;
+                sa[p / 16 * 192 + p % 16 * 12 + q] = if q / 4 == p % 2 {
+                    if q < 4 {
+                        (((((if (sb + u / 8) % 2 == 0 {
+                            w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i]
                         } else {
-                            (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] >> 16)
-                                | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 1] << 16)
-                        }) >> ((u % 4 * 2) as u32))
-                            & 0x03030303)
-                            << 4))
-                        + 0x60606060)
-                        ^ 0x80808080
+                            (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i] >> 16)
+                                | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 1] << 16)
+                        }) >> ((u % 4 / 2 * 4) as u32))
+                            & 0x0F0F0F0F)
+                            | ((((if (sb + u / 8) % 2 == 0 {
+                                w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i]
+                            } else {
+                                (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] >> 16)
+                                    | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 1] << 16)
+                            }) >> ((u % 4 * 2) as u32))
+                                & 0x03030303)
+                                << 4))
+                            + 0x60606060)
+                            ^ 0x80808080
+                    } else {
+                        (((((if (sb + u / 8) % 2 == 0 {
+                            w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4]
+                        } else {
+                            (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] >> 16)
+                                | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4 + 1] << 16)
+                        }) >> ((u % 4 / 2 * 4) as u32))
+                            & 0x0F0F0F0F)
+                            | ((((if (sb + u / 8) % 2 == 0 {
+                                w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4]
+                            } else {
+                                (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] >> 16)
+                                    | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4 + 1] << 16)
+                            }) >> ((u % 4 * 2) as u32))
+                                & 0x03030303)
+                                << 4))
+                            + 0x60606060)
+                            ^ 0x80808080
+                    }
                 } else {
-                    (((((if (sb + u / 8) % 2 == 0 {
-                        w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4]
-                    } else {
-                        (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] >> 16)
-                            | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4 + 1] << 16)
-                    }) >> ((u % 4 / 2 * 4) as u32))
-                        & 0x0F0F0F0F)
-                        | ((((if (sb + u / 8) % 2 == 0 {
-                            w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4]
-                        } else {
-                            (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] >> 16)
-                                | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4 + 1] << 16)
-                        }) >> ((u % 4 * 2) as u32))
-                            & 0x03030303)
-                            << 4))
-                        + 0x60606060)
-                        ^ 0x80808080
-                }
-            } else {
-                0
-            };
+                    0
+                };
+            }
         }
         for p in par(0..nu * 64) {
             sx[p / 64 * 96 + p / 8 % 8 * 12 + p % 8] =

@@ -398,14 +398,17 @@ pub fn matvec_q8_0_q8_mma(
     }
     for c in 0..(nb + 7) / 8 {
         let nu = (nb - c * 8).min(8);
-        for i in par(0..nu * 128) {
-            // `row + b` as the m = 1 kernel forms it, so the proof compares the same index.
-            let blk = (e * n + (ob + i / 8 % 16).min(n - 1)) * nb + (c * 8 + i / 128);
-            sa[i / 128 * 192 + i / 8 % 16 * 12 + i % 8] = if blk % 2 == 0 {
-                (w[blk * 34 / 4 + i % 8] >> 16) | (w[blk * 34 / 4 + i % 8 + 1] << 16)
-            } else {
-                w[blk * 34 / 4 + i % 8 + 1]
-            };
+        for p in par(0..nu * 16) {
+            // Item p: block c · 8 + p / 16 of output p % 16, its 8 quant words (9 loads). `row +
+            // b` as the m = 1 kernel forms it, so the proof compares the same index.
+            let blk = (e * n + (ob + p % 16).min(n - 1)) * nb + (c * 8 + p / 16);
+            for q in 0..8 {
+                sa[p / 16 * 192 + p % 16 * 12 + q] = if blk % 2 == 0 {
+                    (w[blk * 34 / 4 + q] >> 16) | (w[blk * 34 / 4 + q + 1] << 16)
+                } else {
+                    w[blk * 34 / 4 + q + 1]
+                };
+            }
         }
         for i in par(0..nu * 64) {
             sb[i / 64 * 96 + i / 8 % 8 * 12 + i % 8] =
