@@ -75,11 +75,12 @@ pub const ATTENTION_ROWS_MAX_HEAD_DIM: usize = 256;
 /// (n_ctx is row 0's context), each in the decode kernel's order; q, gate, scratch and y hold
 /// one row each per n_heads heads. One workgroup per (head, 16 consecutive rows), in three
 /// phases, each with every row of the tile side by side:
-/// - scores: the 16 rows' q are staged in workgroup memory (rows 260 floats apart, so the two
+/// - scores: the 16 rows' q are staged in workgroup memory (rows 260 floats apart, so the
 ///   rows a warp reads sit on different banks), and the keys are read 16 positions at a time
 ///   into a transposed tile (`ks[d · 17 + t]`: coalesced global reads along d, conflict-free
-///   reads along t), from which thread (j, t) computes row j's score at that position, its sum
-///   over d sequential as in decode;
+///   reads along t), from which thread (pair of rows, t) computes both rows' scores at that
+///   position in one reduction over the two rows (each key element read once for the two),
+///   each row's sum over d sequential as in decode;
 /// - softmax: a team of 32 lanes per row takes the row's max and its sum of exp(score − max),
 ///   both `lanes(32).butterfly()` as in decode (the exp recomputed in the sum is decode's
 ///   stored value, the same operation on the same operands), then one pass over the tile's
@@ -135,10 +136,15 @@ pub fn attention_rows(
                 }
             }
         }
-        for i in par(0..256) {
-            if r0 + i / 16 < rows && t0 + i % 16 < n_ctx + r0 + i / 16 {
-                scratch[((r0 + i / 16) * n_heads + h) * ctx_stride + t0 + i % 16] =
-                    sum!(d in 0..head_dim, order = seq, qs[i / 16 * 260 + d] * ks[d * 17 + i % 16]) * scale;
+        for i in par(0..128) {
+            let j = i / 16 * 2;
+            let t = t0 + i % 16;
+            let [s0, s1] = sum!(u in 0..2, d in 0..head_dim, order = seq, qs[(j + u) * 260 + d] * ks[d * 17 + i % 16]);
+            if r0 + j < rows && t < n_ctx + r0 + j {
+                scratch[((r0 + j) * n_heads + h) * ctx_stride + t] = s0 * scale;
+            }
+            if r0 + j + 1 < rows && t < n_ctx + r0 + j + 1 {
+                scratch[((r0 + j + 1) * n_heads + h) * ctx_stride + t] = s1 * scale;
             }
         }
     }
