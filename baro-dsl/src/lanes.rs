@@ -209,6 +209,13 @@ impl Cx<'_> {
             return self.err(e.to_string());
         }
         let zero = Expr::Const(identity(r.op, r.ty));
+        let per_row_len = row.is_some_and(|row| r.len.any(&|x| matches!(x, Expr::Var(v) if *v == row)));
+        if per_row_len && !matches!(r.schedule, Schedule::Sequential | Schedule::Lanes { .. } | Schedule::Any) {
+            return self.err(format!(
+                "a reduction over rows whose length depends on the row, in order `{}`: expected `seq` or `lanes(..)`, whose rows can share one loop over the elements and each stop at its own length",
+                r.schedule
+            ));
+        }
         match r.schedule.clone() {
             Schedule::Any => {
                 // Every order gives one value here (the verifier proved it), so this picks the
@@ -227,9 +234,7 @@ impl Cx<'_> {
                 for &result in results {
                     out.push(Stmt::Let { var: result, value: zero.clone() });
                 }
-                let mut body = Vec::new();
-                self.update(&r, row, results, &mut body)?;
-                out.push(Stmt::For { var: r.var, start: Expr::index(0), end: r.len, step: Expr::index(1), body });
+                self.element_loops(&r, row, results, Expr::index(0), 1, out)?;
             }
             Schedule::Chunked { size, combine } => {
                 if combine != Combine::Sequential {
@@ -341,19 +346,11 @@ impl Cx<'_> {
                 }
                 let lane = self.k.add_var("lane", ScalarType::INDEX, false);
                 let parts: Vec<Var> = results.iter().map(|_| self.k.add_var("partial", r.ty, true)).collect();
-                let was = std::mem::replace(&mut self.in_lanes, true);
-                let mut strided = Vec::new();
-                let updated = self.update(&r, row, &parts, &mut strided);
-                self.in_lanes = was;
-                updated?;
                 let mut body: Vec<Stmt> = parts.iter().map(|&p| Stmt::Let { var: p, value: zero.clone() }).collect();
-                body.push(Stmt::For {
-                    var: r.var,
-                    start: Expr::Var(lane),
-                    end: r.len.clone(),
-                    step: Expr::index(count as u64),
-                    body: strided,
-                });
+                let was = std::mem::replace(&mut self.in_lanes, true);
+                let looped = self.element_loops(&r, row, &parts, Expr::Var(lane), count, &mut body);
+                self.in_lanes = was;
+                looped?;
                 let shuffle = |p: Var, m: u32| Expr::ShuffleXor { value: Box::new(Expr::Var(p)), mask: m };
                 let op = r.op.bin_op();
                 let masks: Vec<u32> = match combine {
@@ -399,6 +396,115 @@ impl Cx<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Appends to `out` the loop over the elements, `for i in (start..len).step_by(step)`,
+    /// updating `parts`. Over rows whose lengths differ (the length reads the row), two loops
+    /// continuing one progression of indices: below the shortest row's length every row
+    /// takes every element; from there to the longest row's, row j's update runs under `if i
+    /// < len_j`. So each row's partial takes exactly its own elements, in increasing order,
+    /// which is its one-row reduction's order (the same elements, for `lanes`, per lane).
+    fn element_loops(
+        &mut self,
+        r: &Reduce,
+        row: Option<Var>,
+        parts: &[Var],
+        start: Expr,
+        step: u32,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), ExpandError> {
+        let step_e = Expr::index(step as u64);
+        let lens = match row {
+            Some(row) => self.row_lengths(&r.len, row, parts.len())?,
+            None => None,
+        };
+        let (Some(row), Some(lens)) = (row, lens) else {
+            let mut body = Vec::new();
+            self.update(r, row, parts, &mut body)?;
+            out.push(Stmt::For { var: r.var, start, end: r.len.clone(), step: step_e, body });
+            return Ok(());
+        };
+        let bound = |cx: &mut Self, name: &str, value: Expr, out: &mut Vec<Stmt>| {
+            let v = cx.k.add_var(name, ScalarType::INDEX, false);
+            out.push(Stmt::Let { var: v, value });
+            Expr::Var(v)
+        };
+        let lens: Vec<Expr> = lens.into_iter().map(|l| bound(self, "row_len", l, out)).collect();
+        let fold = |op| lens.iter().cloned().reduce(|a, b| Expr::bin(op, a, b)).unwrap_or(Expr::index(0));
+        let (shortest, longest) = (fold(BinOp::Min), fold(BinOp::Max));
+        let shortest = bound(self, "shortest", shortest, out);
+        let longest = bound(self, "longest", longest, out);
+        let mut body = Vec::new();
+        self.update(r, Some(row), parts, &mut body)?;
+        out.push(Stmt::For { var: r.var, start: start.clone(), end: shortest.clone(), step: step_e.clone(), body });
+        // The first index of the progression at or past the shortest length.
+        let from = Expr::bin(BinOp::Max, shortest, start.clone());
+        let tail_start = if step == 1 {
+            from
+        } else {
+            let ahead = Expr::bin(BinOp::Sub, from, start.clone());
+            let steps =
+                Expr::bin(BinOp::Div, Expr::bin(BinOp::Add, ahead, Expr::index(step as u64 - 1)), step_e.clone());
+            Expr::bin(BinOp::Add, start, Expr::bin(BinOp::Mul, steps, step_e.clone()))
+        };
+        // The second loop is a copy of the element: its variables are renamed, each defined once.
+        let tail = self.renamed(r);
+        let mut body = Vec::new();
+        let (items, guarded) = self.items_guarded(tail.body.clone(), tail.op, row, parts.len(), &mut body)?;
+        for ((&p, item), (len, mut then_body)) in parts.iter().zip(items).zip(lens.into_iter().zip(guarded)) {
+            let value = self.accumulate(tail.op, p, item, &mut then_body)?;
+            then_body.push(Stmt::Assign { var: p, value });
+            let cond = Expr::bin(BinOp::Lt, Expr::Var(tail.var), len);
+            body.push(Stmt::If { cond, then_body, else_body: vec![] });
+        }
+        out.push(Stmt::For { var: tail.var, start: tail_start, end: longest, step: step_e, body });
+        Ok(())
+    }
+
+    /// `r` with a fresh element variable, and fresh variables for the `let`s and reductions
+    /// of its body.
+    fn renamed(&mut self, r: &Reduce) -> Reduce {
+        let mut map = std::collections::HashMap::new();
+        let var = self.fresh_like(r.var);
+        map.insert(r.var, var);
+        let mut body = r.body.clone();
+        self.rename_bound(&mut body, &mut map);
+        Reduce { var, body, ..r.clone() }
+    }
+
+    fn fresh_like(&mut self, v: Var) -> Var {
+        let d = self.k.var(v).clone();
+        self.k.add_var(d.name, d.ty, d.mutable)
+    }
+
+    fn rename_bound(&mut self, e: &mut Expr, map: &mut std::collections::HashMap<Var, Var>) {
+        let scoped = |cx: &mut Self, var: &mut Var, body: &mut Expr, map: &mut std::collections::HashMap<Var, Var>| {
+            let fresh = cx.fresh_like(*var);
+            let was = map.insert(*var, fresh);
+            cx.rename_bound(body, map);
+            match was {
+                Some(w) => map.insert(*var, w),
+                None => map.remove(var),
+            };
+            *var = fresh;
+        };
+        match e {
+            Expr::Var(v) => {
+                if let Some(n) = map.get(v) {
+                    *v = *n;
+                }
+            }
+            Expr::Let { var, value, body } => {
+                self.rename_bound(value, map);
+                scoped(self, var, body, map);
+            }
+            Expr::Reduce(r) => {
+                self.rename_bound(&mut r.len, map);
+                let Reduce { var, body, .. } = &mut **r;
+                scoped(self, var, body, map);
+            }
+            _ => e.for_each_child_mut(|c| self.rename_bound(c, map)),
+        }
     }
 
     /// Appends to `body` the update of each partial in `parts` by the current element (the

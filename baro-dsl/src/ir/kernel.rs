@@ -700,6 +700,40 @@ impl Expr {
         }
     }
 
+    /// Calls `f` on every direct sub-expression, mutably (in `for_each_child`'s order).
+    pub fn for_each_child_mut(&mut self, mut f: impl FnMut(&mut Expr)) {
+        match self {
+            Expr::Const(_) | Expr::Var(_) | Expr::Param(_) | Expr::GroupId(_) => {}
+            Expr::Load { index, .. } => f(index),
+            Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Call { arg, .. } => {
+                f(arg)
+            }
+            Expr::Binary { lhs, rhs, .. } => {
+                f(lhs);
+                f(rhs)
+            }
+            Expr::Select { cond, then, els } => {
+                f(cond);
+                f(then);
+                f(els)
+            }
+            Expr::Fma { a, b, c } | Expr::Dot4 { a, b, c, .. } => {
+                f(a);
+                f(b);
+                f(c)
+            }
+            Expr::Let { value, body, .. } => {
+                f(value);
+                f(body)
+            }
+            Expr::Reduce(r) => {
+                f(&mut r.len);
+                f(&mut r.body)
+            }
+            Expr::ShuffleXor { value, .. } => f(value),
+        }
+    }
+
     /// True if `pred` holds for this expression or any sub-expression.
     pub fn any(&self, pred: &impl Fn(&Expr) -> bool) -> bool {
         if pred(self) {

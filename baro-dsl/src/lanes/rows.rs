@@ -25,6 +25,9 @@ struct Rows {
     n: usize,
     /// `let`s of the body whose value depends on the row: their variable per row.
     per_row: HashMap<Var, Vec<Expr>>,
+    /// Where the per-row statements go when each row's update runs under its own guard (an
+    /// element past some rows' lengths): one list per row. `None`: into the element's code.
+    guarded: Option<Vec<Vec<Stmt>>>,
 }
 
 impl Rows {
@@ -51,23 +54,62 @@ impl Cx<'_> {
         out: &mut Vec<Stmt>,
     ) -> Result<Vec<Expr>, ExpandError> {
         let Some(row) = row else { return Ok(vec![self.expr(body, out)?]) };
-        let mut rx = Rows { row, n, per_row: HashMap::new() };
+        let mut rx = Rows { row, n, per_row: HashMap::new(), guarded: None };
+        self.row_items(&mut rx, body, op, out)
+    }
+
+    /// `items` for an element that some rows do not reach (their length ends before it): the
+    /// row-independent parts once into `out` (the longest row evaluates them here too), and
+    /// for each row j, the statements its element needs, to run under that row's guard, and
+    /// its element. A reduction in the body that reads the row is refused: it would run for
+    /// every row, past the lengths of some.
+    pub(super) fn items_guarded(
+        &mut self,
+        body: Expr,
+        op: ReduceOp,
+        row: Var,
+        n: usize,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(Vec<Expr>, Vec<Vec<Stmt>>), ExpandError> {
+        let mut rx = Rows { row, n, per_row: HashMap::new(), guarded: Some(vec![Vec::new(); n]) };
+        let items = self.row_items(&mut rx, body, op, out)?;
+        Ok((items, rx.guarded.unwrap_or_default()))
+    }
+
+    /// The length of each row of a reduction over rows whose length reads the row (the row
+    /// replaced by j); `None` when the length is the same for every row.
+    pub(super) fn row_lengths(&mut self, len: &Expr, row: Var, n: usize) -> Result<Option<Vec<Expr>>, ExpandError> {
+        if !len.any(&|x| matches!(x, Expr::Var(v) if *v == row)) {
+            return Ok(None);
+        }
+        let rx = Rows { row, n, per_row: HashMap::new(), guarded: None };
+        (0..n).map(|j| self.instance(&rx, len, j, &mut HashMap::new())).collect::<Result<Vec<_>, _>>().map(Some)
+    }
+
+    fn row_items(
+        &mut self,
+        rx: &mut Rows,
+        body: Expr,
+        op: ReduceOp,
+        out: &mut Vec<Stmt>,
+    ) -> Result<Vec<Expr>, ExpandError> {
+        let n = rx.n;
         if op != ReduceOp::FmaSum {
-            let v = self.row_value(&mut rx, body, out)?;
+            let v = self.row_value(rx, body, out)?;
             return self.per_row(v, n, out);
         }
         let mut e = body;
         while let Expr::Let { var, value, body } = e {
-            self.row_let(&mut rx, var, *value, out)?;
+            self.row_let(rx, var, *value, out)?;
             e = *body;
         }
         let Expr::Binary { op: BinOp::Mul, lhs, rhs } = e else {
             return self
                 .err(format!("an `fma_sum` element must be a product `a * b`, found `{}`", self.k.expr_text(&e)));
         };
-        let a = self.row_value(&mut rx, *lhs, out)?;
+        let a = self.row_value(rx, *lhs, out)?;
         let a = self.per_row(a, n, out)?;
-        let b = self.row_value(&mut rx, *rhs, out)?;
+        let b = self.row_value(rx, *rhs, out)?;
         let b = self.per_row(b, n, out)?;
         Ok(a.into_iter().zip(b).map(|(a, b)| Expr::bin(BinOp::Mul, a, b)).collect())
     }
@@ -98,7 +140,11 @@ impl Cx<'_> {
                 let mut vars = Vec::with_capacity(xs.len());
                 for (j, x) in xs.into_iter().enumerate() {
                     let v = self.k.add_var(format!("{}_r{j}", decl.name), decl.ty, false);
-                    out.push(Stmt::Let { var: v, value: x });
+                    let stmt = Stmt::Let { var: v, value: x };
+                    match &mut rx.guarded {
+                        Some(g) => g[j].push(stmt),
+                        None => out.push(stmt),
+                    }
                     vars.push(Expr::Var(v));
                 }
                 rx.per_row.insert(var, vars);
@@ -122,6 +168,12 @@ impl Cx<'_> {
             Expr::Let { var, value, body } => {
                 self.row_let(rx, var, *value, out)?;
                 return self.row_value(rx, *body, out);
+            }
+            Expr::Reduce(r) if rx.guarded.is_some() => {
+                return self.err(format!(
+                    "`{}` reads the row inside a reduction over rows whose length depends on the row: expected a body whose reductions do not read the row",
+                    self.k.expr_text(&Expr::Reduce(r))
+                ))
             }
             Expr::Reduce(r) => {
                 let reds: Vec<Var> = (0..n).map(|_| self.k.add_var("red", r.ty, true)).collect();

@@ -47,6 +47,7 @@ mod mathlib_accuracy;
 #[cfg(feature = "llvm")]
 mod mathlib_jit;
 mod par_team;
+mod rows_own_lengths;
 mod rows_reduce;
 mod text_files;
 mod text_proptest;

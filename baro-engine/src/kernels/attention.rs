@@ -66,23 +66,35 @@ pub fn attention_decode(
     }
 }
 
-/// The largest `head_dim` `attention_rows` takes: its workgroup arrays hold 8 query rows and a
-/// tile of 32 key positions of that many dims (8 KiB + 33 KiB). `ModelConfig::validate` checks it.
+/// The largest `head_dim` `attention_rows` takes: its workgroup arrays hold 16 query rows and a
+/// tile of 16 key positions of that many dims (16.3 KiB + 17 KiB). `ModelConfig::validate`
+/// checks it.
 pub const ATTENTION_ROWS_MAX_HEAD_DIM: usize = 256;
 
 /// `attention_decode` over rows, causal: row r attends to the first n_ctx + r positions
 /// (n_ctx is row 0's context), each in the decode kernel's order; q, gate, scratch and y hold
-/// one row each per n_heads heads. One workgroup per (head, 8 consecutive rows): the 8 rows' q
-/// are staged in workgroup memory, and the keys are read 32 positions at a time into a
-/// transposed tile (`ks[d · 33 + t]`: coalesced global reads along d, conflict-free reads
-/// along t), from which thread (j, t) computes row j's score at that position, its sum over d
-/// sequential as in decode. Each row's softmax and P·V then run as decode's, one row after
-/// another. A row of the tile past the last reads the last row's q and stores nothing.
+/// one row each per n_heads heads. One workgroup per (head, 16 consecutive rows), in three
+/// phases, each with every row of the tile side by side:
+/// - scores: the 16 rows' q are staged in workgroup memory (rows 260 floats apart, so the
+///   rows a warp reads sit on different banks), and the keys are read 16 positions at a time
+///   into a transposed tile (`ks[d · 17 + t]`: coalesced global reads along d, conflict-free
+///   reads along t), from which thread (pair of rows, t) computes both rows' scores at that
+///   position in one reduction over the two rows (each key element read once for the two),
+///   each row's sum over d sequential as in decode;
+/// - softmax: a team of 32 lanes per row takes the row's max and its sum of exp(score − max),
+///   both `lanes(32).butterfly()` as in decode (the exp recomputed in the sum is decode's
+///   stored value, the same operation on the same operands), then one pass over the tile's
+///   positions writes each row's exp(score − max) / sum;
+/// - P·V: thread d walks the positions once for all 16 rows, reading v[t, d] once and adding
+///   p_j[t] · v[t, d] to row j's partial while t < row j's length (one reduction over rows
+///   with a length per row): each row's sum is decode's sequential sum, the 16 interleaved.
+///   So V is read once per 16 rows, where it was read once per row.
+/// A row of the tile past the last reads the last row's q and p and stores nothing.
 /// `head_dim ≤ ATTENTION_ROWS_MAX_HEAD_DIM`.
-#[kernel(grid = [n_heads, (rows + 7) / 8], block = 256, rows_of = attention_decode, rows = rows,
+#[kernel(grid = [n_heads, (rows + 15) / 16], block = 256, rows_of = attention_decode, rows = rows,
          row_stride(q = n_heads * head_dim, gate = n_heads * gate_stride, scratch = n_heads * ctx_stride, y = n_heads * head_dim),
          row_step(n_ctx = 1),
-         verify(head_dim = [1, 33], n_heads = [2], n_kv_heads = [1, 2], n_ctx = [1, 31, 40], ctx_stride = [60], gate_stride = [70], gate_off = [35], rows = [1, 3, 9]))]
+         verify(head_dim = [1, 33], n_heads = [2], n_kv_heads = [1, 2], n_ctx = [1, 17, 40], ctx_stride = [72], gate_stride = [70], gate_off = [35], rows = [1, 3, 17]))]
 pub fn attention_rows(
     q: &[f32],
     k_cache: &[f32],
@@ -101,51 +113,120 @@ pub fn attention_rows(
     rows: usize,
 ) {
     let h = group_id(0);
-    let r0 = group_id(1) * 8;
+    let r0 = group_id(1) * 16;
     let last = rows - 1;
     let kv = (h / (n_heads / n_kv_heads)) * head_dim;
     let row = n_kv_heads * head_dim;
     // The tile's longest row: its positions are the ones any row of the tile reads.
-    let nt = n_ctx + (r0 + 7).min(last);
-    let qs = shared::<f32, 2048>();
-    let ks = shared::<f32, 8448>();
+    let nt = n_ctx + (r0 + 15).min(last);
+    let qs = shared::<f32, 4160>();
+    let ks = shared::<f32, 4352>();
+    let ms = shared::<f32, 16>();
+    let ss = shared::<f32, 16>();
     for d in par(0..head_dim) {
-        for j in 0..8 {
-            qs[j * 256 + d] = q[((r0 + j).min(last) * n_heads + h) * head_dim + d];
+        for j in 0..16 {
+            qs[j * 260 + d] = q[((r0 + j).min(last) * n_heads + h) * head_dim + d];
         }
     }
-    for t0 in (0..nt).step_by(32) {
+    for t0 in (0..nt).step_by(16) {
         for d in par(0..head_dim) {
-            for t in 0..32 {
+            for t in 0..16 {
                 if t0 + t < nt {
-                    ks[d * 33 + t] = k_cache[(t0 + t) * row + kv + d];
+                    ks[d * 17 + t] = k_cache[(t0 + t) * row + kv + d];
                 }
             }
         }
-        for i in par(0..256) {
-            if r0 + i / 32 < rows && t0 + i % 32 < n_ctx + r0 + i / 32 {
-                scratch[((r0 + i / 32) * n_heads + h) * ctx_stride + t0 + i % 32] =
-                    sum!(d in 0..head_dim, order = seq, qs[i / 32 * 256 + d] * ks[d * 33 + i % 32]) * scale;
+        for i in par(0..128) {
+            let j = i / 16 * 2;
+            let t = t0 + i % 16;
+            let [s0, s1] = sum!(u in 0..2, d in 0..head_dim, order = seq, qs[(j + u) * 260 + d] * ks[d * 17 + i % 16]);
+            if r0 + j < rows && t < n_ctx + r0 + j {
+                scratch[((r0 + j) * n_heads + h) * ctx_stride + t] = s0 * scale;
+            }
+            if r0 + j + 1 < rows && t < n_ctx + r0 + j + 1 {
+                scratch[((r0 + j + 1) * n_heads + h) * ctx_stride + t] = s1 * scale;
             }
         }
     }
-    for j in 0..8 {
-        if r0 + j < rows {
-            let n = n_ctx + r0 + j;
-            let qb = ((r0 + j) * n_heads + h) * head_dim;
-            let sb = ((r0 + j) * n_heads + h) * ctx_stride;
-            let m = max!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t]);
-            for t in par(0..n) {
-                scratch[sb + t] = exp(scratch[sb + t] - m);
+    for j in par_team(0..if rows - r0 < 16 { rows - r0 } else { 16 }, 32) {
+        let n = n_ctx + r0 + j;
+        let sb = ((r0 + j) * n_heads + h) * ctx_stride;
+        let m = max!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t]);
+        let s = sum!(t in 0..n, order = lanes(32).butterfly(), exp(scratch[sb + t] - m));
+        ms[j] = m;
+        ss[j] = s;
+    }
+    for t in par(0..nt) {
+        for j in 0..16 {
+            if r0 + j < rows && t < n_ctx + r0 + j {
+                let at = ((r0 + j) * n_heads + h) * ctx_stride + t;
+                scratch[at] = exp(scratch[at] - ms[j]) / ss[j];
             }
-            let s = sum!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t]);
-            for t in par(0..n) {
-                scratch[sb + t] = scratch[sb + t] / s;
-            }
-            for d in par(0..head_dim) {
-                y[qb + d] = sum!(t in 0..n, order = seq, scratch[sb + t] * v_cache[t * row + kv + d])
-                    * sigmoid(gate[(r0 + j) * n_heads * gate_stride + h * gate_stride + gate_off + d]);
-            }
+        }
+    }
+    for d in par(0..head_dim) {
+        let [o0, o1, o2, o3, o4, o5, o6, o7, o8, o9, o10, o11, o12, o13, o14, o15] = sum!(j in 0..16, t in 0..n_ctx + (r0 + j).min(last), order = seq,
+            scratch[((r0 + j).min(last) * n_heads + h) * ctx_stride + t] * v_cache[t * row + kv + d]);
+        y[(r0 * n_heads + h) * head_dim + d] = o0 * sigmoid(gate[(r0 * n_heads + h) * gate_stride + gate_off + d]);
+        if r0 + 1 < rows {
+            y[((r0 + 1) * n_heads + h) * head_dim + d] =
+                o1 * sigmoid(gate[((r0 + 1) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 2 < rows {
+            y[((r0 + 2) * n_heads + h) * head_dim + d] =
+                o2 * sigmoid(gate[((r0 + 2) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 3 < rows {
+            y[((r0 + 3) * n_heads + h) * head_dim + d] =
+                o3 * sigmoid(gate[((r0 + 3) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 4 < rows {
+            y[((r0 + 4) * n_heads + h) * head_dim + d] =
+                o4 * sigmoid(gate[((r0 + 4) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 5 < rows {
+            y[((r0 + 5) * n_heads + h) * head_dim + d] =
+                o5 * sigmoid(gate[((r0 + 5) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 6 < rows {
+            y[((r0 + 6) * n_heads + h) * head_dim + d] =
+                o6 * sigmoid(gate[((r0 + 6) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 7 < rows {
+            y[((r0 + 7) * n_heads + h) * head_dim + d] =
+                o7 * sigmoid(gate[((r0 + 7) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 8 < rows {
+            y[((r0 + 8) * n_heads + h) * head_dim + d] =
+                o8 * sigmoid(gate[((r0 + 8) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 9 < rows {
+            y[((r0 + 9) * n_heads + h) * head_dim + d] =
+                o9 * sigmoid(gate[((r0 + 9) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 10 < rows {
+            y[((r0 + 10) * n_heads + h) * head_dim + d] =
+                o10 * sigmoid(gate[((r0 + 10) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 11 < rows {
+            y[((r0 + 11) * n_heads + h) * head_dim + d] =
+                o11 * sigmoid(gate[((r0 + 11) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 12 < rows {
+            y[((r0 + 12) * n_heads + h) * head_dim + d] =
+                o12 * sigmoid(gate[((r0 + 12) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 13 < rows {
+            y[((r0 + 13) * n_heads + h) * head_dim + d] =
+                o13 * sigmoid(gate[((r0 + 13) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 14 < rows {
+            y[((r0 + 14) * n_heads + h) * head_dim + d] =
+                o14 * sigmoid(gate[((r0 + 14) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 15 < rows {
+            y[((r0 + 15) * n_heads + h) * head_dim + d] =
+                o15 * sigmoid(gate[((r0 + 15) * n_heads + h) * gate_stride + gate_off + d]);
         }
     }
 }

@@ -165,18 +165,24 @@ fn attention_kernels_verify() {
     }
 }
 
-/// `attention_rows` (8 query rows a workgroup, keys staged 32 positions at a time) against the
-/// plain-Rust decode reference run once per row on that row's causal context, byte for byte:
-/// row counts around the 8-row tile, contexts around the 32-position key tile, GQA groups,
-/// head_dim up to the kernel's largest.
+/// `attention_rows` (16 query rows a workgroup, keys staged 16 positions at a time, P·V for
+/// the 16 rows in one pass with a length per row) against the plain-Rust decode reference run
+/// once per row on that row's causal context, byte for byte: row counts around and between
+/// 16-row tiles (1, 9, 17, 21, 40, 48), contexts of one to many key tiles, continuation chunks
+/// (n_ctx > 1), GQA groups, head_dim up to the kernel's largest.
 #[test]
 fn attention_rows_is_decode_per_row() {
     let d = dev();
     let mut rng = Rng::new(23);
     // (head_dim, n_heads, n_kv_heads, n_ctx of row 0, rows)
-    for (hd, nh, nkv, n_ctx, rows) in
-        [(16usize, 4usize, 2usize, 1usize, 1usize), (37, 6, 2, 31, 9), (64, 4, 1, 33, 17), (256, 16, 2, 5, 40)]
-    {
+    for (hd, nh, nkv, n_ctx, rows) in [
+        (16usize, 4usize, 2usize, 1usize, 1usize),
+        (37, 6, 2, 31, 9),
+        (64, 4, 1, 33, 17),
+        (256, 16, 2, 5, 40),
+        (64, 4, 2, 150, 48),
+        (256, 8, 2, 290, 21),
+    ] {
         let kv_dim = nkv * hd;
         let total = n_ctx + rows - 1;
         let (kh, vh) = (rng.vec_f32(total * kv_dim), rng.vec_f32(total * kv_dim));

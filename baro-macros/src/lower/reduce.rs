@@ -6,8 +6,9 @@
 //! reduction the verifier proves the same in every order).
 //!
 //! A reduction over rows, `let [y0, .., yR-1] = sum!(r in 0..R, i in 0..len, order = ORDER,
-//! body);` (R an integer literal, one name per row; `r` readable in the body), is one
-//! `Stmt::LetRows`: result j is the reduction with `r` = j, each in ORDER.
+//! body);` (R an integer literal, one name per row; `r` readable in the body and in `len`,
+//! so each row may have its own length), is one `Stmt::LetRows`: result j is the reduction
+//! with `r` = j, each in ORDER.
 //!
 //! The order the user writes becomes the `Schedule` verbatim; nothing here picks one.
 
@@ -168,9 +169,19 @@ impl Lower<'_> {
         // Pre-order: this reduction's ordinal comes before any nested one's.
         self.spans.reduces.push(SpanRange::of(&r.order_tokens));
         let schedule = self.schedule(&r.order)?;
-        let len = match strip(&r.range) {
-            syn::Expr::Range(range) => {
-                let (start, end) = self.range(range)?;
+        // Over rows, the length may read the row: row j runs over its own `0..len(j)`.
+        let bounds = match strip(&r.range) {
+            syn::Expr::Range(range) => Some(self.with_scope(|lw| {
+                if let Some((name, v)) = row {
+                    let depth = lw.loop_depth;
+                    lw.bind(name, Binding::Local { var: v, depth });
+                }
+                lw.range(range)
+            })?),
+            _ => None,
+        };
+        let len = match (strip(&r.range), bounds) {
+            (syn::Expr::Range(range), Some((start, end))) => {
                 if !matches!(&start.e, Expr::Const(c) if c.bits == 0) {
                     return Err(self.fail(
                         range,
@@ -185,7 +196,7 @@ impl Lower<'_> {
                 }
                 end.e
             }
-            other => {
+            (other, _) => {
                 return Err(self.fail(other, format!("{usage}: found `{}` where the range `0..len` goes", show(other))))
             }
         };
