@@ -23,6 +23,7 @@ use crate::engine::state::{LayerState, State};
 use crate::engine::weights::{AttentionWeights, ExpertMatrices, GdnWeights, Matrix, MixerWeights, MoeWeights, Weights};
 use crate::engine::{EngineError, Precision};
 use crate::kernels::moe::EXPERT_TILE;
+use crate::kernels::q8act::GATED_Q8_MAX_HEAD_DIM;
 use crate::model::{ModelConfig, TensorType};
 use crate::tokenizer::TokenId;
 
@@ -268,6 +269,56 @@ impl<'a> Pass<'a> {
             &self.k.add_rmsnorm,
             vec![A::buf(a), A::buf(b), A::buf(w), A::buf_mut(h), A::buf_mut(y), A::from(n), A::from(eps)],
         )
+    }
+
+    /// The MoE block's combine (the k expert outputs `p.down` by `p.expert_weights` in top-k
+    /// order, plus the gated shared expert) into the residual `p.h`, then the norm `w`: `p.x` =
+    /// h + combine, `p.xn` = rmsnorm(p.x), and in the q8 mode `p.q8_in` = xn's blocks, all in
+    /// one launch (`moe_combine_add_rmsnorm_q8`); otherwise `moe_combine` into `p.mix`, then
+    /// `add_rmsnorm`. The same bits either way.
+    fn combine_add_rmsnorm(
+        &self,
+        p: &mut Scratch,
+        w: &Buffer,
+        top_k: usize,
+        n: usize,
+        eps: f32,
+    ) -> Result<(), DeviceError> {
+        if self.quantizes(n) {
+            let Q8Blocks { q, d, sum } = &mut p.q8_in;
+            return self.run(
+                &self.k.moe_combine_add_rmsnorm_q8,
+                vec![
+                    A::buf(&p.h),
+                    A::buf(&p.down),
+                    A::buf(&p.expert_weights),
+                    A::buf(&p.sh_out),
+                    A::buf(&p.sh_logit),
+                    A::buf(w),
+                    A::buf_mut(&mut p.x),
+                    A::buf_mut(&mut p.xn),
+                    A::buf_mut(q),
+                    A::buf_mut(d),
+                    A::buf_mut(sum),
+                    A::from(n),
+                    A::from(top_k),
+                    A::from(eps),
+                ],
+            );
+        }
+        self.run(
+            &self.k.moe_combine,
+            vec![
+                A::buf(&p.down),
+                A::buf(&p.expert_weights),
+                A::buf(&p.sh_out),
+                A::buf(&p.sh_logit),
+                A::buf_mut(&mut p.mix),
+                A::from(n),
+                A::from(top_k),
+            ],
+        )?;
+        self.add_rmsnorm(&p.h, &p.mix, w, &mut p.x, &mut p.xn, &mut p.q8_in, n, eps)
     }
 
     /// Whether this pass's matvec inputs of `cols` columns are quantized (the q8 mode, `cols` a
@@ -542,9 +593,11 @@ pub(crate) fn forward(
         }
         pass.add_rmsnorm(&p.x, &p.mix, &lw.post_attention_norm, &mut p.h, &mut p.xn, &mut p.q8_in, h, eps)?;
         moe(&pass, cfg, &lw.moe, &mut mode, i, w.layers.len(), p, timer)?;
-        timer.mark(device, "moe: shared expert, combine")?;
+        // The combine runs with the residual add and the next norm (the output norm after the
+        // last layer): one launch in the q8 mode.
         let next_norm = w.layers.get(i + 1).map_or(&w.output_norm, |l| &l.attn_norm);
-        pass.add_rmsnorm(&p.h, &p.mix, next_norm, &mut p.x, &mut p.xn, &mut p.q8_in, h, eps)?;
+        pass.combine_add_rmsnorm(p, next_norm, cfg.n_experts_used, h, eps)?;
+        timer.mark(device, "moe: shared expert, combine")?;
     }
     timer.mark(device, "residual and norms")?;
     Ok(())
@@ -587,19 +640,41 @@ fn gdn(
             }
         }
     }
-    pass.run(
-        &pass.k.gated_rmsnorm,
-        vec![
-            A::buf(&p.o),
-            A::buf(&p.z),
-            A::buf(&w.norm),
-            A::buf_mut(&mut p.o_normed),
-            A::from(cfg.gdn_value_dim),
-            A::from(cfg.gdn_n_value_heads),
-            A::from(cfg.rms_eps),
-        ],
-    )?;
-    let o = pass.input(&p.o_normed, cfg.gdn_n_value_heads * cfg.gdn_value_dim, &mut p.q8_mid)?;
+    let (dv, nv) = (cfg.gdn_value_dim, cfg.gdn_n_value_heads);
+    let o = if pass.quantizes(dv) && dv <= GATED_Q8_MAX_HEAD_DIM {
+        // The gated norm quantizes its own output (`gated_rmsnorm_q8`: `q8act`'s bits).
+        let Q8Blocks { q, d, sum } = &mut p.q8_mid;
+        pass.run(
+            &pass.k.gated_rmsnorm_q8,
+            vec![
+                A::buf(&p.o),
+                A::buf(&p.z),
+                A::buf(&w.norm),
+                A::buf_mut(&mut p.o_normed),
+                A::buf_mut(q),
+                A::buf_mut(d),
+                A::buf_mut(sum),
+                A::from(dv),
+                A::from(nv),
+                A::from(cfg.rms_eps),
+            ],
+        )?;
+        Input { x: &p.o_normed, q8: Some(&p.q8_mid) }
+    } else {
+        pass.run(
+            &pass.k.gated_rmsnorm,
+            vec![
+                A::buf(&p.o),
+                A::buf(&p.z),
+                A::buf(&w.norm),
+                A::buf_mut(&mut p.o_normed),
+                A::from(dv),
+                A::from(nv),
+                A::from(cfg.rms_eps),
+            ],
+        )?;
+        pass.input(&p.o_normed, nv * dv, &mut p.q8_mid)?
+    };
     Ok(pass.project(&w.out, &o, &p.zero_ids, &mut p.mix)?)
 }
 
@@ -819,8 +894,10 @@ fn expert_matvec(
     }
 }
 
-/// The MoE block of layer `i` (of `n_layers`) on `p.xn`, into `p.mix`: the router per row, the
-/// routed experts, the shared expert, and the combine in top-k order. One token: the m = 1
+/// The MoE block of layer `i` (of `n_layers`) on `p.xn`: the router per row, the routed
+/// experts into `p.down`, the shared expert into `p.sh_out` and its gate's logit into
+/// `p.sh_logit` (the combine in top-k order runs with the residual add after it,
+/// `Pass::combine_add_rmsnorm`). One token: the m = 1
 /// matvecs run the k experts as k slots (staged: the router's ids come back to the host and
 /// the decode slot cache maps them to slots). Rows: the (row, k) pairs are sorted by expert
 /// on the device (`moe_count`, `moe_scatter`; in the q8 mode `moe_scatter_tiles`, groups
@@ -959,17 +1036,5 @@ fn moe(
     let sh_act = pass.swiglu_input(&p.sh_gate_up, &mut p.sh_act, fs, 1, &mut p.q8_mid)?;
     pass.project(&w.down_shexp, &sh_act, ids, &mut p.sh_out)?;
     pass.project(&w.shared_gate, &x, ids, &mut p.sh_logit)?;
-    pass.run(
-        &pass.k.moe_combine,
-        vec![
-            A::buf(&p.down),
-            A::buf(&p.expert_weights),
-            A::buf(&p.sh_out),
-            A::buf(&p.sh_logit),
-            A::buf_mut(&mut p.mix),
-            A::from(h),
-            A::from(k),
-        ],
-    )?;
     Ok(())
 }

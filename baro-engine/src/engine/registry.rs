@@ -43,6 +43,12 @@ pub(crate) struct Kernels {
     pub(crate) add_rmsnorm: KernelPair,
     /// `add_rmsnorm` and `q8act` of its output in one launch (the q8 mode's normed input).
     pub(crate) add_rmsnorm_q8: KernelPair,
+    /// `moe_combine`, `add_rmsnorm` and `q8act` in one launch (the q8 mode's residual add
+    /// after the MoE block).
+    pub(crate) moe_combine_add_rmsnorm_q8: KernelPair,
+    /// `gated_rmsnorm` and `q8act` of its output in one launch (the q8 mode's input of the GDN
+    /// out projection).
+    pub(crate) gated_rmsnorm_q8: KernelPair,
     /// `swiglu_pairs` and `q8act` of its output in one launch (the q8 mode's expert input).
     pub(crate) swiglu_pairs_q8: KernelPair,
     pub(crate) rope_neox: KernelPair,
@@ -180,6 +186,8 @@ impl Kernels {
             head_rmsnorm: c.pair(norm::head_rmsnorm_rows)?,
             add_rmsnorm: c.pair(norm::add_rmsnorm_rows)?,
             add_rmsnorm_q8: c.pair(q8act::add_rmsnorm_q8_rows)?,
+            moe_combine_add_rmsnorm_q8: c.pair(q8act::moe_combine_add_rmsnorm_q8_rows)?,
+            gated_rmsnorm_q8: c.pair(q8act::gated_rmsnorm_q8_rows)?,
             swiglu_pairs_q8: c.pair(q8act::swiglu_pairs_q8_rows)?,
             rope_neox: c.pair(rope::rope_neox_rows)?,
             kv_append: c.pair(attention::kv_append_rows)?,

@@ -13,8 +13,10 @@ use baro::reference::{sum_lanes_butterfly, sum_sequential};
 /// y[c] = silu(seq_t(w[c·K + t] · in_t)) for taps t = 0..K (oldest first), where in_{K−1} =
 /// x[c] and in_t for t < K−1 is the input of position pos − (K−1) + t, kept in
 /// `ring[c · (K−1) + (that position) % (K−1)]` (zero before the sequence starts); then x[c]
-/// replaces the oldest. Needs conv_kernel ≥ 2. One workgroup per 64 channels.
-#[kernel(grid = [(channels + 63) / 64], verify(channels = [1, 3, 70], conv_kernel = [2, 4], pos = [0, 1, 6]))]
+/// replaces the oldest. Needs conv_kernel ≥ 2. One workgroup of 64 threads per 64 channels,
+/// one channel per thread (a 32-thread workgroup ran two channels per thread one after the
+/// other).
+#[kernel(grid = [(channels + 63) / 64], block = 64, verify(channels = [1, 3, 70], conv_kernel = [2, 4], pos = [0, 1, 6]))]
 pub fn gdn_conv_step(
     x: &[f32],
     w: &[f32],

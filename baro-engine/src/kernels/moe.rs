@@ -17,7 +17,10 @@ use baro::reference::{max_lanes_butterfly, sum_lanes_butterfly, sum_sequential};
 /// pick j is the expert whose rank is j, the rank of e being the number of experts before it
 /// in that order (#{f: p_f > p_e} + #{f < e: p_f = p_e}: integer counts of exact
 /// comparisons, so the picks are those of taking the largest remaining probability k times,
-/// without a reduction and a barrier per pick). The k picks run side by side, one team of 32
+/// without a reduction and a barrier per pick). The count runs as two loops, `p_f ≥ p_e` over
+/// f < e and `p_f > p_e` over f ≥ e: the same count as the two-clause condition for every
+/// input, NaN included (every comparison with NaN is false in both forms), with one
+/// comparison per expert instead of three and an index test. The k picks run side by side, one team of 32
 /// lanes each: its id is the integer `min` of the ids of rank j (exact), its weight the `max`
 /// of their probabilities (one of them, the rest −inf: exact). weights[j] = p_j / seq(p_0 +
 /// … + p_{k−1}) in pick order. NaN logits give unspecified ids, never out of range but
@@ -43,9 +46,13 @@ pub fn router_topk(
         work[e] = exp(logits[e] - m) / s;
     }
     for e in par(0..n_experts) {
+        let pe = work[e];
         let mut r: u32 = 0;
-        for f in 0..n_experts {
-            r = r + if work[f] > work[e] || (work[f] == work[e] && f < e) { 1 } else { 0 };
+        for f in 0..e {
+            r = r + if work[f] >= pe { 1 } else { 0 };
+        }
+        for f in e..n_experts {
+            r = r + if work[f] > pe { 1 } else { 0 };
         }
         rank[e] = r;
     }
