@@ -920,17 +920,39 @@ fn moe(
         (cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim, cfg.hidden_dim, cfg.n_experts);
     let x = pass.normed(&p.xn, h, &p.q8_in);
     pass.project(&w.router, &x, ids, &mut p.router_logits)?;
-    pass.run(
-        &pass.k.router_topk,
-        vec![
-            A::buf(&p.router_logits),
-            A::buf_mut(&mut p.router_probs),
-            A::buf_mut(&mut p.expert_ids),
-            A::buf_mut(&mut p.expert_weights),
-            A::from(ne),
-            A::from(k),
-        ],
-    )?;
+    // An f32 shared-expert gate (what `project` would run as `matvec_f32`) is computed in the
+    // router's launch, in that matvec's order (`router_topk_gate`); another type keeps its own
+    // matvec after the shared expert.
+    let gate_in_router = w.shared_gate.ty == TensorType::F32;
+    if gate_in_router {
+        pass.run(
+            &pass.k.router_topk_gate,
+            vec![
+                A::buf(&p.router_logits),
+                A::buf(&p.xn),
+                A::buf(&w.shared_gate.buf),
+                A::buf_mut(&mut p.router_probs),
+                A::buf_mut(&mut p.expert_ids),
+                A::buf_mut(&mut p.expert_weights),
+                A::buf_mut(&mut p.sh_logit),
+                A::from(ne),
+                A::from(k),
+                A::from(h),
+            ],
+        )?;
+    } else {
+        pass.run(
+            &pass.k.router_topk,
+            vec![
+                A::buf(&p.router_logits),
+                A::buf_mut(&mut p.router_probs),
+                A::buf_mut(&mut p.expert_ids),
+                A::buf_mut(&mut p.expert_weights),
+                A::from(ne),
+                A::from(k),
+            ],
+        )?;
+    }
     match mode {
         Mode::Decode { slots, .. } => {
             let (experts, expert_ids) = match (&w.experts, slots.as_deref_mut()) {
@@ -1035,6 +1057,8 @@ fn moe(
     pass.project(&w.gate_up_shexp, &x, ids, &mut p.sh_gate_up)?;
     let sh_act = pass.swiglu_input(&p.sh_gate_up, &mut p.sh_act, fs, 1, &mut p.q8_mid)?;
     pass.project(&w.down_shexp, &sh_act, ids, &mut p.sh_out)?;
-    pass.project(&w.shared_gate, &x, ids, &mut p.sh_logit)?;
+    if !gate_in_router {
+        pass.project(&w.shared_gate, &x, ids, &mut p.sh_logit)?;
+    }
     Ok(())
 }

@@ -58,6 +58,8 @@ pub(crate) struct Kernels {
     /// The negative control's rows kernel (no m = 1 sibling: its P·V sum is in another order).
     pub(crate) attention_reordered: DeviceKernel,
     pub(crate) router_topk: KernelPair,
+    /// `router_topk` with an f32 shared-expert gate's logit in the same launch.
+    pub(crate) router_topk_gate: KernelPair,
     pub(crate) swiglu_pairs: KernelPair,
     pub(crate) moe_combine: KernelPair,
     /// `gdn_conv_step` and `gdn_conv_rows`.
@@ -194,6 +196,7 @@ impl Kernels {
             attention: c.pair(attention::attention_rows)?,
             attention_reordered: c.one(attention::attention_rows_reordered)?,
             router_topk: c.pair(moe::router_topk_rows)?,
+            router_topk_gate: c.pair(moe::router_topk_gate_rows)?,
             swiglu_pairs: c.pair(moe::swiglu_pairs_rows)?,
             moe_combine: c.pair(moe::moe_combine_rows)?,
             gdn_conv: c.pair(gdn::gdn_conv_rows)?,
