@@ -617,7 +617,12 @@ fn gdn(
     let x = pass.normed(&p.xn, cfg.hidden_dim, &p.q8_in);
     pass.project(&w.qkv, &x, ids, &mut p.qkv)?;
     pass.project(&w.gate_z, &x, ids, &mut p.z)?;
-    pass.project(&w.beta_alpha, &x, ids, &mut p.ba)?;
+    // An f32 beta/alpha matrix (what `project` would run as `matvec_f32`) is computed in the
+    // delta rule's launch, in that matvec's order (`gdn_step_ba`); another type keeps its own.
+    let ba_in_step = ba_in_step(cfg, w);
+    if !ba_in_step {
+        pass.project(&w.beta_alpha, &x, ids, &mut p.ba)?;
+    }
     timer.mark(pass.device, "gdn: in projections")?;
     match mode {
         Mode::Decode { seq, .. } | Mode::Chunk { seq, .. } => {
@@ -633,7 +638,11 @@ fn gdn(
                 let State { pos, layers, s, .. } = &mut **state;
                 let Some(LayerState::Gdn { conv_ring, ssm }) = layers.get_mut(i) else { return Err(layer_mismatch()) };
                 pass.copy_row(&p.qkv, r, &mut s.qkv, cfg.gdn_conv_dim())?;
-                pass.copy_row(&p.ba, r, &mut s.ba, 2 * nv)?;
+                if ba_in_step {
+                    pass.copy_row(&p.xn, r, &mut s.xn, cfg.hidden_dim)?;
+                } else {
+                    pass.copy_row(&p.ba, r, &mut s.ba, 2 * nv)?;
+                }
                 gdn_conv(&one, cfg, w, conv_ring, s, *pos)?;
                 gdn_scan(&one, cfg, w, ssm, s)?;
                 pass.put_row(&s.o, &mut p.o, r, nv * cfg.gdn_value_dim)?;
@@ -701,7 +710,14 @@ fn gdn_conv(
     )
 }
 
-/// The delta rule on `p.conv_out` and `p.ba` (beta | alpha) with the state `ssm`, into `p.o`.
+/// Whether layer `w`'s beta and alpha projections run in the delta rule's launch
+/// (`gdn_step_ba`): an f32 matrix and a hidden size its workgroup array holds.
+fn ba_in_step(cfg: &ModelConfig, w: &GdnWeights) -> bool {
+    w.beta_alpha.ty == TensorType::F32 && cfg.hidden_dim <= crate::kernels::gdn::GDN_BA_MAX_K
+}
+
+/// The delta rule on `p.conv_out` and `p.ba` (beta | alpha) with the state `ssm`, into `p.o`;
+/// where `ba_in_step`, on `p.conv_out` and the normed input `p.xn` with the beta/alpha matrix.
 fn gdn_scan(
     pass: &Pass<'_>,
     cfg: &ModelConfig,
@@ -710,9 +726,14 @@ fn gdn_scan(
     p: &mut Scratch,
 ) -> Result<(), DeviceError> {
     let (dk, dv) = (cfg.gdn_key_dim, cfg.gdn_value_dim);
-    let args = vec![
-        A::buf(&p.conv_out),
-        A::buf(&p.ba),
+    let fused = ba_in_step(cfg, w);
+    let mut args = vec![A::buf(&p.conv_out)];
+    if fused {
+        args.extend([A::buf(&p.xn), A::buf(&w.beta_alpha.buf)]);
+    } else {
+        args.push(A::buf(&p.ba));
+    }
+    args.extend([
         A::buf(&w.ssm_a),
         A::buf(&w.dt_bias),
         A::buf_mut(ssm),
@@ -723,7 +744,11 @@ fn gdn_scan(
         A::from(cfg.gdn_n_value_heads),
         A::from(true), // tiled: value heads in GGUF's order (`weights`)
         A::from(cfg.gdn_q_scale()),
-    ];
+    ]);
+    if fused {
+        args.push(A::from(cfg.hidden_dim));
+        return pass.run(&pass.k.gdn_scan_ba, args);
+    }
     pass.run(&pass.k.gdn_scan, args)
 }
 
@@ -742,32 +767,30 @@ fn attention(
     pass.project(&w.q, &x, ids, &mut p.q_gate)?;
     pass.project(&w.k, &x, ids, &mut p.k_raw)?;
     pass.project(&w.v, &x, ids, &mut p.v)?;
-    pass.run(
-        &pass.k.head_rmsnorm,
-        vec![
-            A::buf(&p.q_gate),
-            A::buf(&w.q_norm),
-            A::buf_mut(&mut p.q),
-            A::from(hd),
-            A::from(2 * hd),
-            A::from(hd),
-            A::from(nh),
-            A::from(eps),
-        ],
-    )?;
-    pass.run(
-        &pass.k.head_rmsnorm,
-        vec![
-            A::buf(&p.k_raw),
-            A::buf(&w.k_norm),
-            A::buf_mut(&mut p.k),
-            A::from(hd),
-            A::from(hd),
-            A::from(hd),
-            A::from(nkv),
-            A::from(eps),
-        ],
-    )?;
+    // At decode and over a chunk (rows at consecutive positions of one sequence) the q and k
+    // norms rotate their own output (`head_rmsnorm_rope`: `head_rmsnorm`'s and then
+    // `rope_neox`'s bits); a batched step's rows are each at their own sequence's position,
+    // so there the norms run over the rows and RoPE per sequence (`attention_cached`).
+    let rope_at = match &*mode {
+        Mode::Decode { seq, .. } | Mode::Chunk { seq, .. } => Some((seq.rope_cos, seq.rope_sin, seq.pos)),
+        Mode::Batch { .. } => None,
+    };
+    for (x, norm_w, y, in_stride, n) in
+        [(&p.q_gate, &w.q_norm, &mut p.q, 2 * hd, nh), (&p.k_raw, &w.k_norm, &mut p.k, hd, nkv)]
+    {
+        let mut args = vec![A::buf(x), A::buf(norm_w)];
+        if let Some((cos, sin, _)) = rope_at {
+            args.extend([A::buf(cos), A::buf(sin)]);
+        }
+        args.extend([A::buf_mut(y), A::from(hd), A::from(in_stride), A::from(hd), A::from(n), A::from(eps)]);
+        match rope_at {
+            Some((_, _, pos)) => {
+                args.extend([A::from(pos), A::from(cfg.rope_dim)]);
+                pass.run(&pass.k.head_rmsnorm_rope, args)?;
+            }
+            None => pass.run(&pass.k.head_rmsnorm, args)?,
+        }
+    }
     let reordered = matches!(mode, Mode::Chunk { reordered: true, .. });
     match mode {
         Mode::Decode { seq, .. } | Mode::Chunk { seq, .. } => {
@@ -775,17 +798,7 @@ fn attention(
                 return Err(layer_mismatch());
             };
             let kernel = if reordered { &pass.k.attention_reordered } else { pass.pick(&pass.k.attention) };
-            attention_cached(
-                pass,
-                cfg,
-                kernel,
-                k_cache,
-                v_cache,
-                (seq.rope_cos, seq.rope_sin),
-                p,
-                seq.pos,
-                seq.max_ctx,
-            )?;
+            attention_cached(pass, cfg, kernel, k_cache, v_cache, None, p, seq.pos, seq.max_ctx)?;
         }
         Mode::Batch { rows, .. } => {
             let one = pass.at(Width::One);
@@ -805,7 +818,7 @@ fn attention(
                     &pass.k.attention.one,
                     k_cache,
                     v_cache,
-                    (rope_cos, rope_sin),
+                    Some((rope_cos, rope_sin)),
                     s,
                     *pos,
                     *max_ctx,
@@ -818,7 +831,8 @@ fn attention(
     Ok(pass.project(&w.o, &a, &p.zero_ids, &mut p.mix)?)
 }
 
-/// Attention's stateful part from position `pos`: RoPE on `p.q` and `p.k`, the KV append,
+/// Attention's stateful part from position `pos`: RoPE on `p.q` and `p.k` with the `rope`
+/// tables (`None`: the norms already rotated them, `head_rmsnorm_rope`), the KV append,
 /// attention (`kernel`) over positions 0..=pos (per row) gated by `p.q_gate`, into `p.attn`.
 #[allow(clippy::too_many_arguments)]
 fn attention_cached(
@@ -827,13 +841,14 @@ fn attention_cached(
     kernel: &DeviceKernel,
     k_cache: &mut Buffer,
     v_cache: &mut Buffer,
-    rope: (&Buffer, &Buffer),
+    rope: Option<(&Buffer, &Buffer)>,
     p: &mut Scratch,
     pos: usize,
     max_ctx: usize,
 ) -> Result<(), DeviceError> {
     let (hd, nh, nkv) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads);
     for (x, n) in [(&mut p.q, nh), (&mut p.k, nkv)] {
+        let Some(rope) = rope else { break };
         pass.run(
             &pass.k.rope_neox,
             vec![

@@ -40,6 +40,9 @@ pub(crate) struct Kernels {
     pub(crate) q8act: DeviceKernel,
     pub(crate) rmsnorm: KernelPair,
     pub(crate) head_rmsnorm: KernelPair,
+    /// `head_rmsnorm` and `rope_neox` in one launch (decode and chunks: rows at consecutive
+    /// positions).
+    pub(crate) head_rmsnorm_rope: KernelPair,
     pub(crate) add_rmsnorm: KernelPair,
     /// `add_rmsnorm` and `q8act` of its output in one launch (the q8 mode's normed input).
     pub(crate) add_rmsnorm_q8: KernelPair,
@@ -66,6 +69,9 @@ pub(crate) struct Kernels {
     pub(crate) gdn_conv: KernelPair,
     /// `gdn_step` and `gdn_scan_rows`.
     pub(crate) gdn_scan: KernelPair,
+    /// `gdn_step_ba` and `gdn_scan_ba_rows`: the delta rule with an f32 beta/alpha projection
+    /// in its launch.
+    pub(crate) gdn_scan_ba: KernelPair,
     pub(crate) gated_rmsnorm: KernelPair,
     pub(crate) moe_count: DeviceKernel,
     pub(crate) moe_scatter: DeviceKernel,
@@ -186,6 +192,7 @@ impl Kernels {
             q8act: c.one(q8act::q8act)?,
             rmsnorm: c.pair(norm::rmsnorm_rows)?,
             head_rmsnorm: c.pair(norm::head_rmsnorm_rows)?,
+            head_rmsnorm_rope: c.pair(norm::head_rmsnorm_rope_rows)?,
             add_rmsnorm: c.pair(norm::add_rmsnorm_rows)?,
             add_rmsnorm_q8: c.pair(q8act::add_rmsnorm_q8_rows)?,
             moe_combine_add_rmsnorm_q8: c.pair(q8act::moe_combine_add_rmsnorm_q8_rows)?,
@@ -201,6 +208,7 @@ impl Kernels {
             moe_combine: c.pair(moe::moe_combine_rows)?,
             gdn_conv: c.pair(gdn::gdn_conv_rows)?,
             gdn_scan: c.pair(gdn::gdn_scan_rows)?,
+            gdn_scan_ba: c.pair(gdn::gdn_scan_ba_rows)?,
             gated_rmsnorm: c.pair(gdn::gated_rmsnorm_rows)?,
             moe_count: c.one(moe::moe_count)?,
             moe_scatter: c.one(moe::moe_scatter)?,

@@ -77,6 +77,56 @@ pub fn head_rmsnorm(
     }
 }
 
+/// `head_rmsnorm` and then `rope::rope_neox` on its output in one launch (attention's q and k
+/// at decode and over a chunk): head h's normed values v_i = x[h · in_stride + i] · scale · w[i]
+/// (`head_rmsnorm`'s operations) are rotated as `rope_neox` rotates them at position `pos`
+/// (`out[i] = v_i·c − v_{i+half}·s`, `out[i+half] = v_{i+half}·c + v_i·s` for i < rope_dim/2,
+/// the rest passed through) and written to `y[h · out_stride ..]`. A thread computes the two
+/// normed values its output needs itself (the same operations on the same operands as the
+/// thread that would have stored them), so no value goes through memory and no barrier is
+/// needed: the bits are `head_rmsnorm`'s and then `rope_neox`'s, one launch instead of two.
+/// Needs rope_dim ≤ head_dim (`ModelConfig::validate`); heads must not overlap, as in
+/// `head_rmsnorm`.
+#[kernel(grid = [n_heads], block = 256, verify(head_dim = [6, 33, 70], rope_dim = [2, 6], in_stride = [70, 141], out_stride = [70], n_heads = [1, 2, 3], pos = [0, 3]),
+         rows(name = head_rmsnorm_rope_rows, row_stride(x = n_heads * in_stride, y = n_heads * out_stride), row_step(pos = 1), verify(n_heads = [1, 2], rows = [1, 3])))]
+pub fn head_rmsnorm_rope(
+    x: &[f32],
+    w: &[f32],
+    cos: &[f32],
+    sin: &[f32],
+    y: &mut [f32],
+    head_dim: usize,
+    in_stride: usize,
+    out_stride: usize,
+    n_heads: usize,
+    eps: f32,
+    pos: usize,
+    rope_dim: usize,
+) {
+    let h = group_id(0);
+    let xb = h * in_stride;
+    let yb = h * out_stride;
+    let half = rope_dim / 2;
+    let ss = sum!(i in 0..head_dim, order = lanes(32).butterfly(), x[xb + i] * x[xb + i]);
+    let scale = rsqrt(ss / (head_dim as f32) + eps);
+    for i in par(0..head_dim) {
+        if i < rope_dim {
+            let j = if i < half { i } else { i - half };
+            let c = cos[pos * half + j];
+            let s = sin[pos * half + j];
+            let x0 = x[xb + j] * scale * w[j];
+            let x1 = x[xb + j + half] * scale * w[j + half];
+            if i < half {
+                y[yb + i] = x0 * c - x1 * s;
+            } else {
+                y[yb + i] = x1 * c + x0 * s;
+            }
+        } else {
+            y[yb + i] = x[xb + i] * scale * w[i];
+        }
+    }
+}
+
 /// The residual add and the RMSNorm after it in one launch: h = a + b, y = rmsnorm(h, w) (w
 /// stored as 1 + w_hf). Every workgroup forms all n sums a + b (each rounded once, as `add`
 /// rounds it) into workgroup memory (all 256 threads, `n ≤ NORM_MAX_DIM`), Σh² from there in
