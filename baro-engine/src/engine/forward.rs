@@ -23,6 +23,7 @@ use crate::engine::state::{LayerState, State};
 use crate::engine::weights::{AttentionWeights, ExpertMatrices, GdnWeights, Matrix, MixerWeights, MoeWeights, Weights};
 use crate::engine::{EngineError, Precision};
 use crate::kernels::moe::EXPERT_TILE;
+use crate::kernels::q8act::GATED_Q8_MAX_HEAD_DIM;
 use crate::model::{ModelConfig, TensorType};
 use crate::tokenizer::TokenId;
 
@@ -268,6 +269,56 @@ impl<'a> Pass<'a> {
             &self.k.add_rmsnorm,
             vec![A::buf(a), A::buf(b), A::buf(w), A::buf_mut(h), A::buf_mut(y), A::from(n), A::from(eps)],
         )
+    }
+
+    /// The MoE block's combine (the k expert outputs `p.down` by `p.expert_weights` in top-k
+    /// order, plus the gated shared expert) into the residual `p.h`, then the norm `w`: `p.x` =
+    /// h + combine, `p.xn` = rmsnorm(p.x), and in the q8 mode `p.q8_in` = xn's blocks, all in
+    /// one launch (`moe_combine_add_rmsnorm_q8`); otherwise `moe_combine` into `p.mix`, then
+    /// `add_rmsnorm`. The same bits either way.
+    fn combine_add_rmsnorm(
+        &self,
+        p: &mut Scratch,
+        w: &Buffer,
+        top_k: usize,
+        n: usize,
+        eps: f32,
+    ) -> Result<(), DeviceError> {
+        if self.quantizes(n) {
+            let Q8Blocks { q, d, sum } = &mut p.q8_in;
+            return self.run(
+                &self.k.moe_combine_add_rmsnorm_q8,
+                vec![
+                    A::buf(&p.h),
+                    A::buf(&p.down),
+                    A::buf(&p.expert_weights),
+                    A::buf(&p.sh_out),
+                    A::buf(&p.sh_logit),
+                    A::buf(w),
+                    A::buf_mut(&mut p.x),
+                    A::buf_mut(&mut p.xn),
+                    A::buf_mut(q),
+                    A::buf_mut(d),
+                    A::buf_mut(sum),
+                    A::from(n),
+                    A::from(top_k),
+                    A::from(eps),
+                ],
+            );
+        }
+        self.run(
+            &self.k.moe_combine,
+            vec![
+                A::buf(&p.down),
+                A::buf(&p.expert_weights),
+                A::buf(&p.sh_out),
+                A::buf(&p.sh_logit),
+                A::buf_mut(&mut p.mix),
+                A::from(n),
+                A::from(top_k),
+            ],
+        )?;
+        self.add_rmsnorm(&p.h, &p.mix, w, &mut p.x, &mut p.xn, &mut p.q8_in, n, eps)
     }
 
     /// Whether this pass's matvec inputs of `cols` columns are quantized (the q8 mode, `cols` a
@@ -542,9 +593,11 @@ pub(crate) fn forward(
         }
         pass.add_rmsnorm(&p.x, &p.mix, &lw.post_attention_norm, &mut p.h, &mut p.xn, &mut p.q8_in, h, eps)?;
         moe(&pass, cfg, &lw.moe, &mut mode, i, w.layers.len(), p, timer)?;
-        timer.mark(device, "moe: shared expert, combine")?;
+        // The combine runs with the residual add and the next norm (the output norm after the
+        // last layer): one launch in the q8 mode.
         let next_norm = w.layers.get(i + 1).map_or(&w.output_norm, |l| &l.attn_norm);
-        pass.add_rmsnorm(&p.h, &p.mix, next_norm, &mut p.x, &mut p.xn, &mut p.q8_in, h, eps)?;
+        pass.combine_add_rmsnorm(p, next_norm, cfg.n_experts_used, h, eps)?;
+        timer.mark(device, "moe: shared expert, combine")?;
     }
     timer.mark(device, "residual and norms")?;
     Ok(())
@@ -564,7 +617,12 @@ fn gdn(
     let x = pass.normed(&p.xn, cfg.hidden_dim, &p.q8_in);
     pass.project(&w.qkv, &x, ids, &mut p.qkv)?;
     pass.project(&w.gate_z, &x, ids, &mut p.z)?;
-    pass.project(&w.beta_alpha, &x, ids, &mut p.ba)?;
+    // An f32 beta/alpha matrix (what `project` would run as `matvec_f32`) is computed in the
+    // delta rule's launch, in that matvec's order (`gdn_step_ba`); another type keeps its own.
+    let ba_in_step = ba_in_step(cfg, w);
+    if !ba_in_step {
+        pass.project(&w.beta_alpha, &x, ids, &mut p.ba)?;
+    }
     timer.mark(pass.device, "gdn: in projections")?;
     match mode {
         Mode::Decode { seq, .. } | Mode::Chunk { seq, .. } => {
@@ -580,26 +638,52 @@ fn gdn(
                 let State { pos, layers, s, .. } = &mut **state;
                 let Some(LayerState::Gdn { conv_ring, ssm }) = layers.get_mut(i) else { return Err(layer_mismatch()) };
                 pass.copy_row(&p.qkv, r, &mut s.qkv, cfg.gdn_conv_dim())?;
-                pass.copy_row(&p.ba, r, &mut s.ba, 2 * nv)?;
+                if ba_in_step {
+                    pass.copy_row(&p.xn, r, &mut s.xn, cfg.hidden_dim)?;
+                } else {
+                    pass.copy_row(&p.ba, r, &mut s.ba, 2 * nv)?;
+                }
                 gdn_conv(&one, cfg, w, conv_ring, s, *pos)?;
                 gdn_scan(&one, cfg, w, ssm, s)?;
                 pass.put_row(&s.o, &mut p.o, r, nv * cfg.gdn_value_dim)?;
             }
         }
     }
-    pass.run(
-        &pass.k.gated_rmsnorm,
-        vec![
-            A::buf(&p.o),
-            A::buf(&p.z),
-            A::buf(&w.norm),
-            A::buf_mut(&mut p.o_normed),
-            A::from(cfg.gdn_value_dim),
-            A::from(cfg.gdn_n_value_heads),
-            A::from(cfg.rms_eps),
-        ],
-    )?;
-    let o = pass.input(&p.o_normed, cfg.gdn_n_value_heads * cfg.gdn_value_dim, &mut p.q8_mid)?;
+    let (dv, nv) = (cfg.gdn_value_dim, cfg.gdn_n_value_heads);
+    let o = if pass.quantizes(dv) && dv <= GATED_Q8_MAX_HEAD_DIM {
+        // The gated norm quantizes its own output (`gated_rmsnorm_q8`: `q8act`'s bits).
+        let Q8Blocks { q, d, sum } = &mut p.q8_mid;
+        pass.run(
+            &pass.k.gated_rmsnorm_q8,
+            vec![
+                A::buf(&p.o),
+                A::buf(&p.z),
+                A::buf(&w.norm),
+                A::buf_mut(&mut p.o_normed),
+                A::buf_mut(q),
+                A::buf_mut(d),
+                A::buf_mut(sum),
+                A::from(dv),
+                A::from(nv),
+                A::from(cfg.rms_eps),
+            ],
+        )?;
+        Input { x: &p.o_normed, q8: Some(&p.q8_mid) }
+    } else {
+        pass.run(
+            &pass.k.gated_rmsnorm,
+            vec![
+                A::buf(&p.o),
+                A::buf(&p.z),
+                A::buf(&w.norm),
+                A::buf_mut(&mut p.o_normed),
+                A::from(dv),
+                A::from(nv),
+                A::from(cfg.rms_eps),
+            ],
+        )?;
+        pass.input(&p.o_normed, nv * dv, &mut p.q8_mid)?
+    };
     Ok(pass.project(&w.out, &o, &p.zero_ids, &mut p.mix)?)
 }
 
@@ -626,7 +710,14 @@ fn gdn_conv(
     )
 }
 
-/// The delta rule on `p.conv_out` and `p.ba` (beta | alpha) with the state `ssm`, into `p.o`.
+/// Whether layer `w`'s beta and alpha projections run in the delta rule's launch
+/// (`gdn_step_ba`): an f32 matrix and a hidden size its workgroup array holds.
+fn ba_in_step(cfg: &ModelConfig, w: &GdnWeights) -> bool {
+    w.beta_alpha.ty == TensorType::F32 && cfg.hidden_dim <= crate::kernels::gdn::GDN_BA_MAX_K
+}
+
+/// The delta rule on `p.conv_out` and `p.ba` (beta | alpha) with the state `ssm`, into `p.o`;
+/// where `ba_in_step`, on `p.conv_out` and the normed input `p.xn` with the beta/alpha matrix.
 fn gdn_scan(
     pass: &Pass<'_>,
     cfg: &ModelConfig,
@@ -635,9 +726,14 @@ fn gdn_scan(
     p: &mut Scratch,
 ) -> Result<(), DeviceError> {
     let (dk, dv) = (cfg.gdn_key_dim, cfg.gdn_value_dim);
-    let args = vec![
-        A::buf(&p.conv_out),
-        A::buf(&p.ba),
+    let fused = ba_in_step(cfg, w);
+    let mut args = vec![A::buf(&p.conv_out)];
+    if fused {
+        args.extend([A::buf(&p.xn), A::buf(&w.beta_alpha.buf)]);
+    } else {
+        args.push(A::buf(&p.ba));
+    }
+    args.extend([
         A::buf(&w.ssm_a),
         A::buf(&w.dt_bias),
         A::buf_mut(ssm),
@@ -648,7 +744,11 @@ fn gdn_scan(
         A::from(cfg.gdn_n_value_heads),
         A::from(true), // tiled: value heads in GGUF's order (`weights`)
         A::from(cfg.gdn_q_scale()),
-    ];
+    ]);
+    if fused {
+        args.push(A::from(cfg.hidden_dim));
+        return pass.run(&pass.k.gdn_scan_ba, args);
+    }
     pass.run(&pass.k.gdn_scan, args)
 }
 
@@ -667,32 +767,30 @@ fn attention(
     pass.project(&w.q, &x, ids, &mut p.q_gate)?;
     pass.project(&w.k, &x, ids, &mut p.k_raw)?;
     pass.project(&w.v, &x, ids, &mut p.v)?;
-    pass.run(
-        &pass.k.head_rmsnorm,
-        vec![
-            A::buf(&p.q_gate),
-            A::buf(&w.q_norm),
-            A::buf_mut(&mut p.q),
-            A::from(hd),
-            A::from(2 * hd),
-            A::from(hd),
-            A::from(nh),
-            A::from(eps),
-        ],
-    )?;
-    pass.run(
-        &pass.k.head_rmsnorm,
-        vec![
-            A::buf(&p.k_raw),
-            A::buf(&w.k_norm),
-            A::buf_mut(&mut p.k),
-            A::from(hd),
-            A::from(hd),
-            A::from(hd),
-            A::from(nkv),
-            A::from(eps),
-        ],
-    )?;
+    // At decode and over a chunk (rows at consecutive positions of one sequence) the q and k
+    // norms rotate their own output (`head_rmsnorm_rope`: `head_rmsnorm`'s and then
+    // `rope_neox`'s bits); a batched step's rows are each at their own sequence's position,
+    // so there the norms run over the rows and RoPE per sequence (`attention_cached`).
+    let rope_at = match &*mode {
+        Mode::Decode { seq, .. } | Mode::Chunk { seq, .. } => Some((seq.rope_cos, seq.rope_sin, seq.pos)),
+        Mode::Batch { .. } => None,
+    };
+    for (x, norm_w, y, in_stride, n) in
+        [(&p.q_gate, &w.q_norm, &mut p.q, 2 * hd, nh), (&p.k_raw, &w.k_norm, &mut p.k, hd, nkv)]
+    {
+        let mut args = vec![A::buf(x), A::buf(norm_w)];
+        if let Some((cos, sin, _)) = rope_at {
+            args.extend([A::buf(cos), A::buf(sin)]);
+        }
+        args.extend([A::buf_mut(y), A::from(hd), A::from(in_stride), A::from(hd), A::from(n), A::from(eps)]);
+        match rope_at {
+            Some((_, _, pos)) => {
+                args.extend([A::from(pos), A::from(cfg.rope_dim)]);
+                pass.run(&pass.k.head_rmsnorm_rope, args)?;
+            }
+            None => pass.run(&pass.k.head_rmsnorm, args)?,
+        }
+    }
     let reordered = matches!(mode, Mode::Chunk { reordered: true, .. });
     match mode {
         Mode::Decode { seq, .. } | Mode::Chunk { seq, .. } => {
@@ -700,17 +798,7 @@ fn attention(
                 return Err(layer_mismatch());
             };
             let kernel = if reordered { &pass.k.attention_reordered } else { pass.pick(&pass.k.attention) };
-            attention_cached(
-                pass,
-                cfg,
-                kernel,
-                k_cache,
-                v_cache,
-                (seq.rope_cos, seq.rope_sin),
-                p,
-                seq.pos,
-                seq.max_ctx,
-            )?;
+            attention_cached(pass, cfg, kernel, k_cache, v_cache, None, p, seq.pos, seq.max_ctx)?;
         }
         Mode::Batch { rows, .. } => {
             let one = pass.at(Width::One);
@@ -730,7 +818,7 @@ fn attention(
                     &pass.k.attention.one,
                     k_cache,
                     v_cache,
-                    (rope_cos, rope_sin),
+                    Some((rope_cos, rope_sin)),
                     s,
                     *pos,
                     *max_ctx,
@@ -743,7 +831,8 @@ fn attention(
     Ok(pass.project(&w.o, &a, &p.zero_ids, &mut p.mix)?)
 }
 
-/// Attention's stateful part from position `pos`: RoPE on `p.q` and `p.k`, the KV append,
+/// Attention's stateful part from position `pos`: RoPE on `p.q` and `p.k` with the `rope`
+/// tables (`None`: the norms already rotated them, `head_rmsnorm_rope`), the KV append,
 /// attention (`kernel`) over positions 0..=pos (per row) gated by `p.q_gate`, into `p.attn`.
 #[allow(clippy::too_many_arguments)]
 fn attention_cached(
@@ -752,13 +841,14 @@ fn attention_cached(
     kernel: &DeviceKernel,
     k_cache: &mut Buffer,
     v_cache: &mut Buffer,
-    rope: (&Buffer, &Buffer),
+    rope: Option<(&Buffer, &Buffer)>,
     p: &mut Scratch,
     pos: usize,
     max_ctx: usize,
 ) -> Result<(), DeviceError> {
     let (hd, nh, nkv) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads);
     for (x, n) in [(&mut p.q, nh), (&mut p.k, nkv)] {
+        let Some(rope) = rope else { break };
         pass.run(
             &pass.k.rope_neox,
             vec![
@@ -819,8 +909,10 @@ fn expert_matvec(
     }
 }
 
-/// The MoE block of layer `i` (of `n_layers`) on `p.xn`, into `p.mix`: the router per row, the
-/// routed experts, the shared expert, and the combine in top-k order. One token: the m = 1
+/// The MoE block of layer `i` (of `n_layers`) on `p.xn`: the router per row, the routed
+/// experts into `p.down`, the shared expert into `p.sh_out` and its gate's logit into
+/// `p.sh_logit` (the combine in top-k order runs with the residual add after it,
+/// `Pass::combine_add_rmsnorm`). One token: the m = 1
 /// matvecs run the k experts as k slots (staged: the router's ids come back to the host and
 /// the decode slot cache maps them to slots). Rows: the (row, k) pairs are sorted by expert
 /// on the device (`moe_count`, `moe_scatter`; in the q8 mode `moe_scatter_tiles`, groups
@@ -843,17 +935,39 @@ fn moe(
         (cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim, cfg.hidden_dim, cfg.n_experts);
     let x = pass.normed(&p.xn, h, &p.q8_in);
     pass.project(&w.router, &x, ids, &mut p.router_logits)?;
-    pass.run(
-        &pass.k.router_topk,
-        vec![
-            A::buf(&p.router_logits),
-            A::buf_mut(&mut p.router_probs),
-            A::buf_mut(&mut p.expert_ids),
-            A::buf_mut(&mut p.expert_weights),
-            A::from(ne),
-            A::from(k),
-        ],
-    )?;
+    // An f32 shared-expert gate (what `project` would run as `matvec_f32`) is computed in the
+    // router's launch, in that matvec's order (`router_topk_gate`); another type keeps its own
+    // matvec after the shared expert.
+    let gate_in_router = w.shared_gate.ty == TensorType::F32;
+    if gate_in_router {
+        pass.run(
+            &pass.k.router_topk_gate,
+            vec![
+                A::buf(&p.router_logits),
+                A::buf(&p.xn),
+                A::buf(&w.shared_gate.buf),
+                A::buf_mut(&mut p.router_probs),
+                A::buf_mut(&mut p.expert_ids),
+                A::buf_mut(&mut p.expert_weights),
+                A::buf_mut(&mut p.sh_logit),
+                A::from(ne),
+                A::from(k),
+                A::from(h),
+            ],
+        )?;
+    } else {
+        pass.run(
+            &pass.k.router_topk,
+            vec![
+                A::buf(&p.router_logits),
+                A::buf_mut(&mut p.router_probs),
+                A::buf_mut(&mut p.expert_ids),
+                A::buf_mut(&mut p.expert_weights),
+                A::from(ne),
+                A::from(k),
+            ],
+        )?;
+    }
     match mode {
         Mode::Decode { slots, .. } => {
             let (experts, expert_ids) = match (&w.experts, slots.as_deref_mut()) {
@@ -958,18 +1072,8 @@ fn moe(
     pass.project(&w.gate_up_shexp, &x, ids, &mut p.sh_gate_up)?;
     let sh_act = pass.swiglu_input(&p.sh_gate_up, &mut p.sh_act, fs, 1, &mut p.q8_mid)?;
     pass.project(&w.down_shexp, &sh_act, ids, &mut p.sh_out)?;
-    pass.project(&w.shared_gate, &x, ids, &mut p.sh_logit)?;
-    pass.run(
-        &pass.k.moe_combine,
-        vec![
-            A::buf(&p.down),
-            A::buf(&p.expert_weights),
-            A::buf(&p.sh_out),
-            A::buf(&p.sh_logit),
-            A::buf_mut(&mut p.mix),
-            A::from(h),
-            A::from(k),
-        ],
-    )?;
+    if !gate_in_router {
+        pass.project(&w.shared_gate, &x, ids, &mut p.sh_logit)?;
+    }
     Ok(())
 }

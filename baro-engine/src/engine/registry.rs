@@ -47,9 +47,18 @@ pub(crate) struct Kernels {
     pub(crate) q8act: DeviceKernel,
     pub(crate) rmsnorm: KernelPair,
     pub(crate) head_rmsnorm: KernelPair,
+    /// `head_rmsnorm` and `rope_neox` in one launch (decode and chunks: rows at consecutive
+    /// positions).
+    pub(crate) head_rmsnorm_rope: KernelPair,
     pub(crate) add_rmsnorm: KernelPair,
     /// `add_rmsnorm` and `q8act` of its output in one launch (the q8 mode's normed input).
     pub(crate) add_rmsnorm_q8: KernelPair,
+    /// `moe_combine`, `add_rmsnorm` and `q8act` in one launch (the q8 mode's residual add
+    /// after the MoE block).
+    pub(crate) moe_combine_add_rmsnorm_q8: KernelPair,
+    /// `gated_rmsnorm` and `q8act` of its output in one launch (the q8 mode's input of the GDN
+    /// out projection).
+    pub(crate) gated_rmsnorm_q8: KernelPair,
     /// `swiglu_pairs` and `q8act` of its output in one launch (the q8 mode's expert input).
     pub(crate) swiglu_pairs_q8: KernelPair,
     pub(crate) rope_neox: KernelPair,
@@ -59,12 +68,17 @@ pub(crate) struct Kernels {
     /// The negative control's rows kernel (no m = 1 sibling: its P·V sum is in another order).
     pub(crate) attention_reordered: DeviceKernel,
     pub(crate) router_topk: KernelPair,
+    /// `router_topk` with an f32 shared-expert gate's logit in the same launch.
+    pub(crate) router_topk_gate: KernelPair,
     pub(crate) swiglu_pairs: KernelPair,
     pub(crate) moe_combine: KernelPair,
     /// `gdn_conv_step` and `gdn_conv_rows`.
     pub(crate) gdn_conv: KernelPair,
     /// `gdn_step` and `gdn_scan_rows`.
     pub(crate) gdn_scan: KernelPair,
+    /// `gdn_step_ba` and `gdn_scan_ba_rows`: the delta rule with an f32 beta/alpha projection
+    /// in its launch.
+    pub(crate) gdn_scan_ba: KernelPair,
     pub(crate) gated_rmsnorm: KernelPair,
     pub(crate) moe_count: DeviceKernel,
     pub(crate) moe_scatter: DeviceKernel,
@@ -217,18 +231,23 @@ impl Kernels {
             q8act: c.one(q8act::q8act)?,
             rmsnorm: c.pair(norm::rmsnorm_rows)?,
             head_rmsnorm: c.pair(norm::head_rmsnorm_rows)?,
+            head_rmsnorm_rope: c.pair(norm::head_rmsnorm_rope_rows)?,
             add_rmsnorm: c.pair(norm::add_rmsnorm_rows)?,
             add_rmsnorm_q8: c.pair(q8act::add_rmsnorm_q8_rows)?,
+            moe_combine_add_rmsnorm_q8: c.pair(q8act::moe_combine_add_rmsnorm_q8_rows)?,
+            gated_rmsnorm_q8: c.pair(q8act::gated_rmsnorm_q8_rows)?,
             swiglu_pairs_q8: c.pair(q8act::swiglu_pairs_q8_rows)?,
             rope_neox: c.pair(rope::rope_neox_rows)?,
             kv_append: c.pair(attention::kv_append_rows)?,
             attention: c.pair(attention::attention_rows)?,
             attention_reordered: c.one(attention::attention_rows_reordered)?,
             router_topk: c.pair(moe::router_topk_rows)?,
+            router_topk_gate: c.pair(moe::router_topk_gate_rows)?,
             swiglu_pairs: c.pair(moe::swiglu_pairs_rows)?,
             moe_combine: c.pair(moe::moe_combine_rows)?,
             gdn_conv: c.pair(gdn::gdn_conv_rows)?,
             gdn_scan: c.pair(gdn::gdn_scan_rows)?,
+            gdn_scan_ba: c.pair(gdn::gdn_scan_ba_rows)?,
             gated_rmsnorm: c.pair(gdn::gated_rmsnorm_rows)?,
             moe_count: c.one(moe::moe_count)?,
             moe_scatter: c.one(moe::moe_scatter)?,

@@ -13,8 +13,10 @@ use baro::reference::{sum_lanes_butterfly, sum_sequential};
 /// y[c] = silu(seq_t(w[c·K + t] · in_t)) for taps t = 0..K (oldest first), where in_{K−1} =
 /// x[c] and in_t for t < K−1 is the input of position pos − (K−1) + t, kept in
 /// `ring[c · (K−1) + (that position) % (K−1)]` (zero before the sequence starts); then x[c]
-/// replaces the oldest. Needs conv_kernel ≥ 2. One workgroup per 64 channels.
-#[kernel(grid = [(channels + 63) / 64], verify(channels = [1, 3, 70], conv_kernel = [2, 4], pos = [0, 1, 6]))]
+/// replaces the oldest. Needs conv_kernel ≥ 2. One workgroup of 64 threads per 64 channels,
+/// one channel per thread (a 32-thread workgroup ran two channels per thread one after the
+/// other).
+#[kernel(grid = [(channels + 63) / 64], block = 64, verify(channels = [1, 3, 70], conv_kernel = [2, 4], pos = [0, 1, 6]))]
 pub fn gdn_conv_step(
     x: &[f32],
     w: &[f32],
@@ -83,6 +85,10 @@ pub fn gdn_conv_rows(
 /// The largest key head dimension the delta-rule kernels take: a workgroup keeps its 32 state
 /// columns (`dk × 32` floats) in workgroup memory (`ModelConfig::validate` checks it).
 pub const GDN_MAX_DK: usize = 128;
+
+/// The longest input `gdn_step_ba` takes (the hidden size): it stages the k products of b and
+/// of a in the halves of its 4096-float workgroup array.
+pub const GDN_BA_MAX_K: usize = 2048;
 
 /// One delta-rule step, one workgroup per (value head h, 32 value columns), lane l owning
 /// column j = 32 · group_id(1) + l of the head's (dk × dv) state (columns never interact). qkv: the conv output (q: n_k_heads·dk | k:
@@ -214,6 +220,172 @@ pub fn gdn_scan_rows(
         for j in par(0..if rows - rb < 8 { rows - rb } else { 8 }) {
             rs[16 + j] = sigmoid(ba[(rb + j) * 2 * n_v_heads + h]);
             rs[24 + j] = exp(ssm_a[h] * softplus(ba[(rb + j) * 2 * n_v_heads + n_v_heads + h] + dt_bias[h]));
+        }
+        for j in 0..if rows - rb < 8 { rows - rb } else { 8 } {
+            let r = rb + j;
+            let qb = r * stride + kh * dk;
+            let kb = r * stride + n_k_heads * dk + kh * dk;
+            let vb = r * stride + 2 * n_k_heads * dk + h * dv;
+            for t in par(0..dk * 32) {
+                if c0 + t % 32 < dv {
+                    pr[t] = (st[t] * rs[24 + j]) * (qkv[kb + t / 32] * rs[8 + j]);
+                }
+            }
+            for l in par(0..32) {
+                if c0 + l < dv {
+                    dl[l] = (qkv[vb + c0 + l] - sum!(i in 0..dk, order = seq, pr[i * 32 + l])) * rs[16 + j];
+                }
+            }
+            for t in par(0..dk * 32) {
+                if c0 + t % 32 < dv {
+                    st[t] = st[t] * rs[24 + j] + (qkv[kb + t / 32] * rs[8 + j]) * dl[t % 32];
+                    pr[t] = st[t] * ((qkv[qb + t / 32] * rs[j]) * q_scale);
+                }
+            }
+            for l in par(0..32) {
+                if c0 + l < dv {
+                    o[(r * n_v_heads + h) * dv + c0 + l] = sum!(i in 0..dk, order = seq, pr[i * 32 + l]);
+                }
+            }
+        }
+    }
+    for t in par(0..dk * 32) {
+        if c0 + t % 32 < dv {
+            state[sb + (t / 32) * dv + c0 + t % 32] = st[t];
+        }
+    }
+}
+
+/// `gdn_step` with the beta and alpha projections in its launch, for an f32 (b | a) matrix
+/// (`w_ba`: (2 · n_v_heads, k), b rows then a rows, as `weights` stacks them) and `k ≤
+/// GDN_BA_MAX_K`: b[h] = seq-lanes Σ_i x[i] · w_ba[h · k + i] and a[h] likewise from row
+/// n_v_heads + h, each in `matvec::matvec_f32`'s order (`lanes(32).butterfly()` over the
+/// products), from products all 256 threads first write into `pr` (unused until the state
+/// phases). So b and a have the bits of the matvec launch this replaces, and everything after
+/// is `gdn_step`'s, operation for operation.
+#[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, verify(dk = [1, 31, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4], k = [1, 33, 70]))]
+pub fn gdn_step_ba(
+    qkv: &[f32],
+    x: &[f32],
+    w_ba: &[f32],
+    ssm_a: &[f32],
+    dt_bias: &[f32],
+    state: &mut [f32],
+    o: &mut [f32],
+    dk: usize,
+    dv: usize,
+    n_k_heads: usize,
+    n_v_heads: usize,
+    tiled: bool,
+    q_scale: f32,
+    k: usize,
+) {
+    let h = group_id(0);
+    let c0 = group_id(1) * 32;
+    let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
+    let qb = kh * dk;
+    let kb = n_k_heads * dk + kh * dk;
+    let vb = 2 * n_k_heads * dk + h * dv;
+    let sb = h * dk * dv;
+    let st = shared::<f32, 4096>();
+    let pr = shared::<f32, 4096>();
+    let dl = shared::<f32, 32>();
+    for t in par(0..dk * 32) {
+        if c0 + t % 32 < dv {
+            st[t] = state[sb + (t / 32) * dv + c0 + t % 32];
+        }
+    }
+    let qn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[qb + i] * qkv[qb + i]) + 1e-6);
+    let kn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
+    // b[h] and a[h] as `matvec_f32` computes them (x · row h, x · row n_v_heads + h of the
+    // stacked (b | a) matrix), from products staged in `pr` before its first use below.
+    for i in par(0..k) {
+        pr[i] = x[i] * w_ba[h * k + i];
+        pr[2048 + i] = x[i] * w_ba[(n_v_heads + h) * k + i];
+    }
+    let bv = sum!(i in 0..k, order = lanes(32).butterfly(), pr[i]);
+    let av = sum!(i in 0..k, order = lanes(32).butterfly(), pr[2048 + i]);
+    let beta = sigmoid(bv);
+    let decay = exp(ssm_a[h] * softplus(av + dt_bias[h]));
+    for t in par(0..dk * 32) {
+        if c0 + t % 32 < dv {
+            pr[t] = (st[t] * decay) * (qkv[kb + t / 32] * kn);
+        }
+    }
+    for l in par(0..32) {
+        if c0 + l < dv {
+            dl[l] = (qkv[vb + c0 + l] - sum!(i in 0..dk, order = seq, pr[i * 32 + l])) * beta;
+        }
+    }
+    for t in par(0..dk * 32) {
+        if c0 + t % 32 < dv {
+            st[t] = st[t] * decay + (qkv[kb + t / 32] * kn) * dl[t % 32];
+            pr[t] = st[t] * ((qkv[qb + t / 32] * qn) * q_scale);
+        }
+    }
+    for l in par(0..32) {
+        if c0 + l < dv {
+            o[h * dv + c0 + l] = sum!(i in 0..dk, order = seq, pr[i * 32 + l]);
+        }
+    }
+    for t in par(0..dk * 32) {
+        if c0 + t % 32 < dv {
+            state[sb + (t / 32) * dv + c0 + t % 32] = st[t];
+        }
+    }
+}
+
+/// `gdn_scan_rows` with the beta and alpha projections in its launch: `gdn_step_ba` over
+/// rows (row r's x at `x[r · k ..]`), the state carried from row to row. Per block of 8 rows,
+/// each row's team also computes its b[h] and a[h] dots (in `matvec_f32`'s order, the products
+/// read from global memory) beside its q and k norms.
+#[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, rows_of = gdn_step_ba, rows = rows,
+         row_stride(qkv = 2 * n_k_heads * dk + n_v_heads * dv, x = k, o = n_v_heads * dv), carry(state),
+         verify(dk = [1, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4], k = [1, 33], rows = [1, 3, 9]))]
+pub fn gdn_scan_ba_rows(
+    qkv: &[f32],
+    x: &[f32],
+    w_ba: &[f32],
+    ssm_a: &[f32],
+    dt_bias: &[f32],
+    state: &mut [f32],
+    o: &mut [f32],
+    dk: usize,
+    dv: usize,
+    n_k_heads: usize,
+    n_v_heads: usize,
+    tiled: bool,
+    q_scale: f32,
+    k: usize,
+    rows: usize,
+) {
+    let h = group_id(0);
+    let c0 = group_id(1) * 32;
+    let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
+    let sb = h * dk * dv;
+    let st = shared::<f32, 4096>();
+    let pr = shared::<f32, 4096>();
+    let dl = shared::<f32, 32>();
+    // Per block of 8 rows, the scalars no state reaches, computed side by side (one team per
+    // row) before the block's scan: qn (0..8), kn (8..16), beta (16..24), decay (24..32).
+    let rs = shared::<f32, 32>();
+    let stride = 2 * n_k_heads * dk + n_v_heads * dv;
+    for t in par(0..dk * 32) {
+        if c0 + t % 32 < dv {
+            st[t] = state[sb + (t / 32) * dv + c0 + t % 32];
+        }
+    }
+    for rb in (0..rows).step_by(8) {
+        for j in par_team(0..if rows - rb < 8 { rows - rb } else { 8 }, 32) {
+            let qb = (rb + j) * stride + kh * dk;
+            let kb = (rb + j) * stride + n_k_heads * dk + kh * dk;
+            rs[j] = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[qb + i] * qkv[qb + i]) + 1e-6);
+            rs[8 + j] = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
+            let bv = sum!(i in 0..k, order = lanes(32).butterfly(), x[(rb + j) * k + i] * w_ba[h * k + i]);
+            let av =
+                sum!(i in 0..k, order = lanes(32).butterfly(), x[(rb + j) * k + i] * w_ba[(n_v_heads + h) * k + i]);
+            rs[16 + j] = sigmoid(bv);
+            rs[24 + j] = exp(ssm_a[h] * softplus(av + dt_bias[h]));
         }
         for j in 0..if rows - rb < 8 { rows - rb } else { 8 } {
             let r = rb + j;

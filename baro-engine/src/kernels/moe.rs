@@ -17,7 +17,10 @@ use baro::reference::{max_lanes_butterfly, sum_lanes_butterfly, sum_sequential};
 /// pick j is the expert whose rank is j, the rank of e being the number of experts before it
 /// in that order (#{f: p_f > p_e} + #{f < e: p_f = p_e}: integer counts of exact
 /// comparisons, so the picks are those of taking the largest remaining probability k times,
-/// without a reduction and a barrier per pick). The k picks run side by side, one team of 32
+/// without a reduction and a barrier per pick). The count runs as two loops, `p_f ≥ p_e` over
+/// f < e and `p_f > p_e` over f ≥ e: the same count as the two-clause condition for every
+/// input, NaN included (every comparison with NaN is false in both forms), with one
+/// comparison per expert instead of three and an index test. The k picks run side by side, one team of 32
 /// lanes each: its id is the integer `min` of the ids of rank j (exact), its weight the `max`
 /// of their probabilities (one of them, the rest −inf: exact). weights[j] = p_j / seq(p_0 +
 /// … + p_{k−1}) in pick order. NaN logits give unspecified ids, never out of range but
@@ -43,9 +46,13 @@ pub fn router_topk(
         work[e] = exp(logits[e] - m) / s;
     }
     for e in par(0..n_experts) {
+        let pe = work[e];
         let mut r: u32 = 0;
-        for f in 0..n_experts {
-            r = r + if work[f] > work[e] || (work[f] == work[e] && f < e) { 1 } else { 0 };
+        for f in 0..e {
+            r = r + if work[f] >= pe { 1 } else { 0 };
+        }
+        for f in e..n_experts {
+            r = r + if work[f] > pe { 1 } else { 0 };
         }
         rank[e] = r;
     }
@@ -57,6 +64,63 @@ pub fn router_topk(
     let total = sum!(j in 0..top_k, order = seq, weights[j]);
     // Every thread sums the weights before any is overwritten (a race the verifier found:
     // with top_k beyond one wave, a thread could read an already divided weight).
+    barrier();
+    for j in par(0..top_k) {
+        weights[j] = weights[j] / total;
+    }
+}
+
+/// `router_topk` with the shared expert's gate logit in the same launch, for a gate stored in
+/// f32: gate_logit[0] = seq-lanes Σ_i x[i] · gate_w[i] in `matvec::matvec_f32`'s order
+/// (`lanes(32).butterfly()`, the products `x[i] · gate_w[i]`), so its bits are those of the
+/// one-row matvec it replaces, without that launch (a one-workgroup launch of its own). The k
+/// products are formed in workgroup memory by all 256 threads first (`k ≤
+/// norm::NORM_MAX_DIM`), then summed from there. Everything else is `router_topk`'s, operation
+/// for operation.
+#[kernel(grid = [1], block = 256, verify(n_experts = [1, 31, 33, 70], top_k = [1, 2, 9], k = [1, 31, 33, 70]),
+         rows(name = router_topk_gate_rows, axis = 0, row_stride(logits = n_experts, x = k, probs = n_experts, ids = top_k, weights = top_k, gate_logit = 1), verify(n_experts = [1, 33, 70], k = [1, 33], rows = [1, 3])))]
+pub fn router_topk_gate(
+    logits: &[f32],
+    x: &[f32],
+    gate_w: &[f32],
+    probs: &mut [f32],
+    ids: &mut [u32],
+    weights: &mut [f32],
+    gate_logit: &mut [f32],
+    n_experts: usize,
+    top_k: usize,
+    k: usize,
+) {
+    let work = shared::<f32, 1024>();
+    let rank = shared::<u32, 1024>();
+    let gp = shared::<f32, 4096>();
+    for i in par(0..k) {
+        gp[i] = x[i] * gate_w[i];
+    }
+    gate_logit[0] = sum!(i in 0..k, order = lanes(32).butterfly(), gp[i]);
+    let m = max!(e in 0..n_experts, order = lanes(32).butterfly(), logits[e]);
+    let s = sum!(e in 0..n_experts, order = lanes(32).butterfly(), exp(logits[e] - m));
+    for e in par(0..n_experts) {
+        probs[e] = exp(logits[e] - m) / s;
+        work[e] = exp(logits[e] - m) / s;
+    }
+    for e in par(0..n_experts) {
+        let pe = work[e];
+        let mut r: u32 = 0;
+        for f in 0..e {
+            r = r + if work[f] >= pe { 1 } else { 0 };
+        }
+        for f in e..n_experts {
+            r = r + if work[f] > pe { 1 } else { 0 };
+        }
+        rank[e] = r;
+    }
+    for j in par_team(0..top_k, 32) {
+        ids[j] = min!(e in 0..n_experts, order = lanes(32).butterfly(), if rank[e] == (j as u32) { e } else { n_experts })
+            as u32;
+        weights[j] = max!(e in 0..n_experts, order = lanes(32).butterfly(), if rank[e] == (j as u32) { work[e] } else { f32::NEG_INFINITY });
+    }
+    let total = sum!(j in 0..top_k, order = seq, weights[j]);
     barrier();
     for j in par(0..top_k) {
         weights[j] = weights[j] / total;

@@ -105,7 +105,9 @@ pub fn q8act(x: &[f32], q: &mut [u32], d: &mut [f32], s: &mut [i32], nb: usize) 
 /// h = a + b, y = rmsnorm(h, w), and y's blocks of 32 quantized into q, d, s exactly as `q8act`
 /// quantizes them (the same max, scale, rounding and block sum on the same y values), so every
 /// output is `add_rmsnorm`'s and then `q8act`'s bits, without y's round trip or a launch. Each
-/// workgroup writes its 256 elements of h and y and their 8 blocks. n a multiple of 32.
+/// workgroup forms all n sums a + b in workgroup memory (as `add_rmsnorm` does, `n ≤
+/// norm::NORM_MAX_DIM`) and writes its 256 elements of h and y and their 8 blocks. n a
+/// multiple of 32.
 #[kernel(grid = [(n + 255) / 256], block = 256, uses = [q8_of, q8_word], verify(n = [32, 96, 256, 288, 608]),
          rows(name = add_rmsnorm_q8_rows, row_stride(a = n, b = n, h = n, y = n, q = n / 4, d = n / 32, s = n / 32), verify(n = [32, 288])))]
 pub fn add_rmsnorm_q8(
@@ -122,14 +124,18 @@ pub fn add_rmsnorm_q8(
 ) {
     let base = group_id(0) * 256;
     let m = if n - base < 256 { n - base } else { 256 };
-    let ss = sum!(i in 0..n, order = lanes(32).butterfly(), (a[i] + b[i]) * (a[i] + b[i]));
+    let hs = shared::<f32, 4096>();
+    for i in par(0..n) {
+        hs[i] = a[i] + b[i];
+    }
+    let ss = sum!(i in 0..n, order = lanes(32).butterfly(), hs[i] * hs[i]);
     let scale = rsqrt(ss / (n as f32) + eps);
     let ys = shared::<f32, 256>();
     let scales = shared::<f32, 8>();
     let words = shared::<u32, 64>();
     for j in par(0..m) {
-        h[base + j] = a[base + j] + b[base + j];
-        let v = (a[base + j] + b[base + j]) * scale * w[base + j];
+        h[base + j] = hs[base + j];
+        let v = hs[base + j] * scale * w[base + j];
         y[base + j] = v;
         ys[j] = v;
     }
@@ -149,6 +155,121 @@ pub fn add_rmsnorm_q8(
         s[base / 32 + t] = sum!(v in 0..8, order = any, dot4_i8(words[t * 8 + v], 0x01010101, 0));
     }
 }
+
+/// `moe::moe_combine`, then `add_rmsnorm_q8` with the combine's output as `b`, in one launch
+/// (the q8 mode's residual add after the MoE block): c = seq_j(weights[j] · ye[j · n + i]) +
+/// sigmoid(shared_logit[0]) · shared_out[i] (the shared expert's output), h = a + c, y = rmsnorm(h, w) and y's q8 blocks. Every
+/// workgroup forms all n values a + c in workgroup memory (`moe_combine`'s operations, then
+/// `add`'s), so every output is `moe_combine`'s, then `add_rmsnorm`'s, then `q8act`'s bits,
+/// without the combine's launch and its round trip through memory. n a multiple of 32, at
+/// most `norm::NORM_MAX_DIM`.
+#[kernel(grid = [(n + 255) / 256], block = 256, uses = [q8_of, q8_word], verify(n = [32, 96, 256, 288, 608], top_k = [1, 2, 3]),
+         rows(name = moe_combine_add_rmsnorm_q8_rows,
+              row_stride(a = n, ye = top_k * n, weights = top_k, shared_out = n, shared_logit = 1, h = n, y = n, q = n / 4, d = n / 32, s = n / 32),
+              verify(n = [32, 288], top_k = [1, 3])))]
+pub fn moe_combine_add_rmsnorm_q8(
+    a: &[f32],
+    ye: &[f32],
+    weights: &[f32],
+    shared_out: &[f32],
+    shared_logit: &[f32],
+    w: &[f32],
+    h: &mut [f32],
+    y: &mut [f32],
+    q: &mut [u32],
+    d: &mut [f32],
+    s: &mut [i32],
+    n: usize,
+    top_k: usize,
+    eps: f32,
+) {
+    let base = group_id(0) * 256;
+    let m = if n - base < 256 { n - base } else { 256 };
+    let gs = sigmoid(shared_logit[0]);
+    let hs = shared::<f32, 4096>();
+    for i in par(0..n) {
+        hs[i] = a[i] + (sum!(e in 0..top_k, order = seq, weights[e] * ye[e * n + i]) + gs * shared_out[i]);
+    }
+    let ss = sum!(i in 0..n, order = lanes(32).butterfly(), hs[i] * hs[i]);
+    let scale = rsqrt(ss / (n as f32) + eps);
+    let ys = shared::<f32, 256>();
+    let scales = shared::<f32, 8>();
+    let words = shared::<u32, 64>();
+    for j in par(0..m) {
+        h[base + j] = hs[base + j];
+        let v = hs[base + j] * scale * w[base + j];
+        y[base + j] = v;
+        ys[j] = v;
+    }
+    for t in par_team(0..m / 32, 32) {
+        let amax = max!(j in 0..32, order = lanes(32).butterfly(), ys[t * 32 + j].abs());
+        let sc = if amax != amax { f32::from_bits(0x7fc00000) } else { amax / 127.0 };
+        d[base / 32 + t] = sc;
+        scales[t] = sc;
+    }
+    for i in par(0..m / 4) {
+        let sc = scales[i / 8];
+        let word = q8_word(ys[i * 4], ys[i * 4 + 1], ys[i * 4 + 2], ys[i * 4 + 3], sc);
+        q[base / 4 + i] = word;
+        words[i] = word;
+    }
+    for t in par(0..m / 32) {
+        s[base / 32 + t] = sum!(v in 0..8, order = any, dot4_i8(words[t * 8 + v], 0x01010101, 0));
+    }
+}
+
+/// `gdn::gated_rmsnorm` and then `q8act` of its output in one launch (the q8 mode's input of
+/// the GDN out projection): per head, y = (w · (x · rsqrt(Σx²/head_dim + eps))) · silu(z), and
+/// the head's blocks of 32 quantized into q, d, s as `q8act` quantizes them, so every output is
+/// `gated_rmsnorm`'s and then `q8act`'s bits, without a launch. One workgroup of 128 threads
+/// per head, as `gated_rmsnorm`; head_dim a multiple of 32, at most `GATED_Q8_MAX_HEAD_DIM`.
+#[kernel(grid = [n_heads], block = 128, uses = [q8_of, q8_word], verify(head_dim = [32, 96, 256], n_heads = [1, 3]),
+         rows(name = gated_rmsnorm_q8_rows,
+              row_stride(x = n_heads * head_dim, z = n_heads * head_dim, y = n_heads * head_dim, q = n_heads * head_dim / 4, d = n_heads * head_dim / 32, s = n_heads * head_dim / 32),
+              verify(head_dim = [32, 96], n_heads = [1, 2])))]
+pub fn gated_rmsnorm_q8(
+    x: &[f32],
+    z: &[f32],
+    w: &[f32],
+    y: &mut [f32],
+    q: &mut [u32],
+    d: &mut [f32],
+    s: &mut [i32],
+    head_dim: usize,
+    n_heads: usize,
+    eps: f32,
+) {
+    let hd = group_id(0);
+    let b = hd * head_dim;
+    let ss = sum!(i in 0..head_dim, order = lanes(32).butterfly(), x[b + i] * x[b + i]);
+    let r = rsqrt(ss / (head_dim as f32) + eps);
+    let ys = shared::<f32, 256>();
+    let scales = shared::<f32, 8>();
+    let words = shared::<u32, 64>();
+    for i in par(0..head_dim) {
+        let v = (w[i] * (x[b + i] * r)) * silu(z[b + i]);
+        y[b + i] = v;
+        ys[i] = v;
+    }
+    for t in par_team(0..head_dim / 32, 32) {
+        let amax = max!(j in 0..32, order = lanes(32).butterfly(), ys[t * 32 + j].abs());
+        let sc = if amax != amax { f32::from_bits(0x7fc00000) } else { amax / 127.0 };
+        d[b / 32 + t] = sc;
+        scales[t] = sc;
+    }
+    for i in par(0..head_dim / 4) {
+        let sc = scales[i / 8];
+        let word = q8_word(ys[i * 4], ys[i * 4 + 1], ys[i * 4 + 2], ys[i * 4 + 3], sc);
+        q[b / 4 + i] = word;
+        words[i] = word;
+    }
+    for t in par(0..head_dim / 32) {
+        s[b / 32 + t] = sum!(v in 0..8, order = any, dot4_i8(words[t * 8 + v], 0x01010101, 0));
+    }
+}
+
+/// The longest head `gated_rmsnorm_q8` takes: the size of its workgroup array of outputs.
+pub const GATED_Q8_MAX_HEAD_DIM: usize = 256;
 
 /// `moe::swiglu_pairs` and then `q8act` of its output in one launch (the q8 mode's expert
 /// input): h[sl · n + j] = silu(gate) · up for each slot sl, and h's blocks of 32 quantized into

@@ -335,6 +335,13 @@ impl ModelConfig {
         if self.rope_dim > self.head_dim || self.rope_dim % 2 != 0 {
             return Err(invalid("rope_dim", format!("even and at most head_dim = {}", self.head_dim), self.rope_dim));
         }
+        if self.hidden_dim > crate::kernels::norm::NORM_MAX_DIM {
+            return Err(invalid(
+                "hidden_dim",
+                format!("at most {} (the norms keep a row in workgroup memory)", crate::kernels::norm::NORM_MAX_DIM),
+                self.hidden_dim,
+            ));
+        }
         if self.n_experts > crate::kernels::moe::ROUTER_MAX_EXPERTS {
             return Err(invalid(
                 "n_experts",

@@ -179,6 +179,108 @@ fn delta_rule_step_matches_reference_over_tokens() {
     }
 }
 
+/// `gdn_step_ba` (the beta/alpha projection in the delta rule's launch) against
+/// `matvec_f32`'s reference for b | a and then `gdn_step`'s reference, over steps (the state
+/// carries), byte for byte; and `gdn_scan_ba_rows` over a chunk of rows against the m = 1
+/// kernel run row by row (outputs and final state).
+#[test]
+fn delta_rule_with_the_ba_projection_is_the_matvec_then_the_step() {
+    use baro_engine::kernels::matvec;
+    let d = dev();
+    let mut rng = Rng::new(44);
+    let (one, rows_k) = (
+        d.compile(&gdn::gdn_step_ba()).unwrap_or_else(|e| panic!("{e}")),
+        d.compile(&gdn::gdn_scan_ba_rows()).unwrap_or_else(|e| panic!("{e}")),
+    );
+    // (dk, dv, n_k_heads, n_v_heads, tiled, k)
+    for (dk, dv, nk, nv, tiled, k) in
+        [(16usize, 16usize, 2usize, 4usize, false, 70usize), (37, 9, 2, 4, true, 33), (128, 128, 1, 2, true, 2048)]
+    {
+        let q_scale = (1.0 / (dk as f64).sqrt()) as f32;
+        let (ssm_a, dt): (Vec<f32>, Vec<f32>) =
+            ((0..nv).map(|_| -(rng.f32().abs() * 4.0 + 0.1)).collect(), rng.vec_f32(nv));
+        let w_ba: Vec<f32> = rng.vec_f32(2 * nv * k).iter().map(|v| v * 0.1).collect();
+        let (ab, db, wb) = (d.upload(&ssm_a).unwrap(), d.upload(&dt).unwrap(), d.upload(&w_ba).unwrap());
+        let stride = 2 * nk * dk + nv * dv;
+        let rows = 5;
+        let (qkv, x) = (rng.vec_f32(rows * stride), rng.vec_f32(rows * k));
+        // m = 1, row by row, against the references.
+        let mut state = zeros(&d, nv * dk * dv);
+        let mut state_h = vec![0.0f32; nv * dk * dv];
+        let mut outs = Vec::new();
+        for r in 0..rows {
+            let (qr, xr) = (&qkv[r * stride..][..stride], &x[r * k..][..k]);
+            let ba = matvec::matvec_reference(xr, &w_ba, &[0], k, 2 * nv, 0);
+            let want = gdn::gdn_step_reference(
+                qr,
+                &ba[..nv],
+                &ba[nv..],
+                &ssm_a,
+                &dt,
+                &mut state_h,
+                dk,
+                dv,
+                nk,
+                nv,
+                tiled,
+                q_scale,
+            );
+            let (qb, xb) = (d.upload(qr).unwrap(), d.upload(xr).unwrap());
+            let mut o = zeros(&d, nv * dv);
+            d.run(
+                &one,
+                &mut [
+                    A::buf(&qb),
+                    A::buf(&xb),
+                    A::buf(&wb),
+                    A::buf(&ab),
+                    A::buf(&db),
+                    A::buf_mut(&mut state),
+                    A::buf_mut(&mut o),
+                    A::from(dk),
+                    A::from(dv),
+                    A::from(nk),
+                    A::from(nv),
+                    A::from(tiled),
+                    A::from(q_scale),
+                    A::from(k),
+                ],
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            let got = d.read::<f32>(&o).unwrap();
+            assert_eq!(bits(&got), bits(&want), "dk={dk} k={k} row {r}: o");
+            assert_eq!(bits(&d.read::<f32>(&state).unwrap()), bits(&state_h), "dk={dk} k={k} row {r}: state");
+            outs.extend(got);
+        }
+        // The rows kernel over the whole chunk from a zero state.
+        let (qb, xb) = (d.upload(&qkv).unwrap(), d.upload(&x).unwrap());
+        let (mut state_r, mut o) = (zeros(&d, nv * dk * dv), zeros(&d, rows * nv * dv));
+        d.run(
+            &rows_k,
+            &mut [
+                A::buf(&qb),
+                A::buf(&xb),
+                A::buf(&wb),
+                A::buf(&ab),
+                A::buf(&db),
+                A::buf_mut(&mut state_r),
+                A::buf_mut(&mut o),
+                A::from(dk),
+                A::from(dv),
+                A::from(nk),
+                A::from(nv),
+                A::from(tiled),
+                A::from(q_scale),
+                A::from(k),
+                A::from(rows),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(bits(&d.read::<f32>(&o).unwrap()), bits(&outs), "dk={dk} k={k}: rows kernel o");
+        assert_eq!(bits(&d.read::<f32>(&state_r).unwrap()), bits(&state_h), "dk={dk} k={k}: rows kernel state");
+    }
+}
+
 #[test]
 fn gated_rmsnorm_matches_reference() {
     let d = dev();

@@ -70,6 +70,68 @@ fn router_matches_reference_and_breaks_ties_low() {
     assert_eq!(w[1].to_bits(), w[2].to_bits());
 }
 
+/// `router_topk_gate` (and its derived rows sibling) is `router_topk` plus the one-row
+/// `matvec_f32` of the shared expert's gate, byte for byte: probs, ids, weights and the gate
+/// logit, at the model's widths and ragged ones, NaN logits included.
+#[test]
+fn router_with_the_gate_is_the_router_and_the_gate_matvec() {
+    let d = dev();
+    let mut rng = Rng::new(34);
+    let (one, rows_k) = (
+        d.compile(&moe::router_topk_gate()).unwrap_or_else(|e| panic!("{e}")),
+        d.compile(&moe::router_topk_gate_rows()).unwrap_or_else(|e| panic!("{e}")),
+    );
+    let mut cases = 0;
+    for (n, top_k, k) in [(256usize, 8usize, 2048usize), (33, 5, 70), (8, 2, 1)] {
+        for rows in [1usize, 3] {
+            let mut logits: Vec<f32> = rng.vec_f32(rows * n).iter().map(|v| v * 4.0).collect();
+            if n == 33 {
+                logits[7] = f32::NAN;
+            }
+            let (x, gw) = (rng.vec_f32(rows * k), rng.vec_f32(k));
+            let (mut want_p, mut want_ids, mut want_w, mut want_g) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for r in 0..rows {
+                let (p, ids, w) = moe::router_reference(&logits[r * n..][..n], top_k);
+                want_p.extend(p);
+                want_ids.extend(ids);
+                want_w.extend(w);
+                want_g.extend(matvec::matvec_reference(&x[r * k..][..k], &gw, &[0], k, 1, 0));
+            }
+            let (lb, xb, gb) = (d.upload(&logits).unwrap(), d.upload(&x).unwrap(), d.upload(&gw).unwrap());
+            for (kern, is_rows) in [(&one, false), (&rows_k, true)] {
+                if !is_rows && rows > 1 {
+                    continue;
+                }
+                let (mut probs, mut w, mut g) = (zeros(&d, rows * n), zeros(&d, rows * top_k), zeros(&d, rows));
+                let mut ids = d.alloc(ScalarType::U32, rows * top_k).unwrap();
+                let mut args = vec![
+                    A::buf(&lb),
+                    A::buf(&xb),
+                    A::buf(&gb),
+                    A::buf_mut(&mut probs),
+                    A::buf_mut(&mut ids),
+                    A::buf_mut(&mut w),
+                    A::buf_mut(&mut g),
+                    A::from(n),
+                    A::from(top_k),
+                    A::from(k),
+                ];
+                if is_rows {
+                    args.push(A::from(rows));
+                }
+                d.run(kern, &mut args).unwrap_or_else(|e| panic!("{e}"));
+                let at = format!("{} n={n} top_k={top_k} k={k} rows={rows}", kern.name());
+                assert_eq!(bits(&d.read::<f32>(&probs).unwrap()), bits(&want_p), "{at}: probs");
+                assert_eq!(d.read::<u32>(&ids).unwrap(), want_ids, "{at}: ids");
+                assert_eq!(bits(&d.read::<f32>(&w).unwrap()), bits(&want_w), "{at}: weights");
+                assert_eq!(bits(&d.read::<f32>(&g).unwrap()), bits(&want_g), "{at}: gate logit");
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 3 * 3);
+}
+
 #[test]
 fn swiglu_and_combine_match_reference() {
     let d = dev();

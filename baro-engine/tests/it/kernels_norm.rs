@@ -209,6 +209,68 @@ fn head_rmsnorm_matches_reference() {
     }
 }
 
+/// `head_rmsnorm_rope` (m = 1, and its derived rows sibling over rows at consecutive
+/// positions) is `head_rmsnorm` then `rope_neox`, byte for byte against their plain-Rust
+/// references: the q_proj layout with partial rotary (64 of 256), a ragged head fully rotated,
+/// and a packed one.
+#[test]
+fn head_rmsnorm_rope_is_the_norm_then_rope() {
+    use baro_engine::kernels::rope;
+    let d = dev();
+    let mut rng = Rng::new(5);
+    let (one, rows_k) = (
+        d.compile(&norm::head_rmsnorm_rope()).unwrap_or_else(|e| panic!("{e}")),
+        d.compile(&norm::head_rmsnorm_rope_rows()).unwrap_or_else(|e| panic!("{e}")),
+    );
+    let mut cases = 0;
+    // (head_dim, in_stride, out_stride, n_heads, rope_dim)
+    for (hd, is, os, nh, rd) in
+        [(256usize, 512usize, 256usize, 16usize, 64usize), (38, 76, 40, 3, 38), (16, 16, 16, 2, 8)]
+    {
+        let (cos, sin) = rope::rope_table(1e7, rd, 16);
+        let (cb, sb) = (d.upload(&cos).unwrap(), d.upload(&sin).unwrap());
+        let w: Vec<f32> = rng.vec_f32(hd).iter().map(|v| 1.0 + v).collect();
+        let wb = d.upload(&w).unwrap();
+        for (pos, rows) in [(0usize, 1usize), (5, 1), (3, 4)] {
+            let x = rng.vec_f32(rows * nh * is);
+            let mut want = Vec::new();
+            for r in 0..rows {
+                let normed = norm::head_rmsnorm_reference(&x[r * nh * is..][..nh * is], &w, hd, is, os, nh, 1e-6);
+                want.extend(rope::rope_reference(&normed, &cos, &sin, pos + r, rd, os, nh));
+            }
+            let xb = d.upload(&x).unwrap();
+            for (kern, is_rows) in [(&one, false), (&rows_k, true)] {
+                if !is_rows && rows > 1 {
+                    continue;
+                }
+                let mut y = zeros(&d, rows * nh * os);
+                let mut args = vec![
+                    A::buf(&xb),
+                    A::buf(&wb),
+                    A::buf(&cb),
+                    A::buf(&sb),
+                    A::buf_mut(&mut y),
+                    A::from(hd),
+                    A::from(is),
+                    A::from(os),
+                    A::from(nh),
+                    A::from(1e-6f32),
+                    A::from(pos),
+                    A::from(rd),
+                ];
+                if is_rows {
+                    args.push(A::from(rows));
+                }
+                d.run(kern, &mut args).unwrap_or_else(|e| panic!("{e}"));
+                let at = format!("{} head_dim={hd} rope_dim={rd} pos={pos} rows={rows}", kern.name());
+                assert_eq!(bits(&d.read::<f32>(&y).unwrap()), bits(&want), "{at}");
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 3 * 5);
+}
+
 #[test]
 fn add_rmsnorm_is_the_add_then_the_norm() {
     let d = dev();

@@ -114,12 +114,22 @@ fn q8act_compiles_for_sm90_and_gfx1100() {
     use baro_dsl::compile::compile_gpu;
     use baro_dsl::options::CompileOptions;
     let cache = CompileCache::new(None);
-    for kern in [q8act(), add_rmsnorm_q8(), add_rmsnorm_q8_rows(), swiglu_pairs_q8(), swiglu_pairs_q8_rows()] {
+    for (kern, block) in [
+        (q8act(), 256),
+        (add_rmsnorm_q8(), 256),
+        (add_rmsnorm_q8_rows(), 256),
+        (moe_combine_add_rmsnorm_q8(), 256),
+        (moe_combine_add_rmsnorm_q8_rows(), 256),
+        (gated_rmsnorm_q8(), 128),
+        (gated_rmsnorm_q8_rows(), 128),
+        (swiglu_pairs_q8(), 256),
+        (swiglu_pairs_q8_rows(), 256),
+    ] {
         for target in ["sm_90", "gfx1100"] {
             let a = compile_gpu(&kern, &target.parse().unwrap(), &CompileOptions::default(), &cache)
                 .unwrap_or_else(|e| panic!("{} {target}: {e}", kern.name));
             assert!(!a.image.is_empty(), "{} {target}", kern.name);
-            assert_eq!(a.block_dim, 256, "{} {target}", kern.name);
+            assert_eq!(a.block_dim, block, "{} {target}", kern.name);
         }
     }
 }
@@ -1093,4 +1103,148 @@ fn kquant_q8_matvecs_compile_to_dp4a_and_v_dot4() {
             println!("{} gfx1100: {} v_dot4_i32_iu8", kern.name, dots.len());
         }
     }
+}
+
+fn f32_bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// `moe_combine_add_rmsnorm_q8` (m = 1, and its derived rows sibling over several rows) against
+/// the plain-Rust `moe_combine`, then the residual add, `rmsnorm` and `q8act` references, byte
+/// for byte: h, y and the q8 blocks; lengths of one block, across a workgroup's 256 and not a
+/// multiple of it, one and several experts.
+#[test]
+fn moe_combine_add_rmsnorm_q8_is_combine_then_add_rmsnorm_q8() {
+    use baro_engine::kernels::{moe, norm};
+    let dev = Device::host().expect("host device");
+    let compile = |k: baro_dsl::ir::Kernel| dev.compile(&k).unwrap_or_else(|e| panic!("{e}"));
+    let (one, rows_k) = (compile(moe_combine_add_rmsnorm_q8()), compile(moe_combine_add_rmsnorm_q8_rows()));
+    let mut rng = baro::reference::Rng::new(11);
+    let eps = 1e-6f32;
+    let mut cases = 0;
+    for n in [32usize, 288, 2048] {
+        for top_k in [1usize, 8] {
+            for rows in [1usize, 3] {
+                let a = rng.vec_f32(rows * n);
+                let ye: Vec<f32> = rng.vec_f32(rows * top_k * n).iter().map(|v| v * 3.0).collect();
+                let wts = rng.vec_f32(rows * top_k);
+                let sh = rng.vec_f32(rows * n);
+                let sl = rng.vec_f32(rows);
+                let w = rng.vec_f32(n);
+                let (mut want_h, mut want_y) = (Vec::new(), Vec::new());
+                for r in 0..rows {
+                    let c = moe::combine_reference(
+                        &ye[r * top_k * n..][..top_k * n],
+                        &wts[r * top_k..][..top_k],
+                        &sh[r * n..][..n],
+                        sl[r],
+                        n,
+                    );
+                    let h: Vec<f32> = (0..n).map(|i| a[r * n + i] + c[i]).collect();
+                    want_y.extend(norm::rmsnorm_reference(&h, &w, eps, false));
+                    want_h.extend(h);
+                }
+                let (want_q, want_d, want_s) = q8act_reference(&want_y);
+                let up = |v: &[f32]| dev.upload(v).unwrap();
+                let (ab, yeb, wtb, shb, slb, wb) = (up(&a), up(&ye), up(&wts), up(&sh), up(&sl), up(&w));
+                let nb = rows * n / 32;
+                for (kern, is_rows) in [(&one, false), (&rows_k, true)] {
+                    if !is_rows && rows > 1 {
+                        continue;
+                    }
+                    let (mut h, mut y) =
+                        (dev.alloc(ScalarType::F32, rows * n).unwrap(), dev.alloc(ScalarType::F32, rows * n).unwrap());
+                    let (mut q, mut d, mut s) = (
+                        dev.alloc(ScalarType::U32, nb * 8).unwrap(),
+                        dev.alloc(ScalarType::F32, nb).unwrap(),
+                        dev.alloc(ScalarType::I32, nb).unwrap(),
+                    );
+                    let mut args = vec![
+                        A::buf(&ab),
+                        A::buf(&yeb),
+                        A::buf(&wtb),
+                        A::buf(&shb),
+                        A::buf(&slb),
+                        A::buf(&wb),
+                        A::buf_mut(&mut h),
+                        A::buf_mut(&mut y),
+                        A::buf_mut(&mut q),
+                        A::buf_mut(&mut d),
+                        A::buf_mut(&mut s),
+                        A::from(n),
+                        A::from(top_k),
+                        A::from(eps),
+                    ];
+                    if is_rows {
+                        args.push(A::from(rows));
+                    }
+                    dev.run(kern, &mut args).unwrap_or_else(|e| panic!("{e}"));
+                    let at = format!("{} n={n} top_k={top_k} rows={rows}", kern.name());
+                    assert_eq!(f32_bits(&dev.read::<f32>(&h).unwrap()), f32_bits(&want_h), "{at}: h");
+                    assert_eq!(f32_bits(&dev.read::<f32>(&y).unwrap()), f32_bits(&want_y), "{at}: y");
+                    assert_eq!(dev.read::<u32>(&q).unwrap(), want_q, "{at}: q");
+                    assert_eq!(f32_bits(&dev.read::<f32>(&d).unwrap()), f32_bits(&want_d), "{at}: d");
+                    assert_eq!(dev.read::<i32>(&s).unwrap(), want_s, "{at}: block sums");
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 3 * 2 * 3);
+}
+
+/// `gated_rmsnorm_q8` (m = 1, and its derived rows sibling) against the plain-Rust
+/// `gated_rmsnorm` and `q8act` references, byte for byte: y and the q8 blocks.
+#[test]
+fn gated_rmsnorm_q8_is_gated_rmsnorm_then_q8act() {
+    use baro_engine::kernels::gdn;
+    let dev = Device::host().expect("host device");
+    let compile = |k: baro_dsl::ir::Kernel| dev.compile(&k).unwrap_or_else(|e| panic!("{e}"));
+    let (one, rows_k) = (compile(gated_rmsnorm_q8()), compile(gated_rmsnorm_q8_rows()));
+    let mut rng = baro::reference::Rng::new(12);
+    let eps = 1e-6f32;
+    let mut cases = 0;
+    for (hd, nh) in [(32usize, 1usize), (128, 4), (256, 3)] {
+        for rows in [1usize, 2] {
+            let (x, z, w) = (rng.vec_f32(rows * nh * hd), rng.vec_f32(rows * nh * hd), rng.vec_f32(hd));
+            let want_y = gdn::gated_rmsnorm_reference(&x, &z, &w, hd, eps);
+            let (want_q, want_d, want_s) = q8act_reference(&want_y);
+            let (xb, zb, wb) = (dev.upload(&x).unwrap(), dev.upload(&z).unwrap(), dev.upload(&w).unwrap());
+            let nb = rows * nh * hd / 32;
+            for (kern, is_rows) in [(&one, false), (&rows_k, true)] {
+                if !is_rows && rows > 1 {
+                    continue;
+                }
+                let mut y = dev.alloc(ScalarType::F32, rows * nh * hd).unwrap();
+                let (mut q, mut d, mut s) = (
+                    dev.alloc(ScalarType::U32, nb * 8).unwrap(),
+                    dev.alloc(ScalarType::F32, nb).unwrap(),
+                    dev.alloc(ScalarType::I32, nb).unwrap(),
+                );
+                let mut args = vec![
+                    A::buf(&xb),
+                    A::buf(&zb),
+                    A::buf(&wb),
+                    A::buf_mut(&mut y),
+                    A::buf_mut(&mut q),
+                    A::buf_mut(&mut d),
+                    A::buf_mut(&mut s),
+                    A::from(hd),
+                    A::from(nh),
+                    A::from(eps),
+                ];
+                if is_rows {
+                    args.push(A::from(rows));
+                }
+                dev.run(kern, &mut args).unwrap_or_else(|e| panic!("{e}"));
+                let at = format!("{} head_dim={hd} heads={nh} rows={rows}", kern.name());
+                assert_eq!(f32_bits(&dev.read::<f32>(&y).unwrap()), f32_bits(&want_y), "{at}: y");
+                assert_eq!(dev.read::<u32>(&q).unwrap(), want_q, "{at}: q");
+                assert_eq!(f32_bits(&dev.read::<f32>(&d).unwrap()), f32_bits(&want_d), "{at}: d");
+                assert_eq!(dev.read::<i32>(&s).unwrap(), want_s, "{at}: block sums");
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 3 * 3);
 }
