@@ -618,8 +618,12 @@ fn gdn(
     pass.project(&w.qkv, &x, ids, &mut p.qkv)?;
     pass.project(&w.gate_z, &x, ids, &mut p.z)?;
     // An f32 beta/alpha matrix (what `project` would run as `matvec_f32`) is computed in the
-    // delta rule's launch, in that matvec's order (`gdn_step_ba`); another type keeps its own.
-    let ba_in_step = ba_in_step(cfg, w);
+    // delta rule's launch, in that matvec's order (`gdn_step_ba`), one token at a time (decode,
+    // the batched step); another type keeps its own. A chunk projects it over its rows first
+    // and runs `gdn_scan_rows` (the same bits: `gdn_step_ba` is the matvec then the step): the
+    // per-row projection inside the sequential scan made it slower on an H100 (bench/NOTES.md,
+    // 2026-12-07).
+    let ba_in_step = ba_in_step(cfg, w) && !matches!(mode, Mode::Chunk { .. });
     if !ba_in_step {
         pass.project(&w.beta_alpha, &x, ids, &mut p.ba)?;
     }
@@ -629,7 +633,7 @@ fn gdn(
             let Some(LayerState::Gdn { conv_ring, ssm }) = seq.layers.get_mut(i) else { return Err(layer_mismatch()) };
             gdn_conv(pass, cfg, w, conv_ring, p, seq.pos)?;
             timer.mark(pass.device, "gdn: conv")?;
-            gdn_scan(pass, cfg, w, ssm, p)?;
+            gdn_scan(pass, cfg, w, ssm, p, ba_in_step)?;
             timer.mark(pass.device, "gdn: delta-rule scan")?;
         }
         Mode::Batch { rows, .. } => {
@@ -644,7 +648,7 @@ fn gdn(
                     pass.copy_row(&p.ba, r, &mut s.ba, 2 * nv)?;
                 }
                 gdn_conv(&one, cfg, w, conv_ring, s, *pos)?;
-                gdn_scan(&one, cfg, w, ssm, s)?;
+                gdn_scan(&one, cfg, w, ssm, s, ba_in_step)?;
                 pass.put_row(&s.o, &mut p.o, r, nv * cfg.gdn_value_dim)?;
             }
         }
@@ -717,16 +721,17 @@ fn ba_in_step(cfg: &ModelConfig, w: &GdnWeights) -> bool {
 }
 
 /// The delta rule on `p.conv_out` and `p.ba` (beta | alpha) with the state `ssm`, into `p.o`;
-/// where `ba_in_step`, on `p.conv_out` and the normed input `p.xn` with the beta/alpha matrix.
+/// `fused` (`ba_in_step` and one token at a time), on `p.conv_out` and the normed input `p.xn`
+/// with the beta/alpha matrix.
 fn gdn_scan(
     pass: &Pass<'_>,
     cfg: &ModelConfig,
     w: &GdnWeights,
     ssm: &mut Buffer,
     p: &mut Scratch,
+    fused: bool,
 ) -> Result<(), DeviceError> {
     let (dk, dv) = (cfg.gdn_key_dim, cfg.gdn_value_dim);
-    let fused = ba_in_step(cfg, w);
     let mut args = vec![A::buf(&p.conv_out)];
     if fused {
         args.extend([A::buf(&p.xn), A::buf(&w.beta_alpha.buf)]);
