@@ -29,6 +29,6 @@ part() { local name=$1; shift; case " ${PARTS:-prefill_1k rows_detail attn_8k de
 part prefill_1k "${ncu_t[@]}" -c "${NCU_PREFILL_LAUNCHES:-2600}" "${pf[@]}" --lengths 1024
 part rows_detail ncu --clock-control none --cache-control none -k "${DETAIL:-regex:rows8|attention_rows}" --launch-skip "${DETAIL_SKIP:-300}" -c "${DETAIL_COUNT:-10}" \
   --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis \
-  "${pf[@]}" --lengths 1024
+  "${pf[@]}" --lengths "${DETAIL_LENGTH:-1024}"
 part attn_8k ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum -k regex:attention_rows "${pf[@]}" --lengths 8192
 part decode_q8 "${ncu_t[@]}" "$bin/decode_bw" --target cuda --model "$pack" --tokens 3 --warmup 0 --precision q8 --copy-mib 64 --copy-iters 2 --pinned-mib 16
