@@ -5,7 +5,7 @@
 #                    launches of q8 prefill at 1k (the warm-up chunk, then the timed chunks)
 #   rows_detail.log  ncu's speed-of-light, warp-state, occupancy, instruction and memory sections
 #                    for a few launches of the kernels matching DETAIL (default the 8-row q8
-#                    matvecs and attention_rows), in the timed part of q8 prefill at 1k
+#                    matvecs and attention_rows), in the timed part of q8 prefill at DETAIL_LENGTH (default 1k)
 #   attn_8k.log      ncu GPU time of every attention_rows launch of q8 prefill at 8k
 #   decode_q8.log    ncu per-kernel GPU time over 3 decoded q8 tokens
 # Each part runs under PART_LIMIT seconds (default 150); PARTS picks some (default all four).
