@@ -85,10 +85,10 @@ pub const ATTENTION_ROWS_MAX_HEAD_DIM: usize = 256;
 ///   both `lanes(32).butterfly()` as in decode (the exp recomputed in the sum is decode's
 ///   stored value, the same operation on the same operands), then one pass over the tile's
 ///   positions writes each row's exp(score − max) / sum;
-/// - P·V: thread d walks the positions once for all 16 rows, reading v[t, d] once and adding
-///   p_j[t] · v[t, d] to row j's partial while t < row j's length (one reduction over rows
-///   with a length per row): each row's sum is decode's sequential sum, the 16 interleaved.
-///   So V is read once per 16 rows, where it was read once per row.
+/// - P·V: thread d walks the positions once for each half of the tile (8 rows), reading
+///   v[t, d] once and adding p_j[t] · v[t, d] to row j's partial while t < row j's length (one
+///   reduction over rows with a length per row): each row's sum is decode's sequential sum,
+///   the 8 interleaved. So V is read twice per 16 rows, where it was read once per row.
 /// A row of the tile past the last reads the last row's q and p and stores nothing.
 /// `head_dim ≤ ATTENTION_ROWS_MAX_HEAD_DIM`.
 #[kernel(grid = [n_heads, (rows + 15) / 16], block = 256, rows_of = attention_decode, rows = rows,
@@ -165,68 +165,44 @@ pub fn attention_rows(
         }
     }
     for d in par(0..head_dim) {
-        let [o0, o1, o2, o3, o4, o5, o6, o7, o8, o9, o10, o11, o12, o13, o14, o15] = sum!(j in 0..16, t in 0..n_ctx + (r0 + j).min(last), order = seq,
-            scratch[((r0 + j).min(last) * n_heads + h) * ctx_stride + t] * v_cache[t * row + kv + d]);
-        y[(r0 * n_heads + h) * head_dim + d] = o0 * sigmoid(gate[(r0 * n_heads + h) * gate_stride + gate_off + d]);
-        if r0 + 1 < rows {
-            y[((r0 + 1) * n_heads + h) * head_dim + d] =
-                o1 * sigmoid(gate[((r0 + 1) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 2 < rows {
-            y[((r0 + 2) * n_heads + h) * head_dim + d] =
-                o2 * sigmoid(gate[((r0 + 2) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 3 < rows {
-            y[((r0 + 3) * n_heads + h) * head_dim + d] =
-                o3 * sigmoid(gate[((r0 + 3) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 4 < rows {
-            y[((r0 + 4) * n_heads + h) * head_dim + d] =
-                o4 * sigmoid(gate[((r0 + 4) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 5 < rows {
-            y[((r0 + 5) * n_heads + h) * head_dim + d] =
-                o5 * sigmoid(gate[((r0 + 5) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 6 < rows {
-            y[((r0 + 6) * n_heads + h) * head_dim + d] =
-                o6 * sigmoid(gate[((r0 + 6) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 7 < rows {
-            y[((r0 + 7) * n_heads + h) * head_dim + d] =
-                o7 * sigmoid(gate[((r0 + 7) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 8 < rows {
-            y[((r0 + 8) * n_heads + h) * head_dim + d] =
-                o8 * sigmoid(gate[((r0 + 8) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 9 < rows {
-            y[((r0 + 9) * n_heads + h) * head_dim + d] =
-                o9 * sigmoid(gate[((r0 + 9) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 10 < rows {
-            y[((r0 + 10) * n_heads + h) * head_dim + d] =
-                o10 * sigmoid(gate[((r0 + 10) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 11 < rows {
-            y[((r0 + 11) * n_heads + h) * head_dim + d] =
-                o11 * sigmoid(gate[((r0 + 11) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 12 < rows {
-            y[((r0 + 12) * n_heads + h) * head_dim + d] =
-                o12 * sigmoid(gate[((r0 + 12) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 13 < rows {
-            y[((r0 + 13) * n_heads + h) * head_dim + d] =
-                o13 * sigmoid(gate[((r0 + 13) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 14 < rows {
-            y[((r0 + 14) * n_heads + h) * head_dim + d] =
-                o14 * sigmoid(gate[((r0 + 14) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 15 < rows {
-            y[((r0 + 15) * n_heads + h) * head_dim + d] =
-                o15 * sigmoid(gate[((r0 + 15) * n_heads + h) * gate_stride + gate_off + d]);
+        // Two passes of 8 rows, V read twice per tile: one pass of 16 accumulators spilled (255
+        // registers and local-memory traffic on sm_90, bench/NOTES.md 2026-12-07).
+        for hf in 0..2 {
+            let r1 = r0 + hf * 8;
+            let [o0, o1, o2, o3, o4, o5, o6, o7] = sum!(j in 0..8, t in 0..n_ctx + (r1 + j).min(last), order = seq,
+                scratch[((r1 + j).min(last) * n_heads + h) * ctx_stride + t] * v_cache[t * row + kv + d]);
+            if r1 < rows {
+                y[(r1 * n_heads + h) * head_dim + d] =
+                    o0 * sigmoid(gate[(r1 * n_heads + h) * gate_stride + gate_off + d]);
+            }
+            if r1 + 1 < rows {
+                y[((r1 + 1) * n_heads + h) * head_dim + d] =
+                    o1 * sigmoid(gate[((r1 + 1) * n_heads + h) * gate_stride + gate_off + d]);
+            }
+            if r1 + 2 < rows {
+                y[((r1 + 2) * n_heads + h) * head_dim + d] =
+                    o2 * sigmoid(gate[((r1 + 2) * n_heads + h) * gate_stride + gate_off + d]);
+            }
+            if r1 + 3 < rows {
+                y[((r1 + 3) * n_heads + h) * head_dim + d] =
+                    o3 * sigmoid(gate[((r1 + 3) * n_heads + h) * gate_stride + gate_off + d]);
+            }
+            if r1 + 4 < rows {
+                y[((r1 + 4) * n_heads + h) * head_dim + d] =
+                    o4 * sigmoid(gate[((r1 + 4) * n_heads + h) * gate_stride + gate_off + d]);
+            }
+            if r1 + 5 < rows {
+                y[((r1 + 5) * n_heads + h) * head_dim + d] =
+                    o5 * sigmoid(gate[((r1 + 5) * n_heads + h) * gate_stride + gate_off + d]);
+            }
+            if r1 + 6 < rows {
+                y[((r1 + 6) * n_heads + h) * head_dim + d] =
+                    o6 * sigmoid(gate[((r1 + 6) * n_heads + h) * gate_stride + gate_off + d]);
+            }
+            if r1 + 7 < rows {
+                y[((r1 + 7) * n_heads + h) * head_dim + d] =
+                    o7 * sigmoid(gate[((r1 + 7) * n_heads + h) * gate_stride + gate_off + d]);
+            }
         }
     }
 }
