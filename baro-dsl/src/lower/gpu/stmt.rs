@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::{AtomicOrdering, IntPredicate as P};
 
+use super::hints::LoopHint;
 use super::version::Plan;
 use super::{intrinsics, Gpu};
 use crate::ir::{Access, Buf, Expr, Kernel, ParamKind, ScalarType, Stmt, Var};
@@ -420,8 +421,11 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         let span = self.ir.sub(self.ir.sub(end, start)?, it.const_int(1, false))?;
         let trips = self.ir.add(self.ir.b.build_int_unsigned_div(span, step, "")?, it.const_int(1, false))?;
         // An innermost loop with affine accesses (the ones `plan` exists for) is unrolled too:
-        // its loads issue ahead of the sequential float chain, which stays as written.
-        let hint = plan.is_some_and(|p| p.innermost());
+        // its loads issue ahead of the sequential float chains, which stay as written.
+        let hint = match plan {
+            Some(p) if p.innermost() => LoopHint::Innermost { chains: p.chains() },
+            _ => LoopHint::Region,
+        };
         let Some(plan) = plan.filter(|_| self.loop_versioning) else {
             return self.trips(it, start, step, go, trips, hint, body);
         };
@@ -449,14 +453,16 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         r?;
         self.ir.b.build_unconditional_branch(done)?;
         self.ir.b.position_at_end(checked);
-        self.trips(it, start, step, go, trips, hint, body)?;
+        // The checked copy runs only where an access fails: kept rolled, so that its checks
+        // do not multiply the registers the kernel is allocated for the fast copy.
+        self.trips(it, start, step, go, trips, LoopHint::Cold, body)?;
         self.ir.b.build_unconditional_branch(done)?;
         self.ir.b.position_at_end(done);
         Ok(())
     }
 
-    /// `trips` iterations of `body` from `start` by `step`, entered when `go`; `innermost`
-    /// asks for the unroll hint outside lane regions too.
+    /// `trips` iterations of `body` from `start` by `step`, entered when `go`; `hint` says
+    /// which unroll hint its latch gets (`hints.rs`).
     #[allow(clippy::too_many_arguments)]
     fn trips(
         &mut self,
@@ -465,7 +471,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         step: IntValue<'ctx>,
         go: IntValue<'ctx>,
         trips: IntValue<'ctx>,
-        innermost: bool,
+        hint: LoopHint,
         body: &mut Body<'_, 'a, 'ctx>,
     ) -> R<()> {
         let cx = self.ir.cx;
@@ -484,7 +490,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         self.ir.b.build_store(ctr, self.ir.add(i, step)?)?;
         let more = self.ir.icmp(P::ULT, next_n, trips)?;
         let latch = self.ir.b.build_conditional_branch(more, bb, exit)?;
-        self.loop_hint(latch, innermost, trips.is_const())?;
+        self.loop_hint(latch, hint, trips.is_const())?;
         self.ir.b.position_at_end(exit);
         Ok(())
     }

@@ -51,6 +51,9 @@ pub(super) struct Plan<'a> {
     accesses: Vec<Affine<'a>>,
     /// The body holds a sequential loop (whose accesses the inner loop's own plan versions).
     nested: bool,
+    /// The variables the body assigns (outside inner loops): the independent accumulator
+    /// chains one iteration advances, e.g. R for a reduction over R rows in `seq` order.
+    chains: u32,
 }
 
 /// `buf[index]` with `index ≡ a + coef·var + Σ A_k / d_k (mod 2^64)`, each piece `A_k` affine
@@ -98,6 +101,9 @@ impl<'a> Plan<'a> {
             return None;
         }
         let nested = has_loop(body);
+        let mut assigned = HashSet::new();
+        assigned_vars(body, &mut assigned);
+        let chains = assigned.len().max(1) as u32;
         let cx = Cx { var, varying: &varying, read_only };
         let mut accesses = Vec::new();
         for s in body {
@@ -106,7 +112,12 @@ impl<'a> Plan<'a> {
         if accesses.is_empty() {
             return None;
         }
-        Some(Plan { var, accesses, nested })
+        Some(Plan { var, accesses, nested, chains })
+    }
+
+    /// The accumulator chains one iteration advances (at least 1).
+    pub(super) fn chains(&self) -> u32 {
+        self.chains
     }
 
     /// True when the loop has no inner loop.
@@ -178,6 +189,22 @@ fn has_loop(body: &[Stmt]) -> bool {
         Stmt::If { then_body, else_body, .. } => has_loop(then_body) || has_loop(else_body),
         _ => false,
     })
+}
+
+/// The variables `body` assigns, inside `if`s but not inside inner loops.
+fn assigned_vars(body: &[Stmt], out: &mut HashSet<Var>) {
+    for s in body {
+        match s {
+            Stmt::Assign { var, .. } => {
+                out.insert(*var);
+            }
+            Stmt::If { then_body, else_body, .. } => {
+                assigned_vars(then_body, out);
+                assigned_vars(else_body, out);
+            }
+            _ => {}
+        }
+    }
 }
 
 fn let_vars(e: &Expr, out: &mut HashSet<Var>) {
