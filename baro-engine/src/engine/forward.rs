@@ -802,8 +802,8 @@ fn attention(
             let Some(LayerState::Attention { k_cache, v_cache }) = seq.layers.get_mut(i) else {
                 return Err(layer_mismatch());
             };
-            let kernel = if reordered { &pass.k.attention_reordered } else { pass.pick(&pass.k.attention) };
-            attention_cached(pass, cfg, kernel, k_cache, v_cache, None, p, seq.pos, seq.max_ctx)?;
+            let pv = if reordered { &pass.k.attention_pv_reordered } else { pass.pick(&pass.k.attention_pv) };
+            attention_cached(pass, pv, cfg, k_cache, v_cache, None, p, seq.pos, seq.max_ctx)?;
         }
         Mode::Batch { rows, .. } => {
             let one = pass.at(Width::One);
@@ -819,8 +819,8 @@ fn attention(
                 pass.copy_row(&p.v, r, &mut s.v, kv_dim)?;
                 attention_cached(
                     &one,
+                    &pass.k.attention_pv.one,
                     cfg,
-                    &pass.k.attention.one,
                     k_cache,
                     v_cache,
                     Some((rope_cos, rope_sin)),
@@ -838,12 +838,14 @@ fn attention(
 
 /// Attention's stateful part from position `pos`: RoPE on `p.q` and `p.k` with the `rope`
 /// tables (`None`: the norms already rotated them, `head_rmsnorm_rope`), the KV append,
-/// attention (`kernel`) over positions 0..=pos (per row) gated by `p.q_gate`, into `p.attn`.
+/// attention over positions 0..=pos (per row) gated by `p.q_gate`, into `p.attn`: the scores
+/// and their softmax in `p.probs_attn`, then the value product `pv` (the pass's
+/// `attention_pv`, or the negative control's).
 #[allow(clippy::too_many_arguments)]
 fn attention_cached(
     pass: &Pass<'_>,
+    pv: &DeviceKernel,
     cfg: &ModelConfig,
-    kernel: &DeviceKernel,
     k_cache: &mut Buffer,
     v_cache: &mut Buffer,
     rope: Option<(&Buffer, &Buffer)>,
@@ -872,23 +874,41 @@ fn attention_cached(
         vec![A::buf(&p.k), A::buf(&p.v), A::buf_mut(k_cache), A::buf_mut(v_cache), A::from(pos), A::from(nkv * hd)],
     )?;
     let scale = (1.0 / (hd as f64).sqrt()) as f32;
-    let args = vec![
-        A::buf(&p.q),
-        A::buf(k_cache),
-        A::buf(v_cache),
-        A::buf(&p.q_gate),
-        A::buf_mut(&mut p.probs_attn),
-        A::buf_mut(&mut p.attn),
-        A::from(hd),
-        A::from(nh),
-        A::from(nkv),
-        A::from(pos + 1),
-        A::from(max_ctx),
-        A::from(2 * hd),
-        A::from(hd),
-        A::from(scale),
-    ];
-    pass.run_kernel(kernel, args)
+    let n_ctx = pos + 1;
+    pass.run(
+        &pass.k.attention_scores,
+        vec![
+            A::buf(&p.q),
+            A::buf(k_cache),
+            A::buf_mut(&mut p.probs_attn),
+            A::from(hd),
+            A::from(nh),
+            A::from(nkv),
+            A::from(n_ctx),
+            A::from(max_ctx),
+            A::from(scale),
+        ],
+    )?;
+    pass.run(
+        &pass.k.attention_softmax,
+        vec![A::buf_mut(&mut p.probs_attn), A::from(nh), A::from(n_ctx), A::from(max_ctx)],
+    )?;
+    pass.run_kernel(
+        pv,
+        vec![
+            A::buf(&p.probs_attn),
+            A::buf(v_cache),
+            A::buf(&p.q_gate),
+            A::buf_mut(&mut p.attn),
+            A::from(hd),
+            A::from(nh),
+            A::from(nkv),
+            A::from(n_ctx),
+            A::from(max_ctx),
+            A::from(2 * hd),
+            A::from(hd),
+        ],
+    )
 }
 
 /// A rows pass's routed-expert projection over its expert-sorted slots (`ids` the slots'

@@ -77,7 +77,7 @@ impl Model {
     }
 
     /// Opts batched prefill out of identity with decode (the negative control): attention
-    /// over rows then runs `attention_rows_reordered`, whose P·V sum is in another order.
+    /// over rows then runs `attention_pv_rows_reordered`, whose P·V sum is in another order.
     /// Off by default; replay and decode are never affected.
     pub fn set_reordered_attention(&mut self, on: bool) {
         self.reordered_attention = on;

@@ -63,10 +63,13 @@ pub(crate) struct Kernels {
     pub(crate) swiglu_pairs_q8: KernelPair,
     pub(crate) rope_neox: KernelPair,
     pub(crate) kv_append: KernelPair,
-    /// `attention_decode` and `attention_rows`.
-    pub(crate) attention: KernelPair,
-    /// The negative control's rows kernel (no m = 1 sibling: its P·V sum is in another order).
-    pub(crate) attention_reordered: DeviceKernel,
+    /// Attention's three phases (`kernels::attention`): the scores, their softmax in place,
+    /// the gated value product.
+    pub(crate) attention_scores: KernelPair,
+    pub(crate) attention_softmax: KernelPair,
+    pub(crate) attention_pv: KernelPair,
+    /// The negative control's P·V rows kernel (no m = 1 sibling: its sum is in another order).
+    pub(crate) attention_pv_reordered: DeviceKernel,
     pub(crate) router_topk: KernelPair,
     /// `router_topk` with an f32 shared-expert gate's logit in the same launch.
     pub(crate) router_topk_gate: KernelPair,
@@ -239,8 +242,10 @@ impl Kernels {
             swiglu_pairs_q8: c.pair(q8act::swiglu_pairs_q8_rows)?,
             rope_neox: c.pair(rope::rope_neox_rows)?,
             kv_append: c.pair(attention::kv_append_rows)?,
-            attention: c.pair(attention::attention_rows)?,
-            attention_reordered: c.one(attention::attention_rows_reordered)?,
+            attention_scores: c.pair(attention::attention_scores_rows)?,
+            attention_softmax: c.pair(attention::attention_softmax_rows)?,
+            attention_pv: c.pair(attention::attention_pv_rows)?,
+            attention_pv_reordered: c.one(attention::attention_pv_rows_reordered)?,
             router_topk: c.pair(moe::router_topk_rows)?,
             router_topk_gate: c.pair(moe::router_topk_gate_rows)?,
             swiglu_pairs: c.pair(moe::swiglu_pairs_rows)?,

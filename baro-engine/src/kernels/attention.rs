@@ -1,12 +1,19 @@
-//! Full (gated) attention for one query token over a KV cache: GQA, one workgroup per query
-//! head, and the KV-cache append.
+//! Full (gated) attention for one query token over a KV cache (GQA), in three launches, and
+//! the KV-cache append.
 //!
-//! Order, per head: score_t = seq(q·k_t) · scale (one lane per position, `par`); m = max over
-//! t (`lanes(32).butterfly()`, exact); p_t = exp(score_t − m); s = Σ p_t (`lanes(32).butterfly()`);
-//! p_t ← p_t / s (Transformers normalises before the value product); o_d = seq_t(p_t · v_t,d)
-//! (one lane per value dim); out = o · sigmoid(gate). The probabilities live in a caller-given
+//! Order, per head: score_t = seq(q·k_t) · scale (one lane per position, `par`:
+//! `attention_scores`); m = max over t (`lanes(32).butterfly()`, exact); p_t = exp(score_t − m);
+//! s = Σ p_t (`lanes(32).butterfly()`); p_t ← p_t / s (Transformers normalises before the value
+//! product: `attention_softmax`); o_d = seq_t(p_t · v_t,d) (one lane per value dim); out = o ·
+//! sigmoid(gate) (`attention_pv`). The scores, then the probabilities, live in a caller-given
 //! scratch buffer (n_heads × ctx_stride): the kernel language's shared arrays have a size fixed
 //! when the kernel is written, and the context length is not.
+//!
+//! Three kernels, not one: each has its own grid (the scores spread over positions too, the
+//! other two over heads) and its rows sibling its own tiles, and none of them carries the
+//! registers of the other phases (one kernel holding all three took 255 registers on sm_90,
+//! one workgroup per SM). The phases meet only through the scratch buffer, so the three
+//! launches compute exactly what one did.
 
 use baro::dsl::mathlib;
 use baro::kernel;
@@ -23,115 +30,84 @@ pub fn kv_append(k_new: &[f32], v_new: &[f32], k_cache: &mut [f32], v_cache: &mu
     }
 }
 
-/// q: (n_heads, head_dim), already normed and rotated; caches: (position, n_kv_heads,
-/// head_dim) holding positions 0..n_ctx; gate of head h: `gate[h · gate_stride + gate_off ..]`
-/// (the `q_proj` output as is: stride 2·head_dim, offset head_dim); scratch: (n_heads,
-/// ctx_stride ≥ n_ctx); y: (n_heads, head_dim). Query head h reads kv head
-/// h / (n_heads / n_kv_heads).
-#[kernel(grid = [n_heads], block = 256, verify(head_dim = [1, 3, 33], n_heads = [2, 4], n_kv_heads = [1, 2], n_ctx = [1, 31, 33], ctx_stride = [40], gate_stride = [70], gate_off = [35]))]
-pub fn attention_decode(
+/// The scores of one query token: scratch[h · ctx_stride + t] = seq_d(q_h,d · k_t,d) · scale for
+/// t < n_ctx. q: (n_heads, head_dim), already normed and rotated; caches: (position,
+/// n_kv_heads, head_dim) holding positions 0..n_ctx; query head h reads kv head
+/// h / (n_heads / n_kv_heads). One workgroup per (head, 256 positions).
+#[kernel(grid = [n_heads, (n_ctx + 255) / 256], block = 256, verify(head_dim = [1, 3, 33], n_heads = [2, 4], n_kv_heads = [1, 2], n_ctx = [1, 31, 33], ctx_stride = [40]))]
+pub fn attention_scores(
     q: &[f32],
     k_cache: &[f32],
-    v_cache: &[f32],
-    gate: &[f32],
     scratch: &mut [f32],
-    y: &mut [f32],
     head_dim: usize,
     n_heads: usize,
     n_kv_heads: usize,
     n_ctx: usize,
     ctx_stride: usize,
-    gate_stride: usize,
-    gate_off: usize,
     scale: f32,
 ) {
     let h = group_id(0);
+    let t0 = group_id(1) * 256;
     let kv = (h / (n_heads / n_kv_heads)) * head_dim;
     let row = n_kv_heads * head_dim;
-    let sb = h * ctx_stride;
-    for t in par(0..n_ctx) {
-        scratch[sb + t] = sum!(d in 0..head_dim, order = seq, q[h * head_dim + d] * k_cache[t * row + kv + d]) * scale;
-    }
-    let m = max!(t in 0..n_ctx, order = lanes(32).butterfly(), scratch[sb + t]);
-    for t in par(0..n_ctx) {
-        scratch[sb + t] = exp(scratch[sb + t] - m);
-    }
-    let s = sum!(t in 0..n_ctx, order = lanes(32).butterfly(), scratch[sb + t]);
-    for t in par(0..n_ctx) {
-        scratch[sb + t] = scratch[sb + t] / s;
-    }
-    for d in par(0..head_dim) {
-        y[h * head_dim + d] = sum!(t in 0..n_ctx, order = seq, scratch[sb + t] * v_cache[t * row + kv + d])
-            * sigmoid(gate[h * gate_stride + gate_off + d]);
+    for i in par(0..if n_ctx - t0 < 256 { n_ctx - t0 } else { 256 }) {
+        scratch[h * ctx_stride + t0 + i] =
+            sum!(d in 0..head_dim, order = seq, q[h * head_dim + d] * k_cache[(t0 + i) * row + kv + d]) * scale;
     }
 }
 
-/// The largest `head_dim` `attention_rows` takes: its workgroup arrays hold 16 query rows and a
-/// tile of 16 key positions of that many dims (16.3 KiB + 17 KiB). `ModelConfig::validate`
-/// checks it.
+/// The largest `head_dim` `attention_scores_rows` and `attention_pv_rows` take: the scores'
+/// workgroup arrays hold 16 query rows and a tile of 16 key positions of that many dims (16.3
+/// KiB + 17 KiB). `ModelConfig::validate` checks it.
 pub const ATTENTION_ROWS_MAX_HEAD_DIM: usize = 256;
 
-/// `attention_decode` over rows, causal: row r attends to the first n_ctx + r positions
-/// (n_ctx is row 0's context), each in the decode kernel's order; q, gate, scratch and y hold
-/// one row each per n_heads heads. One workgroup per (head, 16 consecutive rows), in three
-/// phases, each with every row of the tile side by side:
-/// - scores: the 16 rows' q are staged in workgroup memory (rows 260 floats apart, so the
-///   rows a warp reads sit on different banks), and the keys are read 16 positions at a time
-///   into a transposed tile (`ks[d · 17 + t]`: coalesced global reads along d, conflict-free
-///   reads along t), from which thread (pair of rows, t) computes both rows' scores at that
-///   position in one reduction over the two rows (each key element read once for the two),
-///   each row's sum over d sequential as in decode;
-/// - softmax: a team of 32 lanes per row takes the row's max and its sum of exp(score − max),
-///   both `lanes(32).butterfly()` as in decode (the exp recomputed in the sum is decode's
-///   stored value, the same operation on the same operands), then one pass over the tile's
-///   positions writes each row's exp(score − max) / sum;
-/// - P·V: thread d walks the positions once for each half of the tile (8 rows), reading
-///   v[t, d] once and adding p_j[t] · v[t, d] to row j's partial while t < row j's length (one
-///   reduction over rows with a length per row): each row's sum is decode's sequential sum,
-///   the 8 interleaved. So V is read twice per 16 rows, where it was read once per row.
-/// A row of the tile past the last reads the last row's q and p and stores nothing.
-/// `head_dim ≤ ATTENTION_ROWS_MAX_HEAD_DIM`.
-#[kernel(grid = [n_heads, (rows + 15) / 16], block = 256, rows_of = attention_decode, rows = rows,
-         row_stride(q = n_heads * head_dim, gate = n_heads * gate_stride, scratch = n_heads * ctx_stride, y = n_heads * head_dim),
+/// `attention_scores` over rows, causal: row r scores the first n_ctx + r positions (n_ctx is
+/// row 0's context); q and scratch hold one row each per n_heads heads. One workgroup per
+/// (head, 16 consecutive rows, 64 positions): the 16 rows' q are staged in workgroup memory
+/// (rows 260 floats apart, so the rows a warp reads sit on different banks), and the keys are
+/// read 16 positions at a time into a transposed tile (`ks[d · 17 + t]`: coalesced global
+/// reads along d, conflict-free reads along t), from which thread (pair of rows, t) computes
+/// both rows' scores at that position in one reduction over the two rows (each key element
+/// read once for the two), each row's sum over d sequential as in decode. A workgroup whose
+/// positions no row of its tile reaches reads nothing; a row of the tile past the last reads
+/// the last row's q and stores nothing.
+#[kernel(grid = [n_heads, (rows + 15) / 16, (n_ctx + rows + 62) / 64], block = 256, rows_of = attention_scores, rows = rows,
+         row_stride(q = n_heads * head_dim, scratch = n_heads * ctx_stride),
          row_step(n_ctx = 1),
-         verify(head_dim = [1, 33], n_heads = [2], n_kv_heads = [1, 2], n_ctx = [1, 17, 40], ctx_stride = [72], gate_stride = [70], gate_off = [35], rows = [1, 3, 17]))]
-pub fn attention_rows(
+         verify(head_dim = [1, 33], n_heads = [2], n_kv_heads = [1, 2], n_ctx = [1, 17, 40], ctx_stride = [160], rows = [1, 3, 17, 30]))]
+pub fn attention_scores_rows(
     q: &[f32],
     k_cache: &[f32],
-    v_cache: &[f32],
-    gate: &[f32],
     scratch: &mut [f32],
-    y: &mut [f32],
     head_dim: usize,
     n_heads: usize,
     n_kv_heads: usize,
     n_ctx: usize,
     ctx_stride: usize,
-    gate_stride: usize,
-    gate_off: usize,
     scale: f32,
     rows: usize,
 ) {
     let h = group_id(0);
     let r0 = group_id(1) * 16;
+    let p0 = group_id(2) * 64;
     let last = rows - 1;
     let kv = (h / (n_heads / n_kv_heads)) * head_dim;
     let row = n_kv_heads * head_dim;
-    // The tile's longest row: its positions are the ones any row of the tile reads.
+    // The tile's longest row: its positions are the ones any row of the tile reads; this
+    // workgroup's are p0..pe.
     let nt = n_ctx + (r0 + 15).min(last);
+    let pe = if p0 < nt { (p0 + 64).min(nt) } else { p0 };
     let qs = shared::<f32, 4160>();
     let ks = shared::<f32, 4352>();
-    let ms = shared::<f32, 16>();
-    let ss = shared::<f32, 16>();
-    for d in par(0..head_dim) {
+    for d in par(0..if p0 < nt { head_dim } else { 0 }) {
         for j in 0..16 {
             qs[j * 260 + d] = q[((r0 + j).min(last) * n_heads + h) * head_dim + d];
         }
     }
-    for t0 in (0..nt).step_by(16) {
+    for t0 in (p0..pe).step_by(16) {
         for d in par(0..head_dim) {
             for t in 0..16 {
-                if t0 + t < nt {
+                if t0 + t < pe {
                     ks[d * 17 + t] = k_cache[(t0 + t) * row + kv + d];
                 }
             }
@@ -140,74 +116,158 @@ pub fn attention_rows(
             let j = i / 16 * 2;
             let t = t0 + i % 16;
             let [s0, s1] = sum!(u in 0..2, d in 0..head_dim, order = seq, qs[(j + u) * 260 + d] * ks[d * 17 + i % 16]);
-            if r0 + j < rows && t < n_ctx + r0 + j {
+            if r0 + j < rows && t < pe && t < n_ctx + r0 + j {
                 scratch[((r0 + j) * n_heads + h) * ctx_stride + t] = s0 * scale;
             }
-            if r0 + j + 1 < rows && t < n_ctx + r0 + j + 1 {
+            if r0 + j + 1 < rows && t < pe && t < n_ctx + r0 + j + 1 {
                 scratch[((r0 + j + 1) * n_heads + h) * ctx_stride + t] = s1 * scale;
-            }
-        }
-    }
-    for j in par_team(0..if rows - r0 < 16 { rows - r0 } else { 16 }, 32) {
-        let n = n_ctx + r0 + j;
-        let sb = ((r0 + j) * n_heads + h) * ctx_stride;
-        let m = max!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t]);
-        let s = sum!(t in 0..n, order = lanes(32).butterfly(), exp(scratch[sb + t] - m));
-        ms[j] = m;
-        ss[j] = s;
-    }
-    for t in par(0..nt) {
-        for j in 0..16 {
-            if r0 + j < rows && t < n_ctx + r0 + j {
-                let at = ((r0 + j) * n_heads + h) * ctx_stride + t;
-                scratch[at] = exp(scratch[at] - ms[j]) / ss[j];
-            }
-        }
-    }
-    for d in par(0..head_dim) {
-        // Two passes of 8 rows, V read twice per tile: one pass of 16 accumulators spilled (255
-        // registers and local-memory traffic on sm_90, bench/NOTES.md 2026-12-07).
-        for hf in 0..2 {
-            let r1 = r0 + hf * 8;
-            let [o0, o1, o2, o3, o4, o5, o6, o7] = sum!(j in 0..8, t in 0..n_ctx + (r1 + j).min(last), order = seq,
-                scratch[((r1 + j).min(last) * n_heads + h) * ctx_stride + t] * v_cache[t * row + kv + d]);
-            if r1 < rows {
-                y[(r1 * n_heads + h) * head_dim + d] =
-                    o0 * sigmoid(gate[(r1 * n_heads + h) * gate_stride + gate_off + d]);
-            }
-            if r1 + 1 < rows {
-                y[((r1 + 1) * n_heads + h) * head_dim + d] =
-                    o1 * sigmoid(gate[((r1 + 1) * n_heads + h) * gate_stride + gate_off + d]);
-            }
-            if r1 + 2 < rows {
-                y[((r1 + 2) * n_heads + h) * head_dim + d] =
-                    o2 * sigmoid(gate[((r1 + 2) * n_heads + h) * gate_stride + gate_off + d]);
-            }
-            if r1 + 3 < rows {
-                y[((r1 + 3) * n_heads + h) * head_dim + d] =
-                    o3 * sigmoid(gate[((r1 + 3) * n_heads + h) * gate_stride + gate_off + d]);
-            }
-            if r1 + 4 < rows {
-                y[((r1 + 4) * n_heads + h) * head_dim + d] =
-                    o4 * sigmoid(gate[((r1 + 4) * n_heads + h) * gate_stride + gate_off + d]);
-            }
-            if r1 + 5 < rows {
-                y[((r1 + 5) * n_heads + h) * head_dim + d] =
-                    o5 * sigmoid(gate[((r1 + 5) * n_heads + h) * gate_stride + gate_off + d]);
-            }
-            if r1 + 6 < rows {
-                y[((r1 + 6) * n_heads + h) * head_dim + d] =
-                    o6 * sigmoid(gate[((r1 + 6) * n_heads + h) * gate_stride + gate_off + d]);
-            }
-            if r1 + 7 < rows {
-                y[((r1 + 7) * n_heads + h) * head_dim + d] =
-                    o7 * sigmoid(gate[((r1 + 7) * n_heads + h) * gate_stride + gate_off + d]);
             }
         }
     }
 }
 
-/// `attention_decode` in plain Rust.
+/// The softmax of one query token's scores, in place: m = max_t score_t, p_t = exp(score_t − m),
+/// s = Σ_t p_t, p_t ← p_t / s over t < n_ctx of head h's scratch row (`attention_scores`'
+/// output). One workgroup per head; the rows sibling (derived) one per (head, row), row r over
+/// n_ctx + r positions.
+#[kernel(grid = [n_heads], block = 256, verify(n_heads = [2, 4], n_ctx = [1, 31, 33], ctx_stride = [40]),
+         rows(name = attention_softmax_rows, row_stride(scratch = n_heads * ctx_stride), row_step(n_ctx = 1), verify(n_ctx = [1, 33], ctx_stride = [40], rows = [1, 3])))]
+pub fn attention_softmax(scratch: &mut [f32], n_heads: usize, n_ctx: usize, ctx_stride: usize) {
+    let sb = group_id(0) * ctx_stride;
+    let m = max!(t in 0..n_ctx, order = lanes(32).butterfly(), scratch[sb + t]);
+    for t in par(0..n_ctx) {
+        scratch[sb + t] = exp(scratch[sb + t] - m);
+    }
+    let s = sum!(t in 0..n_ctx, order = lanes(32).butterfly(), scratch[sb + t]);
+    for t in par(0..n_ctx) {
+        scratch[sb + t] = scratch[sb + t] / s;
+    }
+}
+
+/// The gated value product of one query token: y[h · head_dim + d] = seq_t(p_t · v_t,d) ·
+/// sigmoid(gate[h · gate_stride + gate_off + d]) over t < n_ctx, p = `attention_softmax`'
+/// output. The gate of head h is the `q_proj` output as is (stride 2·head_dim, offset
+/// head_dim). One workgroup per head, one lane per value dim.
+#[kernel(grid = [n_heads], block = 256, verify(head_dim = [1, 3, 33], n_heads = [2, 4], n_kv_heads = [1, 2], n_ctx = [1, 31, 33], ctx_stride = [40], gate_stride = [70], gate_off = [35]))]
+pub fn attention_pv(
+    probs: &[f32],
+    v_cache: &[f32],
+    gate: &[f32],
+    y: &mut [f32],
+    head_dim: usize,
+    n_heads: usize,
+    n_kv_heads: usize,
+    n_ctx: usize,
+    ctx_stride: usize,
+    gate_stride: usize,
+    gate_off: usize,
+) {
+    let h = group_id(0);
+    let kv = (h / (n_heads / n_kv_heads)) * head_dim;
+    let row = n_kv_heads * head_dim;
+    for d in par(0..head_dim) {
+        y[h * head_dim + d] = sum!(t in 0..n_ctx, order = seq, probs[h * ctx_stride + t] * v_cache[t * row + kv + d])
+            * sigmoid(gate[h * gate_stride + gate_off + d]);
+    }
+}
+
+/// `attention_pv` over rows, causal: row r over its first n_ctx + r positions. One workgroup
+/// per (head, 16 consecutive rows): thread d walks the positions once for all 16 rows, reading
+/// v[t, d] once and adding p_j[t] · v[t, d] to row j's partial while t < row j's length (one
+/// reduction over rows with a length per row): each row's sum is decode's sequential sum, the
+/// 16 interleaved. So V is read once per 16 rows. A row of the tile past the last reads the
+/// last row's p and stores nothing.
+#[kernel(grid = [n_heads, (rows + 15) / 16], block = 256, rows_of = attention_pv, rows = rows,
+         row_stride(probs = n_heads * ctx_stride, gate = n_heads * gate_stride, y = n_heads * head_dim),
+         row_step(n_ctx = 1),
+         verify(head_dim = [1, 33], n_heads = [2], n_kv_heads = [1, 2], n_ctx = [1, 17, 40], ctx_stride = [72], gate_stride = [70], gate_off = [35], rows = [1, 3, 17]))]
+pub fn attention_pv_rows(
+    probs: &[f32],
+    v_cache: &[f32],
+    gate: &[f32],
+    y: &mut [f32],
+    head_dim: usize,
+    n_heads: usize,
+    n_kv_heads: usize,
+    n_ctx: usize,
+    ctx_stride: usize,
+    gate_stride: usize,
+    gate_off: usize,
+    rows: usize,
+) {
+    let h = group_id(0);
+    let r0 = group_id(1) * 16;
+    let last = rows - 1;
+    let kv = (h / (n_heads / n_kv_heads)) * head_dim;
+    let row = n_kv_heads * head_dim;
+    for d in par(0..head_dim) {
+        let [o0, o1, o2, o3, o4, o5, o6, o7, o8, o9, o10, o11, o12, o13, o14, o15] = sum!(j in 0..16, t in 0..n_ctx + (r0 + j).min(last), order = seq,
+            probs[((r0 + j).min(last) * n_heads + h) * ctx_stride + t] * v_cache[t * row + kv + d]);
+        y[(r0 * n_heads + h) * head_dim + d] = o0 * sigmoid(gate[(r0 * n_heads + h) * gate_stride + gate_off + d]);
+        if r0 + 1 < rows {
+            y[((r0 + 1) * n_heads + h) * head_dim + d] =
+                o1 * sigmoid(gate[((r0 + 1) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 2 < rows {
+            y[((r0 + 2) * n_heads + h) * head_dim + d] =
+                o2 * sigmoid(gate[((r0 + 2) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 3 < rows {
+            y[((r0 + 3) * n_heads + h) * head_dim + d] =
+                o3 * sigmoid(gate[((r0 + 3) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 4 < rows {
+            y[((r0 + 4) * n_heads + h) * head_dim + d] =
+                o4 * sigmoid(gate[((r0 + 4) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 5 < rows {
+            y[((r0 + 5) * n_heads + h) * head_dim + d] =
+                o5 * sigmoid(gate[((r0 + 5) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 6 < rows {
+            y[((r0 + 6) * n_heads + h) * head_dim + d] =
+                o6 * sigmoid(gate[((r0 + 6) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 7 < rows {
+            y[((r0 + 7) * n_heads + h) * head_dim + d] =
+                o7 * sigmoid(gate[((r0 + 7) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 8 < rows {
+            y[((r0 + 8) * n_heads + h) * head_dim + d] =
+                o8 * sigmoid(gate[((r0 + 8) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 9 < rows {
+            y[((r0 + 9) * n_heads + h) * head_dim + d] =
+                o9 * sigmoid(gate[((r0 + 9) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 10 < rows {
+            y[((r0 + 10) * n_heads + h) * head_dim + d] =
+                o10 * sigmoid(gate[((r0 + 10) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 11 < rows {
+            y[((r0 + 11) * n_heads + h) * head_dim + d] =
+                o11 * sigmoid(gate[((r0 + 11) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 12 < rows {
+            y[((r0 + 12) * n_heads + h) * head_dim + d] =
+                o12 * sigmoid(gate[((r0 + 12) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 13 < rows {
+            y[((r0 + 13) * n_heads + h) * head_dim + d] =
+                o13 * sigmoid(gate[((r0 + 13) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 14 < rows {
+            y[((r0 + 14) * n_heads + h) * head_dim + d] =
+                o14 * sigmoid(gate[((r0 + 14) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+        if r0 + 15 < rows {
+            y[((r0 + 15) * n_heads + h) * head_dim + d] =
+                o15 * sigmoid(gate[((r0 + 15) * n_heads + h) * gate_stride + gate_off + d]);
+        }
+    }
+}
+
+/// `attention_scores`, `attention_softmax` and `attention_pv` in plain Rust.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_reference(
     q: &[f32],
@@ -242,17 +302,16 @@ pub fn attention_reference(
 }
 
 /// **Not identical to decode** (the negative control, behind the engine's explicit opt-out):
-/// `attention_rows` with the P·V sum over positions as `lanes(32).butterfly()` instead of
-/// `seq`, the faster parallel order a tiled attention would use. It declares no sibling; given
-/// `attention_rows`' declaration the verifier rejects it (`kernels_rows::reordered_attention_is_rejected`),
-/// and the identity gate run with it reports the divergence.
+/// `attention_pv_rows` with the P·V sum over positions as `lanes(32).butterfly()` instead of
+/// `seq`, the faster parallel order a tiled attention would use, one workgroup per (head,
+/// row). It declares no sibling; given `attention_pv_rows`' declaration the verifier rejects
+/// it (`kernels_rows::reordered_attention_is_rejected`), and the identity gate run with it
+/// reports the divergence.
 #[kernel(grid = [n_heads, rows], block = 256)]
-pub fn attention_rows_reordered(
-    q: &[f32],
-    k_cache: &[f32],
+pub fn attention_pv_rows_reordered(
+    probs: &[f32],
     v_cache: &[f32],
     gate: &[f32],
-    scratch: &mut [f32],
     y: &mut [f32],
     head_dim: usize,
     n_heads: usize,
@@ -261,29 +320,15 @@ pub fn attention_rows_reordered(
     ctx_stride: usize,
     gate_stride: usize,
     gate_off: usize,
-    scale: f32,
     rows: usize,
 ) {
     let h = group_id(0);
     let r = group_id(1);
-    let n = n_ctx + r;
     let kv = (h / (n_heads / n_kv_heads)) * head_dim;
     let row = n_kv_heads * head_dim;
-    let qb = (r * n_heads + h) * head_dim;
     let sb = (r * n_heads + h) * ctx_stride;
-    for t in par(0..n) {
-        scratch[sb + t] = sum!(d in 0..head_dim, order = seq, q[qb + d] * k_cache[t * row + kv + d]) * scale;
-    }
-    let m = max!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t]);
-    for t in par(0..n) {
-        scratch[sb + t] = exp(scratch[sb + t] - m);
-    }
-    let s = sum!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t]);
-    for t in par(0..n) {
-        scratch[sb + t] = scratch[sb + t] / s;
-    }
     for d in 0..head_dim {
-        y[qb + d] = sum!(t in 0..n, order = lanes(32).butterfly(), scratch[sb + t] * v_cache[t * row + kv + d])
-            * sigmoid(gate[r * n_heads * gate_stride + h * gate_stride + gate_off + d]);
+        y[(r * n_heads + h) * head_dim + d] = sum!(t in 0..n_ctx + r, order = lanes(32).butterfly(), probs[sb + t] * v_cache[t * row + kv + d])
+            * sigmoid(gate[(r * n_heads + h) * gate_stride + gate_off + d]);
     }
 }

@@ -123,7 +123,9 @@ pub fn decode() -> Vec<baro::dsl::Kernel> {
         quant::matvec_q6_k_xs(),
         rope::rope_neox(),
         attention::kv_append(),
-        attention::attention_decode(),
+        attention::attention_scores(),
+        attention::attention_softmax(),
+        attention::attention_pv(),
         moe::router_topk(),
         moe::router_topk_gate(),
         moe::swiglu_pairs(),
@@ -143,7 +145,7 @@ pub fn decode() -> Vec<baro::dsl::Kernel> {
 /// sibling of its m = 1 kernel, derived from it (`rows(..)`: embed, matvec, quant, rope) or
 /// written by hand (`rows_of`: norm, attention, moe, gdn), and proven so while this crate compiles; the MoE grouping kernels
 /// (`moe_count`, `moe_scatter`, `moe_scatter_tiles`, `moe_gather`, `moe_ungather`), `copy_row` and `put_row` only
-/// move integers and copies; `attention_rows_reordered` is the negative control (no sibling).
+/// move integers and copies; `attention_pv_rows_reordered` is the negative control (no sibling).
 pub fn rows() -> Vec<baro::dsl::Kernel> {
     vec![
         embed::embed_f32_rows(),
@@ -171,7 +173,9 @@ pub fn rows() -> Vec<baro::dsl::Kernel> {
         quant::matvec_q8_0_rows8(),
         rope::rope_neox_rows(),
         attention::kv_append_rows(),
-        attention::attention_rows(),
+        attention::attention_scores_rows(),
+        attention::attention_softmax_rows(),
+        attention::attention_pv_rows(),
         moe::router_topk_rows(),
         moe::router_topk_gate_rows(),
         moe::swiglu_pairs_rows(),
@@ -183,7 +187,7 @@ pub fn rows() -> Vec<baro::dsl::Kernel> {
         moe::moe_ungather(),
         embed::copy_row(),
         embed::put_row(),
-        attention::attention_rows_reordered(),
+        attention::attention_pv_rows_reordered(),
         gdn::gdn_conv_rows(),
         gdn::gdn_scan_rows(),
         gdn::gdn_scan_ba_rows(),

@@ -21,6 +21,63 @@ fn zeros(d: &Device, n: usize) -> Buffer {
     d.alloc(baro_dsl::ScalarType::F32, n).expect("alloc")
 }
 
+/// Attention's three kernels as the engine launches them (`forward::attention_cached`): the
+/// m = 1 kernels (`rows` = None) or their rows siblings over `rows` rows, row r at context
+/// n_ctx + r.
+#[allow(clippy::too_many_arguments)]
+fn attention_launches(
+    d: &Device,
+    rows: Option<usize>,
+    q: &Buffer,
+    kc: &Buffer,
+    vc: &Buffer,
+    gate: &Buffer,
+    scratch: &mut Buffer,
+    y: &mut Buffer,
+    (hd, nh, nkv, n_ctx, ctx_stride): (usize, usize, usize, usize, usize),
+    scale: f32,
+) {
+    let (scores, softmax, pv) = match rows {
+        None => (attention::attention_scores(), attention::attention_softmax(), attention::attention_pv()),
+        Some(_) => {
+            (attention::attention_scores_rows(), attention::attention_softmax_rows(), attention::attention_pv_rows())
+        }
+    };
+    let mut a = vec![
+        A::buf(q),
+        A::buf(kc),
+        A::buf_mut(scratch),
+        A::from(hd),
+        A::from(nh),
+        A::from(nkv),
+        A::from(n_ctx),
+        A::from(ctx_stride),
+        A::from(scale),
+    ];
+    a.extend(rows.map(A::from));
+    run(d, &scores, &mut a);
+    drop(a);
+    let mut a = vec![A::buf_mut(scratch), A::from(nh), A::from(n_ctx), A::from(ctx_stride)];
+    a.extend(rows.map(A::from));
+    run(d, &softmax, &mut a);
+    drop(a);
+    let mut a = vec![
+        A::buf(scratch),
+        A::buf(vc),
+        A::buf(gate),
+        A::buf_mut(y),
+        A::from(hd),
+        A::from(nh),
+        A::from(nkv),
+        A::from(n_ctx),
+        A::from(ctx_stride),
+        A::from(2 * hd),
+        A::from(hd),
+    ];
+    a.extend(rows.map(A::from));
+    run(d, &pv, &mut a);
+}
+
 #[test]
 fn rope_table_is_the_f64_angle() {
     let (c, s) = rope::rope_table(1e7, 64, 3);
@@ -69,7 +126,9 @@ fn attention_decode_matches_reference() {
     let d = dev();
     let mut rng = Rng::new(22);
     // (head_dim, n_heads, n_kv_heads, n_ctx)
-    for (hd, nh, nkv, n_ctx) in [(16usize, 4usize, 2usize, 1usize), (37, 6, 2, 31), (64, 4, 1, 33), (256, 16, 2, 70)] {
+    for (hd, nh, nkv, n_ctx) in
+        [(16usize, 4usize, 2usize, 1usize), (37, 6, 2, 31), (64, 4, 1, 33), (256, 16, 2, 70), (32, 4, 2, 300)]
+    {
         let kv_dim = nkv * hd;
         let q: Vec<f32> = rng.vec_f32(nh * hd).iter().map(|v| v * 4.0).collect();
         let qg = rng.vec_f32(nh * 2 * hd); // the q_proj output: gate at offset hd of each head
@@ -99,26 +158,7 @@ fn attention_decode_matches_reference() {
         let (qb, gb) = (d.upload(&q).unwrap(), d.upload(&qg).unwrap());
         let ctx_stride = n_ctx + 3;
         let (mut scratch, mut y) = (zeros(&d, nh * ctx_stride), zeros(&d, nh * hd));
-        run(
-            &d,
-            &attention::attention_decode(),
-            &mut [
-                A::buf(&qb),
-                A::buf(&kc),
-                A::buf(&vc),
-                A::buf(&gb),
-                A::buf_mut(&mut scratch),
-                A::buf_mut(&mut y),
-                A::from(hd),
-                A::from(nh),
-                A::from(nkv),
-                A::from(n_ctx),
-                A::from(ctx_stride),
-                A::from(2 * hd),
-                A::from(hd),
-                A::from(scale),
-            ],
-        );
+        attention_launches(&d, None, &qb, &kc, &vc, &gb, &mut scratch, &mut y, (hd, nh, nkv, n_ctx, ctx_stride), scale);
         let want = attention::attention_reference(&q, &kh, &vh, &qg, hd, nh, nkv, n_ctx, 2 * hd, hd, scale);
         assert_eq!(bits(&d.read::<f32>(&y).unwrap()), bits(&want), "head_dim={hd} heads={nh}/{nkv} n_ctx={n_ctx}");
         // Against an f64 softmax-attention to a tolerance: the reference is the right function.
@@ -157,21 +197,22 @@ fn attention_decode_matches_reference() {
 
 #[test]
 fn attention_kernels_verify() {
-    let k = attention::attention_decode();
+    let k = attention::attention_softmax();
     let proof = verify_kernel(&k).unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
     assert!(proof.regions_checked > 0, "{}: no lane region checked", k.name);
-    for k in [attention::kv_append(), rope::rope_neox()] {
+    for k in [attention::attention_scores(), attention::attention_pv(), attention::kv_append(), rope::rope_neox()] {
         verify_kernel(&k).unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
     }
 }
 
-/// `attention_rows` (16 query rows a workgroup, keys staged 16 positions at a time, P·V for
-/// the 16 rows in one pass with a length per row) against the plain-Rust decode reference run
+/// The rows siblings (`attention_scores_rows`: 16 query rows × 64 positions a workgroup, keys
+/// staged 16 positions at a time; `attention_softmax_rows`; `attention_pv_rows`: P·V for 16
+/// rows in one pass with a length per row) against the plain-Rust decode reference run
 /// once per row on that row's causal context, byte for byte: row counts around and between
 /// 16-row tiles (1, 9, 17, 21, 40, 48), contexts of one to many key tiles, continuation chunks
 /// (n_ctx > 1), GQA groups, head_dim up to the kernel's largest.
 #[test]
-fn attention_rows_is_decode_per_row() {
+fn attention_rows_kernels_are_decode_per_row() {
     let d = dev();
     let mut rng = Rng::new(23);
     // (head_dim, n_heads, n_kv_heads, n_ctx of row 0, rows)
@@ -193,26 +234,17 @@ fn attention_rows_is_decode_per_row() {
         let (kc, vc) = (d.upload(&kh).unwrap(), d.upload(&vh).unwrap());
         let (qb, gb) = (d.upload(&q).unwrap(), d.upload(&qg).unwrap());
         let (mut scratch, mut y) = (zeros(&d, rows * nh * ctx_stride), zeros(&d, rows * nh * hd));
-        run(
+        attention_launches(
             &d,
-            &attention::attention_rows(),
-            &mut [
-                A::buf(&qb),
-                A::buf(&kc),
-                A::buf(&vc),
-                A::buf(&gb),
-                A::buf_mut(&mut scratch),
-                A::buf_mut(&mut y),
-                A::from(hd),
-                A::from(nh),
-                A::from(nkv),
-                A::from(n_ctx),
-                A::from(ctx_stride),
-                A::from(2 * hd),
-                A::from(hd),
-                A::from(scale),
-                A::from(rows),
-            ],
+            Some(rows),
+            &qb,
+            &kc,
+            &vc,
+            &gb,
+            &mut scratch,
+            &mut y,
+            (hd, nh, nkv, n_ctx, ctx_stride),
+            scale,
         );
         let got = d.read::<f32>(&y).unwrap();
         for r in 0..rows {

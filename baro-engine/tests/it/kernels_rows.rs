@@ -3,7 +3,7 @@
 //! compiled, run again here so its count is printed and a regression in the verifier cannot
 //! hide behind a cached build), every m=1 kernel of the decode path has one, and the negative
 //! control (attention with the P·V sum in lanes instead of in sequence) is rejected when it
-//! claims `attention_rows`' declaration.
+//! claims `attention_pv_rows`' declaration.
 
 use baro_dsl::verify::{check_races, check_sibling, ErrorKind};
 use baro_engine::kernels::{self, attention};
@@ -32,7 +32,7 @@ fn every_declared_sibling_is_proven() {
         .collect();
     assert_eq!(declared, named, "every `_rows` kernel declares `rows_of`");
     assert_eq!(pairs.len(), declared.len(), "every declared sibling names an m=1 kernel of `kernels::decode()`");
-    assert_eq!(pairs.len(), 50);
+    assert_eq!(pairs.len(), 52);
     // Every m=1 kernel of decode has a rows sibling, except rmsnorm_zc (its weights are made
     // plain at load, so prefill uses rmsnorm_rows) — none other.
     let covered: Vec<String> = pairs.iter().map(|(_, m1)| m1.name.clone()).collect();
@@ -42,17 +42,17 @@ fn every_declared_sibling_is_proven() {
 
 #[test]
 fn reordered_attention_is_rejected() {
-    let good = attention::attention_rows();
-    let mut bad = attention::attention_rows_reordered();
+    let good = attention::attention_pv_rows();
+    let mut bad = attention::attention_pv_rows_reordered();
     assert!(bad.sibling.is_none(), "the negative control must not claim to be a sibling");
     bad.sibling = good.sibling.clone();
     bad.verify_shapes = good.verify_shapes.clone();
-    let m1 = attention::attention_decode();
-    check_sibling(&good, &m1).expect("attention_rows is the sibling of attention_decode");
+    let m1 = attention::attention_pv();
+    check_sibling(&good, &m1).expect("attention_pv_rows is the sibling of attention_pv");
     let err = check_sibling(&bad, &m1).expect_err("the reordered P·V sum must be rejected").to_string();
     println!("{err}");
     assert!(
-        err.contains("`lanes(32, butterfly)` here, `seq` in `attention_decode`"),
+        err.contains("`lanes(32, butterfly)` here, `seq` in `attention_pv`"),
         "the message names both orders: {err}"
     );
 }
@@ -64,9 +64,9 @@ fn reordered_attention_is_rejected() {
 fn every_kernel_is_race_free_where_modelled() {
     let (mut checked, mut unmodelled, mut failed) = (0, Vec::new(), Vec::new());
     for mut k in kernels::all() {
-        if k.name == "attention_rows_reordered" {
+        if k.name == "attention_pv_rows_reordered" {
             // The negative control lists no shapes; it runs on those of the kernel it mimics.
-            k.verify_shapes = attention::attention_rows().verify_shapes;
+            k.verify_shapes = attention::attention_pv_rows().verify_shapes;
         }
         match check_races(&k) {
             Ok(_) => checked += 1,

@@ -117,7 +117,7 @@ fn main_inner(cli: Cli) -> Result<bool, String> {
             cli.seed,
             engine.model.memory_plan(),
             engine.model.precision().name(),
-            if cli.negative_control { "REORDERED (negative control, opted out of identity)" } else { "attention_rows (the verified sibling)" }
+            if cli.negative_control { "REORDERED (negative control, opted out of identity)" } else { "attention_pv_rows (the verified sibling)" }
         ),
     ];
     println!("{}\n{}", lines[0], lines[1]);
