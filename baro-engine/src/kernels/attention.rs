@@ -165,68 +165,14 @@ pub fn attention_rows(
         }
     }
     for d in par(0..head_dim) {
-        let [o0, o1, o2, o3, o4, o5, o6, o7, o8, o9, o10, o11, o12, o13, o14, o15] = sum!(j in 0..16, t in 0..n_ctx + (r0 + j).min(last), order = seq,
+        let os = sum!(j in 0..16, t in 0..n_ctx + (r0 + j).min(last), order = seq,
             scratch[((r0 + j).min(last) * n_heads + h) * ctx_stride + t] * v_cache[t * row + kv + d]);
-        y[(r0 * n_heads + h) * head_dim + d] = o0 * sigmoid(gate[(r0 * n_heads + h) * gate_stride + gate_off + d]);
-        if r0 + 1 < rows {
-            y[((r0 + 1) * n_heads + h) * head_dim + d] =
-                o1 * sigmoid(gate[((r0 + 1) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 2 < rows {
-            y[((r0 + 2) * n_heads + h) * head_dim + d] =
-                o2 * sigmoid(gate[((r0 + 2) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 3 < rows {
-            y[((r0 + 3) * n_heads + h) * head_dim + d] =
-                o3 * sigmoid(gate[((r0 + 3) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 4 < rows {
-            y[((r0 + 4) * n_heads + h) * head_dim + d] =
-                o4 * sigmoid(gate[((r0 + 4) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 5 < rows {
-            y[((r0 + 5) * n_heads + h) * head_dim + d] =
-                o5 * sigmoid(gate[((r0 + 5) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 6 < rows {
-            y[((r0 + 6) * n_heads + h) * head_dim + d] =
-                o6 * sigmoid(gate[((r0 + 6) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 7 < rows {
-            y[((r0 + 7) * n_heads + h) * head_dim + d] =
-                o7 * sigmoid(gate[((r0 + 7) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 8 < rows {
-            y[((r0 + 8) * n_heads + h) * head_dim + d] =
-                o8 * sigmoid(gate[((r0 + 8) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 9 < rows {
-            y[((r0 + 9) * n_heads + h) * head_dim + d] =
-                o9 * sigmoid(gate[((r0 + 9) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 10 < rows {
-            y[((r0 + 10) * n_heads + h) * head_dim + d] =
-                o10 * sigmoid(gate[((r0 + 10) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 11 < rows {
-            y[((r0 + 11) * n_heads + h) * head_dim + d] =
-                o11 * sigmoid(gate[((r0 + 11) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 12 < rows {
-            y[((r0 + 12) * n_heads + h) * head_dim + d] =
-                o12 * sigmoid(gate[((r0 + 12) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 13 < rows {
-            y[((r0 + 13) * n_heads + h) * head_dim + d] =
-                o13 * sigmoid(gate[((r0 + 13) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 14 < rows {
-            y[((r0 + 14) * n_heads + h) * head_dim + d] =
-                o14 * sigmoid(gate[((r0 + 14) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 15 < rows {
-            y[((r0 + 15) * n_heads + h) * head_dim + d] =
-                o15 * sigmoid(gate[((r0 + 15) * n_heads + h) * gate_stride + gate_off + d]);
+        y[(r0 * n_heads + h) * head_dim + d] = os[0] * sigmoid(gate[(r0 * n_heads + h) * gate_stride + gate_off + d]);
+        for j in 1..16 {
+            if r0 + j < rows {
+                y[((r0 + j) * n_heads + h) * head_dim + d] =
+                    os[j] * sigmoid(gate[((r0 + j) * n_heads + h) * gate_stride + gate_off + d]);
+            }
         }
     }
 }
