@@ -544,58 +544,6 @@ fn check_statements_are_numbered_in_source_order_and_take_a_bool() {
     assert!(errs.iter().any(|e| e.starts_with("condition has type u32: expected bool")), "{errs:#?}");
 }
 
-/// A tile of 4 rows storing its results by hand, as the engine's rows kernels did.
-fn rows_tile_by_hand() -> TokenStream {
-    quote! {
-        fn tile(x: &[f32], y: &mut [f32], k: usize, n: usize, rows: usize) {
-            let o = group_id(0);
-            let r0 = group_id(1) * 4;
-            let last = rows - 1;
-            let [y0, y1, y2, y3] = sum!(r in 0..4, i in 0..k, order = lanes(32).butterfly(), x[(r0 + r).min(last) * k + i]);
-            y[r0 * n + o] = y0;
-            if r0 + 1 < rows {
-                y[(r0 + 1) * n + o] = y1;
-            }
-            if r0 + 2 < rows {
-                y[(r0 + 2) * n + o] = y2;
-            }
-            if r0 + 3 < rows {
-                y[(r0 + 3) * n + o] = y3;
-            }
-        }
-    }
-}
-
-#[test]
-fn indexed_row_results_unroll_to_the_hand_written_stores() {
-    let by_hand = ok(quote!(grid = [n, (rows + 3) / 4]), rows_tile_by_hand()).kernel;
-    let indexed = ok(
-        quote!(grid = [n, (rows + 3) / 4]),
-        quote! {
-            fn tile(x: &[f32], y: &mut [f32], k: usize, n: usize, rows: usize) {
-                let o = group_id(0);
-                let r0 = group_id(1) * 4;
-                let last = rows - 1;
-                let ys = sum!(r in 0..4, i in 0..k, order = lanes(32).butterfly(), x[(r0 + r).min(last) * k + i]);
-                y[r0 * n + o] = ys[0];
-                for r in 1..4 {
-                    if r0 + r < rows {
-                        y[(r0 + r) * n + o] = ys[r];
-                    }
-                }
-            }
-        },
-    )
-    .kernel;
-    // The same statements on the same variables; only the results' names differ.
-    assert_eq!(indexed.body, by_hand.body);
-    let names = |k: &Kernel| k.vars.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
-    assert_eq!(names(&by_hand), ["o", "r0", "last", "r", "i", "y0", "y1", "y2", "y3"]);
-    assert_eq!(names(&indexed), ["o", "r0", "last", "r", "i", "ys0", "ys1", "ys2", "ys3"]);
-    let types = |k: &Kernel| k.vars.iter().map(|d| (d.ty, d.mutable)).collect::<Vec<_>>();
-    assert_eq!(types(&indexed), types(&by_hand));
-}
-
 #[test]
 fn loops_that_do_not_read_row_results_stay_loops() {
     let l = ok(
@@ -617,31 +565,24 @@ fn loops_that_do_not_read_row_results_stay_loops() {
 
 #[test]
 fn row_results_are_picked_when_the_kernel_is_written() {
+    // `tests/ui/fail_rows_results_index.rs` has the loop cases; these are the rest.
     let errs = errors(
         quote!(grid = [n]),
         quote! {
-            fn bad(x: &[f32], y: &mut [f32], k: usize, n: usize, rows: usize) {
+            fn bad(x: &[f32], y: &mut [f32], k: usize, n: usize) {
                 let o = group_id(0);
-                let ys = sum!(r in 0..4, i in 0..k, order = seq, x[r * k + i]);
-                for r in 0..rows {
-                    y[r * n + o] = ys[r];
-                }
-                for r in 2..6 {
-                    y[r * n + o] = ys[r];
-                }
+                let ys = sum!(r in 0..2, i in 0..k, order = seq, x[r * k + i]);
                 y[o] = ys[o];
-                y[o] = ys;
-                ys = 1.0;
+                y[o] = ys[2];
+                ys[0] = 1.0;
                 let mut zs = sum!(r in 0..2, i in 0..k, order = seq, x[r * k + i]);
             }
         },
     );
     let want = [
-        "`ys[r]`: a result of a reduction over rows is picked when the kernel is written; expected an integer literal or the variable of a `for` loop over literal bounds (`for r in 0..4`), which is unrolled",
-        "row 4 out of range: `ys` holds 4 results, rows 0 to 3",
         "`ys[o]`: a result of a reduction over rows is picked when the kernel is written",
-        "`ys` holds the 4 results of a reduction over rows, used here as a value: expected one of them, `ys[j]`",
-        "cannot assign to `ys`: it holds the results of a reduction over rows, which are immutable",
+        "row 2 out of range: `ys` holds 2 results, rows 0 to 1",
+        "cannot store into `ys`: it holds the results of a reduction over rows, which are immutable",
         "`mut zs`: the results of a reduction over rows are immutable; expected `let zs = ..`",
     ];
     for w in want {
