@@ -1,6 +1,12 @@
 //! Statements: `let`, assignments and stores, `for` (sequential, stepped, `par`), `if`,
 //! `barrier()` and shared arrays; plus the check for undeclared float accumulation.
 //!
+//! One loop is not a loop in the IR: `for r in a..b` over integer literals whose body reads
+//! the results of a reduction over rows by its variable (`ys[r]`) is unrolled here, one copy
+//! of the body per value with `r` a `usize` constant, its statements joining the enclosing
+//! block as a bare block's do. The copies are straight-line code, as if written out, so the
+//! accumulation check sees no loop around them.
+//!
 //! Every IR statement pushed here is recorded in the span table under its statement path.
 
 use super::reduce::{is_rows_reduce, RowNames};
