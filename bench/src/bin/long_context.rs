@@ -157,9 +157,13 @@ fn main_inner(cli: Cli) -> Result<bool, String> {
     let chunk_rows = cli.chunk.min(longest);
     let ctx = ContextMemory::new(&cfg, max_ctx, chunk_rows);
     let need = ctx.total(states);
-    let second = if states == 2 { "the replay arm's copy of the state (--fresh: none) " } else { "" };
+    let states_text = if states == 2 {
+        "two sequence states (the sequence and the replay arm's copy; --fresh keeps one)"
+    } else {
+        "one sequence state"
+    };
     let plan_line = format!(
-        "memory plan for {max_ctx} positions: {ctx}; {states} sequence state(s) ({second}) + the chunk scratch = {}",
+        "memory plan for {max_ctx} positions: {ctx}; {states_text} + the chunk scratch = {}",
         format_bytes(need)
     );
     if cli.plan_only {
@@ -175,9 +179,9 @@ fn main_inner(cli: Cli) -> Result<bool, String> {
     let available = vram_budget.or(before.map(|m| m.free));
     if let Some(a) = available.filter(|&a| need > a) {
         return Err(format!(
-            "context {max_ctx} does not fit: expected at most {} (the device's {}), found the context alone needs {} ({}), before any weight",
+            "context {max_ctx} does not fit: expected at most {} ({}), found the context alone needs {} ({}), before any weight",
             format_bytes(a),
-            if vram_budget.is_some() { "--vram-budget" } else { "free memory" },
+            if vram_budget.is_some() { "--vram-budget" } else { "the device's free memory" },
             format_bytes(need),
             plan_line
         ));
