@@ -219,11 +219,12 @@ pub fn run(
     }
     progress(&format!("batched {start}..{len}: {:.3} s", arm.seconds));
     let memory_after_batched = engine.model.device().memory_info()?;
-    arm.state = state_digests(engine)?;
-    (arm.greedy, arm.greedy_digests) = greedy(engine, last, check.greedy)?;
     if check.boundaries == 0 {
+        (arm.greedy, arm.greedy_digests) = greedy(engine, last, check.greedy)?;
         return Ok(Report { len, chunk, start, prefix_seconds, batched: arm, replay: None, memory_after_batched });
     }
+    arm.state = state_digests(engine)?;
+    (arm.greedy, arm.greedy_digests) = greedy(engine, last, check.greedy)?;
 
     // The replay arm: from the prefix's state, one decode step per token.
     match snapshot.take() {

@@ -207,7 +207,7 @@ fn main_inner(cli: Cli) -> Result<bool, String> {
         ),
         plan_line,
         format!(
-            "total planned: weights {} + context {} = {}; device: {}",
+            "total planned: weights {} + context {} = {}; device: {}{}",
             format_bytes(weights),
             format_bytes(need),
             format_bytes(total),
@@ -215,17 +215,23 @@ fn main_inner(cli: Cli) -> Result<bool, String> {
                 "{} total, {} free before loading",
                 format_bytes(m.total),
                 format_bytes(m.free)
-            ))
+            )),
+            vram_budget.map_or(String::new(), |b| format!(", --vram-budget {}", format_bytes(b)))
         ),
     ];
     println!("{}", lines.join("\n"));
-    let now = engine.model.device().memory_info().map_err(|e| e.to_string())?;
+    // What the run adds to the loaded model: the chunk scratch and the state's copy, against
+    // the budget's remainder (the staging plan counts neither) or the driver's free memory.
     let extra = need - ctx.state();
-    if let Some(m) = now.filter(|m| extra > m.free) {
+    let left = match vram_budget {
+        Some(b) => Some((b.saturating_sub(plan.device_bytes()), "left of --vram-budget after the model")),
+        None => engine.model.device().memory_info().map_err(|e| e.to_string())?.map(|m| (m.free, "free on the device")),
+    };
+    if let Some((left, what)) = left.filter(|&(l, _)| extra > l) {
         return Err(format!(
-            "context {max_ctx} does not fit after loading: expected {} free for the chunk scratch and the state copy, found {} ({})",
+            "context {max_ctx} does not fit after loading: expected {} for the chunk scratch and the state copy, found {} {what} ({})",
             format_bytes(extra),
-            format_bytes(m.free),
+            format_bytes(left),
             lines[2]
         ));
     }
