@@ -14,8 +14,9 @@
 #   prefill         prefill_speed resident (PREFILL_ARGS, default "--lengths 1024,8192,32768")
 #   prefill_staged  prefill_speed --vram-budget "$staged_budget"
 #   long_context    (not in the default list) long_context on the pack, resident (LONG_ARGS, default
-#                   "--lengths 100000 --depths 50 --precision q8": one prompt, its prefill, batched =
-#                   replay over the last two chunk boundaries, the memory plan; give it STEP_LIMIT=590)
+#                   "--lengths 100000 --depths 50 --precision q8 --boundaries 1": one prompt, its
+#                   prefill, batched = replay over the last chunk boundary, the memory plan;
+#                   give it STEP_LIMIT=590; bench/NOTES.md says why one boundary fits one call)
 #   conformance     (not in the default list) host JIT vs CUDA, byte for byte, and bounds-error parity
 #   serve           (not in the default list) serve_load on the pack, resident: 1, 4, 16, 64 streams (SERVE_ARGS, default
 #                   "--max-tokens 8 --max-seconds 200"; ≈ 1 min of levels and ≈ 4 of memory requests on the H200), then 1000 requests at 64 streams with the
@@ -38,7 +39,7 @@ limit=${STEP_LIMIT:-300}
 staged_budget=${STAGED_BUDGET:-24G}
 gate_args=${GATE_ARGS:-"--max-len 1024 --greedy 16"}
 prefill_args=${PREFILL_ARGS:-"--lengths 1024,8192,32768"}
-long_args=${LONG_ARGS:-"--lengths 100000 --depths 50 --precision q8"}
+long_args=${LONG_ARGS:-"--lengths 100000 --depths 50 --precision q8 --boundaries 1"}
 serve_args=${SERVE_ARGS:-"--max-tokens 8 --max-seconds 200"}
 serve_memory_args=${SERVE_MEMORY_ARGS:-"--memory-requests 1000 --memory-max-tokens 4"}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv > "$out/nvidia_smi.txt" 2>&1

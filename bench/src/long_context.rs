@@ -2,16 +2,19 @@
 //! compared with replay (the decode step per token) over its last chunk boundaries, byte for
 //! byte, and a few greedy tokens after it (the needle's answer, when the prompt holds one).
 //!
-//! Replaying all of a 100k-token prompt would take L decode steps, so only the tail is
-//! replayed. The compared window starts at `s = replay_start(L, chunk, boundaries)`, a chunk
-//! boundary `boundaries` chunks before the last chunk's start, so the window holds that many
-//! inner boundaries with positions on both sides of each. The prefix [0, s) is prefilled once
-//! in chunks and snapshotted: from the snapshot the batched arm feeds [s, L) in chunks (the
-//! same chunks a single prefill of the whole prompt runs, since s is a multiple of the chunk)
-//! and keeps the logits of every position, and the replay arm feeds [s, L) one decode step
-//! at a time. Computing the prefix twice would run the same launches on the same bytes, so
-//! it would test only that the device repeats itself; `fresh` does it anyway (on the reset
-//! state, no snapshot: one sequence state on the device instead of two).
+//! Replaying all of a 100k-token prompt would take L decode steps (at 100k context, a few
+//! hundred ms each), so only the tail is replayed. The compared window [s, L) starts at
+//! `s = replay_start(L, chunk, boundaries, margin)`: `margin` positions before the
+//! `boundaries`-th chunk boundary from the end, so it holds that many boundaries with
+//! positions on both sides of each. The prefix [0, a), a = s rounded down to a multiple of the
+//! chunk, is prefilled once in chunks and copied (`Engine::snapshot`). From there the batched
+//! arm feeds [a, L) in chunks (the chunks a single prefill of the whole prompt runs, since a
+//! is a multiple of the chunk) and keeps the logits of every position; the replay arm feeds
+//! [a, s) as one batched chunk of its own (so its state at s comes from another chunking)
+//! and [s, L) one decode step at a time. Computing [0, a) twice would run the same launches
+//! on the same bytes, so it would test only that the device repeats itself; `fresh` does it
+//! anyway (the replay arm prefills [0, s) on the reset state, no copy: one sequence state on
+//! the device instead of two).
 //!
 //! Compared: the SHA-256 of every position's logits in [s, L), the state after L (each
 //! attention layer's KV rows 0..L, each GDN layer's conv ring and delta-rule state, by
@@ -35,19 +38,22 @@ pub struct Check {
     /// Chunk boundaries inside the replayed window; 0 skips the replay arm (the batched
     /// prefill and the greedy tokens only).
     pub boundaries: usize,
+    /// Positions replayed before the first of those boundaries.
+    pub margin: usize,
     /// Greedy tokens decoded after the prompt in each arm.
     pub greedy: usize,
     /// Prefill the replay arm's prefix again on the reset state instead of copying it.
     pub fresh: bool,
 }
 
-/// Where the replayed window of an `len`-token prompt starts: a multiple of `chunk`,
-/// `boundaries` chunks before the start of the last chunk (0 when the prompt is shorter), so
-/// the window [start, len) crosses `boundaries` chunk boundaries with positions on both sides.
-pub fn replay_start(len: usize, chunk: usize, boundaries: usize) -> usize {
+/// Where the replayed window of an `len`-token prompt starts: `margin` positions before the
+/// `boundaries`-th chunk boundary counted back from the start of the last chunk (0 when the
+/// prompt is shorter), so the window [start, len) crosses `boundaries` boundaries with
+/// positions on both sides of each (at least `margin` before the first).
+pub fn replay_start(len: usize, chunk: usize, boundaries: usize, margin: usize) -> usize {
     let chunk = chunk.max(1);
     let last_chunk = len.saturating_sub(1) / chunk * chunk;
-    last_chunk.saturating_sub(boundaries * chunk)
+    (last_chunk + chunk).saturating_sub(boundaries.max(1) * chunk + margin)
 }
 
 /// One arm's results after the prompt.
@@ -70,7 +76,9 @@ pub struct Report {
     pub chunk: usize,
     /// The replayed window's start (`replay_start`).
     pub start: usize,
-    /// Seconds of the shared (or first) prefix prefill, [0, start).
+    /// Where the copied prefix ends: `start` rounded down to a multiple of the chunk.
+    pub aligned: usize,
+    /// Seconds of the prefix prefill, [0, aligned).
     pub prefix_seconds: f64,
     pub batched: Arm,
     /// `None`: `boundaries` 0, no replay arm.
@@ -97,7 +105,8 @@ pub enum Verdict {
 }
 
 impl Report {
-    /// Batched prefill of the whole prompt: the prefix and the batched arm's tail.
+    /// Batched prefill of the whole prompt: the prefix [0, aligned) and the batched arm's
+    /// [aligned, len).
     pub fn prefill_seconds(&self) -> f64 {
         self.prefix_seconds + self.batched.seconds
     }
@@ -189,18 +198,20 @@ pub fn run(
     let start = if check.boundaries == 0 {
         len.saturating_sub(1) / chunk * chunk
     } else {
-        replay_start(len, chunk, check.boundaries)
+        replay_start(len, chunk, check.boundaries, check.margin)
     };
+    // The copied prefix ends on a chunk boundary of the whole prompt.
+    let aligned = start / chunk * chunk;
     let mode = PrefillMode::Batched { chunk };
     let vocab = engine.model.config().vocab_size;
 
     engine.reset()?;
     let t = Instant::now();
-    if start > 0 {
-        engine.prefill(&batched[..start], mode, Logits::Last)?;
+    if aligned > 0 {
+        engine.prefill(&batched[..aligned], mode, Logits::Last)?;
     }
     let prefix_seconds = t.elapsed().as_secs_f64();
-    progress(&format!("prefix 0..{start} prefilled in chunks of {chunk}: {prefix_seconds:.3} s"));
+    progress(&format!("prefix 0..{aligned} prefilled in chunks of {chunk}: {prefix_seconds:.3} s"));
     let mut snapshot = if check.fresh || check.boundaries == 0 { None } else { Some(engine.snapshot()?) };
 
     // The batched arm: the rest of the prompt in the same chunks, every position's logits.
@@ -209,7 +220,7 @@ pub fn run(
     let t = Instant::now();
     // The logits are hashed after the clock stops (up to 1.5 GB of them for a full vocabulary).
     let mut parts = Vec::new();
-    for part in batched[start..].chunks(chunk) {
+    for part in batched[aligned..].chunks(chunk) {
         parts.push(engine.prefill(part, mode, Logits::All)?.logits);
     }
     arm.seconds = t.elapsed().as_secs_f64();
@@ -217,25 +228,43 @@ pub fn run(
         arm.digests.extend(logits.chunks_exact(vocab).map(digest));
         last = logits[logits.len() - vocab..].to_vec();
     }
-    progress(&format!("batched {start}..{len}: {:.3} s", arm.seconds));
+    // Positions aligned..start are not in the replay arm's window.
+    arm.digests.drain(..start - aligned);
+    progress(&format!("batched {aligned}..{len} (the window {start}..{len} kept): {:.3} s", arm.seconds));
     let memory_after_batched = engine.model.device().memory_info()?;
     if check.boundaries == 0 {
         (arm.greedy, arm.greedy_digests) = greedy(engine, last, check.greedy)?;
-        return Ok(Report { len, chunk, start, prefix_seconds, batched: arm, replay: None, memory_after_batched });
+        return Ok(Report {
+            len,
+            chunk,
+            start,
+            aligned,
+            prefix_seconds,
+            batched: arm,
+            replay: None,
+            memory_after_batched,
+        });
     }
     arm.state = state_digests(engine)?;
     (arm.greedy, arm.greedy_digests) = greedy(engine, last, check.greedy)?;
 
     // The replay arm: from the prefix's state, one decode step per token.
-    match snapshot.take() {
-        Some(s) => engine.state = s,
+    let from = match snapshot.take() {
+        Some(s) => {
+            engine.state = s;
+            aligned
+        }
         None => {
             engine.reset()?;
-            if start > 0 {
-                engine.prefill(&replay[..start], mode, Logits::Last)?;
-            }
-            progress(&format!("prefix 0..{start} prefilled again on the reset state (--fresh)"));
+            0
         }
+    };
+    if start > from {
+        engine.prefill(&replay[from..start], mode, Logits::Last)?;
+        progress(&format!(
+            "replay arm: {from}..{start} prefilled in chunks of {chunk} from the {}",
+            if from == 0 { "reset state (fresh)" } else { "copied prefix" }
+        ));
     }
     let mut rep = Arm::default();
     let mut last = Vec::new();
@@ -249,7 +278,7 @@ pub fn run(
     progress(&format!("replay {start}..{len}: {:.3} s", rep.seconds));
     rep.state = state_digests(engine)?;
     (rep.greedy, rep.greedy_digests) = greedy(engine, last, check.greedy)?;
-    Ok(Report { len, chunk, start, prefix_seconds, batched: arm, replay: Some(rep), memory_after_batched })
+    Ok(Report { len, chunk, start, aligned, prefix_seconds, batched: arm, replay: Some(rep), memory_after_batched })
 }
 
 /// A prompt with a fact in it: filler sentences, the needle sentence at a depth, a question.

@@ -44,6 +44,9 @@ struct Cli {
     /// replay arm.
     #[arg(long, default_value_t = 2)]
     boundaries: usize,
+    /// Positions replayed before the first of those boundaries.
+    #[arg(long, default_value_t = 4)]
+    margin: usize,
     /// Greedy tokens decoded after the prompt.
     #[arg(long, default_value_t = 16)]
     greedy: usize,
@@ -277,7 +280,13 @@ fn main_inner(cli: Cli) -> Result<bool, String> {
         .map_err(e)?;
     engine.step(first[0]).map_err(e)?;
 
-    let check = Check { chunk: cli.chunk, boundaries: cli.boundaries, greedy: cli.greedy, fresh: cli.fresh };
+    let check = Check {
+        chunk: cli.chunk,
+        boundaries: cli.boundaries,
+        margin: cli.margin,
+        greedy: cli.greedy,
+        fresh: cli.fresh,
+    };
     let mut ok = true;
     for p in &prompts {
         let len = p.tokens.len();
@@ -290,9 +299,9 @@ fn main_inner(cli: Cli) -> Result<bool, String> {
         let mut out = vec![format!(
             "batched prefill {len} tokens: {secs:.3} s, {:.1} tok/s (prefix 0..{} {:.3} s; the last {} tokens with every position's logits {:.3} s)",
             len as f64 / secs,
-            r.start,
+            r.aligned,
             r.prefix_seconds,
-            len - r.start,
+            len - r.aligned,
             r.batched.seconds
         )];
         if let Some(rep) = &r.replay {

@@ -26,7 +26,7 @@ fn engine() -> Engine {
 }
 
 fn check(fresh: bool) -> Check {
-    Check { chunk: CHUNK, boundaries: 2, greedy: 4, fresh }
+    Check { chunk: CHUNK, boundaries: 2, margin: 4, greedy: 4, fresh }
 }
 
 fn run(engine: &mut Engine, batched: &[u32], replay: &[u32], fresh: bool) -> Report {
@@ -36,14 +36,18 @@ fn run(engine: &mut Engine, batched: &[u32], replay: &[u32], fresh: bool) -> Rep
 }
 
 #[test]
-fn the_window_starts_on_a_boundary_two_chunks_before_the_last() {
-    // The last chunk of 300 tokens in chunks of 32 starts at 288; two boundaries before: 224.
-    assert_eq!(replay_start(300, 32, 2), 224);
-    assert_eq!(replay_start(288, 32, 2), 192);
-    assert_eq!(replay_start(289, 32, 2), 224);
-    assert_eq!(replay_start(100_000, 512, 2), 98_816);
-    assert_eq!(replay_start(40, 32, 2), 0);
-    assert_eq!(replay_start(1, 512, 2), 0);
+fn the_window_starts_a_margin_before_the_last_boundaries() {
+    // The last chunk of 300 tokens in chunks of 32 starts at 288, the one before at 256: the
+    // window starts 4 positions before that.
+    assert_eq!(replay_start(300, 32, 2, 4), 252);
+    assert_eq!(replay_start(300, 32, 2, 0), 256);
+    assert_eq!(replay_start(300, 32, 1, 4), 284);
+    assert_eq!(replay_start(288, 32, 2, 4), 220);
+    assert_eq!(replay_start(289, 32, 2, 4), 252);
+    assert_eq!(replay_start(100_000, 512, 2, 4), 99_324);
+    assert_eq!(replay_start(100_000, 512, 1, 4), 99_836);
+    assert_eq!(replay_start(40, 32, 2, 4), 0);
+    assert_eq!(replay_start(1, 512, 2, 4), 0);
 }
 
 #[test]
@@ -54,8 +58,8 @@ fn batched_prefill_equals_replay_over_the_last_boundaries() {
     for fresh in [false, true] {
         let r = run(&mut e, &seq, &seq, fresh);
         assert_eq!(r.verdict(), Verdict::Pass, "fresh {fresh}: {}", r.line());
-        assert_eq!(r.start, 224);
-        assert_eq!(r.batched.digests.len(), LEN - 224);
+        assert_eq!(r.start, 252);
+        assert_eq!(r.batched.digests.len(), LEN - 252);
         // Every layer's two buffers: KV rows for attention, conv ring and delta rule for GDN.
         assert_eq!(r.batched.state.len(), 2 * e.model.config().n_layers);
         assert_eq!(r.batched.greedy.len(), 4);
@@ -69,17 +73,17 @@ fn a_different_tail_or_reordered_attention_fails() {
     let vocab = e.model.config().vocab_size as u32;
     let seq = sequence(7, LEN, vocab as usize);
     let mut other = seq.clone();
-    other[250] = (other[250] + 1) % vocab;
+    other[270] = (other[270] + 1) % vocab;
     let r = run(&mut e, &seq, &other, false);
     match r.verdict() {
         Verdict::Fail { position, state, .. } => {
-            // The logits after position 250 are the first to see the changed token.
-            assert_eq!(position, Some(250));
+            // The logits after position 270 are the first to see the changed token.
+            assert_eq!(position, Some(270));
             assert!(state.is_some(), "the state after a different tail differs");
         }
         v => panic!("a different replayed tail must fail, found {v:?}"),
     }
-    assert!(r.line().contains("FAIL") && r.line().contains("first differing position 250"), "{}", r.line());
+    assert!(r.line().contains("FAIL") && r.line().contains("first differing position 270"), "{}", r.line());
 
     e.model.set_reordered_attention(true);
     let r = run(&mut e, &seq, &seq, false);
