@@ -304,21 +304,38 @@ const FILLER: [&str; 8] = [
 
 /// A `len`-token prompt: filler sentences (each tokenized on its own, repeated in order), the
 /// needle "The secret number is N." starting at the sentence boundary nearest below `depth`
-/// (a fraction of the filler), and the question at the end. Exactly `len` tokens; the last
-/// filler sentence is cut short to make it so.
+/// (a fraction of the filler), and the question at the end. Where the tokenizer has Qwen's
+/// chat tokens the text is a user turn and the answer's start an assistant turn with an empty
+/// thinking block (what the Qwen3.5 template writes with thinking off); otherwise plain text.
+/// Exactly `len` tokens; the last filler sentence is cut short to make it so.
 pub fn needle_prompt(tokenizer: &Tokenizer, len: usize, depth: f64, secret: u32) -> Result<NeedlePrompt, String> {
-    let enc = |text: &str| tokenizer.encode(text, Specials::Without).map_err(|e| format!("tokenizing the prompt: {e}"));
+    let encode =
+        |text: &str, specials| tokenizer.encode(text, specials).map_err(|e| format!("tokenizing the prompt: {e}"));
+    let enc = |text: &str| encode(text, Specials::Without);
+    let chat = ["<|im_start|>", "<|im_end|>", "<think>", "</think>"].iter().all(|t| tokenizer.token_to_id(t).is_some());
+    let question_text = "\n\nQuestion: what is the secret number mentioned in the text above?";
+    let (head, question) = if chat {
+        (
+            encode("<|im_start|>user\n", Specials::With)?,
+            encode(
+                &format!(
+                    "{question_text}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nThe secret number is"
+                ),
+                Specials::With,
+            )?,
+        )
+    } else {
+        (Vec::new(), enc(&format!("{question_text}\nAnswer: The secret number is"))?)
+    };
     let needle = enc(&format!(" The secret number is {secret}. Remember it."))?;
-    let question =
-        enc("\n\nQuestion: what is the secret number mentioned in the text above?\nAnswer: The secret number is")?;
     let sentences: Vec<Vec<TokenId>> = FILLER.iter().map(|s| enc(s)).collect::<Result<_, _>>()?;
-    let fixed = needle.len() + question.len();
+    let fixed = head.len() + needle.len() + question.len();
     if len < fixed + 1 {
         return Err(format!(
-            "a needle prompt of {len} tokens: expected at least {} (the needle {} and the question {} tokens, one of filler)",
+            "a needle prompt of {len} tokens: expected at least {} (the needle {}, the question and the turns' markers {} tokens, one of filler)",
             fixed + 1,
             needle.len(),
-            question.len()
+            head.len() + question.len()
         ));
     }
     if !(0.0..=1.0).contains(&depth) {
@@ -337,10 +354,11 @@ pub fn needle_prompt(tokenizer: &Tokenizer, len: usize, depth: f64, secret: u32)
     let target = (depth * body as f64) as usize;
     let at = starts.iter().copied().filter(|&p| p <= target).max().unwrap_or(0);
     let mut tokens = Vec::with_capacity(len);
+    tokens.extend_from_slice(&head);
     tokens.extend_from_slice(&filler[..at]);
     tokens.extend_from_slice(&needle);
     tokens.extend_from_slice(&filler[at..]);
     tokens.extend_from_slice(&question);
     debug_assert_eq!(tokens.len(), len);
-    Ok(NeedlePrompt { tokens, needle_at: at, answer: secret.to_string() })
+    Ok(NeedlePrompt { tokens, needle_at: head.len() + at, answer: secret.to_string() })
 }

@@ -105,8 +105,12 @@ fn the_needle_prompt_has_the_asked_length_and_the_fact_at_its_depth() {
         let after = t.decode(&p.tokens[p.needle_at..], Specials::Without).expect("decode");
         assert!(after.starts_with(" The secret number is 7294."), "{}", &after[..60]);
         assert!(after.ends_with("The secret number is"), "the question ends the prompt");
-        // At a sentence boundary, within one sentence (< 30 tokens) of the depth.
-        assert!(before.is_empty() || before.ends_with('.'));
+        // A user turn (Qwen's chat tokens), the needle at a sentence boundary within one
+        // sentence (< 30 tokens) of the depth, the answer's start in the assistant's turn.
+        let all = t.decode(&p.tokens, Specials::With).expect("decode");
+        assert!(all.starts_with("<|im_start|>user\n The river"), "{}", &all[..40]);
+        assert!(all.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\nThe secret number is"));
+        assert!(before.ends_with('.'), "{}", &before[before.len() - 20..]);
         let at = p.needle_at as f64 / len as f64;
         assert!((at - depth).abs() < 0.03, "needle at {at}, asked {depth}");
     }
