@@ -38,6 +38,11 @@ impl Diag {
         Reported
     }
 
+    /// How many errors were recorded.
+    pub fn count(&self) -> usize {
+        self.errors.as_ref().map_or(0, |e| e.clone().into_iter().count())
+    }
+
     pub fn has_errors(&self) -> bool {
         self.errors.is_some()
     }

@@ -543,3 +543,54 @@ fn check_statements_are_numbered_in_source_order_and_take_a_bool() {
     );
     assert!(errs.iter().any(|e| e.starts_with("condition has type u32: expected bool")), "{errs:#?}");
 }
+
+#[test]
+fn loops_that_do_not_read_row_results_stay_loops() {
+    let l = ok(
+        quote!(grid = [1]),
+        quote! {
+            fn stays(x: &[f32], y: &mut [f32], k: usize) {
+                let ys = sum!(r in 0..2, i in 0..k, order = seq, x[r * k + i]);
+                for r in 0..2 {
+                    y[r] = x[r];
+                }
+                y[2] = ys[1];
+            }
+        },
+    );
+    assert!(matches!(l.kernel.body[1], Stmt::For { .. }), "{:?}", l.kernel.body[1]);
+    // r, i, ys0, ys1: `ys[1]` is the fourth variable.
+    assert!(matches!(&l.kernel.body[2], Stmt::Store { value: Expr::Var(Var(3)), .. }), "{:?}", l.kernel.body[2]);
+}
+
+#[test]
+fn row_results_are_picked_when_the_kernel_is_written() {
+    // `tests/ui/fail_rows_results_index.rs` has the loop cases; these are the rest.
+    let errs = errors(
+        quote!(grid = [n]),
+        quote! {
+            fn bad(x: &[f32], y: &mut [f32], k: usize, n: usize) {
+                let o = group_id(0);
+                let ys = sum!(r in 0..2, i in 0..k, order = seq, x[r * k + i]);
+                y[o] = ys[o];
+                y[o] = ys[2];
+                ys[0] = 1.0;
+                let mut zs = sum!(r in 0..2, i in 0..k, order = seq, x[r * k + i]);
+            }
+        },
+    );
+    let want = [
+        "`ys[o]`: a result of a reduction over rows is picked when the kernel is written",
+        "row 2 out of range: `ys` holds 2 results, rows 0 to 1",
+        "cannot store into `ys`: it holds the results of a reduction over rows, which are immutable",
+        "`mut zs`: the results of a reduction over rows are immutable; expected `let zs = ..`",
+    ];
+    for w in want {
+        assert_eq!(
+            errs.iter().filter(|e| e.contains(w)).count(),
+            1,
+            "expected one error containing {w:?}, got {errs:#?}"
+        );
+    }
+    assert_eq!(errs.len(), want.len(), "{errs:#?}");
+}

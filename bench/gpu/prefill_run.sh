@@ -13,6 +13,10 @@
 #   decode          decode_bw resident;  decode_staged  decode_bw --vram-budget "$staged_budget"
 #   prefill         prefill_speed resident (PREFILL_ARGS, default "--lengths 1024,8192,32768")
 #   prefill_staged  prefill_speed --vram-budget "$staged_budget"
+#   long_context    (not in the default list) long_context on the pack, resident (LONG_ARGS, default
+#                   "--lengths 100000 --depths 50 --precision q8 --boundaries 1": one prompt, its
+#                   prefill, batched = replay over the last chunk boundary, the memory plan;
+#                   give it STEP_LIMIT=590; bench/NOTES.md says why one boundary fits one call)
 #   conformance     (not in the default list) host JIT vs CUDA, byte for byte, and bounds-error parity
 #   serve           (not in the default list) serve_load on the pack, resident: 1, 4, 16, 64 streams (SERVE_ARGS, default
 #                   "--max-tokens 8 --max-seconds 200"; ≈ 1 min of levels and ≈ 4 of memory requests on the H200), then 1000 requests at 64 streams with the
@@ -27,7 +31,7 @@ out=/tmp/prefill_run
 rm -rf "$out" && mkdir -p "$out" "$dest"
 bin=$(mktemp -d)
 gunzip -c .carry/baro_gpu.gz > "$bin/baro_gpu" && chmod +x "$bin/baro_gpu" || { echo "prefill_run.sh: .carry/baro_gpu.gz missing: run bench/gpu/build.sh first" >&2; exit 2; }
-for n in identity_gate prefill_speed decode_bw serve_load conformance baro-synth-pack; do ln -sf baro_gpu "$bin/$n"; done
+for n in identity_gate prefill_speed long_context decode_bw serve_load conformance baro-synth-pack; do ln -sf baro_gpu "$bin/$n"; done
 export BARO_COMMIT=${BARO_COMMIT:-$(cat .carry/COMMIT 2>/dev/null || echo unknown)}
 export BARO_CACHE_DIR=${BARO_CACHE_DIR:-/tmp/baro_cache}
 steps=${STEPS:-"fp32_rate gate_tiny gate_tiny_neg gate_pack gate_pack_staged decode decode_staged prefill prefill_staged"}
@@ -35,6 +39,7 @@ limit=${STEP_LIMIT:-300}
 staged_budget=${STAGED_BUDGET:-24G}
 gate_args=${GATE_ARGS:-"--max-len 1024 --greedy 16"}
 prefill_args=${PREFILL_ARGS:-"--lengths 1024,8192,32768"}
+long_args=${LONG_ARGS:-"--lengths 100000 --depths 50 --precision q8 --boundaries 1"}
 serve_args=${SERVE_ARGS:-"--max-tokens 8 --max-seconds 200"}
 serve_memory_args=${SERVE_MEMORY_ARGS:-"--memory-requests 1000 --memory-max-tokens 4"}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv > "$out/nvidia_smi.txt" 2>&1
@@ -65,6 +70,7 @@ for s in $steps; do
     decode_staged) need_pack; cmd=("$bin/decode_bw" --target cuda --model "$pack" --tokens 32 --vram-budget "$staged_budget") ;;
     prefill) need_pack; cmd=("$bin/prefill_speed" --target cuda --model "$pack" $prefill_args "${flop_rate[@]}") ;;
     prefill_staged) need_pack; cmd=("$bin/prefill_speed" --target cuda --model "$pack" $prefill_args --vram-budget "$staged_budget" "${flop_rate[@]}") ;;
+    long_context) need_pack; cmd=("$bin/long_context" --target cuda --model "$pack" $long_args) ;;
     serve) need_pack; cmd=("$bin/serve_load" --target cuda --model "$pack" --levels 1,4,16,64 $serve_args $serve_memory_args) ;;
     *) echo "prefill_run.sh: unknown step $s" >&2; summary="$summary $s unknown;"; continue ;;
   esac

@@ -25,7 +25,7 @@ bin=$(mktemp -d)
 # `baro_gpu` (build.sh's default) is every benchmark and the pack writer, by the name it is called under.
 if [ -f "$carry/baro_gpu.gz" ]; then
   gunzip -c "$carry/baro_gpu.gz" > "$bin/baro_gpu" && chmod +x "$bin/baro_gpu" || exit 2
-  for n in identity_gate prefill_speed decode_bw conformance matvec_bw serve_load baro-synth-pack; do ln -sf baro_gpu "$bin/$n"; done
+  for n in identity_gate prefill_speed long_context decode_bw conformance matvec_bw serve_load baro-synth-pack; do ln -sf baro_gpu "$bin/$n"; done
 fi
 for b in $benches; do
   [ -x "$bin/$b" ] && continue

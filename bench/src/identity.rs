@@ -139,7 +139,8 @@ impl GateReport {
     }
 }
 
-fn digest(logits: &[f32]) -> [u8; 32] {
+/// SHA-256 of `logits`' little-endian bytes.
+pub fn digest(logits: &[f32]) -> [u8; 32] {
     let mut h = Sha256::new();
     for x in logits {
         h.update(x.to_le_bytes());
@@ -149,7 +150,7 @@ fn digest(logits: &[f32]) -> [u8; 32] {
 
 /// Greedy decode of `n` tokens from the engine's current state, given the logits after the
 /// prompt: (tokens, digest of the logits each pick was made from).
-fn greedy(engine: &mut Engine, mut logits: Vec<f32>, n: usize) -> Result<(Vec<u32>, Vec<[u8; 32]>), EngineError> {
+pub fn greedy(engine: &mut Engine, mut logits: Vec<f32>, n: usize) -> Result<(Vec<u32>, Vec<[u8; 32]>), EngineError> {
     let (mut tokens, mut digests) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for i in 0..n {
         digests.push(digest(&logits));

@@ -6,11 +6,13 @@
 //! and the states they advance by `&mut`: the decode step (`decode`), prompt processing,
 //! batched through the rows siblings or replayed (`prefill`), and one decode step over several
 //! sequences through the same rows siblings (`batch_step`); all three run the forward pass
-//! written once (`forward`) over the buffers of one plan (`scratch`). `Engine` (`single`) is
+//! written once (`forward`) over the buffers of one plan (`scratch`); `context_memory` is the
+//! arithmetic of what a context length costs on the device. `Engine` (`single`) is
 //! a model with one state, for one-sequence callers; `options` and `error` are plain data.
 //! Holds wiring only: kernel bodies live in `kernels`, driver calls in `baro_dsl::runtime`.
 
 pub mod batch_step;
+pub mod context_memory;
 pub mod decode;
 pub mod error;
 pub mod forward;
@@ -25,6 +27,7 @@ pub mod state;
 pub mod weights;
 
 pub use batch_step::Stepped;
+pub use context_memory::ContextMemory;
 pub use error::EngineError;
 pub use forward::weight_arg;
 pub use model::Model;
@@ -32,5 +35,5 @@ pub use options::{EngineOptions, Precision};
 pub use prefill::{Logits, PrefillMode, Prefilled};
 pub use scratch::Scratch;
 pub use single::Engine;
-pub use state::{LayerState, State};
+pub use state::{LayerState, State, StatePart};
 pub use weights::{ExpertMatrices, Matrix, MatrixShape, ModelSource, WeightError, Weights};

@@ -24,7 +24,7 @@ use crate::engine::options::{EngineOptions, Precision};
 use crate::engine::registry::Kernels;
 use crate::engine::scratch::Scratch;
 use crate::engine::staging::{self, CacheStats, DecodeSlots, LayerStaging, MemoryMode, MemoryPlan};
-use crate::engine::state::State;
+use crate::engine::state::{State, StatePart};
 use crate::engine::weights::{ModelSource, Weights};
 use crate::model::ModelConfig;
 use crate::tokenizer::TokenId;
@@ -165,6 +165,14 @@ impl Model {
     pub fn snapshot(&self, state: &State) -> Result<State, EngineError> {
         let _pass = self.lock()?;
         Ok(state.snapshot(&self.device, &self.weights.config)?)
+    }
+
+    /// Reads `state` to the host buffer by buffer (`State::read_parts`: the KV cache's rows
+    /// 0..pos, the GDN conv rings and delta-rule states whole), for a check that two ways of
+    /// feeding the same tokens left the same bytes. Waits for the passes queued before it.
+    pub fn read_state(&self, state: &State, visit: &mut dyn FnMut(StatePart, &[u8])) -> Result<(), EngineError> {
+        let _pass = self.lock()?;
+        Ok(state.read_parts(&self.device, &self.weights.config, visit)?)
     }
 
     /// Puts `state` back to position 0 (a new sequence).

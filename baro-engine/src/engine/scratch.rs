@@ -160,6 +160,48 @@ impl Scratch {
     }
 }
 
+impl Scratch {
+    /// The device bytes `Scratch::new(device, cfg, rows, max_ctx)` allocates, by the same
+    /// sizes (every element is 4 bytes). Pure arithmetic: the context memory plan
+    /// (`context_memory`) counts a decode step's and a chunk's scratch with it, and a test holds
+    /// it to what `new` allocates. Attention's probabilities, (row, head, max_ctx), make it grow
+    /// with the context: at 128k a chunk of 512 rows holds 4 GiB of them.
+    pub fn bytes(cfg: &ModelConfig, rows: usize, max_ctx: usize) -> u64 {
+        let rows = rows.max(1);
+        let (h, k, fi, fs) = (cfg.hidden_dim, cfg.n_experts_used, cfg.expert_ffn_dim, cfg.shared_ffn_dim);
+        let slots = expert_slots(cfg, rows);
+        let (nv, vd, kv_dim) = (cfg.gdn_n_value_heads, cfg.gdn_value_dim, cfg.n_kv_heads * cfg.head_dim);
+        let (heads, hd) = (cfg.n_heads, cfg.head_dim);
+        let chunks = crate::kernels::pick::pick_chunks(cfg.vocab_size);
+        let widest = [h, fi, fs, nv * vd, heads * hd].into_iter().max().unwrap_or(0).div_ceil(32);
+        // Per row: tokens, zero_ids, x, h, xn, mix, the GDN buffers, attention's, the router's,
+        // the pair buffers sized per row, the shared expert's.
+        let per_row = 2
+            + 4 * h
+            + 2 * cfg.gdn_conv_dim()
+            + 3 * nv * vd
+            + 2 * nv
+            + 2 * heads * hd
+            + heads * hd
+            + 3 * kv_dim
+            + heads * max_ctx
+            + heads * hd
+            + 2 * cfg.n_experts
+            + 3 * k
+            + k * h
+            + 3 * fs
+            + h
+            + 1;
+        // Per expert-sorted slot: pair_of, sorted_ids, xs, gate_up, act, down_sorted.
+        let per_slot = 2 + h + 2 * fi + fi + h;
+        // Q8 blocks: 8 words of i8, a scale and a sum per block.
+        let q8 = 10 * (rows * widest + slots.max(rows) * widest);
+        let fixed =
+            cfg.n_experts.max(1) + 1 + h + HEAD_TILE * h + rows.min(HEAD_TILE) * cfg.vocab_size + 4 * chunks + 4;
+        4 * (rows * per_row + slots * per_slot + q8 + fixed) as u64
+    }
+}
+
 /// A rows pass's routed experts in the q8 mode keep one slot per pair (no tiles) where tiles of
 /// `EXPERT_TILE` would hold more than this many slots per pair (`forward::moe`).
 pub(crate) const MAX_TILE_PADDING: usize = 3;

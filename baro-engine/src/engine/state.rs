@@ -24,6 +24,14 @@ pub enum LayerState {
     },
 }
 
+/// One buffer of a sequence's state, as `State::read_parts` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatePart {
+    pub layer: usize,
+    /// "k cache", "v cache", "conv ring" or "delta-rule state".
+    pub what: &'static str,
+}
+
 /// The launch graphs of a sequence's resident decode steps: one per kind of step, so
 /// alternating `step` and `step_greedy` updates each graph rather than rebuilding one.
 #[derive(Default)]
@@ -131,6 +139,38 @@ impl State {
         }
         copy.pos = self.pos;
         Ok(copy)
+    }
+
+    /// Reads the sequence's state to the host, one buffer at a time, and hands each one's
+    /// bytes to `visit` with what it is: per layer, the KV cache's valid rows (positions
+    /// 0..pos: the rows past them are never read and hold whatever was there) or the conv ring
+    /// and delta-rule state whole. Two states that went through the same tokens, by any path,
+    /// give the same bytes (`Model::read_state`). Synchronous; reads up to one whole KV buffer
+    /// (max_ctx · kv_heads · head_dim f32) at a time.
+    pub fn read_parts(
+        &self,
+        device: &Device,
+        cfg: &ModelConfig,
+        visit: &mut dyn FnMut(StatePart, &[u8]),
+    ) -> Result<(), DeviceError> {
+        let valid = self.pos.min(self.max_ctx) * cfg.n_kv_heads * cfg.head_dim;
+        for (layer, state) in self.layers.iter().enumerate() {
+            let parts: [(&'static str, &Buffer, Option<usize>); 2] = match state {
+                LayerState::Gdn { conv_ring, ssm } => [("conv ring", conv_ring, None), ("delta-rule state", ssm, None)],
+                LayerState::Attention { k_cache, v_cache } => {
+                    [("k cache", k_cache, Some(valid)), ("v cache", v_cache, Some(valid))]
+                }
+            };
+            for (what, buf, prefix) in parts {
+                let values = match prefix {
+                    Some(n) => device.read_prefix::<f32>(buf, n)?,
+                    None => device.read::<f32>(buf)?,
+                };
+                let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                visit(StatePart { layer, what }, &bytes);
+            }
+        }
+        Ok(())
     }
 
     /// The counters of this state's decode graphs (`step`'s and `step_greedy`'s, summed).

@@ -172,12 +172,13 @@ pub fn attention_pv(
 }
 
 /// `attention_pv` over rows, causal: row r over its first n_ctx + r positions. One workgroup
-/// per (head, 16 consecutive rows): thread d walks the positions once for all 16 rows, reading
+/// per (head, 8 consecutive rows): thread d walks the positions once for the 8 rows, reading
 /// v[t, d] once and adding p_j[t] · v[t, d] to row j's partial while t < row j's length (one
 /// reduction over rows with a length per row): each row's sum is decode's sequential sum, the
-/// 16 interleaved. So V is read once per 16 rows. A row of the tile past the last reads the
-/// last row's p and stores nothing.
-#[kernel(grid = [n_heads, (rows + 15) / 16], block = 256, rows_of = attention_pv, rows = rows,
+/// 8 interleaved. So V is read once per 8 rows (16 rows' partials took 255 registers and
+/// spilled on sm_90). A row of the tile past the last reads the last row's p and stores
+/// nothing.
+#[kernel(grid = [n_heads, (rows + 7) / 8], block = 256, rows_of = attention_pv, rows = rows,
          row_stride(probs = n_heads * ctx_stride, gate = n_heads * gate_stride, y = n_heads * head_dim),
          row_step(n_ctx = 1),
          verify(head_dim = [1, 33], n_heads = [2], n_kv_heads = [1, 2], n_ctx = [1, 17, 40], ctx_stride = [72], gate_stride = [70], gate_off = [35], rows = [1, 3, 17]))]
@@ -196,73 +197,19 @@ pub fn attention_pv_rows(
     rows: usize,
 ) {
     let h = group_id(0);
-    let r0 = group_id(1) * 16;
+    let r0 = group_id(1) * 8;
     let last = rows - 1;
     let kv = (h / (n_heads / n_kv_heads)) * head_dim;
     let row = n_kv_heads * head_dim;
     for d in par(0..head_dim) {
-        let [o0, o1, o2, o3, o4, o5, o6, o7, o8, o9, o10, o11, o12, o13, o14, o15] = sum!(j in 0..16, t in 0..n_ctx + (r0 + j).min(last), order = seq,
+        let os = sum!(j in 0..8, t in 0..n_ctx + (r0 + j).min(last), order = seq,
             probs[((r0 + j).min(last) * n_heads + h) * ctx_stride + t] * v_cache[t * row + kv + d]);
-        y[(r0 * n_heads + h) * head_dim + d] = o0 * sigmoid(gate[(r0 * n_heads + h) * gate_stride + gate_off + d]);
-        if r0 + 1 < rows {
-            y[((r0 + 1) * n_heads + h) * head_dim + d] =
-                o1 * sigmoid(gate[((r0 + 1) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 2 < rows {
-            y[((r0 + 2) * n_heads + h) * head_dim + d] =
-                o2 * sigmoid(gate[((r0 + 2) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 3 < rows {
-            y[((r0 + 3) * n_heads + h) * head_dim + d] =
-                o3 * sigmoid(gate[((r0 + 3) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 4 < rows {
-            y[((r0 + 4) * n_heads + h) * head_dim + d] =
-                o4 * sigmoid(gate[((r0 + 4) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 5 < rows {
-            y[((r0 + 5) * n_heads + h) * head_dim + d] =
-                o5 * sigmoid(gate[((r0 + 5) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 6 < rows {
-            y[((r0 + 6) * n_heads + h) * head_dim + d] =
-                o6 * sigmoid(gate[((r0 + 6) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 7 < rows {
-            y[((r0 + 7) * n_heads + h) * head_dim + d] =
-                o7 * sigmoid(gate[((r0 + 7) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 8 < rows {
-            y[((r0 + 8) * n_heads + h) * head_dim + d] =
-                o8 * sigmoid(gate[((r0 + 8) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 9 < rows {
-            y[((r0 + 9) * n_heads + h) * head_dim + d] =
-                o9 * sigmoid(gate[((r0 + 9) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 10 < rows {
-            y[((r0 + 10) * n_heads + h) * head_dim + d] =
-                o10 * sigmoid(gate[((r0 + 10) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 11 < rows {
-            y[((r0 + 11) * n_heads + h) * head_dim + d] =
-                o11 * sigmoid(gate[((r0 + 11) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 12 < rows {
-            y[((r0 + 12) * n_heads + h) * head_dim + d] =
-                o12 * sigmoid(gate[((r0 + 12) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 13 < rows {
-            y[((r0 + 13) * n_heads + h) * head_dim + d] =
-                o13 * sigmoid(gate[((r0 + 13) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 14 < rows {
-            y[((r0 + 14) * n_heads + h) * head_dim + d] =
-                o14 * sigmoid(gate[((r0 + 14) * n_heads + h) * gate_stride + gate_off + d]);
-        }
-        if r0 + 15 < rows {
-            y[((r0 + 15) * n_heads + h) * head_dim + d] =
-                o15 * sigmoid(gate[((r0 + 15) * n_heads + h) * gate_stride + gate_off + d]);
+        y[(r0 * n_heads + h) * head_dim + d] = os[0] * sigmoid(gate[(r0 * n_heads + h) * gate_stride + gate_off + d]);
+        for j in 1..8 {
+            if r0 + j < rows {
+                y[((r0 + j) * n_heads + h) * head_dim + d] =
+                    os[j] * sigmoid(gate[((r0 + j) * n_heads + h) * gate_stride + gate_off + d]);
+            }
         }
     }
 }

@@ -250,30 +250,14 @@ pub fn matvec_q4_k_q8_mma(
     for t in par_team(0..(n - ob).min(16), 32) {
         let o = ob + t;
         let sb = (e * n + o) * (k / 256);
-        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
+        let ys = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
             (f16_bits(w[(sb + u / 8) * 36] & 65535) * ds[r * nb + u]) * ((k4_sc(w, (sb + u / 8) * 36, u % 8) * sc[u * 129 + t * 8 + r]) as f32)
             - (f16_bits(w[(sb + u / 8) * 36] >> 16) * ds[r * nb + u]) * ((k4_min(w, (sb + u / 8) * 36, u % 8) * ss[r * nb + u]) as f32));
-        y[r0 * n + o] = y0;
-        if r0 + 1 < rows {
-            y[(r0 + 1) * n + o] = y1;
-        }
-        if r0 + 2 < rows {
-            y[(r0 + 2) * n + o] = y2;
-        }
-        if r0 + 3 < rows {
-            y[(r0 + 3) * n + o] = y3;
-        }
-        if r0 + 4 < rows {
-            y[(r0 + 4) * n + o] = y4;
-        }
-        if r0 + 5 < rows {
-            y[(r0 + 5) * n + o] = y5;
-        }
-        if r0 + 6 < rows {
-            y[(r0 + 6) * n + o] = y6;
-        }
-        if r0 + 7 < rows {
-            y[(r0 + 7) * n + o] = y7;
+        y[r0 * n + o] = ys[0];
+        for r in 1..8 {
+            if r0 + r < rows {
+                y[(r0 + r) * n + o] = ys[r];
+            }
         }
     }
 }
@@ -345,30 +329,14 @@ pub fn matvec_q5_k_q8_mma(
     for t in par_team(0..(n - ob).min(16), 32) {
         let o = ob + t;
         let sb = (e * n + o) * (k / 256);
-        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
+        let ys = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
             (f16_bits(w[(sb + u / 8) * 44] & 65535) * ds[r * nb + u]) * ((k4_sc(w, (sb + u / 8) * 44, u % 8) * sc[u * 129 + t * 8 + r]) as f32)
             - (f16_bits(w[(sb + u / 8) * 44] >> 16) * ds[r * nb + u]) * ((k4_min(w, (sb + u / 8) * 44, u % 8) * ss[r * nb + u]) as f32));
-        y[r0 * n + o] = y0;
-        if r0 + 1 < rows {
-            y[(r0 + 1) * n + o] = y1;
-        }
-        if r0 + 2 < rows {
-            y[(r0 + 2) * n + o] = y2;
-        }
-        if r0 + 3 < rows {
-            y[(r0 + 3) * n + o] = y3;
-        }
-        if r0 + 4 < rows {
-            y[(r0 + 4) * n + o] = y4;
-        }
-        if r0 + 5 < rows {
-            y[(r0 + 5) * n + o] = y5;
-        }
-        if r0 + 6 < rows {
-            y[(r0 + 6) * n + o] = y6;
-        }
-        if r0 + 7 < rows {
-            y[(r0 + 7) * n + o] = y7;
+        y[r0 * n + o] = ys[0];
+        for r in 1..8 {
+            if r0 + r < rows {
+                y[(r0 + r) * n + o] = ys[r];
+            }
         }
     }
 }
@@ -477,31 +445,15 @@ pub fn matvec_q6_k_q8_mma(
     for t in par_team(0..(n - ob).min(8), 32) {
         let o = ob + t;
         let sb = (e * n + o) * (k / 256);
-        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
+        let ys = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
             (f16_at_words(w, (sb + u / 8) * 210 + 208) * ds[r * nb + u])
                 * ((byte_i8(w, (sb + u / 8) * 210 + 192 + u % 8 * 2) * sc[u * 129 + t * 16 + r]
                     + byte_i8(w, (sb + u / 8) * 210 + 193 + u % 8 * 2) * sc[u * 129 + t * 16 + 8 + r]) as f32));
-        y[r0 * n + o] = y0;
-        if r0 + 1 < rows {
-            y[(r0 + 1) * n + o] = y1;
-        }
-        if r0 + 2 < rows {
-            y[(r0 + 2) * n + o] = y2;
-        }
-        if r0 + 3 < rows {
-            y[(r0 + 3) * n + o] = y3;
-        }
-        if r0 + 4 < rows {
-            y[(r0 + 4) * n + o] = y4;
-        }
-        if r0 + 5 < rows {
-            y[(r0 + 5) * n + o] = y5;
-        }
-        if r0 + 6 < rows {
-            y[(r0 + 6) * n + o] = y6;
-        }
-        if r0 + 7 < rows {
-            y[(r0 + 7) * n + o] = y7;
+        y[r0 * n + o] = ys[0];
+        for r in 1..8 {
+            if r0 + r < rows {
+                y[(r0 + r) * n + o] = ys[r];
+            }
         }
     }
 }
@@ -561,31 +513,15 @@ pub fn matvec_q4_k_q8_rows8(
     for t in par_team(0..if n - ob < 32 { n - ob } else { 32 }, 32) {
         let o = ob + t;
         let sb = (e * n + o) * (k / 256);
-        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
+        let ys = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
             (f16_bits(w[(sb + u / 8) * 36] & 65535) * ds[r * nb + u])
                 * ((k4_sc(w, (sb + u / 8) * 36, u % 8) * sum!(i in 0..8, order = any, dot4_i8((w[(sb + u / 8) * 36 + 4 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F, xs[(r * nb + u) * 8 + (r * nb + u) / 4 * 4 + i], 0))) as f32)
             - (f16_bits(w[(sb + u / 8) * 36] >> 16) * ds[r * nb + u]) * ((k4_min(w, (sb + u / 8) * 36, u % 8) * ss[r * nb + u]) as f32));
-        y[r0 * n + o] = y0;
-        if r0 + 1 < rows {
-            y[(r0 + 1) * n + o] = y1;
-        }
-        if r0 + 2 < rows {
-            y[(r0 + 2) * n + o] = y2;
-        }
-        if r0 + 3 < rows {
-            y[(r0 + 3) * n + o] = y3;
-        }
-        if r0 + 4 < rows {
-            y[(r0 + 4) * n + o] = y4;
-        }
-        if r0 + 5 < rows {
-            y[(r0 + 5) * n + o] = y5;
-        }
-        if r0 + 6 < rows {
-            y[(r0 + 6) * n + o] = y6;
-        }
-        if r0 + 7 < rows {
-            y[(r0 + 7) * n + o] = y7;
+        y[r0 * n + o] = ys[0];
+        for r in 1..8 {
+            if r0 + r < rows {
+                y[(r0 + r) * n + o] = ys[r];
+            }
         }
     }
 }
@@ -634,32 +570,16 @@ pub fn matvec_q5_k_q8_rows8(
     for t in par_team(0..if n - ob < 32 { n - ob } else { 32 }, 32) {
         let o = ob + t;
         let sb = (e * n + o) * (k / 256);
-        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
+        let ys = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
             (f16_bits(w[(sb + u / 8) * 44] & 65535) * ds[r * nb + u])
                 * ((k4_sc(w, (sb + u / 8) * 44, u % 8) * sum!(i in 0..8, order = any, dot4_i8(((w[(sb + u / 8) * 44 + 12 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F)
                         | (((w[(sb + u / 8) * 44 + 4 + i] >> ((u % 8) as u32)) & 0x01010101) << 4), xs[(r * nb + u) * 8 + (r * nb + u) / 4 * 4 + i], 0))) as f32)
             - (f16_bits(w[(sb + u / 8) * 44] >> 16) * ds[r * nb + u]) * ((k4_min(w, (sb + u / 8) * 44, u % 8) * ss[r * nb + u]) as f32));
-        y[r0 * n + o] = y0;
-        if r0 + 1 < rows {
-            y[(r0 + 1) * n + o] = y1;
-        }
-        if r0 + 2 < rows {
-            y[(r0 + 2) * n + o] = y2;
-        }
-        if r0 + 3 < rows {
-            y[(r0 + 3) * n + o] = y3;
-        }
-        if r0 + 4 < rows {
-            y[(r0 + 4) * n + o] = y4;
-        }
-        if r0 + 5 < rows {
-            y[(r0 + 5) * n + o] = y5;
-        }
-        if r0 + 6 < rows {
-            y[(r0 + 6) * n + o] = y6;
-        }
-        if r0 + 7 < rows {
-            y[(r0 + 7) * n + o] = y7;
+        y[r0 * n + o] = ys[0];
+        for r in 1..8 {
+            if r0 + r < rows {
+                y[(r0 + r) * n + o] = ys[r];
+            }
         }
     }
 }
@@ -705,33 +625,17 @@ pub fn matvec_q6_k_q8_rows8(
     for t in par_team(0..if n - ob < 32 { n - ob } else { 32 }, 32) {
         let o = ob + t;
         let sb = (e * n + o) * (k / 256);
-        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
+        let ys = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
             (f16_at_words(w, (sb + u / 8) * 210 + 208) * ds[r * nb + u])
                 * ((byte_i8(w, (sb + u / 8) * 210 + 192 + u % 8 * 2) * sum!(i in 0..4, order = any, dot4_i8((((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i] } else { (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i] >> 16) | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 1] << 16) }) >> ((u % 4 / 2 * 4) as u32)) & 0x0F0F0F0F)
                         | ((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] } else { (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] >> 16) | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 1] << 16) }) >> ((u % 4 * 2) as u32)) & 0x03030303) << 4)) + 0x60606060) ^ 0x80808080, xs[(r * nb + u) * 8 + (r * nb + u) / 4 * 4 + i], 0))
                     + byte_i8(w, (sb + u / 8) * 210 + 193 + u % 8 * 2) * sum!(i in 0..4, order = any, dot4_i8((((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] } else { (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] >> 16) | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4 + 1] << 16) }) >> ((u % 4 / 2 * 4) as u32)) & 0x0F0F0F0F)
                         | ((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] } else { (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] >> 16) | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4 + 1] << 16) }) >> ((u % 4 * 2) as u32)) & 0x03030303) << 4)) + 0x60606060) ^ 0x80808080, xs[(r * nb + u) * 8 + (r * nb + u) / 4 * 4 + i + 4], 0))) as f32));
-        y[r0 * n + o] = y0;
-        if r0 + 1 < rows {
-            y[(r0 + 1) * n + o] = y1;
-        }
-        if r0 + 2 < rows {
-            y[(r0 + 2) * n + o] = y2;
-        }
-        if r0 + 3 < rows {
-            y[(r0 + 3) * n + o] = y3;
-        }
-        if r0 + 4 < rows {
-            y[(r0 + 4) * n + o] = y4;
-        }
-        if r0 + 5 < rows {
-            y[(r0 + 5) * n + o] = y5;
-        }
-        if r0 + 6 < rows {
-            y[(r0 + 6) * n + o] = y6;
-        }
-        if r0 + 7 < rows {
-            y[(r0 + 7) * n + o] = y7;
+        y[r0 * n + o] = ys[0];
+        for r in 1..8 {
+            if r0 + r < rows {
+                y[(r0 + r) * n + o] = ys[r];
+            }
         }
     }
 }

@@ -98,7 +98,7 @@ pub fn matvec_reference(x: &[f32], w: &[f32], ids: &[u32], k: usize, n: usize, x
 
 /// `matvec_f32` over 8 rows of one matrix at once (`ids[0]` for every row: a plain
 /// projection, not the experts, whose rows change matrix from pair to pair): each team's
-/// output is one reduction over rows (`let [y0, ..] = sum!(r in 0..8, ..)`), so a lane loads
+/// output is one reduction over rows (`let ys = sum!(r in 0..8, ..)`), so a lane loads
 /// each weight once for the 8 rows and keeps 8 partials, each in `matvec_f32`'s own order
 /// (`lanes(32).butterfly()`). A row past the last (a ragged tile) reads the last row's x and
 /// is not stored. Proven the sibling of `matvec_f32` while this crate compiles.
@@ -121,29 +121,13 @@ pub fn matvec_f32_rows8(
     for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
         let o = ob + t;
         let wb = ((ids[0] as usize) * n + o) * k;
-        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, i in 0..k, order = lanes(32).butterfly(),
-                                                    x[(r0 + r).min(last) * k + i] * w[wb + i]);
-        y[r0 * n + o] = y0;
-        if r0 + 1 < rows {
-            y[(r0 + 1) * n + o] = y1;
-        }
-        if r0 + 2 < rows {
-            y[(r0 + 2) * n + o] = y2;
-        }
-        if r0 + 3 < rows {
-            y[(r0 + 3) * n + o] = y3;
-        }
-        if r0 + 4 < rows {
-            y[(r0 + 4) * n + o] = y4;
-        }
-        if r0 + 5 < rows {
-            y[(r0 + 5) * n + o] = y5;
-        }
-        if r0 + 6 < rows {
-            y[(r0 + 6) * n + o] = y6;
-        }
-        if r0 + 7 < rows {
-            y[(r0 + 7) * n + o] = y7;
+        let ys = sum!(r in 0..8, i in 0..k, order = lanes(32).butterfly(),
+                      x[(r0 + r).min(last) * k + i] * w[wb + i]);
+        y[r0 * n + o] = ys[0];
+        for r in 1..8 {
+            if r0 + r < rows {
+                y[(r0 + r) * n + o] = ys[r];
+            }
         }
     }
 }

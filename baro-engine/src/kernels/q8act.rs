@@ -438,30 +438,14 @@ pub fn matvec_q8_0_q8_rows8(
     for t in par_team(0..if n - ob < 32 { n - ob } else { 32 }, 32) {
         let o = ob + t;
         let row = (e * n + o) * nb;
-        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, b in 0..nb, order = lanes(32).butterfly(),
+        let ys = sum!(r in 0..8, b in 0..nb, order = lanes(32).butterfly(),
             (f16_at_words(w, (row + b) * 34) * ds[r * nb + b])
             * (sum!(j in 0..8, order = any, dot4_i8(if (row + b) % 2 == 0 { (w[(row + b) * 34 / 4 + j] >> 16) | (w[(row + b) * 34 / 4 + j + 1] << 16) } else { w[(row + b) * 34 / 4 + j + 1] }, xs[(r * nb + b) * 8 + (r * nb + b) / 4 * 4 + j], 0)) as f32));
-        y[r0 * n + o] = y0;
-        if r0 + 1 < rows {
-            y[(r0 + 1) * n + o] = y1;
-        }
-        if r0 + 2 < rows {
-            y[(r0 + 2) * n + o] = y2;
-        }
-        if r0 + 3 < rows {
-            y[(r0 + 3) * n + o] = y3;
-        }
-        if r0 + 4 < rows {
-            y[(r0 + 4) * n + o] = y4;
-        }
-        if r0 + 5 < rows {
-            y[(r0 + 5) * n + o] = y5;
-        }
-        if r0 + 6 < rows {
-            y[(r0 + 6) * n + o] = y6;
-        }
-        if r0 + 7 < rows {
-            y[(r0 + 7) * n + o] = y7;
+        y[r0 * n + o] = ys[0];
+        for r in 1..8 {
+            if r0 + r < rows {
+                y[(r0 + r) * n + o] = ys[r];
+            }
         }
     }
 }
@@ -542,29 +526,13 @@ pub fn matvec_q8_0_q8_mma(
     for t in par_team(0..(n - ob).min(16), 32) {
         let o = ob + t;
         let row = (e * n + o) * nb;
-        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, b in 0..nb, order = lanes(32).butterfly(),
+        let ys = sum!(r in 0..8, b in 0..nb, order = lanes(32).butterfly(),
             (f16_at_words(w, (row + b) * 34) * ds[r * nb + b]) * (sc[b * 129 + t * 8 + r] as f32));
-        y[r0 * n + o] = y0;
-        if r0 + 1 < rows {
-            y[(r0 + 1) * n + o] = y1;
-        }
-        if r0 + 2 < rows {
-            y[(r0 + 2) * n + o] = y2;
-        }
-        if r0 + 3 < rows {
-            y[(r0 + 3) * n + o] = y3;
-        }
-        if r0 + 4 < rows {
-            y[(r0 + 4) * n + o] = y4;
-        }
-        if r0 + 5 < rows {
-            y[(r0 + 5) * n + o] = y5;
-        }
-        if r0 + 6 < rows {
-            y[(r0 + 6) * n + o] = y6;
-        }
-        if r0 + 7 < rows {
-            y[(r0 + 7) * n + o] = y7;
+        y[r0 * n + o] = ys[0];
+        for r in 1..8 {
+            if r0 + r < rows {
+                y[(r0 + r) * n + o] = ys[r];
+            }
         }
     }
 }

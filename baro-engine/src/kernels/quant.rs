@@ -316,30 +316,14 @@ pub fn matvec_q8_0_rows8(
         let o = ob + t;
         let nb = k / 32;
         let row = (e * n + o) * nb;
-        let [y0, y1, y2, y3, y4, y5, y6, y7] = sum!(r in 0..8, b in 0..nb, order = lanes(32).butterfly(),
+        let ys = sum!(r in 0..8, b in 0..nb, order = lanes(32).butterfly(),
             f16_at_words(w, (row + b) * 34)
             * sum!(j in 0..32, order = seq, (((if (row + b) % 2 == 0 { w[(row + b) * 34 / 4 + (j + 2) / 4] >> (((j + 2) % 4 * 8) as u32) } else { w[(row + b) * 34 / 4 + 1 + j / 4] >> ((j % 4 * 8) as u32) }) as i8) as f32) * x[(r0 + r).min(last) * k + b * 32 + j]));
-        y[r0 * n + o] = y0;
-        if r0 + 1 < rows {
-            y[(r0 + 1) * n + o] = y1;
-        }
-        if r0 + 2 < rows {
-            y[(r0 + 2) * n + o] = y2;
-        }
-        if r0 + 3 < rows {
-            y[(r0 + 3) * n + o] = y3;
-        }
-        if r0 + 4 < rows {
-            y[(r0 + 4) * n + o] = y4;
-        }
-        if r0 + 5 < rows {
-            y[(r0 + 5) * n + o] = y5;
-        }
-        if r0 + 6 < rows {
-            y[(r0 + 6) * n + o] = y6;
-        }
-        if r0 + 7 < rows {
-            y[(r0 + 7) * n + o] = y7;
+        y[r0 * n + o] = ys[0];
+        for r in 1..8 {
+            if r0 + r < rows {
+                y[(r0 + r) * n + o] = ys[r];
+            }
         }
     }
 }

@@ -16,6 +16,7 @@ mod server_common;
 mod cli_errors;
 mod cli_generate;
 mod engine_batch_step;
+mod engine_context_memory;
 mod engine_digest;
 mod engine_errors;
 mod engine_fixtures;

@@ -10,7 +10,7 @@ use super::stmt::strip;
 use super::{Binding, Lower, Typed};
 use crate::diag::{show, R};
 use crate::signature::scalar_type;
-use baro_dsl::ir::{BinOp, Const, Expr, ParamKind, ScalarType, Stmt, UnOp};
+use baro_dsl::ir::{BinOp, Const, Expr, ParamKind, ScalarType, Stmt, UnOp, Var};
 
 impl Lower<'_> {
     /// Lowers `e`; `hint` is the type the context expects, used only to type unsuffixed
@@ -22,6 +22,9 @@ impl Lower<'_> {
             syn::Expr::Group(g) => self.expr(&g.expr, hint),
             syn::Expr::Path(p) => self.path(p),
             syn::Expr::Index(ix) => {
+                if let Some((first, count)) = self.rows_binding(&ix.expr) {
+                    return self.row_result(ix, first, count);
+                }
                 let (buf, elem) = self.buffer(&ix.expr, false)?;
                 let index = self.index(&ix.index, &ix.expr)?;
                 Ok(Typed { e: Expr::load(buf, index), ty: elem })
@@ -163,6 +166,11 @@ impl Lower<'_> {
                 }
             },
             Some(Binding::Local { var, .. }) => Ok(Typed { e: Expr::Var(var), ty: self.k.var(var).ty }),
+            Some(Binding::Unrolled(c)) => Ok(Typed { e: Expr::c(c), ty: c.ty }),
+            Some(Binding::Rows { count, .. }) => Err(self.fail(
+                p,
+                format!("`{name}` holds the {count} results of a reduction over rows, used here as a value: expected one of them, `{name}[j]`"),
+            )),
             Some(Binding::Shared(_)) => {
                 Err(self.fail(p, format!("shared array `{name}` used as a value: expected an element, `{name}[i]`")))
             }
@@ -172,6 +180,49 @@ impl Lower<'_> {
                 format!("cannot find `{name}` in this kernel: expected a parameter or a local defined above"),
             )),
         }
+    }
+
+    /// `Some((first, count))` if `base` names the results of a reduction over rows.
+    fn rows_binding(&self, base: &syn::Expr) -> Option<(Var, u32)> {
+        let syn::Expr::Path(p) = strip(base) else { return None };
+        match self.lookup(&p.path.get_ident()?.to_string())? {
+            Binding::Rows { first, count } => Some((first, count)),
+            _ => None,
+        }
+    }
+
+    /// `ys[j]`: result j of a reduction over rows, j an integer literal or the variable of an
+    /// unrolled loop, below the row count.
+    fn row_result(&mut self, ix: &syn::ExprIndex, first: Var, count: u32) -> R<Typed> {
+        let name = show(&ix.expr);
+        let j = match strip(&ix.index) {
+            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) if matches!(i.suffix(), "" | "usize") => {
+                i.base10_parse::<u64>().ok()
+            }
+            syn::Expr::Path(p) => match p.path.get_ident().and_then(|i| self.lookup(&i.to_string())) {
+                Some(Binding::Unrolled(c)) => Some(c.bits),
+                Some(Binding::Poisoned) => return Err(super::Reported),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(j) = j else {
+            return Err(self.fail(
+                &ix.index,
+                format!(
+                    "`{name}[{}]`: a result of a reduction over rows is picked when the kernel is written; expected an integer literal or the variable of a `for` loop over literal bounds (`for r in 0..{count}`), which is unrolled",
+                    show(&ix.index)
+                ),
+            ));
+        };
+        if j >= u64::from(count) {
+            return Err(self.fail(
+                &ix.index,
+                format!("row {j} out of range: `{name}` holds {count} results, rows 0 to {}", count - 1),
+            ));
+        }
+        let var = Var(first.0 + j as u32);
+        Ok(Typed { e: Expr::Var(var), ty: self.k.var(var).ty })
     }
 
     fn unary(&mut self, u: &syn::ExprUnary, hint: Option<ScalarType>) -> R<Typed> {

@@ -15,7 +15,7 @@ pub use spans::{SpanRange, SpanTable};
 use crate::attr::{self, KernelAttr};
 use crate::diag::{Diag, Reported, R};
 use crate::signature::{self, ParamSyntax};
-use baro_dsl::ir::{Expr, Kernel, ParamId, ParamKind, ScalarType, SharedId, Sibling, Var, VerifyShapes};
+use baro_dsl::ir::{Const, Expr, Kernel, ParamId, ParamKind, ScalarType, SharedId, Sibling, Var, VerifyShapes};
 use proc_macro2::TokenStream;
 use std::collections::HashMap;
 use syn::{Ident, ItemFn};
@@ -55,6 +55,16 @@ enum Binding {
         depth: u32,
     },
     Shared(SharedId),
+    /// The results of a reduction over rows bound to one name, `let ys = sum!(r in 0..R, ..)`:
+    /// R locals numbered from `first`, read one at a time as `ys[j]` with j known when the
+    /// kernel is written (a literal, or the variable of an unrolled loop).
+    Rows {
+        first: Var,
+        count: u32,
+    },
+    /// The variable of a loop unrolled by the front end (`for r in 0..8` whose body reads
+    /// `ys[r]`): in each copy of the body, this constant.
+    Unrolled(Const),
     /// A name whose definition failed: uses of it stay silent instead of cascading.
     Poisoned,
 }

@@ -8,7 +8,9 @@
 //! A reduction over rows, `let [y0, .., yR-1] = sum!(r in 0..R, i in 0..len, order = ORDER,
 //! body);` (R an integer literal, one name per row; `r` readable in the body and in `len`,
 //! so each row may have its own length), is one `Stmt::LetRows`: result j is the reduction
-//! with `r` = j, each in ORDER.
+//! with `r` = j, each in ORDER. `let ys = sum!(r in 0..R, ..);` is the same statement with the
+//! results named `ys0`, .. and read as `ys[j]`, j a literal or the variable of a loop the front
+//! end unrolls (`stmt.rs`).
 //!
 //! The order the user writes becomes the `Schedule` verbatim; nothing here picks one.
 
@@ -72,6 +74,22 @@ fn parse_reduce(input: ParseStream) -> syn::Result<ReduceSyntax> {
     Ok(ReduceSyntax { row, var, range, order_tokens, order, body })
 }
 
+/// The names a reduction over rows binds.
+#[derive(Clone, Copy)]
+pub(super) enum RowNames<'a> {
+    /// `let [y0, y1, ..] = ..`: one name per row.
+    Each(&'a [Ident]),
+    /// `let ys = ..`: one name for all of them, read as `ys[j]`.
+    One(&'a Ident),
+}
+
+/// True if `mac` is a `sum!`/`max!`/`min!` over rows (`r in 0..R, i in 0..len, ..`); false
+/// also when it does not parse (the reduction's own lowering reports that).
+pub(super) fn is_rows_reduce(mac: &syn::Macro) -> bool {
+    let reduction = ["sum", "max", "min"].iter().any(|n| mac.path.is_ident(n));
+    reduction && parse_reduce.parse2(mac.tokens.clone()).is_ok_and(|r| r.row.is_some())
+}
+
 impl Lower<'_> {
     pub(super) fn reduce(&mut self, mac: &syn::Macro, hint: Option<ScalarType>) -> R<Typed> {
         let Some((r, op)) = self.reduce_syntax(mac)? else { return Err(super::Reported) };
@@ -79,7 +97,7 @@ impl Lower<'_> {
             return Err(self.fail(
                 mac,
                 format!(
-                    "a reduction over rows (`{row} in {}`) has one result per row: bind them with `let [y0, y1, ..] = {}!({row} in {}, ..);`",
+                    "a reduction over rows (`{row} in {}`) has one result per row: bind them with `let ys = {}!({row} in {}, ..);` (read as `ys[j]`) or `let [y0, y1, ..] = ..`",
                     show(rows),
                     op.name(),
                     show(rows)
@@ -90,16 +108,21 @@ impl Lower<'_> {
         Ok(Typed { ty: reduce.ty, e: Expr::Reduce(Box::new(reduce)) })
     }
 
-    /// `let [y0, .., yR-1] = sum!(r in 0..R, i in 0..len, order = ORDER, body);`: one
-    /// reduction with R results, result j the reduction with `r` = j (`Stmt::LetRows`).
-    pub(super) fn reduce_rows(&mut self, names: &[Ident], mac: &syn::Macro) -> R<Stmt> {
+    /// `let [y0, .., yR-1] = sum!(r in 0..R, i in 0..len, order = ORDER, body);` or `let ys =
+    /// ..`: one reduction with R results, result j the reduction with `r` = j
+    /// (`Stmt::LetRows`).
+    pub(super) fn reduce_rows(&mut self, names: RowNames, mac: &syn::Macro) -> R<Stmt> {
         let Some((mut r, op)) = self.reduce_syntax(mac)? else { return Err(super::Reported) };
         let usage = format!(
             "expected `let [y0, y1, ..] = {}!(r in 0..R, i in 0..len, order = ORDER, body)` with R names",
             op.name()
         );
         let Some((row, rows)) = r.row.take() else {
-            return Err(self.fail(mac, format!("a reduction with one result bound to {} names: {usage}", names.len())));
+            let n = match names {
+                RowNames::Each(names) => names.len(),
+                RowNames::One(_) => 1,
+            };
+            return Err(self.fail(mac, format!("a reduction with one result bound to {n} names: {usage}")));
         };
         let count = match strip(&rows) {
             syn::Expr::Range(rg) if rg.start.as_deref().is_some_and(|s| matches!(strip(s), syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) if i.base10_digits() == "0")) && matches!(rg.limits, syn::RangeLimits::HalfOpen(_)) => {
@@ -113,22 +136,35 @@ impl Lower<'_> {
         let Some(count) = count.filter(|c| *c > 0) else {
             return Err(self.fail(&rows, format!("rows `{}`: expected `0..R` with R an integer literal (rows are fixed when the kernel is written); {usage}", show(&rows))));
         };
-        if count != names.len() {
-            return Err(
-                self.fail(&rows, format!("{count} rows bound to {} names: expected one name per row", names.len()))
-            );
+        if let RowNames::Each(names) = names {
+            if count != names.len() {
+                return Err(
+                    self.fail(&rows, format!("{count} rows bound to {} names: expected one name per row", names.len()))
+                );
+            }
         }
+        let Ok(count32) = u32::try_from(count) else {
+            return Err(self.fail(&rows, format!("{count} rows: expected at most {}", u32::MAX)));
+        };
         let row_var = self.k.add_var(row.to_string(), ScalarType::INDEX, false);
         let reduce = self.reduce_parsed(r, op, None, Some((&row, row_var)))?;
-        let vars = names
-            .iter()
-            .map(|n| {
-                let var = self.k.add_var(n.to_string(), reduce.ty, false);
-                let depth = self.loop_depth;
-                self.bind(n, Binding::Local { var, depth });
-                var
-            })
-            .collect();
+        let depth = self.loop_depth;
+        let vars: Vec<_> = match names {
+            RowNames::Each(names) => names
+                .iter()
+                .map(|n| {
+                    let var = self.k.add_var(n.to_string(), reduce.ty, false);
+                    self.bind(n, Binding::Local { var, depth });
+                    var
+                })
+                .collect(),
+            RowNames::One(name) => {
+                // Consecutive locals, so the binding is the first and a count.
+                let vars: Vec<_> = (0..count).map(|j| self.k.add_var(format!("{name}{j}"), reduce.ty, false)).collect();
+                self.bind(name, Binding::Rows { first: vars[0], count: count32 });
+                vars
+            }
+        };
         Ok(Stmt::LetRows { vars, row: row_var, value: Expr::Reduce(Box::new(reduce)) })
     }
 

@@ -1,13 +1,20 @@
 //! Statements: `let`, assignments and stores, `for` (sequential, stepped, `par`), `if`,
 //! `barrier()` and shared arrays; plus the check for undeclared float accumulation.
 //!
+//! One loop is not a loop in the IR: `for r in a..b` over integer literals whose body reads
+//! the results of a reduction over rows by its variable (`ys[r]`) is unrolled here, one copy
+//! of the body per value with `r` a `usize` constant, its statements joining the enclosing
+//! block as a bare block's do. The copies are straight-line code, as if written out, so the
+//! accumulation check sees no loop around them.
+//!
 //! Every IR statement pushed here is recorded in the span table under its statement path.
 
+use super::reduce::{is_rows_reduce, RowNames};
 use super::spans::SpanRange;
 use super::{Binding, Lower, Typed};
 use crate::diag::{show, R};
 use crate::signature::scalar_type;
-use baro_dsl::ir::{Access, BinOp, Buf, Expr, MmaI8, ParamKind, ScalarType, Stmt, Tile, Var};
+use baro_dsl::ir::{Access, BinOp, Buf, Const, Expr, MmaI8, ParamKind, ScalarType, Stmt, Tile, Var};
 
 impl Lower<'_> {
     /// Lowers a block in its own scope; `prefix` is the path of the enclosing statement.
@@ -41,6 +48,23 @@ impl Lower<'_> {
                 });
                 return;
             }
+            syn::Stmt::Expr(syn::Expr::ForLoop(f), _) if self.unrolls(f).is_some() => {
+                // Copies of the body join this block, one per value of the loop variable.
+                let Some((var, start, end)) = self.unrolls(f) else { return };
+                for j in start..end {
+                    let before = self.diag.count();
+                    self.with_scope(|lw| {
+                        lw.bind(var, Binding::Unrolled(Const::new(ScalarType::INDEX, j)));
+                        for inner in &f.body.stmts {
+                            lw.stmt(inner, prefix, offset, out);
+                        }
+                    });
+                    if self.diag.count() > before {
+                        break; // one copy's errors, not one per row
+                    }
+                }
+                return;
+            }
             syn::Stmt::Expr(e, _) => self.expr_stmt(e, &path),
             syn::Stmt::Macro(m) if m.mac.path.is_ident("check") => self.check(&m.mac).map(Some),
             syn::Stmt::Macro(m) => Err(self.fail(
@@ -63,6 +87,13 @@ impl Lower<'_> {
         };
         if let (syn::Pat::Slice(slice), None) = (pat, annotated) {
             return self.let_rows(local, slice).map(Some);
+        }
+        if let (syn::Pat::Ident(pi), None, Some(init)) = (pat, annotated, &local.init) {
+            if let (syn::Expr::Macro(m), None) = (strip(&init.expr), &init.diverge) {
+                if is_rows_reduce(&m.mac) {
+                    return self.let_rows_named(pi, &m.mac).map(Some);
+                }
+            }
         }
         let (name, mutable) = match pat {
             syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => (pi.ident.clone(), pi.mutability.is_some()),
@@ -163,13 +194,30 @@ impl Lower<'_> {
                 ));
             }
         };
-        match self.reduce_rows(&names, mac) {
+        match self.reduce_rows(RowNames::Each(&names), mac) {
             Ok(s) => Ok(s),
             Err(r) => {
                 poison(self);
                 Err(r)
             }
         }
+    }
+
+    /// `let ys = sum!(r in 0..R, i in 0..len, order = ORDER, body);`: the R results named
+    /// `ys0`, .., read as `ys[j]`.
+    fn let_rows_named(&mut self, pi: &syn::PatIdent, mac: &syn::Macro) -> R<Stmt> {
+        let name = &pi.ident;
+        if pi.by_ref.is_some() || pi.subpat.is_some() || pi.mutability.is_some() {
+            self.bind(name, Binding::Poisoned);
+            return Err(self.fail(
+                pi,
+                format!(
+                    "`{}`: the results of a reduction over rows are immutable; expected `let {name} = ..`",
+                    show(pi)
+                ),
+            ));
+        }
+        self.reduce_rows(RowNames::One(name), mac).inspect_err(|_| self.bind(name, Binding::Poisoned))
     }
 
     /// `Some` if `e` is a `shared::<T, N>()` call: the element type and length.
@@ -264,6 +312,12 @@ impl Lower<'_> {
                     Some(Binding::Shared(_)) => {
                         return Err(self.fail(target, format!("cannot assign to shared array `{name}`: expected a store into an element, `{name}[i] = ...`")));
                     }
+                    Some(Binding::Rows { .. }) => {
+                        return Err(self.fail(target, format!("cannot assign to `{name}`: it holds the results of a reduction over rows, which are immutable")));
+                    }
+                    Some(Binding::Unrolled(_)) => {
+                        return Err(self.fail(target, format!("cannot assign to loop variable `{name}`")));
+                    }
                     None => {
                         return Err(self.fail(
                             target,
@@ -315,6 +369,45 @@ impl Lower<'_> {
                 "unsupported assignment target: expected a mutable local `x = ...` or a buffer element `buf[i] = ...`",
             )),
         }
+    }
+
+    /// `Some((r, a, b))` if `f` is a loop the front end unrolls: `for r in a..b` with a and b
+    /// integer literals (`usize`) whose body reads the results of a reduction over rows by the
+    /// loop variable, `ys[r]`. Other loops stay loops.
+    fn unrolls<'f>(&self, f: &'f syn::ExprForLoop) -> Option<(&'f syn::Ident, u64, u64)> {
+        let syn::Pat::Ident(pi) = &*f.pat else { return None };
+        if f.label.is_some() || pi.by_ref.is_some() || pi.mutability.is_some() || pi.subpat.is_some() {
+            return None;
+        }
+        let syn::Expr::Range(r) = strip(&f.expr) else { return None };
+        let lit = |e: &Option<Box<syn::Expr>>| match e.as_deref().map(strip) {
+            Some(syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. })) if matches!(i.suffix(), "" | "usize") => {
+                i.base10_parse::<u64>().ok()
+            }
+            _ => None,
+        };
+        let (start, end) = (lit(&r.start)?, lit(&r.end)?);
+        if !matches!(r.limits, syn::RangeLimits::HalfOpen(_)) {
+            return None;
+        }
+        let body = f.body.stmts.iter().map(quote::ToTokens::to_token_stream).collect();
+        self.reads_rows_by(body, &pi.ident).then_some((&pi.ident, start, end))
+    }
+
+    /// True if `tokens` hold `ys[var]` with `ys` bound to the results of a reduction over rows.
+    fn reads_rows_by(&self, tokens: proc_macro2::TokenStream, var: &syn::Ident) -> bool {
+        use proc_macro2::{Delimiter, TokenTree};
+        let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+        tokens.iter().enumerate().any(|(i, t)| match t {
+            TokenTree::Group(g) => {
+                let indexed = g.delimiter() == Delimiter::Bracket
+                    && matches!(g.stream().into_iter().collect::<Vec<_>>().as_slice(), [TokenTree::Ident(v)] if v == var)
+                    && matches!(i.checked_sub(1).map(|p| &tokens[p]), Some(TokenTree::Ident(base))
+                        if matches!(self.lookup(&base.to_string()), Some(Binding::Rows { .. })));
+                indexed || self.reads_rows_by(g.stream(), var)
+            }
+            _ => false,
+        })
     }
 
     /// The value an assignment stores: `value`, or `current op value` for `op=`.
@@ -382,6 +475,14 @@ impl Lower<'_> {
                     ),
                 ))
             }
+            Some(Binding::Rows { .. }) => Err(self.fail(
+                base,
+                format!("cannot store into `{name}`: it holds the results of a reduction over rows, which are immutable"),
+            )),
+            Some(Binding::Unrolled(c)) => Err(self.fail(
+                base,
+                format!("cannot index `{name}`: it is a loop variable of type {}, expected a buffer `&[T]` or a shared array", c.ty),
+            )),
             Some(Binding::Poisoned) => Err(super::Reported),
             None => Err(self.fail(
                 base,

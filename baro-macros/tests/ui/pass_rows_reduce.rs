@@ -48,9 +48,34 @@ pub fn qdot_rows2(x: &[f32], w: &[f32], y: &mut [f32], k: usize, n: usize, rows:
     }
 }
 
+// `dot_rows4` with its results bound to one name: `ys[r]` in a loop over literal bounds is
+// result r, the loop unrolled by the macro into the stores `dot_rows4` writes out.
+#[kernel(grid = [n, (rows + 3) / 4], rows_of = dot, rows = rows, row_stride(x = k, y = n))]
+pub fn dot_rows4_indexed(x: &[f32], w: &[f32], y: &mut [f32], k: usize, n: usize, rows: usize) {
+    let o = group_id(0);
+    let r0 = group_id(1) * 4;
+    let ys = sum!(r in 0..4, i in 0..k, order = lanes(32).butterfly(),
+                  fma(x[(r0 + r).min(rows - 1) * k + i], w[o * k + i]));
+    y[r0 * n + o] = ys[0];
+    for r in 1..4 {
+        if r0 + r < rows {
+            y[(r0 + r) * n + o] = ys[r];
+        }
+    }
+}
+
 fn main() {
     // The rows kernels' IR holds one reduction over rows each.
-    for k in [dot_rows4(), qdot_rows2()] {
+    for k in [dot_rows4(), qdot_rows2(), dot_rows4_indexed()] {
         assert!(k.body.iter().any(|s| matches!(s, baro_dsl::ir::Stmt::LetRows { .. })), "{}", k.name);
     }
+    // The indexed form is the same statements on the same variables; only the results'
+    // names differ (`ys0` for `y0`).
+    let (by_hand, indexed) = (dot_rows4(), dot_rows4_indexed());
+    assert_eq!(indexed.body, by_hand.body);
+    let names = |k: &baro_dsl::ir::Kernel| k.vars.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&by_hand), ["o", "r0", "r", "i", "y0", "y1", "y2", "y3"]);
+    assert_eq!(names(&indexed), ["o", "r0", "r", "i", "ys0", "ys1", "ys2", "ys3"]);
+    let types = |k: &baro_dsl::ir::Kernel| k.vars.iter().map(|d| (d.ty, d.mutable)).collect::<Vec<_>>();
+    assert_eq!(types(&indexed), types(&by_hand));
 }

@@ -18,17 +18,13 @@ pub fn causal_rows4(p: &[f32], v: &[f32], y: &mut [f32], len: usize, n: usize, p
     let d = group_id(0);
     let r0 = group_id(1) * 4;
     let last = rows - 1;
-    let [y0, y1, y2, y3] = sum!(r in 0..4, t in 0..len + (r0 + r).min(last), order = seq,
-                                p[(r0 + r).min(last) * ps + t] * v[t * n + d]);
-    y[r0 * n + d] = y0;
-    if r0 + 1 < rows {
-        y[(r0 + 1) * n + d] = y1;
-    }
-    if r0 + 2 < rows {
-        y[(r0 + 2) * n + d] = y2;
-    }
-    if r0 + 3 < rows {
-        y[(r0 + 3) * n + d] = y3;
+    let ys = sum!(r in 0..4, t in 0..len + (r0 + r).min(last), order = seq,
+                  p[(r0 + r).min(last) * ps + t] * v[t * n + d]);
+    y[r0 * n + d] = ys[0];
+    for r in 1..4 {
+        if r0 + r < rows {
+            y[(r0 + r) * n + d] = ys[r];
+        }
     }
 }
 

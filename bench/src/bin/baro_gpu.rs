@@ -1,5 +1,5 @@
 //! `baro_gpu`: every GPU benchmark in one executable, chosen by the name it is called under
-//! (`identity_gate`, `prefill_speed`, `decode_bw`, `conformance`, `matvec_bw`, `serve_load`,
+//! (`identity_gate`, `prefill_speed`, `long_context`, `decode_bw`, `conformance`, `matvec_bw`, `serve_load`,
 //! `q8_bench`, `baro-synth-pack`), like a multi-call binary. Each is linked with LLVM statically (about
 //! 23 MB gzipped), so one executable instead of six lets a single carry to the GPU machine
 //! (64 MiB, the repository included) hold all of them; `bench/gpu/run.sh` makes the links.
@@ -14,6 +14,8 @@ mod conformance;
 mod decode_bw;
 #[path = "identity_gate.rs"]
 mod identity_gate;
+#[path = "long_context.rs"]
+mod long_context;
 #[path = "matvec_bw.rs"]
 mod matvec_bw;
 #[path = "prefill_speed.rs"]
@@ -23,9 +25,10 @@ mod serve_load;
 #[path = "../../../baro-engine/src/cli/synth_pack.rs"]
 mod synth_pack;
 
-const NAMES: [&str; 8] = [
+const NAMES: [&str; 9] = [
     "identity_gate",
     "prefill_speed",
+    "long_context",
     "decode_bw",
     "conformance",
     "matvec_bw",
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
     match name.as_str() {
         "identity_gate" => identity_gate::main(),
         "prefill_speed" => prefill_speed::main(),
+        "long_context" => long_context::main(),
         "decode_bw" => decode_bw::main(),
         "conformance" => conformance::main(),
         "matvec_bw" => matvec_bw::main(),

@@ -4,4 +4,5 @@
 
 mod decode_bw_host;
 mod identity_gate_host;
+mod long_context_host;
 mod matvec_bw_host;
