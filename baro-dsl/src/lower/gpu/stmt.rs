@@ -81,7 +81,11 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
                 }
                 let ty = self.var_ty(*var)?;
                 let e = self.expr(end)?.v.into_int_value();
-                let plan = Plan::new(*var, ty, body, &|b| read_only(self.k, b));
+                // A parallel loop runs an iteration or two per lane: versioning it saves a few
+                // checks and, where its body holds a sequential loop (versioned by its own
+                // plan), doubles every copy of that loop and the registers the kernel is
+                // allocated for them, so such a loop is not versioned.
+                let plan = Plan::new(*var, ty, body, &|b| read_only(self.k, b)).filter(|p| p.innermost());
                 match *team {
                     None => self.strided_loop(ty, e, plan.as_ref(), &mut |g, i| {
                         g.store_var(*var, i.into())?;
