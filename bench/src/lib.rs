@@ -13,3 +13,6 @@ pub mod matvec_cases;
 pub mod matvec_engine;
 pub mod q8;
 pub mod report;
+
+#[cfg(test)]
+mod host_tests;

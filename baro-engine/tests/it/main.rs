@@ -52,6 +52,7 @@ mod server_errors;
 mod server_features;
 mod server_logprob;
 mod staging_budget;
+mod staging_cache;
 mod staging_identity;
 mod staging_layer;
 mod tokenizer_chat;

@@ -3,9 +3,9 @@
 //! positive time on both sides, and a wrong kernel (another type's) fails the check instead of
 //! reporting a number.
 
-use baro_bench::bandwidth::Filler;
-use baro_bench::matvec_cases::model_cases;
-use baro_bench::matvec_engine::{check, run_cases, EngineSetup};
+use crate::bandwidth::Filler;
+use crate::matvec_cases::model_cases;
+use crate::matvec_engine::{check, run_cases, EngineSetup};
 use baro_dsl::runtime::Device;
 use baro_engine::kernels::decode_matvec;
 use baro_engine::model::TensorType;

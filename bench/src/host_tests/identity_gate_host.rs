@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use baro_bench::identity::{self, Case, GateReport, Verdict};
+use crate::identity::{self, Case, GateReport, Verdict};
 use baro_dsl::runtime::{Device, DeviceKind};
 use baro_engine::engine::staging::MemoryMode;
 use baro_engine::engine::{Engine, EngineOptions, ModelSource};

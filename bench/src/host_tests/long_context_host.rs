@@ -8,8 +8,8 @@
 
 use std::path::PathBuf;
 
-use baro_bench::identity::sequence;
-use baro_bench::long_context::{self, needle_prompt, replay_start, Check, Report, Verdict};
+use crate::identity::sequence;
+use crate::long_context::{self, needle_prompt, replay_start, Check, Report, Verdict};
 use baro_dsl::runtime::{Device, DeviceKind};
 use baro_engine::engine::{Engine, EngineOptions, ModelSource};
 use baro_engine::tokenizer::{Specials, Tokenizer};

@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 
-use baro_bench::decode::{run, DecodeOptions};
-use baro_bench::floor::{floor, Rule};
+use crate::decode::{run, DecodeOptions};
+use crate::floor::{floor, Rule};
 use baro_dsl::runtime::DeviceKind;
 use baro_engine::model::names::{self, HfTensor};
 use baro_engine::model::{quantize, GgufFile, GgufWriter, HfCheckpoint, ModelConfig, TensorType};
