@@ -53,6 +53,11 @@ pub struct CompileOptions {
     /// `BARO_LANE_UNROLL=1..=32` (default 8): iterations of a lane region's strided loop
     /// unrolled together on NVPTX (1: not unrolled). Never changes what is computed.
     pub lane_unroll: u32,
+    /// `BARO_SEQ_UNROLL=1..=64` (default 8): outside lane regions, iterations of an innermost
+    /// sequential loop with affine accesses unrolled together on NVPTX, divided by the
+    /// accumulators one iteration advances (a `seq` reduction over R rows: R). Never changes
+    /// what is computed.
+    pub seq_unroll: u32,
     /// `BARO_LOOP_VERSIONING=on|off` (default on): emit the unchecked copy of innermost loops
     /// whose affine accesses are proven in range (`lower::gpu::version`). Never changes what
     /// is computed; off is for measuring it.
@@ -79,6 +84,7 @@ impl Default for CompileOptions {
             amdgpu_code_object: CodeObjectVersion::V5,
             ld_lld: None,
             lane_unroll: 8,
+            seq_unroll: 8,
             loop_versioning: true,
             host_order: HostOrder::Sequential,
         }
@@ -122,6 +128,14 @@ impl CompileOptions {
                 }
             };
         }
+        if let Some(v) = get("BARO_SEQ_UNROLL").filter(|s| !s.is_empty()) {
+            o.seq_unroll = match v.parse::<u32>() {
+                Ok(n @ 1..=64) => n,
+                _ => {
+                    return Err(OptionsError { var: "BARO_SEQ_UNROLL", found: v, expected: "an integer from 1 to 64" })
+                }
+            };
+        }
         o.loop_versioning = match get("BARO_LOOP_VERSIONING").as_deref() {
             None | Some("") | Some("on") | Some("1") => true,
             Some("off") | Some("0") => false,
@@ -153,6 +167,10 @@ impl CompileOptions {
             CodeObjectVersion::V5 => 5u8,
         };
         let mut key = vec![cov, self.lane_unroll as u8, self.loop_versioning as u8];
+        // Appended only when not the default, so the keys of every other kernel stay as they were.
+        if self.seq_unroll != 8 {
+            key.extend([2, self.seq_unroll as u8]);
+        }
         if let HostOrder::Shuffled { seed } = self.host_order {
             key.push(1);
             key.extend(seed.to_le_bytes());
@@ -186,6 +204,11 @@ mod tests {
         assert_eq!(e.to_string(), "environment variable BARO_AMDGPU_COV=6: expected 4 or 5");
         let e = CompileOptions::from_lookup(env(&[("BARO_LANE_UNROLL", "0")])).unwrap_err();
         assert_eq!(e.to_string(), "environment variable BARO_LANE_UNROLL=0: expected an integer from 1 to 32");
+        let e = CompileOptions::from_lookup(env(&[("BARO_SEQ_UNROLL", "65")])).unwrap_err();
+        assert_eq!(e.to_string(), "environment variable BARO_SEQ_UNROLL=65: expected an integer from 1 to 64");
+        let seq = CompileOptions::from_lookup(env(&[("BARO_SEQ_UNROLL", "32")])).unwrap();
+        assert_eq!(seq.seq_unroll, 32);
+        assert_ne!(seq.key_bytes(), CompileOptions::default().key_bytes(), "the unroll is part of the cache key");
         let e = CompileOptions::from_lookup(env(&[("BARO_LOOP_VERSIONING", "maybe")])).unwrap_err();
         assert_eq!(e.to_string(), "environment variable BARO_LOOP_VERSIONING=maybe: expected on or off");
     }

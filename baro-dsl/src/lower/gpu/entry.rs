@@ -147,6 +147,7 @@ pub(super) fn build<'ctx>(
         silent: None,
         region_rows: 1,
         lane_unroll: options.lane_unroll,
+        seq_unroll: options.seq_unroll,
         loop_versioning: options.loop_versioning,
     };
     gpu.declare_vars()?;

@@ -22,8 +22,8 @@ pub(super) enum LoopHint {
     /// Inside a `Lanes` region the count below; elsewhere none (LLVM's own choice).
     Region,
     /// An innermost loop with affine accesses (a sequential reduction over a column, say, whose
-    /// loads would otherwise wait one by one): outside a region, the count below divided by
-    /// the `chains` accumulators one iteration advances (a reduction over R rows in `seq`
+    /// loads would otherwise wait one by one): outside a region, `CompileOptions::seq_unroll`
+    /// (default 8) divided by the `chains` accumulators one iteration advances (a reduction over R rows in `seq`
     /// order advances R, which already gives R independent loads per iteration).
     Innermost { chains: u32 },
     /// The checked copy of a versioned loop, which runs only where an access fails: outside a
@@ -47,11 +47,11 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
             return Ok(());
         }
         // Inside a region every loop gets the count, its chains being the region's rows.
-        let (divisor, cold) = match hint {
-            _ if self.region.is_some() => (self.region_rows, false),
+        let (base, divisor, cold) = match hint {
+            _ if self.region.is_some() => (self.lane_unroll, self.region_rows, false),
             LoopHint::Region => return Ok(()),
-            LoopHint::Innermost { chains } => (chains, false),
-            LoopHint::Cold => (1, true),
+            LoopHint::Innermost { chains } => (self.seq_unroll, chains, false),
+            LoopHint::Cold => (self.lane_unroll, 1, true),
         };
         let name = if cold { "llvm.loop.unroll.disable" } else { "llvm.loop.unroll.count" };
         // SAFETY: every reference comes from this context and stays alive with it; the
@@ -60,7 +60,7 @@ impl<'a, 'ctx> Gpu<'a, 'ctx> {
         unsafe {
             let cx = self.ir.cx.raw();
             let tmp = LLVMTemporaryMDNode(cx, std::ptr::null_mut(), 0);
-            let unroll = if fixed_trips { self.lane_unroll } else { (self.lane_unroll / divisor).max(1) };
+            let unroll = if fixed_trips { self.lane_unroll } else { (base / divisor).max(1) };
             let count = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(cx), unroll as u64, 0));
             let mut opt = [LLVMMDStringInContext2(cx, name.as_ptr().cast(), name.len()), count];
             let opt = LLVMMDNodeInContext2(cx, opt.as_mut_ptr(), if cold { 1 } else { opt.len() });

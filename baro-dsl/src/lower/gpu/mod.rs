@@ -152,6 +152,8 @@ pub(super) struct Gpu<'a, 'ctx> {
     region_rows: u32,
     /// `CompileOptions::lane_unroll` and `loop_versioning`.
     lane_unroll: u32,
+    /// `CompileOptions::seq_unroll`.
+    seq_unroll: u32,
     loop_versioning: bool,
 }
 
