@@ -6,6 +6,7 @@
 #   rows_detail.log  ncu's speed-of-light, warp-state, occupancy, instruction and memory sections
 #                    for a few launches of the kernels matching DETAIL (default the 8-row q8
 #                    matvecs and attention_rows), in the timed part of q8 prefill at DETAIL_LENGTH (default 1k)
+#                    (DETAIL_SECTIONS adds ncu options, e.g. "--section SourceCounters")
 #   attn_8k.log      ncu GPU time of every attention_rows launch of q8 prefill at 8k
 #   decode_q8.log    ncu per-kernel GPU time over 3 decoded q8 tokens
 # Each part runs under PART_LIMIT seconds (default 150); PARTS picks some (default all four).
@@ -28,7 +29,7 @@ pf=("$bin/prefill_speed" --target cuda --model "$pack" --replay-tokens 1 --no-pr
 part() { local name=$1; shift; case " ${PARTS:-prefill_1k rows_detail attn_8k decode_q8} " in *" $name "*) ;; *) return ;; esac; local t=$(date +%s); timeout "$lim" "$@" > "$out/$name.log" 2>&1; echo "$name exit $? ($(( $(date +%s) - t )) s)" | tee -a "$out/summary.txt"; }
 part prefill_1k "${ncu_t[@]}" -c "${NCU_PREFILL_LAUNCHES:-2600}" "${pf[@]}" --lengths 1024
 part rows_detail ncu --clock-control none --cache-control none -k "${DETAIL:-regex:rows8|attention_rows}" --launch-skip "${DETAIL_SKIP:-300}" -c "${DETAIL_COUNT:-10}" \
-  --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis \
+  --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis ${DETAIL_SECTIONS:-} \
   "${pf[@]}" --lengths "${DETAIL_LENGTH:-1024}"
 part attn_8k ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum -k regex:attention_rows "${pf[@]}" --lengths 8192
 part decode_q8 "${ncu_t[@]}" "$bin/decode_bw" --target cuda --model "$pack" --tokens 3 --warmup 0 --precision q8 --copy-mib 64 --copy-iters 2 --pinned-mib 16
