@@ -455,6 +455,20 @@ mod tests {
     }
 
     #[test]
+    fn chains_count_the_accumulators_an_iteration_assigns() {
+        let one = vec![acc(load(v(0))), acc(load(add(v(0), Expr::index(1))))];
+        assert_eq!(Plan::new(Var(0), ScalarType::U64, &one, &|_| false).expect("affine").chains(), 1);
+        // Four rows' partials, two of them under a guard (the second loop of a reduction over
+        // rows with a length per row), as `lanes::expand` writes them.
+        let row =
+            |r: u32| Stmt::Assign { var: Var(10 + r), value: add(v(10 + r), load(add(v(0), Expr::index(r as u64)))) };
+        let guarded =
+            |r: u32| Stmt::If { cond: Expr::bin(BinOp::Lt, v(0), v(20)), then_body: vec![row(r)], else_body: vec![] };
+        let rows = vec![row(0), row(1), guarded(2), guarded(3)];
+        assert_eq!(Plan::new(Var(0), ScalarType::U64, &rows, &|_| false).expect("affine").chains(), 4);
+    }
+
+    #[test]
     fn a_runtime_stride_is_a_coefficient_checked_at_run_time() {
         // v[t · row + kv + d] (row, kv, d defined outside the loop) and (v1 + i)·v2·4.
         let body = vec![
