@@ -247,7 +247,7 @@ fn expression_lets_compile_for_sm90() {
 fn an_explicit_fma_is_fma_rn_and_nothing_else_fuses() {
     let cache = CompileCache::new(None);
     // One copy of each loop body: versioning (checked and unchecked copies) and unrolling off.
-    let o = CompileOptions { loop_versioning: false, lane_unroll: 1, ..Default::default() };
+    let o = CompileOptions { loop_versioning: false, lane_unroll: 1, seq_unroll: 1, ..Default::default() };
     for k in [baro_dsl::testkernels::fma_and_mul_add(), baro_dsl::testkernels::matvec_fma()] {
         let a = compile_gpu(&k, &sm90(), &o, &cache).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(a.asm.matches("fma.rn.f32").count(), 1, "{}: one fma.rn.f32\n{}", k.name, a.asm);
@@ -272,7 +272,7 @@ fn an_explicit_fma_is_fma_rn_and_nothing_else_fuses() {
 /// `fma.rn.f32` with no separate multiply, and the butterfly still combines by `add.rn.f32`.
 #[test]
 fn a_fused_sum_accumulates_by_fma_rn_and_combines_by_add_rn() {
-    let o = CompileOptions { loop_versioning: false, lane_unroll: 1, ..Default::default() };
+    let o = CompileOptions { loop_versioning: false, lane_unroll: 1, seq_unroll: 1, ..Default::default() };
     let k = baro_dsl::testkernels::matvec_fused();
     let a = compile_gpu(&k, &sm90(), &o, &CompileCache::new(None)).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(a.asm.matches("fma.rn.f32").count(), 1, "{}", a.asm);
