@@ -3,7 +3,7 @@
 //! kernel's lowering emits before measuring it on a GPU.
 //!
 //! Run: `cargo run -p baro-engine --example kernel_asm -- DIR KERNEL...` (a kernel name, or
-//! `all`). gfx1100 needs `ld.lld-19`; where it is missing that target is skipped with a note.
+//! `all`). The `BARO_*` lowering options of the environment apply. gfx1100 needs `ld.lld-19`; where it is missing that target is skipped with a note.
 
 use baro_dsl::cache::CompileCache;
 use baro_dsl::compile::{compile_gpu, CompileError};
@@ -22,7 +22,12 @@ fn main() {
         eprintln!("kernel_asm: no engine kernel is named {n}");
         std::process::exit(2);
     }
-    let opts = CompileOptions { dump_dir: Some(dir.into()), cache_dir: None, ..CompileOptions::default() };
+    // The lowering's knobs (`BARO_LANE_UNROLL`, `BARO_SEQ_UNROLL`, ...) as the engine reads them.
+    let env = CompileOptions::from_env().unwrap_or_else(|e| {
+        eprintln!("kernel_asm: {e}");
+        std::process::exit(2);
+    });
+    let opts = CompileOptions { dump_dir: Some(dir.into()), cache_dir: None, ..env };
     let cache = CompileCache::new(None);
     for target in [Target::Nvptx { sm: 90 }, Target::Amdgpu { arch: "gfx1100".into() }] {
         for k in &picked {

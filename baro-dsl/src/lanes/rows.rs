@@ -40,6 +40,20 @@ fn trivial(e: &Expr) -> bool {
     matches!(e, Expr::Const(_) | Expr::Var(_) | Expr::Param(_) | Expr::GroupId(_))
 }
 
+/// Arithmetic on leaves only (no load, reduction, shuffle or call): written out per row
+/// rather than bound to a `let`. The lowering's CSE computes it once all the same, and an
+/// index left whole keeps its form `a + c·i` in the loop variable, which the GPU lowering
+/// needs to take the access out of the loop's bounds checks (a `let` defined in the loop
+/// reads as a value the loop changes).
+fn arithmetic(e: &Expr) -> bool {
+    !e.any(&|x| {
+        matches!(
+            x,
+            Expr::Load { .. } | Expr::Reduce(_) | Expr::ShuffleXor { .. } | Expr::Call { .. } | Expr::Let { .. }
+        )
+    })
+}
+
 impl Cx<'_> {
     /// The element of each of the `n` partials for the current index: the body itself (its
     /// reductions hoisted into `out`) without a row; with one, the body of row j for each j,
@@ -118,7 +132,7 @@ impl Cx<'_> {
     fn per_row(&mut self, v: RowValue, n: usize, out: &mut Vec<Stmt>) -> Result<Vec<Expr>, ExpandError> {
         match v {
             RowValue::PerRow(xs) => Ok(xs),
-            RowValue::Shared(e) if trivial(&e) => Ok(vec![e; n]),
+            RowValue::Shared(e) if trivial(&e) || arithmetic(&e) => Ok(vec![e; n]),
             RowValue::Shared(e) => {
                 let ty = match self.k.type_of(&e) {
                     Ok(t) => t,

@@ -173,6 +173,31 @@ fn expansion_loads_each_weight_once_for_all_rows() {
     }
 }
 
+/// A row-independent part of a per-row index that is plain arithmetic (`i·8 + j` inside the
+/// nested cases' `x[xb_r + i·8 + j]`) stays written in the index, once per row, rather than
+/// bound to a `let`: the GPU lowering can only take an access out of its loop's bounds checks
+/// when the index reads as `a + c·i` in the loop variable, and a `let` defined in the loop
+/// reads as a value the loop changes. Every shared `let` the expansion makes holds a load.
+#[test]
+fn shared_index_arithmetic_stays_in_the_index() {
+    let mut nested_seen = 0;
+    for (op, s, nested) in cases() {
+        let text = lanes::expand(&rows(op, &s, nested, |j| j)).unwrap().to_string();
+        for line in text.lines().filter(|l| l.contains(":shared = ")) {
+            assert!(
+                line.contains("load("),
+                "{} {s} nested={nested}: a shared let of arithmetic only: {line}",
+                op.name()
+            );
+        }
+        if nested {
+            assert!(text.contains("add(mul(v"), "{} {s}: the per-row index keeps i·8 + j\n{text}", op.name());
+            nested_seen += 1;
+        }
+    }
+    assert_eq!(nested_seen, 4);
+}
+
 /// Finds the lane region of a reduction over rows and applies `f` to its body and partials.
 fn alter_region(k: &mut Kernel, f: &dyn Fn(&mut Vec<Stmt>, &[Var])) -> bool {
     fn walk(b: &mut [Stmt], f: &dyn Fn(&mut Vec<Stmt>, &[Var])) -> bool {

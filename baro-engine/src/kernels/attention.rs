@@ -172,16 +172,19 @@ pub fn attention_pv(
 }
 
 /// `attention_pv` over rows, causal: row r over its first n_ctx + r positions. One workgroup
-/// per (head, 8 consecutive rows): thread d walks the positions once for the 8 rows, reading
-/// v[t, d] once and adding p_j[t] · v[t, d] to row j's partial while t < row j's length (one
-/// reduction over rows with a length per row): each row's sum is decode's sequential sum, the
-/// 8 interleaved. So V is read once per 8 rows (16 rows' partials took 255 registers and
-/// spilled on sm_90). A row of the tile past the last reads the last row's p and stores
-/// nothing.
-#[kernel(grid = [n_heads, (rows + 7) / 8], block = 256, rows_of = attention_pv, rows = rows,
+/// per (head, 32 consecutive rows); thread i takes 8 of those rows (i / 64) and the value
+/// dims i % 64 + 64·e for e < 4, and walks the positions once for its 32 (row, dim) pairs,
+/// adding p_j[t] · v[t, d] to pair (j, d)'s partial while t < row j's length (one reduction
+/// over 32 results with a length per row): each pair's sum is decode's sequential sum, the 32
+/// interleaved. Per position a thread loads 8 probabilities (the same for the whole warp)
+/// and 4 values (each load coalesced across the warp) for 32 products, so the loop is not
+/// bound by its loads; 8 rows × 1 dim per thread loaded 9 for 8 and waited on them. Needs
+/// head_dim ≤ 256 (`ATTENTION_ROWS_MAX_HEAD_DIM`). A row past the last reads the last row's p
+/// and stores nothing, as does a dim past head_dim (reading the last dim).
+#[kernel(grid = [n_heads, (rows + 31) / 32], block = 256, rows_of = attention_pv, rows = rows,
          row_stride(probs = n_heads * ctx_stride, gate = n_heads * gate_stride, y = n_heads * head_dim),
          row_step(n_ctx = 1),
-         verify(head_dim = [1, 33], n_heads = [2], n_kv_heads = [1, 2], n_ctx = [1, 17, 40], ctx_stride = [72], gate_stride = [70], gate_off = [35], rows = [1, 3, 17]))]
+         verify(head_dim = [1, 33], n_heads = [2], n_kv_heads = [1, 2], n_ctx = [1, 17, 40], ctx_stride = [72], gate_stride = [70], gate_off = [35], rows = [1, 3, 17, 40]))]
 pub fn attention_pv_rows(
     probs: &[f32],
     v_cache: &[f32],
@@ -197,18 +200,19 @@ pub fn attention_pv_rows(
     rows: usize,
 ) {
     let h = group_id(0);
-    let r0 = group_id(1) * 8;
     let last = rows - 1;
     let kv = (h / (n_heads / n_kv_heads)) * head_dim;
     let row = n_kv_heads * head_dim;
-    for d in par(0..head_dim) {
-        let os = sum!(j in 0..8, t in 0..n_ctx + (r0 + j).min(last), order = seq,
-            probs[((r0 + j).min(last) * n_heads + h) * ctx_stride + t] * v_cache[t * row + kv + d]);
-        y[(r0 * n_heads + h) * head_dim + d] = os[0] * sigmoid(gate[(r0 * n_heads + h) * gate_stride + gate_off + d]);
-        for j in 1..8 {
-            if r0 + j < rows {
-                y[((r0 + j) * n_heads + h) * head_dim + d] =
-                    os[j] * sigmoid(gate[((r0 + j) * n_heads + h) * gate_stride + gate_off + d]);
+    for i in par(0..256) {
+        let r0 = group_id(1) * 32 + i / 64 * 8;
+        let l = i % 64;
+        let os = sum!(u in 0..32, t in 0..n_ctx + (r0 + u / 4).min(last), order = seq,
+            probs[((r0 + u / 4).min(last) * n_heads + h) * ctx_stride + t]
+                * v_cache[t * row + kv + (l + u % 4 * 64).min(head_dim - 1)]);
+        for u in 0..32 {
+            if r0 + u / 4 < rows && l + u % 4 * 64 < head_dim {
+                y[((r0 + u / 4) * n_heads + h) * head_dim + l + u % 4 * 64] =
+                    os[u] * sigmoid(gate[((r0 + u / 4) * n_heads + h) * gate_stride + gate_off + l + u % 4 * 64]);
             }
         }
     }
