@@ -21,6 +21,7 @@ use baro_dsl::runtime::Device;
 
 use crate::engine::error::EngineError;
 use crate::engine::options::{EngineOptions, Precision};
+use crate::engine::prefill::PrefillMode;
 use crate::engine::registry::Kernels;
 use crate::engine::scratch::Scratch;
 use crate::engine::staging::{self, CacheStats, DecodeSlots, LayerStaging, MemoryMode, MemoryPlan};
@@ -114,7 +115,11 @@ impl Model {
         let before = device.allocated_bytes();
         let state = State::new(&device, &cfg, max_ctx)?;
         let mut weights = Weights::load_dense(&device, source, &cfg)?;
-        let fixed = device.allocated_bytes() - before;
+        // The rows scratch of a default prefill chunk is allocated at the first batched pass;
+        // the plan counts it now, so that a budget which holds the weights also holds the chunk
+        // (attention's probabilities in it grow with the context: GiBs at long context).
+        let rows_scratch = Scratch::bytes(&cfg, PrefillMode::DEFAULT_CHUNK, max_ctx);
+        let fixed = device.allocated_bytes() - before + rows_scratch;
         let (memory, slots) =
             staging::place_experts(&device, source, &cfg, &mut weights, budget, fixed, options.expert_slots)?;
         let workspace = Workspace { slots, rows: None, layer_staging: None, prefill_profile: None };

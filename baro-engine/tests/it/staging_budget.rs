@@ -9,7 +9,7 @@ use crate::common;
 use std::process::Command;
 
 use baro_engine::engine::staging::{format_bytes, parse_bytes, plan, MemoryMode, MemoryNeeds};
-use baro_engine::engine::{Engine, EngineError, EngineOptions, ModelSource};
+use baro_engine::engine::{ContextMemory, Engine, EngineError, EngineOptions, ModelSource, PrefillMode};
 use baro_engine::model::HfCheckpoint;
 use common::{dev, fixture};
 
@@ -84,7 +84,7 @@ fn a_budget_below_the_minimum_names_budget_need_and_minimum() {
     assert_eq!((e.budget, e.minimum, e.needed), (minimum - 1, minimum, n.staged(8)));
     assert_eq!(
         e.to_string(),
-        "vram budget: expected at least 138.67 KiB (142000 bytes: non-expert weights and state 48.83 KiB + prefill staging of two whole layers 62.50 KiB + 4 expert slots per layer 27.34 KiB), found 138.67 KiB (141999 bytes); 8 slots per layer would need 166.02 KiB"
+        "vram budget: expected at least 138.67 KiB (142000 bytes: non-expert weights, state and scratch 48.83 KiB + prefill staging of two whole layers 62.50 KiB + 4 expert slots per layer 27.34 KiB), found 138.67 KiB (141999 bytes); 8 slots per layer would need 166.02 KiB"
     );
     let e = plan(Some(1000), n, 8).unwrap_err();
     assert!(e.to_string().starts_with("vram budget: expected at least 138.67 KiB (142000 bytes: "), "{e}");
@@ -97,6 +97,21 @@ fn tiny() -> ModelSource {
 
 fn engine(vram_budget: Option<u64>, expert_slots: usize) -> Result<Engine, EngineError> {
     Engine::new(dev(), &tiny(), EngineOptions { max_ctx: 64, vram_budget, expert_slots, ..EngineOptions::default() })
+}
+
+/// The rows scratch of a default prefill chunk is allocated at the first batched pass, not
+/// with the model; the plan counts it from the start, so what is on the device after it is
+/// allocated is still within the plan.
+#[test]
+fn the_plan_counts_the_prefill_chunk_scratch() {
+    let e = engine(None, 64).unwrap();
+    let chunk = ContextMemory::new(e.model.config(), 64, PrefillMode::DEFAULT_CHUNK).chunk_scratch;
+    assert!(e.model.memory_plan().needs.fixed > chunk);
+    let before = e.model.device().allocated_bytes();
+    e.model.reserve_rows(PrefillMode::DEFAULT_CHUNK).unwrap();
+    let after = e.model.device().allocated_bytes();
+    assert_eq!(after - before, chunk);
+    assert!(after <= e.model.memory_plan().device_bytes(), "{after} on the device, {}", e.model.memory_plan());
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The device-memory plan: what the engine needs (non-expert weights and state, measured; the
+//! The device-memory plan: what the engine needs (non-expert weights, state and scratch, measured; the
 //! routed experts, from the file's shapes) against a budget (`--vram-budget`, by default the
 //! device's free memory), and the mode that fits: resident when everything does, otherwise
 //! staged with as many decode slots per layer as fit (at most the ones asked for), otherwise
@@ -19,7 +19,8 @@ const TIB: u64 = 1 << 40;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryNeeds {
     /// Non-expert weights, the KV cache, the GDN state, the RoPE table and the scratch buffers,
-    /// as allocated.
+    /// as allocated, plus the rows scratch of one default prefill chunk (allocated at the
+    /// first batched pass, counted from the start).
     pub fixed: u64,
     /// Per layer, the bytes of one routed expert (fused gate and up, down).
     pub per_expert: Vec<u64>,
@@ -108,7 +109,7 @@ impl fmt::Display for MemoryPlan {
 /// A budget too small for even the smallest staged layout: the user's to change.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "vram budget: expected at least {} ({minimum} bytes: non-expert weights and state {} + prefill staging of two whole layers {} + {top_k} expert slots per layer {}), found {} ({budget} bytes); {asked} slots per layer would need {}",
+    "vram budget: expected at least {} ({minimum} bytes: non-expert weights, state and scratch {} + prefill staging of two whole layers {} + {top_k} expert slots per layer {}), found {} ({budget} bytes); {asked} slots per layer would need {}",
     format_bytes(*minimum), format_bytes(*fixed), format_bytes(*staging), format_bytes(*slots_bytes), format_bytes(*budget), format_bytes(*needed)
 )]
 pub struct BudgetError {

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine with .carry2/{old,new}.xz: the identity gates of the new build
+# (tiny fixture f32, synthetic pack q8 at its default lengths: GATE=0 skips them), q8 prefill
+# at 8k (LENGTHS) with its per-stage profile on the old build, the new build, and the new
+# build under each of VARIANTS (environment assignments, default "BARO_SEQ_UNROLL=16
+# BARO_SEQ_UNROLL=32"), one after another in one call; then ncu's detail sections for the
+# kernels matching DETAIL (late launches: DETAIL_SKIP, DETAIL_COUNT) of the new build. At most
+# 8 flat files under $OUT (what a call brings back): env.txt, gates.log, old.log, new.log,
+# one per variant (at most two), detail.log.
+set -u
+cd "$(dirname "$0")/../.."
+out=${OUT:-bench/results}
+mkdir -p "$out"
+t0=$(date +%s)
+bin=$(mktemp -d)
+for side in old new; do
+  mkdir -p "$bin/$side" && xz -dc ".carry2/$side.xz" > "$bin/$side/baro_gpu" && chmod +x "$bin/$side/baro_gpu" || exit 2
+  for n in prefill_speed decode_bw identity_gate baro-synth-pack; do ln -sf baro_gpu "$bin/$side/$n"; done
+done
+export BARO_CACHE_DIR=/tmp/baro_cache
+pack=/tmp/baro_pack/qwen35moe_real_community.gguf
+mkdir -p /tmp/baro_pack
+[ -f "$pack" ] || "$bin/new/baro-synth-pack" --out "$pack" --config real --mix community > /dev/null 2>&1
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/env.txt" 2>&1
+cat .carry2/old.commit .carry2/new.commit >> "$out/env.txt" 2>/dev/null
+lengths=${LENGTHS:-8192}
+if [ "${GATE:-1}" != 0 ]; then
+  { timeout 100 "$bin/new/identity_gate" --target cuda; echo "tiny exit $?";
+    timeout 200 "$bin/new/identity_gate" --target cuda --model "$pack" --precision q8; echo "pack q8 exit $?"; } > "$out/gates.log" 2>&1
+  echo "gates done ($(( $(date +%s) - t0 )) s)"; grep -E "PASS|FAIL|digest|exit" "$out/gates.log" | tail -8
+fi
+pf() { local side=$1; shift; timeout 150 "$bin/$side/prefill_speed" --target cuda --model "$pack" --precision q8 --lengths "$lengths" "$@"; }
+pf old > "$out/old.log" 2>&1; echo "old exit $? ($(( $(date +%s) - t0 )) s)"
+pf new > "$out/new.log" 2>&1; echo "new exit $? ($(( $(date +%s) - t0 )) s)"
+n=0
+for v in ${VARIANTS:-BARO_SEQ_UNROLL=16 BARO_SEQ_UNROLL=32}; do
+  n=$((n + 1)); [ $n -le 2 ] || break
+  ( export "$v"; pf new ) > "$out/var_${v//[^A-Za-z0-9]/_}.log" 2>&1
+  echo "new $v exit $? ($(( $(date +%s) - t0 )) s)"
+done
+if [ -n "${DETAIL:-regex:attention_(scores|pv)_rows|gdn_scan_rows}" ] && [ "${DETAIL:-x}" != none ]; then
+  timeout 150 ncu --clock-control none --cache-control none -k "${DETAIL:-regex:attention_(scores|pv)_rows|gdn_scan_rows}" \
+    --launch-skip "${DETAIL_SKIP:-750}" -c "${DETAIL_COUNT:-5}" \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats \
+    --section SchedulerStats --section InstructionStats --section SourceCounters \
+    "$bin/new/prefill_speed" --target cuda --model "$pack" --precision q8 --lengths 8192 --no-profile --replay-tokens 1 > "$out/detail.log" 2>&1
+  echo "ncu detail exit $? ($(( $(date +%s) - t0 )) s)"
+fi
+for f in "$out"/old.log "$out"/new.log "$out"/var_*.log; do echo "== $f"; grep -E "^\| [0-9]|profile at" "$f"; done
+grep -E "^  [a-z_0-9]+ \(|Duration|Registers Per|Achieved Occupancy|Executed Ipc A" "$out/detail.log" 2>/dev/null | head -40
