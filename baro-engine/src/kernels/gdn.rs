@@ -100,13 +100,13 @@ pub const GDN_BA_MAX_K: usize = 2048;
 /// S_ij ← S_ij · decay + k̂_i · δ_j; o_j = seq_i(S_ij · q̂_i).
 ///
 /// The workgroup's 32 columns (`st`, dk × 32 floats) are copied into workgroup memory by all 256
-/// threads (their loads independent, so they are in flight together), and every step that
-/// is independent per element runs on all 256 threads: the products of both sums (into `pr`)
-/// and the state update. Only the two sequential sums run one lane per column, on products
-/// already computed. The state is copied back at the end. Every value is the same operation
-/// on the same operands as when each lane walked its column alone, and the sums keep their
-/// order: only where values are kept and which thread computes them changes
-/// (`dk ≤ GDN_MAX_DK`; a larger dk is a bounds error on the workgroup arrays).
+/// threads (their loads independent, so they are in flight together), and so are k̂ and q̂
+/// (`kq`: k̂ at 0.., q̂ at 128..). The two sequential sums run one lane per column, each term
+/// computed by its lane from workgroup memory ((S_ij · decay) · k̂_i, then S_ij · q̂_i); the
+/// state update runs on all 256 threads. The state is copied back at the end. Every value is
+/// the same operation on the same operands as when each lane walked its column alone, and
+/// the sums keep their order: only where values are kept and which thread computes them
+/// changes (`dk ≤ GDN_MAX_DK`; a larger dk is a bounds error on the workgroup arrays).
 #[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, verify(dk = [1, 31, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4]))]
 pub fn gdn_step(
     qkv: &[f32],
@@ -130,7 +130,7 @@ pub fn gdn_step(
     let vb = 2 * n_k_heads * dk + h * dv;
     let sb = h * dk * dv;
     let st = shared::<f32, 4096>();
-    let pr = shared::<f32, 4096>();
+    let kq = shared::<f32, 256>();
     let dl = shared::<f32, 32>();
     for t in par(0..dk * 32) {
         if c0 + t % 32 < dv {
@@ -141,25 +141,23 @@ pub fn gdn_step(
     let kn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
     let beta = sigmoid(ba[h]);
     let decay = exp(ssm_a[h] * softplus(ba[n_v_heads + h] + dt_bias[h]));
+    for i in par(0..dk) {
+        kq[i] = qkv[kb + i] * kn;
+        kq[128 + i] = (qkv[qb + i] * qn) * q_scale;
+    }
+    for l in par(0..32) {
+        if c0 + l < dv {
+            dl[l] = (qkv[vb + c0 + l] - sum!(i in 0..dk, order = seq, (st[i * 32 + l] * decay) * kq[i])) * beta;
+        }
+    }
     for t in par(0..dk * 32) {
         if c0 + t % 32 < dv {
-            pr[t] = (st[t] * decay) * (qkv[kb + t / 32] * kn);
+            st[t] = st[t] * decay + kq[t / 32] * dl[t % 32];
         }
     }
     for l in par(0..32) {
         if c0 + l < dv {
-            dl[l] = (qkv[vb + c0 + l] - sum!(i in 0..dk, order = seq, pr[i * 32 + l])) * beta;
-        }
-    }
-    for t in par(0..dk * 32) {
-        if c0 + t % 32 < dv {
-            st[t] = st[t] * decay + (qkv[kb + t / 32] * kn) * dl[t % 32];
-            pr[t] = st[t] * ((qkv[qb + t / 32] * qn) * q_scale);
-        }
-    }
-    for l in par(0..32) {
-        if c0 + l < dv {
-            o[h * dv + c0 + l] = sum!(i in 0..dk, order = seq, pr[i * 32 + l]);
+            o[h * dv + c0 + l] = sum!(i in 0..dk, order = seq, st[i * 32 + l] * kq[128 + i]);
         }
     }
     for t in par(0..dk * 32) {
@@ -174,8 +172,11 @@ pub fn gdn_step(
 /// state carried from row to row, every row in the decode step's own order. The same split
 /// as the m=1 kernel: a workgroup walks every row for its head's 32 columns, which stay in
 /// workgroup memory from the first row to the last. What no state reaches (the q and k norms'
-/// reciprocals, beta, the decay) is computed for 8 rows at a time side by side, one team per
-/// row, before those rows' scan, so the sequential part per row is the four state phases.
+/// reciprocals, beta, the decay, then k̂ and q̂) is computed for 8 rows at a time side by side
+/// before those rows' scan, so a row's sequential part reads only workgroup memory (and its
+/// v): its first sum, the state update, and its read-out, which runs in the same phase as the
+/// next row's first sum (one warp each: both only read the updated state). The m=1 kernel's
+/// reductions in its order: the two norms, then per step a read-out and a first sum.
 #[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, rows_of = gdn_step, rows = rows,
          row_stride(qkv = 2 * n_k_heads * dk + n_v_heads * dv, ba = 2 * n_v_heads, o = n_v_heads * dv), carry(state),
          verify(dk = [1, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4], rows = [1, 3, 9]))]
@@ -199,7 +200,8 @@ pub fn gdn_scan_rows(
     let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
     let sb = h * dk * dv;
     let st = shared::<f32, 4096>();
-    let pr = shared::<f32, 4096>();
+    // Per row j of a block of 8: k̂ at j · 256, q̂ at j · 256 + 128.
+    let kq = shared::<f32, 2048>();
     let dl = shared::<f32, 32>();
     // Per block of 8 rows, the scalars no state reaches, computed side by side (one team per
     // row) before the block's scan: qn (0..8), kn (8..16), beta (16..24), decay (24..32).
@@ -211,40 +213,43 @@ pub fn gdn_scan_rows(
         }
     }
     for rb in (0..rows).step_by(8) {
-        for j in par_team(0..if rows - rb < 8 { rows - rb } else { 8 }, 32) {
+        let nb = if rows - rb < 8 { rows - rb } else { 8 };
+        for j in par_team(0..nb, 32) {
             let qb = (rb + j) * stride + kh * dk;
             let kb = (rb + j) * stride + n_k_heads * dk + kh * dk;
             rs[j] = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[qb + i] * qkv[qb + i]) + 1e-6);
             rs[8 + j] = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
         }
-        for j in par(0..if rows - rb < 8 { rows - rb } else { 8 }) {
+        for j in par(0..nb) {
             rs[16 + j] = sigmoid(ba[(rb + j) * 2 * n_v_heads + h]);
             rs[24 + j] = exp(ssm_a[h] * softplus(ba[(rb + j) * 2 * n_v_heads + n_v_heads + h] + dt_bias[h]));
         }
-        for j in 0..if rows - rb < 8 { rows - rb } else { 8 } {
-            let r = rb + j;
-            let qb = r * stride + kh * dk;
-            let kb = r * stride + n_k_heads * dk + kh * dk;
-            let vb = r * stride + 2 * n_k_heads * dk + h * dv;
-            for t in par(0..dk * 32) {
+        for e in par(0..nb * dk) {
+            let j = e / dk;
+            let i = e % dk;
+            kq[j * 256 + i] = qkv[(rb + j) * stride + n_k_heads * dk + kh * dk + i] * rs[8 + j];
+            kq[j * 256 + 128 + i] = (qkv[(rb + j) * stride + kh * dk + i] * rs[j]) * q_scale;
+        }
+        // Step j: warp 0 reads row j − 1 out, warp 1 takes row j's first sum (both only read
+        // the state as row j − 1 left it), then all threads update the state by row j.
+        for j in 0..nb + 1 {
+            for l in par(0..64) {
+                if l < 32 {
+                    if j > 0 && c0 + l < dv {
+                        o[((rb + j - 1) * n_v_heads + h) * dv + c0 + l] =
+                            sum!(i in 0..dk, order = seq, st[i * 32 + l] * kq[(j - 1) * 256 + 128 + i]);
+                    }
+                } else {
+                    if j < nb && c0 + l - 32 < dv {
+                        dl[l - 32] = (qkv[(rb + j) * stride + 2 * n_k_heads * dk + h * dv + c0 + l - 32]
+                            - sum!(i in 0..dk, order = seq, (st[i * 32 + l - 32] * rs[24 + j]) * kq[j * 256 + i]))
+                            * rs[16 + j];
+                    }
+                }
+            }
+            for t in par(0..if j < nb { dk * 32 } else { 0 }) {
                 if c0 + t % 32 < dv {
-                    pr[t] = (st[t] * rs[24 + j]) * (qkv[kb + t / 32] * rs[8 + j]);
-                }
-            }
-            for l in par(0..32) {
-                if c0 + l < dv {
-                    dl[l] = (qkv[vb + c0 + l] - sum!(i in 0..dk, order = seq, pr[i * 32 + l])) * rs[16 + j];
-                }
-            }
-            for t in par(0..dk * 32) {
-                if c0 + t % 32 < dv {
-                    st[t] = st[t] * rs[24 + j] + (qkv[kb + t / 32] * rs[8 + j]) * dl[t % 32];
-                    pr[t] = st[t] * ((qkv[qb + t / 32] * rs[j]) * q_scale);
-                }
-            }
-            for l in par(0..32) {
-                if c0 + l < dv {
-                    o[(r * n_v_heads + h) * dv + c0 + l] = sum!(i in 0..dk, order = seq, pr[i * 32 + l]);
+                    st[t] = st[t] * rs[24 + j] + kq[j * 256 + t / 32] * dl[t % 32];
                 }
             }
         }
