@@ -25,3 +25,22 @@ pub use schedule::{Combine, Schedule, Tree};
 pub mod cache;
 pub mod options;
 pub mod target;
+
+/// Its input where the runtime is built (feature `llvm`), nothing otherwise: `#[kernel]` wraps
+/// each kernel's argument struct (`runtime::KernelArgs`) in it, so a crate that builds and
+/// verifies kernels without the runtime still compiles. Not for direct use.
+#[cfg(feature = "llvm")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_runtime {
+    ($($item:tt)*) => { $($item)* };
+}
+
+/// Its input where the runtime is built (feature `llvm`), nothing otherwise (this build has no
+/// runtime). Not for direct use.
+#[cfg(not(feature = "llvm"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_runtime {
+    ($($item:tt)*) => {};
+}

@@ -1,12 +1,12 @@
 //! What `#[kernel]` expands to: the IR builder function (or, on error, a stub with the same
 //! signature next to the errors), a check that the parameter types name real types, the
-//! sibling-check plumbing, and the expansion of a rows sibling derived with `rows(..)`.
+//! typed argument struct (`args.rs`), the sibling-check plumbing, and the expansion of a rows sibling derived with `rows(..)`.
 //!
 //! It never panics and never drops an error: everything found is reported together.
 
 use crate::diag::Diag;
 use crate::lower::{self, Front};
-use crate::{derive, emit, sibling, verifier};
+use crate::{args, derive, emit, sibling, verifier};
 use proc_macro2::TokenStream;
 use quote::{quote, ToTokens};
 use syn::ItemFn;
@@ -59,6 +59,8 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
         const _: ::core::option::Option<fn(#(#tys),*)> = ::core::option::Option::None;
         const _: () = { #(#uses)* };
     };
+    // The argument struct needs only the accepted parameters, so a failing kernel keeps it too.
+    let args_struct = args::definition(name, vis, &front.params);
     let sibling_def = sibling::definition(name, &attr, &item);
     let sibling_use = front.attr.rows_of.as_ref().map(|p| sibling::invocation(p, &attr, &item));
     let derived = front.attr.derive_rows.as_ref().map(|d| {
@@ -84,6 +86,7 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
             #body
         }
         #sig_check
+        #args_struct
         #sibling_def
         #sibling_use
         #derived

@@ -7,6 +7,7 @@
 //! tokens, all of them are reported together, and a failing kernel still leaves a stub with
 //! the same signature so the rest of the crate type-checks.
 
+mod args;
 mod attr;
 mod derive;
 mod diag;
@@ -58,6 +59,17 @@ use proc_macro::TokenStream;
 ///
 /// Parameters: `&[T]`, `&mut [T]` or `T` with T one of f32, f16, bf16, i8, u8, i32, u32,
 /// i64, u64, usize, bool.
+///
+/// Beside `fn matvec() -> Kernel` the macro writes `MatvecArgs<'a>` (the kernel's name in
+/// CamelCase plus `Args`), its typed launch arguments where baro-dsl's runtime is built: one
+/// public field per parameter, named as the parameter, `&[T]` a `&'a dyn ReadArg` (a `Buffer`
+/// or its `words()`), `&mut [T]` a `&'a mut Buffer`, a scalar its Rust type, converted to the
+/// positional list in declaration order by `baro_dsl::runtime::KernelArgs`:
+///
+/// ```text
+/// device.launch_args(stream, &kernel, MatvecArgs { x: &x, w: &w, y: &mut y, k, n })?;
+/// device.launch_args(stream, &rows_kernel, Rows(MatvecArgs { .. }, rows))?; // + the row count
+/// ```
 ///
 /// Statements: `let [mut] x [: T] = e;`, `x = e;`, `x op= e;`, `buf[i] = e;`,
 /// `for i in a..b {}`, `for i in (a..b).step_by(s) {}`, `for i in par(0..n) {}` (iterations

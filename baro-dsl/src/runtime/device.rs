@@ -18,6 +18,7 @@ use super::buffer::{Buffer, PinnedBuffer};
 use super::error::LaunchError;
 use super::graph::{LaunchGraph, Replay};
 use super::host_device::HostDevice;
+use super::kernel_args::KernelArgs;
 use super::stream::{Event, Stream};
 use super::Element;
 use crate::ir::{Const, Kernel, ScalarType};
@@ -403,6 +404,23 @@ impl Device {
             return Ok(());
         }
         self.backend.launch(&stream.queue, kernel, args)
+    }
+
+    /// `launch` with a kernel's typed arguments (`KernelArgs`, the struct `#[kernel]` writes:
+    /// `KvAppendArgs { .. }`, or `Rows(args, rows)` for a rows sibling), in the kernel's
+    /// parameter order. Debug builds first check that the struct's parameter names are the
+    /// kernel's (`DeviceError::Mismatch` otherwise); release builds rely on `launch`'s checks
+    /// of the kinds and types, which are the same.
+    pub fn launch_args<'a, A: KernelArgs<'a>>(
+        &self,
+        stream: &Stream,
+        kernel: &DeviceKernel,
+        args: A,
+    ) -> Result<(), DeviceError> {
+        if cfg!(debug_assertions) {
+            super::kernel_args::fits::<A>(kernel.kernel())?;
+        }
+        self.launch(stream, kernel, &mut args.into_args())
     }
 
     /// Runs `f` with `stream` recording its kernel launches instead of queueing them, then

@@ -4,7 +4,8 @@
 //! the typed arguments of a direct host launch; `check`, `grid` and `error` are the argument
 //! checks, grid evaluation and error messages every runtime shares; `abi` lays out a GPU
 //! launch and `records` keeps a GPU stream's error records; `graph` records a stream's
-//! launches and replays them (`cuda_graph`: as a CUDA graph).
+//! launches and replays them (`cuda_graph`: as a CUDA graph); `kernel_args` is the trait behind
+//! the typed argument struct `#[kernel]` writes for each kernel (`KernelArgs`).
 
 #[cfg(any(feature = "cuda", feature = "hip"))]
 mod abi;
@@ -25,6 +26,7 @@ pub mod hip;
 pub mod host;
 mod host_device;
 mod host_jit;
+mod kernel_args;
 #[cfg(any(feature = "cuda", feature = "hip"))]
 mod records;
 mod stream;
@@ -35,4 +37,5 @@ pub use device::{Device, DeviceArg, DeviceError, DeviceKernel, DeviceKind, Memor
 pub use error::LaunchError;
 pub use graph::{GraphStats, LaunchGraph, Replay};
 pub use host::{CompileError, HostKernel, HostRuntime, RuntimeError};
+pub use kernel_args::{KernelArgs, ReadArg, Rows, Words};
 pub use stream::{Event, Stream};

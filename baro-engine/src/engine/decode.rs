@@ -10,8 +10,6 @@
 //! `cuGraphLaunch`, updated in place from step to step as the position changes): the same
 //! kernels with the same arguments in the same order.
 
-use baro_dsl::runtime::DeviceArg as A;
-
 use crate::engine::error::EngineError;
 use crate::engine::forward::{forward, write_tokens, Mode, Pass, Sequence, Timer, Width};
 use crate::engine::model::{Model, Workspace};
@@ -19,6 +17,7 @@ use crate::engine::prefill::{Logits, PrefillMode};
 use crate::engine::scratch::Scratch;
 use crate::engine::staging::DecodeSlots;
 use crate::engine::state::State;
+use crate::kernels::pick::{GreedyChunksArgs, GreedyPickArgs};
 use crate::sampling::{self, SampleError};
 use crate::tokenizer::TokenId;
 
@@ -148,26 +147,26 @@ fn queue_decode(
         let chunks = crate::kernels::pick::pick_chunks(n);
         run.launch(
             &kernels.greedy_chunks,
-            &mut [
-                A::buf(&s.logits),
-                A::buf_mut(&mut s.pick_best),
-                A::buf_mut(&mut s.pick_at),
-                A::buf_mut(&mut s.pick_nan_at),
-                A::buf_mut(&mut s.pick_inf_at),
-                A::from(n),
-            ],
+            GreedyChunksArgs {
+                logits: &s.logits,
+                best: &mut s.pick_best,
+                at: &mut s.pick_at,
+                nan_at: &mut s.pick_nan_at,
+                inf_at: &mut s.pick_inf_at,
+                n,
+            },
         )?;
         run.launch(
             &kernels.greedy_pick,
-            &mut [
-                A::buf(&s.pick_best),
-                A::buf(&s.pick_at),
-                A::buf(&s.pick_nan_at),
-                A::buf(&s.pick_inf_at),
-                A::buf_mut(&mut s.pick),
-                A::from(chunks),
-                A::from(n),
-            ],
+            GreedyPickArgs {
+                best: &s.pick_best,
+                at: &s.pick_at,
+                nan_at: &s.pick_nan_at,
+                inf_at: &s.pick_inf_at,
+                pick: &mut s.pick,
+                chunks,
+                n,
+            },
         )?;
     }
     Ok(())

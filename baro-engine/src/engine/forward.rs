@@ -13,8 +13,14 @@
 //! Every rows kernel is proven, while the crate compiles, to compute row for row what its m = 1
 //! kernel computes, so the three modes give the same bits for the same token. Wiring only: no
 //! kernel body and no driver call.
+//!
+//! Every launch names its arguments: the struct `#[kernel]` writes for the kernel
+//! (`KvAppendArgs { k_new, v_new, k_cache, v_cache, pos, kv_dim }`), one field per parameter,
+//! `&[T]` a `&dyn ReadArg`, `&mut [T]` a `&mut Buffer`, scalars their own type; `Pass::run`
+//! launches a pair's kernel at the pass's width with the m = 1 struct (the rows kernel gets the
+//! row count after it, `Rows`).
 
-use baro_dsl::runtime::{Buffer, Device, DeviceArg as A, DeviceError, DeviceKernel};
+use baro_dsl::runtime::{Buffer, Device, DeviceArg, DeviceError, DeviceKernel, KernelArgs, ReadArg, Rows};
 
 use crate::engine::registry::{KernelPair, Kernels};
 use crate::engine::scratch::{expert_slots, Q8Blocks, Scratch, HEAD_TILE, MAX_TILE_PADDING};
@@ -22,8 +28,21 @@ use crate::engine::staging::{DecodeSlots, ExpertStore, LayerStaging};
 use crate::engine::state::{LayerState, State};
 use crate::engine::weights::{AttentionWeights, ExpertMatrices, GdnWeights, Matrix, MixerWeights, MoeWeights, Weights};
 use crate::engine::{EngineError, Precision};
-use crate::kernels::moe::EXPERT_TILE;
-use crate::kernels::q8act::GATED_Q8_MAX_HEAD_DIM;
+use crate::kernels::attention::{AttentionPvArgs, AttentionScoresArgs, AttentionSoftmaxArgs, KvAppendArgs};
+use crate::kernels::embed::{CopyRowArgs, EmbedF32Args, PutRowArgs};
+use crate::kernels::gdn::{GatedRmsnormArgs, GdnConvStepArgs, GdnStepArgs, GdnStepBaArgs};
+use crate::kernels::kquant_q8::MatvecQ4KQ8Args;
+use crate::kernels::matvec::MatvecF32Args;
+use crate::kernels::moe::{
+    MoeCombineArgs, MoeCountArgs, MoeGatherArgs, MoeScatterArgs, MoeScatterTilesArgs, MoeUngatherArgs, RouterTopkArgs,
+    RouterTopkGateArgs, SwigluPairsArgs, EXPERT_TILE,
+};
+use crate::kernels::norm::{AddRmsnormArgs, HeadRmsnormArgs, HeadRmsnormRopeArgs, RmsnormArgs};
+use crate::kernels::q8act::{
+    AddRmsnormQ8Args, GatedRmsnormQ8Args, MatvecQ80Q8Args, MoeCombineAddRmsnormQ8Args, Q8actArgs, SwigluPairsQ8Args,
+    GATED_Q8_MAX_HEAD_DIM,
+};
+use crate::kernels::rope::RopeNeoxArgs;
 use crate::model::{ModelConfig, TensorType};
 use crate::tokenizer::TokenId;
 
@@ -52,14 +71,41 @@ pub(crate) struct Input<'b> {
 /// A matrix's raw bytes as the matvec `kernel` reads them: little-endian u32 words where its
 /// weight parameter (`w`) is `&[u32]` and the matrix holds bytes (the `_xs` and q8 quantized
 /// matvecs), else the buffer itself.
-pub fn weight_arg<'a>(kernel: &baro_dsl::Kernel, w: &'a Buffer) -> A<'a> {
+pub(crate) fn weight_read<'a>(kernel: &baro_dsl::Kernel, w: &'a Buffer) -> &'a dyn ReadArg {
     let param = kernel.params.iter().find(|p| p.name == "w");
     let words =
         matches!(param.map(|p| &p.kind), Some(baro_dsl::ir::ParamKind::Buffer { elem: baro_dsl::ScalarType::U32, .. }));
     if words && w.elem() == baro_dsl::ScalarType::U8 {
-        A::words(w)
+        w.words()
     } else {
-        A::buf(w)
+        w
+    }
+}
+
+/// `weight_read` as a positional argument (for launches built by hand: tests, benchmarks).
+pub fn weight_arg<'a>(kernel: &baro_dsl::Kernel, w: &'a Buffer) -> DeviceArg<'a> {
+    weight_read(kernel, w).arg()
+}
+
+/// A matvec's arguments, typed per kernel family: every f32-input matvec (`matvec_f32`, the
+/// f16/bf16 and quantized ones, their `_xs` forms) has `matvec_f32`'s parameters; the q8
+/// matvecs have `matvec_q8_0_q8`'s, or, for the K-quants with mins, `matvec_q4_k_q8`'s (the
+/// blocks' sums `xsum` too). Members of a family differ only in element types, which the
+/// launch checks.
+enum MatvecArgs<'b> {
+    F32(MatvecF32Args<'b>),
+    Q8(MatvecQ80Q8Args<'b>),
+    Q8Mins(MatvecQ4KQ8Args<'b>),
+}
+
+impl MatvecArgs<'_> {
+    /// Launches `kernel` with these arguments, and `rows` after them for a rows kernel.
+    fn launch(self, pass: &Pass<'_>, kernel: &DeviceKernel, rows: Option<usize>) -> Result<(), DeviceError> {
+        match self {
+            MatvecArgs::F32(a) => pass.launch_at(kernel, a, rows),
+            MatvecArgs::Q8(a) => pass.launch_at(kernel, a, rows),
+            MatvecArgs::Q8Mins(a) => pass.launch_at(kernel, a, rows),
+        }
     }
 }
 
@@ -73,8 +119,30 @@ impl<'a> Pass<'a> {
         Pass { width, ..*self }
     }
 
-    pub(crate) fn launch(&self, kernel: &DeviceKernel, args: &mut [A<'_>]) -> Result<(), DeviceError> {
-        self.device.launch(self.device.default_stream(), kernel, args)
+    /// Launches `kernel` with its typed arguments (`Rows(args, t)` for a rows kernel).
+    pub(crate) fn launch<'b, T: KernelArgs<'b>>(&self, kernel: &DeviceKernel, args: T) -> Result<(), DeviceError> {
+        self.device.launch_args(self.device.default_stream(), kernel, args)
+    }
+
+    /// Launches `kernel` with the m = 1 arguments `args`, and `rows` after them when given.
+    fn launch_at<'b, T: KernelArgs<'b>>(
+        &self,
+        kernel: &DeviceKernel,
+        args: T,
+        rows: Option<usize>,
+    ) -> Result<(), DeviceError> {
+        match rows {
+            None => self.launch(kernel, args),
+            Some(t) => self.launch(kernel, Rows(args, t)),
+        }
+    }
+
+    /// The row count a rows kernel of this width takes after its m = 1 arguments.
+    fn row_count(&self) -> Option<usize> {
+        match self.width {
+            Width::One => None,
+            Width::Rows(t) => Some(t),
+        }
     }
 
     /// Rows per launch: 1 for the m = 1 kernels.
@@ -95,15 +163,13 @@ impl<'a> Pass<'a> {
 
     /// Launches `kernel` (the m = 1 kernel or a rows kernel, as the width says) with the m = 1
     /// arguments `args`, and the row count after them for a rows kernel.
-    fn run_kernel(&self, kernel: &DeviceKernel, mut args: Vec<A<'_>>) -> Result<(), DeviceError> {
-        if let Width::Rows(t) = self.width {
-            args.push(A::from(t));
-        }
-        self.launch(kernel, &mut args)
+    fn run_kernel<'b, T: KernelArgs<'b>>(&self, kernel: &DeviceKernel, args: T) -> Result<(), DeviceError> {
+        self.launch_at(kernel, args, self.row_count())
     }
 
-    /// The pair's kernel at this width with the m = 1 arguments `args` (plus the row count).
-    pub(crate) fn run(&self, pair: &KernelPair, args: Vec<A<'_>>) -> Result<(), DeviceError> {
+    /// The pair's kernel at this width with the m = 1 arguments `args` (one struct for both
+    /// widths: the rows kernel gets the row count after them).
+    pub(crate) fn run<'b, T: KernelArgs<'b>>(&self, pair: &KernelPair, args: T) -> Result<(), DeviceError> {
         self.run_kernel(self.pick(pair), args)
     }
 
@@ -125,10 +191,7 @@ impl<'a> Pass<'a> {
             return Ok(Input { x, q8: None });
         }
         let nb = n * cols / crate::kernels::q8act::Q8_BLOCK;
-        self.launch(
-            &self.k.q8act,
-            &mut [A::buf(x), A::buf_mut(&mut q8.q), A::buf_mut(&mut q8.d), A::buf_mut(&mut q8.sum), A::from(nb)],
-        )?;
+        self.launch(&self.k.q8act, Q8actArgs { x, q: &mut q8.q, d: &mut q8.d, s: &mut q8.sum, nb })?;
         Ok(Input { x, q8: Some(q8) })
     }
 
@@ -142,44 +205,29 @@ impl<'a> Pass<'a> {
         y: &'b mut Buffer,
         x_stride: usize,
         n_slots: usize,
-    ) -> Result<(&'a KernelPair, Vec<A<'b>>), DeviceError> {
-        let dims = [A::from(w.cols), A::from(w.rows), A::from(x_stride), A::from(n_slots)];
+    ) -> (&'a KernelPair, MatvecArgs<'b>) {
+        let (k, n) = (w.cols, w.rows);
         if let (Some(q), Some(pair)) = (x.q8, self.k.matvec_q8_for(w.ty)) {
             // The q8 matvecs read the blocks' words and scales, and the K-quants with mins
-            // their sums too (`xsum`): the buffers go in the kernel's own parameter order.
-            let mut args = Vec::with_capacity(10);
-            let mut y = Some(y);
-            for p in pair.one.kernel().params.iter().take_while(|p| p.name != "k") {
-                args.push(match p.name.as_str() {
-                    "xq" => A::buf(&q.q),
-                    "xd" => A::buf(&q.d),
-                    "xsum" => A::buf(&q.sum),
-                    "w" => weight_arg(pair.one.kernel(), &w.buf),
-                    "ids" => A::buf(ids),
-                    "y" if y.is_some() => A::buf_mut(y.take().expect("checked just above")),
-                    other => {
-                        return Err(DeviceError::Mismatch {
-                            what: "q8 matvec",
-                            expected: "parameters xq, xd, xsum, w, ids, y before k".into(),
-                            found: format!("{other} in {} (a bug in baro)", pair.one.name()),
-                        })
-                    }
-                });
-            }
-            args.extend(dims);
-            return Ok((pair, args));
+            // their sums too (`xsum`).
+            let (xq, xd, w) = (&q.q, &q.d, weight_read(pair.one.kernel(), &w.buf));
+            let args = if pair.one.kernel().params.iter().any(|p| p.name == "xsum") {
+                MatvecArgs::Q8Mins(MatvecQ4KQ8Args { xq, xd, xsum: &q.sum, w, ids, y, k, n, x_stride, n_slots })
+            } else {
+                MatvecArgs::Q8(MatvecQ80Q8Args { xq, xd, w, ids, y, k, n, x_stride, n_slots })
+            };
+            return (pair, args);
         }
         let pair = self.k.matvec_for(w.ty, w.cols);
-        let mut args = vec![A::buf(x.x), weight_arg(pair.one.kernel(), &w.buf), A::buf(ids), A::buf_mut(y)];
-        args.extend(dims);
-        Ok((pair, args))
+        let w = weight_read(pair.one.kernel(), &w.buf);
+        (pair, MatvecArgs::F32(MatvecF32Args { x: x.x, w, ids, y, k, n, x_stride, n_slots }))
     }
 
     /// y[r] = w[ids[r]] · x[r] per row: a rows pass's routed experts pass each pair's expert
     /// (`project` is the one-matrix form).
     pub(crate) fn matvec(&self, w: &Matrix, x: &Input<'_>, ids: &Buffer, y: &mut Buffer) -> Result<(), DeviceError> {
-        let (pair, args) = self.matvec_args(w, x, ids, y, 0, 1)?;
-        self.run(pair, args)
+        let (pair, args) = self.matvec_args(w, x, ids, y, 0, 1);
+        args.launch(self, self.pick(pair), self.row_count())
     }
 
     /// y[r] = w · x[r] per row, one matrix (`zero_ids` is `Scratch::zero_ids`). A rows pass in
@@ -198,9 +246,8 @@ impl<'a> Pass<'a> {
     ) -> Result<(), DeviceError> {
         if let (Width::Rows(t), Some(_)) = (self.width, x.q8.as_ref()) {
             if let Some(rows8) = self.k.matvec_q8_for(w.ty).and_then(|pair| self.k.matvec_q8_tile_for(pair, w.cols)) {
-                let (_, mut args) = self.matvec_args(w, x, zero_ids, y, 0, 1)?;
-                args.push(A::from(t));
-                return self.launch(rows8, &mut args);
+                let (_, args) = self.matvec_args(w, x, zero_ids, y, 0, 1);
+                return args.launch(self, rows8, Some(t));
             }
         }
         self.matvec(w, x, zero_ids, y)
@@ -217,8 +264,8 @@ impl<'a> Pass<'a> {
         x_stride: usize,
         n_slots: usize,
     ) -> Result<(), DeviceError> {
-        let (pair, mut args) = self.matvec_args(w, x, ids, y, x_stride, n_slots)?;
-        self.launch(&pair.one, &mut args)
+        let (pair, args) = self.matvec_args(w, x, ids, y, x_stride, n_slots);
+        args.launch(self, &pair.one, None)
     }
 
     pub(crate) fn rmsnorm(
@@ -229,7 +276,7 @@ impl<'a> Pass<'a> {
         n: usize,
         eps: f32,
     ) -> Result<(), DeviceError> {
-        self.run(&self.k.rmsnorm, vec![A::buf(x), A::buf(w), A::buf_mut(y), A::from(n), A::from(eps)])
+        self.run(&self.k.rmsnorm, RmsnormArgs { x, w, y, n, eps })
     }
 
     /// h = a + b, then y = rmsnorm(h, w): the residual add and the norm after it, one launch;
@@ -248,27 +295,10 @@ impl<'a> Pass<'a> {
         eps: f32,
     ) -> Result<(), DeviceError> {
         if self.quantizes(n) {
-            let Q8Blocks { q, d, sum } = q8;
-            return self.run(
-                &self.k.add_rmsnorm_q8,
-                vec![
-                    A::buf(a),
-                    A::buf(b),
-                    A::buf(w),
-                    A::buf_mut(h),
-                    A::buf_mut(y),
-                    A::buf_mut(q),
-                    A::buf_mut(d),
-                    A::buf_mut(sum),
-                    A::from(n),
-                    A::from(eps),
-                ],
-            );
+            let Q8Blocks { q, d, sum: s } = q8;
+            return self.run(&self.k.add_rmsnorm_q8, AddRmsnormQ8Args { a, b, w, h, y, q, d, s, n, eps });
         }
-        self.run(
-            &self.k.add_rmsnorm,
-            vec![A::buf(a), A::buf(b), A::buf(w), A::buf_mut(h), A::buf_mut(y), A::from(n), A::from(eps)],
-        )
+        self.run(&self.k.add_rmsnorm, AddRmsnormArgs { a, b, w, h, y, n, eps })
     }
 
     /// The MoE block's combine (the k expert outputs `p.down` by `p.expert_weights` in top-k
@@ -285,38 +315,38 @@ impl<'a> Pass<'a> {
         eps: f32,
     ) -> Result<(), DeviceError> {
         if self.quantizes(n) {
-            let Q8Blocks { q, d, sum } = &mut p.q8_in;
+            let Q8Blocks { q, d, sum: s } = &mut p.q8_in;
             return self.run(
                 &self.k.moe_combine_add_rmsnorm_q8,
-                vec![
-                    A::buf(&p.h),
-                    A::buf(&p.down),
-                    A::buf(&p.expert_weights),
-                    A::buf(&p.sh_out),
-                    A::buf(&p.sh_logit),
-                    A::buf(w),
-                    A::buf_mut(&mut p.x),
-                    A::buf_mut(&mut p.xn),
-                    A::buf_mut(q),
-                    A::buf_mut(d),
-                    A::buf_mut(sum),
-                    A::from(n),
-                    A::from(top_k),
-                    A::from(eps),
-                ],
+                MoeCombineAddRmsnormQ8Args {
+                    a: &p.h,
+                    ye: &p.down,
+                    weights: &p.expert_weights,
+                    shared_out: &p.sh_out,
+                    shared_logit: &p.sh_logit,
+                    w,
+                    h: &mut p.x,
+                    y: &mut p.xn,
+                    q,
+                    d,
+                    s,
+                    n,
+                    top_k,
+                    eps,
+                },
             );
         }
         self.run(
             &self.k.moe_combine,
-            vec![
-                A::buf(&p.down),
-                A::buf(&p.expert_weights),
-                A::buf(&p.sh_out),
-                A::buf(&p.sh_logit),
-                A::buf_mut(&mut p.mix),
-                A::from(n),
-                A::from(top_k),
-            ],
+            MoeCombineArgs {
+                ye: &p.down,
+                weights: &p.expert_weights,
+                shared: &p.sh_out,
+                shared_logit: &p.sh_logit,
+                y: &mut p.mix,
+                dim: n,
+                top_k,
+            },
         )?;
         self.add_rmsnorm(&p.h, &p.mix, w, &mut p.x, &mut p.xn, &mut p.q8_in, n, eps)
     }
@@ -337,7 +367,7 @@ impl<'a> Pass<'a> {
     /// h = silu(gate) · up for `n_slots` slots per row of a fused gate-and-up output `gu`
     /// (2n per slot); a rows kernel takes one slot per row.
     fn swiglu_pairs(&self, gu: &Buffer, h: &mut Buffer, n: usize, n_slots: usize) -> Result<(), DeviceError> {
-        self.run(&self.k.swiglu_pairs, vec![A::buf(gu), A::buf_mut(h), A::from(n), A::from(n_slots)])
+        self.run(&self.k.swiglu_pairs, SwigluPairsArgs { gu, h, n, n_slots })
     }
 
     /// `swiglu_pairs` into `h`, as a matvec input: in the q8 mode (n a multiple of 32) h's
@@ -354,30 +384,19 @@ impl<'a> Pass<'a> {
             self.swiglu_pairs(gu, h, n, n_slots)?;
             return Ok(Input { x: h, q8: None });
         }
-        let Q8Blocks { q, d, sum } = &mut *q8;
-        self.run(
-            &self.k.swiglu_pairs_q8,
-            vec![
-                A::buf(gu),
-                A::buf_mut(h),
-                A::buf_mut(q),
-                A::buf_mut(d),
-                A::buf_mut(sum),
-                A::from(n),
-                A::from(n_slots),
-            ],
-        )?;
+        let Q8Blocks { q, d, sum: s } = &mut *q8;
+        self.run(&self.k.swiglu_pairs_q8, SwigluPairsQ8Args { gu, h: &mut *h, q, d, s, n, n_slots })?;
         Ok(Input { x: h, q8: Some(q8) })
     }
 
     /// y[..dim] = row `row` of x (dim wide): an exact copy.
     pub(crate) fn copy_row(&self, x: &Buffer, row: usize, y: &mut Buffer, dim: usize) -> Result<(), DeviceError> {
-        self.launch(&self.k.copy_row, &mut [A::buf(x), A::buf_mut(y), A::from(row), A::from(dim)])
+        self.launch(&self.k.copy_row, CopyRowArgs { x, y, row, dim })
     }
 
     /// Row `row` of y (dim wide) = x[..dim]: an exact copy.
     pub(crate) fn put_row(&self, x: &Buffer, y: &mut Buffer, row: usize, dim: usize) -> Result<(), DeviceError> {
-        self.launch(&self.k.put_row, &mut [A::buf(x), A::buf_mut(y), A::from(row), A::from(dim)])
+        self.launch(&self.k.put_row, PutRowArgs { x, y, row, dim })
     }
 
     /// The token embeddings of `p.tokens` (written by `write_tokens`) into `p.x`.
@@ -391,15 +410,10 @@ impl<'a> Pass<'a> {
             expected: "a table type with an embed kernel".into(),
             found: ty.to_string(),
         })?;
+        // Every embed kernel has `embed_f32`'s parameters (the table's element type aside).
         self.run(
             pair,
-            vec![
-                A::buf(&p.tokens),
-                A::buf(&w.token_embd.buf),
-                A::buf_mut(&mut p.x),
-                A::from(0usize),
-                A::from(w.config.hidden_dim),
-            ],
+            EmbedF32Args { ids: &p.tokens, table: &w.token_embd.buf, y: &mut p.x, pos: 0, dim: w.config.hidden_dim },
         )
     }
 
@@ -656,35 +670,35 @@ fn gdn(
     let (dv, nv) = (cfg.gdn_value_dim, cfg.gdn_n_value_heads);
     let o = if pass.quantizes(dv) && dv <= GATED_Q8_MAX_HEAD_DIM {
         // The gated norm quantizes its own output (`gated_rmsnorm_q8`: `q8act`'s bits).
-        let Q8Blocks { q, d, sum } = &mut p.q8_mid;
+        let Q8Blocks { q, d, sum: s } = &mut p.q8_mid;
         pass.run(
             &pass.k.gated_rmsnorm_q8,
-            vec![
-                A::buf(&p.o),
-                A::buf(&p.z),
-                A::buf(&w.norm),
-                A::buf_mut(&mut p.o_normed),
-                A::buf_mut(q),
-                A::buf_mut(d),
-                A::buf_mut(sum),
-                A::from(dv),
-                A::from(nv),
-                A::from(cfg.rms_eps),
-            ],
+            GatedRmsnormQ8Args {
+                x: &p.o,
+                z: &p.z,
+                w: &w.norm,
+                y: &mut p.o_normed,
+                q,
+                d,
+                s,
+                head_dim: dv,
+                n_heads: nv,
+                eps: cfg.rms_eps,
+            },
         )?;
         Input { x: &p.o_normed, q8: Some(&p.q8_mid) }
     } else {
         pass.run(
             &pass.k.gated_rmsnorm,
-            vec![
-                A::buf(&p.o),
-                A::buf(&p.z),
-                A::buf(&w.norm),
-                A::buf_mut(&mut p.o_normed),
-                A::from(dv),
-                A::from(nv),
-                A::from(cfg.rms_eps),
-            ],
+            GatedRmsnormArgs {
+                x: &p.o,
+                z: &p.z,
+                w: &w.norm,
+                y: &mut p.o_normed,
+                head_dim: dv,
+                n_heads: nv,
+                eps: cfg.rms_eps,
+            },
         )?;
         pass.input(&p.o_normed, nv * dv, &mut p.q8_mid)?
     };
@@ -702,15 +716,15 @@ fn gdn_conv(
 ) -> Result<(), DeviceError> {
     pass.run(
         &pass.k.gdn_conv,
-        vec![
-            A::buf(&p.qkv),
-            A::buf(&w.conv),
-            A::buf_mut(conv_ring),
-            A::buf_mut(&mut p.conv_out),
-            A::from(cfg.gdn_conv_dim()),
-            A::from(cfg.conv_kernel),
-            A::from(pos),
-        ],
+        GdnConvStepArgs {
+            x: &p.qkv,
+            w: &w.conv,
+            ring: conv_ring,
+            y: &mut p.conv_out,
+            channels: cfg.gdn_conv_dim(),
+            conv_kernel: cfg.conv_kernel,
+            pos,
+        },
     )
 }
 
@@ -731,30 +745,48 @@ fn gdn_scan(
     p: &mut Scratch,
     fused: bool,
 ) -> Result<(), DeviceError> {
-    let (dk, dv) = (cfg.gdn_key_dim, cfg.gdn_value_dim);
-    let mut args = vec![A::buf(&p.conv_out)];
+    let (dk, dv, n_k_heads, n_v_heads) =
+        (cfg.gdn_key_dim, cfg.gdn_value_dim, cfg.gdn_n_key_heads, cfg.gdn_n_value_heads);
+    let tiled = true; // value heads in GGUF's order (`weights`)
+    let q_scale = cfg.gdn_q_scale();
     if fused {
-        args.extend([A::buf(&p.xn), A::buf(&w.beta_alpha.buf)]);
-    } else {
-        args.push(A::buf(&p.ba));
+        return pass.run(
+            &pass.k.gdn_scan_ba,
+            GdnStepBaArgs {
+                qkv: &p.conv_out,
+                x: &p.xn,
+                w_ba: &w.beta_alpha.buf,
+                ssm_a: &w.ssm_a,
+                dt_bias: &w.dt_bias,
+                state: ssm,
+                o: &mut p.o,
+                dk,
+                dv,
+                n_k_heads,
+                n_v_heads,
+                tiled,
+                q_scale,
+                k: cfg.hidden_dim,
+            },
+        );
     }
-    args.extend([
-        A::buf(&w.ssm_a),
-        A::buf(&w.dt_bias),
-        A::buf_mut(ssm),
-        A::buf_mut(&mut p.o),
-        A::from(dk),
-        A::from(dv),
-        A::from(cfg.gdn_n_key_heads),
-        A::from(cfg.gdn_n_value_heads),
-        A::from(true), // tiled: value heads in GGUF's order (`weights`)
-        A::from(cfg.gdn_q_scale()),
-    ]);
-    if fused {
-        args.push(A::from(cfg.hidden_dim));
-        return pass.run(&pass.k.gdn_scan_ba, args);
-    }
-    pass.run(&pass.k.gdn_scan, args)
+    pass.run(
+        &pass.k.gdn_scan,
+        GdnStepArgs {
+            qkv: &p.conv_out,
+            ba: &p.ba,
+            ssm_a: &w.ssm_a,
+            dt_bias: &w.dt_bias,
+            state: ssm,
+            o: &mut p.o,
+            dk,
+            dv,
+            n_k_heads,
+            n_v_heads,
+            tiled,
+            q_scale,
+        },
+    )
 }
 
 /// Full gated attention of layer `i` on `p.xn`, into `p.mix`.
@@ -780,20 +812,32 @@ fn attention(
         Mode::Decode { seq, .. } | Mode::Chunk { seq, .. } => Some((seq.rope_cos, seq.rope_sin, seq.pos)),
         Mode::Batch { .. } => None,
     };
-    for (x, norm_w, y, in_stride, n) in
+    for (x, norm_w, y, in_stride, n_heads) in
         [(&p.q_gate, &w.q_norm, &mut p.q, 2 * hd, nh), (&p.k_raw, &w.k_norm, &mut p.k, hd, nkv)]
     {
-        let mut args = vec![A::buf(x), A::buf(norm_w)];
-        if let Some((cos, sin, _)) = rope_at {
-            args.extend([A::buf(cos), A::buf(sin)]);
-        }
-        args.extend([A::buf_mut(y), A::from(hd), A::from(in_stride), A::from(hd), A::from(n), A::from(eps)]);
+        let (head_dim, out_stride) = (hd, hd);
         match rope_at {
-            Some((_, _, pos)) => {
-                args.extend([A::from(pos), A::from(cfg.rope_dim)]);
-                pass.run(&pass.k.head_rmsnorm_rope, args)?;
-            }
-            None => pass.run(&pass.k.head_rmsnorm, args)?,
+            Some((cos, sin, pos)) => pass.run(
+                &pass.k.head_rmsnorm_rope,
+                HeadRmsnormRopeArgs {
+                    x,
+                    w: norm_w,
+                    cos,
+                    sin,
+                    y,
+                    head_dim,
+                    in_stride,
+                    out_stride,
+                    n_heads,
+                    eps,
+                    pos,
+                    rope_dim: cfg.rope_dim,
+                },
+            )?,
+            None => pass.run(
+                &pass.k.head_rmsnorm,
+                HeadRmsnormArgs { x, w: norm_w, y, head_dim, in_stride, out_stride, n_heads, eps },
+            )?,
         }
     }
     let reordered = matches!(mode, Mode::Chunk { reordered: true, .. });
@@ -854,60 +898,60 @@ fn attention_cached(
     max_ctx: usize,
 ) -> Result<(), DeviceError> {
     let (hd, nh, nkv) = (cfg.head_dim, cfg.n_heads, cfg.n_kv_heads);
-    for (x, n) in [(&mut p.q, nh), (&mut p.k, nkv)] {
-        let Some(rope) = rope else { break };
+    let (head_dim, n_heads, n_kv_heads, ctx_stride) = (hd, nh, nkv, max_ctx);
+    for (x, n_heads) in [(&mut p.q, nh), (&mut p.k, nkv)] {
+        let Some((cos, sin)) = rope else { break };
         pass.run(
             &pass.k.rope_neox,
-            vec![
-                A::buf_mut(x),
-                A::buf(rope.0),
-                A::buf(rope.1),
-                A::from(pos),
-                A::from(cfg.rope_dim),
-                A::from(hd),
-                A::from(n),
-            ],
+            RopeNeoxArgs { x, cos, sin, pos, rope_dim: cfg.rope_dim, head_stride: hd, n_heads },
         )?;
     }
     pass.run(
         &pass.k.kv_append,
-        vec![A::buf(&p.k), A::buf(&p.v), A::buf_mut(k_cache), A::buf_mut(v_cache), A::from(pos), A::from(nkv * hd)],
+        KvAppendArgs {
+            k_new: &p.k,
+            v_new: &p.v,
+            k_cache: &mut *k_cache,
+            v_cache: &mut *v_cache,
+            pos,
+            kv_dim: nkv * hd,
+        },
     )?;
     let scale = (1.0 / (hd as f64).sqrt()) as f32;
     let n_ctx = pos + 1;
     pass.run(
         &pass.k.attention_scores,
-        vec![
-            A::buf(&p.q),
-            A::buf(k_cache),
-            A::buf_mut(&mut p.probs_attn),
-            A::from(hd),
-            A::from(nh),
-            A::from(nkv),
-            A::from(n_ctx),
-            A::from(max_ctx),
-            A::from(scale),
-        ],
+        AttentionScoresArgs {
+            q: &p.q,
+            k_cache,
+            scratch: &mut p.probs_attn,
+            head_dim,
+            n_heads,
+            n_kv_heads,
+            n_ctx,
+            ctx_stride,
+            scale,
+        },
     )?;
     pass.run(
         &pass.k.attention_softmax,
-        vec![A::buf_mut(&mut p.probs_attn), A::from(nh), A::from(n_ctx), A::from(max_ctx)],
+        AttentionSoftmaxArgs { scratch: &mut p.probs_attn, n_heads, n_ctx, ctx_stride },
     )?;
     pass.run_kernel(
         pv,
-        vec![
-            A::buf(&p.probs_attn),
-            A::buf(v_cache),
-            A::buf(&p.q_gate),
-            A::buf_mut(&mut p.attn),
-            A::from(hd),
-            A::from(nh),
-            A::from(nkv),
-            A::from(n_ctx),
-            A::from(max_ctx),
-            A::from(2 * hd),
-            A::from(hd),
-        ],
+        AttentionPvArgs {
+            probs: &p.probs_attn,
+            v_cache,
+            gate: &p.q_gate,
+            y: &mut p.attn,
+            head_dim,
+            n_heads,
+            n_kv_heads,
+            n_ctx,
+            ctx_stride,
+            gate_stride: 2 * hd,
+            gate_off: hd,
+        },
     )
 }
 
@@ -924,13 +968,10 @@ fn expert_matvec(
     ids: &Buffer,
     y: &mut Buffer,
 ) -> Result<(), DeviceError> {
-    let (pair, mut args) = pass.matvec_args(w, x, ids, y, 0, 1)?;
+    let (pair, args) = pass.matvec_args(w, x, ids, y, 0, 1);
     match pass.k.matvec_q8_tile_for(pair, w.cols).filter(|_| tiled) {
-        Some(tiles) => {
-            args.push(A::from(pass.rows()));
-            pass.launch(tiles, &mut args)
-        }
-        None => pass.run(pair, args),
+        Some(tiles) => args.launch(pass, tiles, Some(pass.rows())),
+        None => args.launch(pass, pass.pick(pair), pass.row_count()),
     }
 }
 
@@ -967,30 +1008,30 @@ fn moe(
     if gate_in_router {
         pass.run(
             &pass.k.router_topk_gate,
-            vec![
-                A::buf(&p.router_logits),
-                A::buf(&p.xn),
-                A::buf(&w.shared_gate.buf),
-                A::buf_mut(&mut p.router_probs),
-                A::buf_mut(&mut p.expert_ids),
-                A::buf_mut(&mut p.expert_weights),
-                A::buf_mut(&mut p.sh_logit),
-                A::from(ne),
-                A::from(k),
-                A::from(h),
-            ],
+            RouterTopkGateArgs {
+                logits: &p.router_logits,
+                x: &p.xn,
+                gate_w: &w.shared_gate.buf,
+                probs: &mut p.router_probs,
+                ids: &mut p.expert_ids,
+                weights: &mut p.expert_weights,
+                gate_logit: &mut p.sh_logit,
+                n_experts: ne,
+                top_k: k,
+                k: h,
+            },
         )?;
     } else {
         pass.run(
             &pass.k.router_topk,
-            vec![
-                A::buf(&p.router_logits),
-                A::buf_mut(&mut p.router_probs),
-                A::buf_mut(&mut p.expert_ids),
-                A::buf_mut(&mut p.expert_weights),
-                A::from(ne),
-                A::from(k),
-            ],
+            RouterTopkArgs {
+                logits: &p.router_logits,
+                probs: &mut p.router_probs,
+                ids: &mut p.expert_ids,
+                weights: &mut p.expert_weights,
+                n_experts: ne,
+                top_k: k,
+            },
         )?;
     }
     match mode {
@@ -1008,7 +1049,7 @@ fn moe(
             let pairs = pass.rows() * k;
             pass.launch(
                 &pass.k.moe_count,
-                &mut [A::buf(&p.expert_ids), A::buf_mut(&mut p.counts), A::from(pairs), A::from(ne)],
+                MoeCountArgs { ids: &p.expert_ids, counts: &mut p.counts, n_pairs: pairs, n_experts: ne },
             )?;
             // The q8 mode pads each expert's group to whole tiles of EXPERT_TILE slots, so the
             // 8-row matvecs share each weight unpack over a tile of one expert, where that pads
@@ -1027,31 +1068,31 @@ fn moe(
             let slots = if let Some(slots) = tiled {
                 pass.launch(
                     &pass.k.moe_scatter_tiles,
-                    &mut [
-                        A::buf(&p.expert_ids),
-                        A::buf(&p.counts),
-                        A::buf_mut(&mut p.pair_of),
-                        A::buf_mut(&mut p.slot_of),
-                        A::buf_mut(&mut p.sorted_ids),
-                        A::buf_mut(&mut p.n_slots),
-                        A::from(pairs),
-                        A::from(ne),
-                        A::from(EXPERT_TILE),
-                    ],
+                    MoeScatterTilesArgs {
+                        ids: &p.expert_ids,
+                        counts: &p.counts,
+                        pair_of: &mut p.pair_of,
+                        slot_of: &mut p.slot_of,
+                        sorted_ids: &mut p.sorted_ids,
+                        n_slots: &mut p.n_slots,
+                        n_pairs: pairs,
+                        n_experts: ne,
+                        tile: EXPERT_TILE,
+                    },
                 )?;
                 slots
             } else {
                 pass.launch(
                     &pass.k.moe_scatter,
-                    &mut [
-                        A::buf(&p.expert_ids),
-                        A::buf(&p.counts),
-                        A::buf_mut(&mut p.pair_of),
-                        A::buf_mut(&mut p.slot_of),
-                        A::buf_mut(&mut p.sorted_ids),
-                        A::from(pairs),
-                        A::from(ne),
-                    ],
+                    MoeScatterArgs {
+                        ids: &p.expert_ids,
+                        counts: &p.counts,
+                        pair_of: &mut p.pair_of,
+                        slot_of: &mut p.slot_of,
+                        sorted_ids: &mut p.sorted_ids,
+                        n_pairs: pairs,
+                        n_experts: ne,
+                    },
                 )?;
                 pairs
             };
@@ -1066,14 +1107,7 @@ fn moe(
             if slots > 0 {
                 pass.launch(
                     &pass.k.moe_gather,
-                    &mut [
-                        A::buf(&p.xn),
-                        A::buf(&p.pair_of),
-                        A::buf_mut(&mut p.xs),
-                        A::from(h),
-                        A::from(k),
-                        A::from(slots),
-                    ],
+                    MoeGatherArgs { x: &p.xn, pair_of: &p.pair_of, y: &mut p.xs, dim: h, top_k: k, n_pairs: slots },
                 )?;
             }
             timer.mark(pass.device, "moe: router, sort, gather")?;
@@ -1090,7 +1124,7 @@ fn moe(
             timer.mark(pass.device, "moe: routed experts")?;
             pass.launch(
                 &pass.k.moe_ungather,
-                &mut [A::buf(&p.down_sorted), A::buf(&p.slot_of), A::buf_mut(&mut p.down), A::from(h), A::from(pairs)],
+                MoeUngatherArgs { x: &p.down_sorted, slot_of: &p.slot_of, y: &mut p.down, dim: h, n_pairs: pairs },
             )?;
         }
     }

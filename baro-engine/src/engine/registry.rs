@@ -14,7 +14,8 @@ use crate::model::TensorType;
 
 /// One operation's two kernels: `one` for a single token (decode), `rows` its rows sibling
 /// (batched prefill, the batched step), proven at build time to compute row for row what
-/// `one` computes. The rows kernel's parameters are the m = 1 kernel's plus a trailing `rows`.
+/// `one` computes. The rows kernel's parameters are the m = 1 kernel's plus a trailing `rows`,
+/// so the m = 1 kernel's argument struct launches either (`Pass::run`, `Rows`).
 #[derive(Clone)]
 pub(crate) struct KernelPair {
     pub(crate) one: DeviceKernel,
