@@ -6,7 +6,7 @@
 # BARO_SEQ_UNROLL=32"), one after another in one call; then ncu's detail sections for the
 # kernels matching DETAIL (late launches: DETAIL_SKIP, DETAIL_COUNT) of the new build. At most
 # 8 flat files under $OUT (what a call brings back): env.txt, gates.log, old.log, new.log,
-# one per variant (at most two), detail.log.
+# one per variant (at most two), detail.log, decode_detail.log (DECODE_DETAIL=none skips it).
 set -u
 cd "$(dirname "$0")/../.."
 out=${OUT:-bench/results}
@@ -45,6 +45,14 @@ if [ -n "${DETAIL:-regex:attention_(scores|pv)_rows|gdn_scan_rows}" ] && [ "${DE
     --section SchedulerStats --section InstructionStats --section SourceCounters \
     "$bin/new/prefill_speed" --target cuda --model "$pack" --precision q8 --lengths 8192 --no-profile --replay-tokens 1 > "$out/detail.log" 2>&1
   echo "ncu detail exit $? ($(( $(date +%s) - t0 )) s)"
+fi
+# Decode's small kernels in detail (one launch each, past the first token): DECODE_DETAIL.
+if [ "${DECODE_DETAIL:-x}" != none ]; then
+  timeout 120 ncu --clock-control none -k "${DECODE_DETAIL:-regex:^(router_topk_gate|moe_combine_add_rmsnorm_q8|gdn_step_ba|matvec_q5_k_q8|matvec_q4_k_q8)$}" \
+    --launch-skip "${DECODE_SKIP:-40}" -c "${DECODE_COUNT:-5}" \
+    --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section SourceCounters \
+    "$bin/new/decode_bw" --target cuda --model "$pack" --tokens 2 --warmup 0 --precision q8 --copy-mib 64 --copy-iters 2 --pinned-mib 16 > "$out/decode_detail.log" 2>&1
+  echo "ncu decode detail exit $? ($(( $(date +%s) - t0 )) s)"
 fi
 for f in "$out"/old.log "$out"/new.log "$out"/var_*.log; do echo "== $f"; grep -E "^\| [0-9]|profile at" "$f"; done
 grep -E "^  [a-z_0-9]+ \(|Duration|Registers Per|Achieved Occupancy|Executed Ipc A" "$out/detail.log" 2>/dev/null | head -40
