@@ -265,9 +265,9 @@ pub fn gdn_scan_rows(
 /// (`w_ba`: (2 · n_v_heads, k), b rows then a rows, as `weights` stacks them) and `k ≤
 /// GDN_BA_MAX_K`: b[h] = seq-lanes Σ_i x[i] · w_ba[h · k + i] and a[h] likewise from row
 /// n_v_heads + h, each in `matvec::matvec_f32`'s order (`lanes(32).butterfly()` over the
-/// products), from products all 256 threads first write into `pr` (unused until the state
-/// phases). So b and a have the bits of the matvec launch this replaces, and everything after
-/// is `gdn_step`'s, operation for operation.
+/// products), from products all 256 threads first write into `pr`. So b and a have the bits of
+/// the matvec launch this replaces, and everything after is `gdn_step`'s, operation for
+/// operation.
 #[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, verify(dk = [1, 31, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4], k = [1, 33, 70]))]
 pub fn gdn_step_ba(
     qkv: &[f32],
@@ -294,6 +294,7 @@ pub fn gdn_step_ba(
     let sb = h * dk * dv;
     let st = shared::<f32, 4096>();
     let pr = shared::<f32, 4096>();
+    let kq = shared::<f32, 256>();
     let dl = shared::<f32, 32>();
     for t in par(0..dk * 32) {
         if c0 + t % 32 < dv {
@@ -312,25 +313,23 @@ pub fn gdn_step_ba(
     let av = sum!(i in 0..k, order = lanes(32).butterfly(), pr[2048 + i]);
     let beta = sigmoid(bv);
     let decay = exp(ssm_a[h] * softplus(av + dt_bias[h]));
+    for i in par(0..dk) {
+        kq[i] = qkv[kb + i] * kn;
+        kq[128 + i] = (qkv[qb + i] * qn) * q_scale;
+    }
+    for l in par(0..32) {
+        if c0 + l < dv {
+            dl[l] = (qkv[vb + c0 + l] - sum!(i in 0..dk, order = seq, (st[i * 32 + l] * decay) * kq[i])) * beta;
+        }
+    }
     for t in par(0..dk * 32) {
         if c0 + t % 32 < dv {
-            pr[t] = (st[t] * decay) * (qkv[kb + t / 32] * kn);
+            st[t] = st[t] * decay + kq[t / 32] * dl[t % 32];
         }
     }
     for l in par(0..32) {
         if c0 + l < dv {
-            dl[l] = (qkv[vb + c0 + l] - sum!(i in 0..dk, order = seq, pr[i * 32 + l])) * beta;
-        }
-    }
-    for t in par(0..dk * 32) {
-        if c0 + t % 32 < dv {
-            st[t] = st[t] * decay + (qkv[kb + t / 32] * kn) * dl[t % 32];
-            pr[t] = st[t] * ((qkv[qb + t / 32] * qn) * q_scale);
-        }
-    }
-    for l in par(0..32) {
-        if c0 + l < dv {
-            o[h * dv + c0 + l] = sum!(i in 0..dk, order = seq, pr[i * 32 + l]);
+            o[h * dv + c0 + l] = sum!(i in 0..dk, order = seq, st[i * 32 + l] * kq[128 + i]);
         }
     }
     for t in par(0..dk * 32) {
@@ -369,7 +368,8 @@ pub fn gdn_scan_ba_rows(
     let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
     let sb = h * dk * dv;
     let st = shared::<f32, 4096>();
-    let pr = shared::<f32, 4096>();
+    // Per row j of a block of 8: k̂ at j · 256, q̂ at j · 256 + 128.
+    let kq = shared::<f32, 2048>();
     let dl = shared::<f32, 32>();
     // Per block of 8 rows, the scalars no state reaches, computed side by side (one team per
     // row) before the block's scan: qn (0..8), kn (8..16), beta (16..24), decay (24..32).
@@ -381,7 +381,8 @@ pub fn gdn_scan_ba_rows(
         }
     }
     for rb in (0..rows).step_by(8) {
-        for j in par_team(0..if rows - rb < 8 { rows - rb } else { 8 }, 32) {
+        let nb = if rows - rb < 8 { rows - rb } else { 8 };
+        for j in par_team(0..nb, 32) {
             let qb = (rb + j) * stride + kh * dk;
             let kb = (rb + j) * stride + n_k_heads * dk + kh * dk;
             rs[j] = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[qb + i] * qkv[qb + i]) + 1e-6);
@@ -392,30 +393,32 @@ pub fn gdn_scan_ba_rows(
             rs[16 + j] = sigmoid(bv);
             rs[24 + j] = exp(ssm_a[h] * softplus(av + dt_bias[h]));
         }
-        for j in 0..if rows - rb < 8 { rows - rb } else { 8 } {
-            let r = rb + j;
-            let qb = r * stride + kh * dk;
-            let kb = r * stride + n_k_heads * dk + kh * dk;
-            let vb = r * stride + 2 * n_k_heads * dk + h * dv;
-            for t in par(0..dk * 32) {
+        for e in par(0..nb * dk) {
+            let j = e / dk;
+            let i = e % dk;
+            kq[j * 256 + i] = qkv[(rb + j) * stride + n_k_heads * dk + kh * dk + i] * rs[8 + j];
+            kq[j * 256 + 128 + i] = (qkv[(rb + j) * stride + kh * dk + i] * rs[j]) * q_scale;
+        }
+        // As in `gdn_scan_rows`: step j reads row j − 1 out (warp 0) beside row j's first sum
+        // (warp 1), then updates the state by row j.
+        for j in 0..nb + 1 {
+            for l in par(0..64) {
+                if l < 32 {
+                    if j > 0 && c0 + l < dv {
+                        o[((rb + j - 1) * n_v_heads + h) * dv + c0 + l] =
+                            sum!(i in 0..dk, order = seq, st[i * 32 + l] * kq[(j - 1) * 256 + 128 + i]);
+                    }
+                } else {
+                    if j < nb && c0 + l - 32 < dv {
+                        dl[l - 32] = (qkv[(rb + j) * stride + 2 * n_k_heads * dk + h * dv + c0 + l - 32]
+                            - sum!(i in 0..dk, order = seq, (st[i * 32 + l - 32] * rs[24 + j]) * kq[j * 256 + i]))
+                            * rs[16 + j];
+                    }
+                }
+            }
+            for t in par(0..if j < nb { dk * 32 } else { 0 }) {
                 if c0 + t % 32 < dv {
-                    pr[t] = (st[t] * rs[24 + j]) * (qkv[kb + t / 32] * rs[8 + j]);
-                }
-            }
-            for l in par(0..32) {
-                if c0 + l < dv {
-                    dl[l] = (qkv[vb + c0 + l] - sum!(i in 0..dk, order = seq, pr[i * 32 + l])) * rs[16 + j];
-                }
-            }
-            for t in par(0..dk * 32) {
-                if c0 + t % 32 < dv {
-                    st[t] = st[t] * rs[24 + j] + (qkv[kb + t / 32] * rs[8 + j]) * dl[t % 32];
-                    pr[t] = st[t] * ((qkv[qb + t / 32] * rs[j]) * q_scale);
-                }
-            }
-            for l in par(0..32) {
-                if c0 + l < dv {
-                    o[(r * n_v_heads + h) * dv + c0 + l] = sum!(i in 0..dk, order = seq, pr[i * 32 + l]);
+                    st[t] = st[t] * rs[24 + j] + kq[j * 256 + t / 32] * dl[t % 32];
                 }
             }
         }
