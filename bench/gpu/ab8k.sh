@@ -3,7 +3,7 @@
 # (tiny fixture f32, synthetic pack q8 at its default lengths: GATE=0 skips them), q8 prefill
 # at 8k (LENGTHS) with its per-stage profile on the old build, the new build, and the new
 # build under each of VARIANTS (environment assignments, default "BARO_SEQ_UNROLL=16
-# BARO_SEQ_UNROLL=32"), one after another in one call; then ncu's detail sections for the
+# BARO_SEQ_UNROLL=32", "none" for none), one after another in one call; then ncu's detail sections for the
 # kernels matching DETAIL (late launches: DETAIL_SKIP, DETAIL_COUNT) of the new build. At most
 # 8 flat files under $OUT (what a call brings back): env.txt, gates.log, old.log, new.log,
 # one per variant (at most two), detail.log, decode_detail.log (DECODE_DETAIL=none skips it).
@@ -34,6 +34,7 @@ pf old > "$out/old.log" 2>&1; echo "old exit $? ($(( $(date +%s) - t0 )) s)"
 pf new > "$out/new.log" 2>&1; echo "new exit $? ($(( $(date +%s) - t0 )) s)"
 n=0
 for v in ${VARIANTS:-BARO_SEQ_UNROLL=16 BARO_SEQ_UNROLL=32}; do
+  [ "$v" != none ] || break
   n=$((n + 1)); [ $n -le 2 ] || break
   ( export "$v"; pf new ) > "$out/var_${v//[^A-Za-z0-9]/_}.log" 2>&1
   echo "new $v exit $? ($(( $(date +%s) - t0 )) s)"
