@@ -111,11 +111,28 @@ pub fn q8act(x: &[f32], q: &mut [u32], d: &mut [f32], s: &mut [i32], nb: usize) 
 /// workgroup forms all n sums a + b in workgroup memory (as `add_rmsnorm` does, `n ≤
 /// norm::NORM_MAX_DIM`) and writes its 256 elements of h and y and their 8 blocks. n a
 /// multiple of 32.
+///
+/// With `COMBINE` (`moe_combine_add_rmsnorm_q8`): `moe::moe_combine`, then the above with the
+/// combine's output as `b`, in one launch (the q8 mode's residual add after the MoE block):
+/// c = seq_j(weights[j] · ye[j · n + i]) + sigmoid(shared_logit[0]) · shared_out[i] (the shared
+/// expert's output), h = a + c, y = rmsnorm(h, w) and y's q8 blocks. Every workgroup forms all
+/// n values a + c in workgroup memory (`moe_combine`'s operations, then `add`'s), so every
+/// output is `moe_combine`'s, then `add_rmsnorm`'s, then `q8act`'s bits, without the combine's
+/// launch and its round trip through memory.
 #[kernel(grid = [(n + 255) / 256], block = 256, uses = [q8_of, q8_word], verify(n = [32, 96, 256, 288, 608]),
-         rows(name = add_rmsnorm_q8_rows, row_stride(a = n, b = n, h = n, y = n, q = n / 4, d = n / 32, s = n / 32), verify(n = [32, 288])))]
-pub fn add_rmsnorm_q8(
+         instances(add_rmsnorm_q8(COMBINE = false,
+                       rows(name = add_rmsnorm_q8_rows, row_stride(a = n, b = n, h = n, y = n, q = n / 4, d = n / 32, s = n / 32), verify(n = [32, 288]))),
+                   moe_combine_add_rmsnorm_q8(COMBINE = true, verify(n = [32, 96, 256, 288, 608], top_k = [1, 2, 3]),
+                       rows(name = moe_combine_add_rmsnorm_q8_rows,
+                            row_stride(a = n, ye = top_k * n, weights = top_k, shared_out = n, shared_logit = 1, h = n, y = n, q = n / 4, d = n / 32, s = n / 32),
+                            verify(n = [32, 288], top_k = [1, 3])))))]
+pub fn add_rmsnorm_q8_family<const COMBINE: bool>(
     a: &[f32],
-    b: &[f32],
+    #[when(!COMBINE)] b: &[f32],
+    #[when(COMBINE)] ye: &[f32],
+    #[when(COMBINE)] weights: &[f32],
+    #[when(COMBINE)] shared_out: &[f32],
+    #[when(COMBINE)] shared_logit: &[f32],
     w: &[f32],
     h: &mut [f32],
     y: &mut [f32],
@@ -123,74 +140,18 @@ pub fn add_rmsnorm_q8(
     d: &mut [f32],
     s: &mut [i32],
     n: usize,
+    #[when(COMBINE)] top_k: usize,
     eps: f32,
 ) {
     let base = group_id(0) * 256;
     let m = if n - base < 256 { n - base } else { 256 };
-    let hs = shared::<f32, 4096>();
-    for i in par(0..n) {
-        hs[i] = a[i] + b[i];
-    }
-    let ss = sum!(i in 0..n, order = lanes(32).butterfly(), hs[i] * hs[i]);
-    let scale = rsqrt(ss / (n as f32) + eps);
-    let ys = shared::<f32, 256>();
-    let scales = shared::<f32, 8>();
-    let words = shared::<u32, 64>();
-    for j in par(0..m) {
-        h[base + j] = hs[base + j];
-        let v = hs[base + j] * scale * w[base + j];
-        y[base + j] = v;
-        ys[j] = v;
-    }
-    for t in par_team(0..m / 32, 32) {
-        let amax = max!(j in 0..32, order = lanes(32).butterfly(), ys[t * 32 + j].abs());
-        let sc = if amax != amax { f32::from_bits(0x7fc00000) } else { amax / 127.0 };
-        d[base / 32 + t] = sc;
-        scales[t] = sc;
-    }
-    for i in par(0..m / 4) {
-        let sc = scales[i / 8];
-        let word = q8_word(ys[i * 4], ys[i * 4 + 1], ys[i * 4 + 2], ys[i * 4 + 3], sc);
-        q[base / 4 + i] = word;
-        words[i] = word;
-    }
-    for t in par(0..m / 32) {
-        s[base / 32 + t] = sum!(v in 0..8, order = any, dot4_i8(words[t * 8 + v], 0x01010101, 0));
-    }
-}
-
-/// `moe::moe_combine`, then `add_rmsnorm_q8` with the combine's output as `b`, in one launch
-/// (the q8 mode's residual add after the MoE block): c = seq_j(weights[j] · ye[j · n + i]) +
-/// sigmoid(shared_logit[0]) · shared_out[i] (the shared expert's output), h = a + c, y = rmsnorm(h, w) and y's q8 blocks. Every
-/// workgroup forms all n values a + c in workgroup memory (`moe_combine`'s operations, then
-/// `add`'s), so every output is `moe_combine`'s, then `add_rmsnorm`'s, then `q8act`'s bits,
-/// without the combine's launch and its round trip through memory. n a multiple of 32, at
-/// most `norm::NORM_MAX_DIM`.
-#[kernel(grid = [(n + 255) / 256], block = 256, uses = [q8_of, q8_word], verify(n = [32, 96, 256, 288, 608], top_k = [1, 2, 3]),
-         rows(name = moe_combine_add_rmsnorm_q8_rows,
-              row_stride(a = n, ye = top_k * n, weights = top_k, shared_out = n, shared_logit = 1, h = n, y = n, q = n / 4, d = n / 32, s = n / 32),
-              verify(n = [32, 288], top_k = [1, 3])))]
-pub fn moe_combine_add_rmsnorm_q8(
-    a: &[f32],
-    ye: &[f32],
-    weights: &[f32],
-    shared_out: &[f32],
-    shared_logit: &[f32],
-    w: &[f32],
-    h: &mut [f32],
-    y: &mut [f32],
-    q: &mut [u32],
-    d: &mut [f32],
-    s: &mut [i32],
-    n: usize,
-    top_k: usize,
-    eps: f32,
-) {
-    let base = group_id(0) * 256;
-    let m = if n - base < 256 { n - base } else { 256 };
+    #[when(COMBINE)]
     let gs = sigmoid(shared_logit[0]);
     let hs = shared::<f32, 4096>();
     for i in par(0..n) {
+        #[when(!COMBINE)]
+        hs[i] = a[i] + b[i];
+        #[when(COMBINE)]
         hs[i] = a[i] + (sum!(e in 0..top_k, order = seq, weights[e] * ye[e * n + i]) + gs * shared_out[i]);
     }
     let ss = sum!(i in 0..n, order = lanes(32).butterfly(), hs[i] * hs[i]);
