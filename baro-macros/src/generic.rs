@@ -602,3 +602,101 @@ fn key_of(entry: &TokenStream) -> Option<String> {
         k == "rows" && matches!(it.next(), Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis);
     Some(if derive { "rows(..)".into() } else { k.to_string() })
 }
+
+#[cfg(test)]
+mod tests {
+    use proc_macro2::TokenStream;
+    use quote::quote;
+
+    /// The expansion of `#[kernel(attr)] item`, as text.
+    fn expand(attr: TokenStream, item: TokenStream) -> String {
+        crate::expand::kernel(attr, item).to_string()
+    }
+
+    #[test]
+    fn every_instance_becomes_a_kernel_and_the_definition_none() {
+        let out = expand(
+            quote!(grid = [n], instances(two(R = 2), three(R = 3, block = 64))),
+            quote!(
+                pub fn scale<const R: usize>(x: &mut [f32], n: usize) {
+                    let o = group_id(0);
+                    x[o] = x[o] * (R as f32);
+                }
+            ),
+        );
+        assert!(out.contains("fn two ()") && out.contains("fn three ()"), "{out}");
+        assert!(!out.contains("fn scale ()") && !out.contains("compile_error"), "{out}");
+    }
+
+    #[test]
+    fn misuse_says_what_was_expected() {
+        let cases = [
+            (
+                quote!(grid = [n], instances(a(T = f32))),
+                quote!(
+                    fn k<T>(x: &mut [f32], n: usize) {}
+                ),
+                "parameters are constants",
+            ),
+            (
+                quote!(grid = [n], instances(a(F = A), a(F = B))),
+                quote!(
+                    fn k<const F: Fmt>(x: &mut [f32], n: usize) {}
+                ),
+                "instance `a` twice",
+            ),
+            (
+                quote!(grid = [n], instances(a(F = A))),
+                quote!(
+                    fn k<const F: Fmt>(x: &mut [f32], n: usize) {
+                        #[when(F)]
+                        x[0] = 1.0;
+                    }
+                ),
+                "expected a condition (a bool), found a word",
+            ),
+            (
+                quote!(grid = [n], instances(a(F = A))),
+                quote!(
+                    fn k<const F: Fmt>(x: &mut [f32], n: usize) {
+                        #[when(F == 3)]
+                        x[0] = 1.0;
+                    }
+                ),
+                "a word and an integer cannot be compared",
+            ),
+            (
+                quote!(grid = [n], instances(a(B = 1))),
+                quote!(
+                    fn k<const B: bool>(x: &mut [f32], n: usize) {}
+                ),
+                "expected `true` or `false`, found `1`",
+            ),
+            (
+                quote!(grid = [n], instances()),
+                quote!(
+                    fn k<const B: bool>(x: &mut [f32], n: usize) {}
+                ),
+                "`instances()` names no kernel",
+            ),
+            (
+                quote!(grid = [n], instances(a())),
+                quote!(
+                    fn k(x: &mut [f32], n: usize) {}
+                ),
+                "which has no const parameters",
+            ),
+            (
+                quote!(grid = [n]),
+                quote!(
+                    fn k<const B: bool>(x: &mut [f32], n: usize) {}
+                ),
+                "generic parameters without `instances(..)`",
+            ),
+        ];
+        for (attr, item, expected) in cases {
+            let out = expand(attr, item);
+            assert!(out.contains(expected), "expected `{expected}` in:\n{out}");
+        }
+    }
+}
