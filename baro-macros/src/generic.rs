@@ -103,8 +103,9 @@ pub fn expand(rest: TokenStream, key: Ident, content: TokenStream, item: TokenSt
     let params = const_params(&func, &mut errors);
     let instances = instances(&func.sig.ident, &key, content, &params, &mut errors);
     let mut words: Vec<String> = Vec::new();
+    // In instance and parameter order, so messages listing them read the same every build.
     for inst in &instances {
-        for (_, v) in inst.bindings.values() {
+        for (_, v) in params.iter().filter_map(|p| inst.bindings.get(&p.name.to_string())) {
             if let Value::Word(w) = v {
                 if !words.contains(w) {
                     words.push(w.clone());
