@@ -45,6 +45,7 @@
 
 use crate::attr::{DeriveRows, KernelAttr};
 use crate::diag::{show, Diag};
+use crate::generic::substitute;
 use crate::signature::ParamSyntax;
 use baro_dsl::ir::{ParamKind, ScalarType};
 use proc_macro2::{Delimiter, Group, Ident, Literal, Punct, Spacing, TokenStream, TokenTree};
@@ -127,7 +128,7 @@ pub fn derive(
 
     // The grid: `fix` applied, then axis A over row tiles.
     let grid: Vec<Expr> = attr.grid.as_ref().map(|(_, g)| g.clone()).unwrap_or_default();
-    let literal_of = |id: &Ident| fixed.iter().find(|(q, _, _)| q == id).map(|(_, v, _)| v.clone());
+    let literal_of = |id: &Ident| fixed.iter().find(|(q, _, _)| q == id).map(|(_, v, _)| TokenTree::Literal(v.token()));
     let mut axes: Vec<TokenStream> = grid.iter().map(|e| substitute(e.to_token_stream(), &literal_of)).collect();
     let axis = match &d.axis {
         None => Some(axes.len()),
@@ -334,30 +335,6 @@ fn is_one_expr(e: &Expr) -> bool {
         Expr::Group(g) => is_one_expr(&g.expr),
         _ => false,
     }
-}
-
-/// Replaces every name that `value` knows (not after `.` or `::`) with its literal.
-fn substitute(ts: TokenStream, value: &impl Fn(&Ident) -> Option<LitInt>) -> TokenStream {
-    let mut out = Vec::new();
-    let mut after_path = false;
-    for t in ts {
-        let next_after_path = matches!(&t, TokenTree::Punct(p) if p.as_char() == '.' || p.as_char() == ':');
-        let t = match t {
-            TokenTree::Ident(id) if !after_path => match value(&id) {
-                Some(v) => {
-                    let mut l: Literal = v.token();
-                    l.set_span(id.span());
-                    TokenTree::Literal(l)
-                }
-                None => TokenTree::Ident(id),
-            },
-            TokenTree::Group(g) => regroup(&g, substitute(g.stream(), value)),
-            other => other,
-        };
-        after_path = next_after_path;
-        out.push(t);
-    }
-    out.into_iter().collect()
 }
 
 fn regroup(g: &Group, stream: TokenStream) -> TokenTree {

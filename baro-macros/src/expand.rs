@@ -1,6 +1,8 @@
 //! What `#[kernel]` expands to: the IR builder function (or, on error, a stub with the same
 //! signature next to the errors), a check that the parameter types name real types, the
-//! typed argument struct (`args.rs`), the sibling-check plumbing, and the expansion of a rows sibling derived with `rows(..)`.
+//! typed argument struct (`args.rs`), the sibling-check plumbing, and the expansion of a rows
+//! sibling derived with `rows(..)`; a generic kernel (`instances(..)`) goes to `generic.rs`
+//! first, which comes back here once per instance.
 //!
 //! It never panics and never drops an error: everything found is reported together.
 
@@ -21,6 +23,9 @@ pub fn front_end(attr: TokenStream, item: &ItemFn, diag: &mut Diag) -> Front {
 }
 
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    if let Some((rest, key, content)) = crate::generic::split(&attr) {
+        return crate::generic::expand(rest, key, content, item);
+    }
     let uses = crate::attr::uses(&attr);
     if !uses.is_empty() {
         return crate::helpers::dispatch(&uses, &attr, &item);
@@ -33,6 +38,9 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
     };
     let mut diag = Diag::default();
+    if let Some(at) = crate::generic::stray_when(&item) {
+        diag.at(at, "`#[when(..)]` outside a generic kernel: expected `fn name<const P: T, ..>` with `instances(..)` in #[kernel(..)]");
+    }
     let front = front_end(attr.clone(), &func, &mut diag);
     let name = &func.sig.ident;
     let vis = &func.vis;

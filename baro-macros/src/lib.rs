@@ -13,6 +13,7 @@ mod derive;
 mod diag;
 mod emit;
 mod expand;
+mod generic;
 mod helpers;
 mod lower;
 mod sibling;
@@ -43,7 +44,7 @@ use proc_macro::TokenStream;
 /// per-row buffer; other buffers are shared by all rows), `row_step(param = expr, ..)` (row r
 /// sees `param + r·expr`), `carry(buf, ..)` (state carried from row to row),
 /// `verify(param = [v, ..], ..)` (shapes the verifier tries), `uses = [helper, ..]` (the
-/// `#[kernel_helper]` functions the body calls).
+/// `#[kernel_helper]` functions the body calls), `instances(..)` (below).
 ///
 /// On an m=1 kernel, `rows(name = ident, tile = T, axis = A, row_stride(..), row_step(..),
 /// fix(param = v, ..), verify(..))` also emits its rows sibling, written from the m=1 body
@@ -56,6 +57,33 @@ use proc_macro::TokenStream;
 ///          row_stride(x = k, y = n), fix(n_slots = 1)))]
 /// pub fn matvec(x: &[f32], w: &[bf16], y: &mut [f32], k: usize, n: usize, n_slots: usize) { .. }
 /// ```
+///
+/// A generic kernel is one definition made into several kernels: `const` parameters, and
+/// `instances(name(P = value, .., key .., ..), ..)` naming the kernels to make, each with a
+/// value for every parameter and, if it needs them, `#[kernel]` keys of its own that replace the
+/// definition's key of the same name (`rows_of`, `row_stride`, `verify`, `grid`, `rows(..)`..):
+///
+/// ```text
+/// #[kernel(grid = [n, (rows + 1) / 2], rows = rows, row_stride(x = k, y = n),
+///          instances(dot_rows2(FMT = F32, R = 2, rows_of = dot),
+///                    dot_scaled_rows4(FMT = SCALED, R = 4, rows_of = dot_scaled, grid = [n, (rows + 3) / 4])))]
+/// pub fn dot_tile<const FMT: Format, const R: usize>(x: &[f32], w: &[f32],
+///         #[when(FMT == SCALED)] s: &[f32], y: &mut [f32], k: usize, n: usize, rows: usize) {
+///     let ys = sum!(r in 0..R, i in 0..k, order = lanes(32).butterfly(), ..);
+///     #[when(FMT == SCALED)]
+///     let sc = s[group_id(0)];
+///     ..
+/// }
+/// ```
+///
+/// A parameter typed with an integer type takes an integer literal, `bool` takes `true` or
+/// `false`, any other type (`Format`) a word (an identifier). Each instance is the definition
+/// with every parameter replaced by its value (so `shared::<T, N>()`, `sum!(r in 0..R, ..)` and
+/// loops over `0..R` see literals) and every statement or parameter marked `#[when(cond)]`
+/// kept where `cond` holds and dropped elsewhere (`cond`: parameters, literals, the words the
+/// instances give, `==`, `!=`, `<`, `<=`, `>`, `>=`, `&&`, `||`, `!`); it is then expanded,
+/// verified and proven as if written out by hand, as `fn name() -> Kernel`. The definition's
+/// own name makes no kernel.
 ///
 /// Parameters: `&[T]`, `&mut [T]` or `T` with T one of f32, f16, bf16, i8, u8, i32, u32,
 /// i64, u64, usize, bool.

@@ -70,7 +70,7 @@ pub fn params(sig: &Signature, diag: &mut Diag) -> (Vec<ParamSyntax>, Vec<Ident>
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
         diag.spanned(
             &sig.generics,
-            "unsupported Rust construct: kernels have no generic parameters; write one kernel per element type",
+            "generic parameters without `instances(..)`: expected `#[kernel(.., instances(name(P = value, ..), ..))]` naming the kernels made of this definition",
         );
     }
     if let syn::ReturnType::Type(_, ty) = &sig.output {

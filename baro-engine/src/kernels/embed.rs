@@ -57,15 +57,26 @@ pub fn embed_q8_0(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
     }
 }
 
-/// As `embed_f32` from a Q4_K table of raw GGUF bytes (dim a multiple of 256; rows of dim/256
-/// super-blocks `{ f16 d; f16 dmin; u8 scales[12]; u8 qs[128] }` of 144 bytes):
-/// `y[i] = d · sc · q − dmin · m` for element e = i % 256 of sub-block e / 32.
+/// As `embed_f32` from a K-quant table of raw GGUF bytes (dim a multiple of 256; rows of
+/// dim/256 super-blocks of `BYTES` bytes), one definition over the format (`FMT`):
+/// - Q4_K, `{ f16 d; f16 dmin; u8 scales[12]; u8 qs[128] }` of 144 bytes:
+///   `y[i] = d · sc · q − dmin · m` for element e = i % 256 of sub-block e / 32;
+/// - Q5_K, `{ f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128] }` of 176 bytes: the quant
+///   gains bit `j` of `qh[e % 32]` as its 5th bit.
 #[kernel(grid = [1], block = 256,
-         rows(name = embed_q4_k_rows, axis = 0, row_stride(y = dim), row_step(pos = 1)))]
-pub fn embed_q4_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize) {
-    let row = (ids[pos] as usize) * (dim / 256) * 144;
+         rows(name = ROWS, axis = 0, row_stride(y = dim), row_step(pos = 1)),
+         instances(embed_q4_k(FMT = Q4K, BYTES = 144, ROWS = embed_q4_k_rows),
+                   embed_q5_k(FMT = Q5K, BYTES = 176, ROWS = embed_q5_k_rows)))]
+pub fn embed_kquant<const FMT: Format, const BYTES: usize, const ROWS: Name>(
+    ids: &[u32],
+    table: &[u8],
+    y: &mut [f32],
+    pos: usize,
+    dim: usize,
+) {
+    let row = (ids[pos] as usize) * (dim / 256) * BYTES;
     for i in par(0..dim) {
-        let at = row + (i / 256) * 144;
+        let at = row + (i / 256) * BYTES;
         let e = i % 256;
         let j = e / 32;
         let hd = (table[at] as u32) | ((table[at + 1] as u32) << 8);
@@ -92,47 +103,15 @@ pub fn embed_q4_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usi
             (table[at + 8 + j] & 15) | ((table[at + 4 + (j + 4) % 8] >> 6) << 4)
         };
         let m = if j < 4 { table[at + 8 + j] & 63 } else { (table[at + 8 + j] >> 4) | ((table[at + 4 + j] >> 6) << 4) };
+        #[when(FMT == Q4K)]
         let q = (table[at + 16 + (e / 64) * 32 + e % 32] >> ((j % 2 * 4) as u8)) & 15;
+        #[when(FMT == Q4K)]
         y[i] = d * (sc as f32) * (q as f32) - dmin * (m as f32);
-    }
-}
-
-/// As `embed_q4_k` from a Q5_K table (super-blocks `{ f16 d; f16 dmin; u8 scales[12];
-/// u8 qh[32]; u8 qs[128] }` of 176 bytes): the quant gains bit `j` of `qh[e % 32]` as its 5th bit.
-#[kernel(grid = [1], block = 256,
-         rows(name = embed_q5_k_rows, axis = 0, row_stride(y = dim), row_step(pos = 1)))]
-pub fn embed_q5_k(ids: &[u32], table: &[u8], y: &mut [f32], pos: usize, dim: usize) {
-    let row = (ids[pos] as usize) * (dim / 256) * 176;
-    for i in par(0..dim) {
-        let at = row + (i / 256) * 176;
-        let e = i % 256;
-        let j = e / 32;
-        let hd = (table[at] as u32) | ((table[at + 1] as u32) << 8);
-        let d = f32::from_bits(
-            ((hd & 0x8000) << 16)
-                | (if (hd & 0x7c00) == 0 {
-                    (((hd & 0x3ff) as f32) * 5.9604645e-8).to_bits()
-                } else {
-                    ((hd & 0x7fff) << 13) + (if (hd & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 })
-                }),
-        );
-        let hm = (table[at + 2] as u32) | ((table[at + 3] as u32) << 8);
-        let dmin = f32::from_bits(
-            ((hm & 0x8000) << 16)
-                | (if (hm & 0x7c00) == 0 {
-                    (((hm & 0x3ff) as f32) * 5.9604645e-8).to_bits()
-                } else {
-                    ((hm & 0x7fff) << 13) + (if (hm & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 })
-                }),
-        );
-        let sc = if j < 4 {
-            table[at + 4 + j] & 63
-        } else {
-            (table[at + 8 + j] & 15) | ((table[at + 4 + (j + 4) % 8] >> 6) << 4)
-        };
-        let m = if j < 4 { table[at + 8 + j] & 63 } else { (table[at + 8 + j] >> 4) | ((table[at + 4 + j] >> 6) << 4) };
+        #[when(FMT == Q5K)]
         let low = (table[at + 48 + (e / 64) * 32 + e % 32] >> ((j % 2 * 4) as u8)) & 15;
+        #[when(FMT == Q5K)]
         let high = ((table[at + 16 + e % 32] >> (j as u8)) & 1) << 4;
+        #[when(FMT == Q5K)]
         y[i] = d * (sc as f32) * ((low | high) as f32) - dmin * (m as f32);
     }
 }

@@ -107,10 +107,22 @@ pub const GDN_BA_MAX_K: usize = 2048;
 /// the same operation on the same operands as when each lane walked its column alone, and
 /// the sums keep their order: only where values are kept and which thread computes them
 /// changes (`dk ≤ GDN_MAX_DK`; a larger dk is a bounds error on the workgroup arrays).
-#[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, verify(dk = [1, 31, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4]))]
-pub fn gdn_step(
+///
+/// With `BA` (`gdn_step_ba`): `gdn_step` with the beta and alpha projections in its launch, for
+/// an f32 (b | a) matrix (`w_ba`: (2 · n_v_heads, k), b rows then a rows, as `weights` stacks
+/// them) and `k ≤ GDN_BA_MAX_K`: b[h] = seq-lanes Σ_i x[i] · w_ba[h · k + i] and a[h] likewise
+/// from row n_v_heads + h, each in `matvec::matvec_f32`'s order (`lanes(32).butterfly()` over
+/// the products), from products all 256 threads first write into `pr`. So b and a have the
+/// bits of the matvec launch this replaces, and everything after is `gdn_step`'s, operation
+/// for operation.
+#[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, verify(dk = [1, 31, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4]),
+         instances(gdn_step(BA = false),
+                   gdn_step_ba(BA = true, verify(dk = [1, 31, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4], k = [1, 33, 70]))))]
+pub fn gdn_step_family<const BA: bool>(
     qkv: &[f32],
-    ba: &[f32],
+    #[when(!BA)] ba: &[f32],
+    #[when(BA)] x: &[f32],
+    #[when(BA)] w_ba: &[f32],
     ssm_a: &[f32],
     dt_bias: &[f32],
     state: &mut [f32],
@@ -121,6 +133,7 @@ pub fn gdn_step(
     n_v_heads: usize,
     tiled: bool,
     q_scale: f32,
+    #[when(BA)] k: usize,
 ) {
     let h = group_id(0);
     let c0 = group_id(1) * 32;
@@ -130,6 +143,8 @@ pub fn gdn_step(
     let vb = 2 * n_k_heads * dk + h * dv;
     let sb = h * dk * dv;
     let st = shared::<f32, 4096>();
+    #[when(BA)]
+    let pr = shared::<f32, 4096>();
     let kq = shared::<f32, 256>();
     let dl = shared::<f32, 32>();
     for t in par(0..dk * 32) {
@@ -139,8 +154,25 @@ pub fn gdn_step(
     }
     let qn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[qb + i] * qkv[qb + i]) + 1e-6);
     let kn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
+    #[when(!BA)]
     let beta = sigmoid(ba[h]);
+    #[when(!BA)]
     let decay = exp(ssm_a[h] * softplus(ba[n_v_heads + h] + dt_bias[h]));
+    // With BA: b[h] and a[h] as `matvec_f32` computes them (x · row h, x · row n_v_heads + h of
+    // the stacked (b | a) matrix), from products staged in `pr`.
+    #[when(BA)]
+    for i in par(0..k) {
+        pr[i] = x[i] * w_ba[h * k + i];
+        pr[2048 + i] = x[i] * w_ba[(n_v_heads + h) * k + i];
+    }
+    #[when(BA)]
+    let bv = sum!(i in 0..k, order = lanes(32).butterfly(), pr[i]);
+    #[when(BA)]
+    let av = sum!(i in 0..k, order = lanes(32).butterfly(), pr[2048 + i]);
+    #[when(BA)]
+    let beta = sigmoid(bv);
+    #[when(BA)]
+    let decay = exp(ssm_a[h] * softplus(av + dt_bias[h]));
     for i in par(0..dk) {
         kq[i] = qkv[kb + i] * kn;
         kq[128 + i] = (qkv[qb + i] * qn) * q_scale;
@@ -176,13 +208,25 @@ pub fn gdn_step(
 /// before those rows' scan, so a row's sequential part reads only workgroup memory (and its
 /// v): its first sum, the state update, and its read-out, which runs in the same phase as the
 /// next row's first sum (one warp each: both only read the updated state). The m=1 kernel's
-/// reductions in its order: the two norms, then per step a read-out and a first sum.
-#[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, rows_of = gdn_step, rows = rows,
-         row_stride(qkv = 2 * n_k_heads * dk + n_v_heads * dv, ba = 2 * n_v_heads, o = n_v_heads * dv), carry(state),
-         verify(dk = [1, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4], rows = [1, 3, 9]))]
-pub fn gdn_scan_rows(
+/// reductions in its order: the two norms (with `BA` also b and a), then per step a read-out
+/// and a first sum.
+///
+/// With `BA` (`gdn_scan_ba_rows`): `gdn_scan_rows` with the beta and alpha projections in its
+/// launch: `gdn_step_ba` over rows (row r's x at `x[r · k ..]`), the state carried from row to
+/// row. Per block of 8 rows, each row's team also computes its b[h] and a[h] dots (in
+/// `matvec_f32`'s order, the products read from global memory) beside its q and k norms.
+#[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, rows = rows, carry(state),
+         instances(gdn_scan_rows(BA = false, rows_of = gdn_step,
+                       row_stride(qkv = 2 * n_k_heads * dk + n_v_heads * dv, ba = 2 * n_v_heads, o = n_v_heads * dv),
+                       verify(dk = [1, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4], rows = [1, 3, 9])),
+                   gdn_scan_ba_rows(BA = true, rows_of = gdn_step_ba,
+                       row_stride(qkv = 2 * n_k_heads * dk + n_v_heads * dv, x = k, o = n_v_heads * dv),
+                       verify(dk = [1, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4], k = [1, 33], rows = [1, 3, 9]))))]
+pub fn gdn_scan_family<const BA: bool>(
     qkv: &[f32],
-    ba: &[f32],
+    #[when(!BA)] ba: &[f32],
+    #[when(BA)] x: &[f32],
+    #[when(BA)] w_ba: &[f32],
     ssm_a: &[f32],
     dt_bias: &[f32],
     state: &mut [f32],
@@ -193,6 +237,7 @@ pub fn gdn_scan_rows(
     n_v_heads: usize,
     tiled: bool,
     q_scale: f32,
+    #[when(BA)] k: usize,
     rows: usize,
 ) {
     let h = group_id(0);
@@ -219,7 +264,17 @@ pub fn gdn_scan_rows(
             let kb = (rb + j) * stride + n_k_heads * dk + kh * dk;
             rs[j] = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[qb + i] * qkv[qb + i]) + 1e-6);
             rs[8 + j] = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
+            #[when(BA)]
+            let bv = sum!(i in 0..k, order = lanes(32).butterfly(), x[(rb + j) * k + i] * w_ba[h * k + i]);
+            #[when(BA)]
+            let av =
+                sum!(i in 0..k, order = lanes(32).butterfly(), x[(rb + j) * k + i] * w_ba[(n_v_heads + h) * k + i]);
+            #[when(BA)]
+            rs[16 + j] = sigmoid(bv);
+            #[when(BA)]
+            rs[24 + j] = exp(ssm_a[h] * softplus(av + dt_bias[h]));
         }
+        #[when(!BA)]
         for j in par(0..nb) {
             rs[16 + j] = sigmoid(ba[(rb + j) * 2 * n_v_heads + h]);
             rs[24 + j] = exp(ssm_a[h] * softplus(ba[(rb + j) * 2 * n_v_heads + n_v_heads + h] + dt_bias[h]));
@@ -232,175 +287,6 @@ pub fn gdn_scan_rows(
         }
         // Step j: warp 0 reads row j − 1 out, warp 1 takes row j's first sum (both only read
         // the state as row j − 1 left it), then all threads update the state by row j.
-        for j in 0..nb + 1 {
-            for l in par(0..64) {
-                if l < 32 {
-                    if j > 0 && c0 + l < dv {
-                        o[((rb + j - 1) * n_v_heads + h) * dv + c0 + l] =
-                            sum!(i in 0..dk, order = seq, st[i * 32 + l] * kq[(j - 1) * 256 + 128 + i]);
-                    }
-                } else {
-                    if j < nb && c0 + l - 32 < dv {
-                        dl[l - 32] = (qkv[(rb + j) * stride + 2 * n_k_heads * dk + h * dv + c0 + l - 32]
-                            - sum!(i in 0..dk, order = seq, (st[i * 32 + l - 32] * rs[24 + j]) * kq[j * 256 + i]))
-                            * rs[16 + j];
-                    }
-                }
-            }
-            for t in par(0..if j < nb { dk * 32 } else { 0 }) {
-                if c0 + t % 32 < dv {
-                    st[t] = st[t] * rs[24 + j] + kq[j * 256 + t / 32] * dl[t % 32];
-                }
-            }
-        }
-    }
-    for t in par(0..dk * 32) {
-        if c0 + t % 32 < dv {
-            state[sb + (t / 32) * dv + c0 + t % 32] = st[t];
-        }
-    }
-}
-
-/// `gdn_step` with the beta and alpha projections in its launch, for an f32 (b | a) matrix
-/// (`w_ba`: (2 · n_v_heads, k), b rows then a rows, as `weights` stacks them) and `k ≤
-/// GDN_BA_MAX_K`: b[h] = seq-lanes Σ_i x[i] · w_ba[h · k + i] and a[h] likewise from row
-/// n_v_heads + h, each in `matvec::matvec_f32`'s order (`lanes(32).butterfly()` over the
-/// products), from products all 256 threads first write into `pr`. So b and a have the bits of
-/// the matvec launch this replaces, and everything after is `gdn_step`'s, operation for
-/// operation.
-#[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, verify(dk = [1, 31, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4], k = [1, 33, 70]))]
-pub fn gdn_step_ba(
-    qkv: &[f32],
-    x: &[f32],
-    w_ba: &[f32],
-    ssm_a: &[f32],
-    dt_bias: &[f32],
-    state: &mut [f32],
-    o: &mut [f32],
-    dk: usize,
-    dv: usize,
-    n_k_heads: usize,
-    n_v_heads: usize,
-    tiled: bool,
-    q_scale: f32,
-    k: usize,
-) {
-    let h = group_id(0);
-    let c0 = group_id(1) * 32;
-    let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
-    let qb = kh * dk;
-    let kb = n_k_heads * dk + kh * dk;
-    let vb = 2 * n_k_heads * dk + h * dv;
-    let sb = h * dk * dv;
-    let st = shared::<f32, 4096>();
-    let pr = shared::<f32, 4096>();
-    let kq = shared::<f32, 256>();
-    let dl = shared::<f32, 32>();
-    for t in par(0..dk * 32) {
-        if c0 + t % 32 < dv {
-            st[t] = state[sb + (t / 32) * dv + c0 + t % 32];
-        }
-    }
-    let qn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[qb + i] * qkv[qb + i]) + 1e-6);
-    let kn = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
-    // b[h] and a[h] as `matvec_f32` computes them (x · row h, x · row n_v_heads + h of the
-    // stacked (b | a) matrix), from products staged in `pr` before its first use below.
-    for i in par(0..k) {
-        pr[i] = x[i] * w_ba[h * k + i];
-        pr[2048 + i] = x[i] * w_ba[(n_v_heads + h) * k + i];
-    }
-    let bv = sum!(i in 0..k, order = lanes(32).butterfly(), pr[i]);
-    let av = sum!(i in 0..k, order = lanes(32).butterfly(), pr[2048 + i]);
-    let beta = sigmoid(bv);
-    let decay = exp(ssm_a[h] * softplus(av + dt_bias[h]));
-    for i in par(0..dk) {
-        kq[i] = qkv[kb + i] * kn;
-        kq[128 + i] = (qkv[qb + i] * qn) * q_scale;
-    }
-    for l in par(0..32) {
-        if c0 + l < dv {
-            dl[l] = (qkv[vb + c0 + l] - sum!(i in 0..dk, order = seq, (st[i * 32 + l] * decay) * kq[i])) * beta;
-        }
-    }
-    for t in par(0..dk * 32) {
-        if c0 + t % 32 < dv {
-            st[t] = st[t] * decay + kq[t / 32] * dl[t % 32];
-        }
-    }
-    for l in par(0..32) {
-        if c0 + l < dv {
-            o[h * dv + c0 + l] = sum!(i in 0..dk, order = seq, st[i * 32 + l] * kq[128 + i]);
-        }
-    }
-    for t in par(0..dk * 32) {
-        if c0 + t % 32 < dv {
-            state[sb + (t / 32) * dv + c0 + t % 32] = st[t];
-        }
-    }
-}
-
-/// `gdn_scan_rows` with the beta and alpha projections in its launch: `gdn_step_ba` over
-/// rows (row r's x at `x[r · k ..]`), the state carried from row to row. Per block of 8 rows,
-/// each row's team also computes its b[h] and a[h] dots (in `matvec_f32`'s order, the products
-/// read from global memory) beside its q and k norms.
-#[kernel(grid = [n_v_heads, (dv + 31) / 32], block = 256, rows_of = gdn_step_ba, rows = rows,
-         row_stride(qkv = 2 * n_k_heads * dk + n_v_heads * dv, x = k, o = n_v_heads * dv), carry(state),
-         verify(dk = [1, 33], dv = [1, 3, 40], n_k_heads = [1, 2], n_v_heads = [2, 4], k = [1, 33], rows = [1, 3, 9]))]
-pub fn gdn_scan_ba_rows(
-    qkv: &[f32],
-    x: &[f32],
-    w_ba: &[f32],
-    ssm_a: &[f32],
-    dt_bias: &[f32],
-    state: &mut [f32],
-    o: &mut [f32],
-    dk: usize,
-    dv: usize,
-    n_k_heads: usize,
-    n_v_heads: usize,
-    tiled: bool,
-    q_scale: f32,
-    k: usize,
-    rows: usize,
-) {
-    let h = group_id(0);
-    let c0 = group_id(1) * 32;
-    let kh = if tiled { h % n_k_heads } else { h / (n_v_heads / n_k_heads) };
-    let sb = h * dk * dv;
-    let st = shared::<f32, 4096>();
-    // Per row j of a block of 8: k̂ at j · 256, q̂ at j · 256 + 128.
-    let kq = shared::<f32, 2048>();
-    let dl = shared::<f32, 32>();
-    // Per block of 8 rows, the scalars no state reaches, computed side by side (one team per
-    // row) before the block's scan: qn (0..8), kn (8..16), beta (16..24), decay (24..32).
-    let rs = shared::<f32, 32>();
-    let stride = 2 * n_k_heads * dk + n_v_heads * dv;
-    for t in par(0..dk * 32) {
-        if c0 + t % 32 < dv {
-            st[t] = state[sb + (t / 32) * dv + c0 + t % 32];
-        }
-    }
-    for rb in (0..rows).step_by(8) {
-        let nb = if rows - rb < 8 { rows - rb } else { 8 };
-        for j in par_team(0..nb, 32) {
-            let qb = (rb + j) * stride + kh * dk;
-            let kb = (rb + j) * stride + n_k_heads * dk + kh * dk;
-            rs[j] = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[qb + i] * qkv[qb + i]) + 1e-6);
-            rs[8 + j] = rsqrt(sum!(i in 0..dk, order = lanes(32).butterfly(), qkv[kb + i] * qkv[kb + i]) + 1e-6);
-            let bv = sum!(i in 0..k, order = lanes(32).butterfly(), x[(rb + j) * k + i] * w_ba[h * k + i]);
-            let av =
-                sum!(i in 0..k, order = lanes(32).butterfly(), x[(rb + j) * k + i] * w_ba[(n_v_heads + h) * k + i]);
-            rs[16 + j] = sigmoid(bv);
-            rs[24 + j] = exp(ssm_a[h] * softplus(av + dt_bias[h]));
-        }
-        for e in par(0..nb * dk) {
-            let j = e / dk;
-            let i = e % dk;
-            kq[j * 256 + i] = qkv[(rb + j) * stride + n_k_heads * dk + kh * dk + i] * rs[8 + j];
-            kq[j * 256 + 128 + i] = (qkv[(rb + j) * stride + kh * dk + i] * rs[j]) * q_scale;
-        }
-        // As in `gdn_scan_rows`: step j reads row j − 1 out (warp 0) beside row j's first sum
-        // (warp 1), then updates the state by row j.
         for j in 0..nb + 1 {
             for l in par(0..64) {
                 if l < 32 {

@@ -1,10 +1,11 @@
 //! The K-quant matvecs of the q8 precision mode (issue 14; the engine's `Precision::Q8`): Q4_K,
 //! Q5_K and Q6_K weights times activations quantized by `q8act` (8-bit blocks of 32 with an
-//! f32 scale and the block sum). Each m = 1 kernel has a rows sibling derived by `rows(..)`,
-//! an 8-row sibling over tiles of one matrix (`_rows8`: the tile's q8 blocks staged in
-//! workgroup memory, each weight unit unpacked once for 8 rows, the tile's ids checked equal
-//! by `check!`; 32 outputs per workgroup, four on each team) and a plain-Rust reference in
-//! its order; nothing here launches them.
+//! f32 scale and the block sum). The three m = 1 kernels are instances of one generic kernel
+//! over the format (`matvec_kquant_q8`), each with a rows sibling derived by `rows(..)`, 8-row
+//! siblings over tiles of one matrix (`_rows8`: the tile's q8 blocks staged in workgroup
+//! memory, each weight unit unpacked once for 8 rows, the tile's ids checked equal by
+//! `check!`; `_mma` on the integer matrix step: instances of `q8_tiles`' generic kernels,
+//! re-exported here) and a plain-Rust reference in its order; nothing here launches them.
 //!
 //! The unit of every kernel is one 32-element block of the row, the q8 block it meets (a
 //! Q4_K/Q5_K sub-block; two consecutive 16-element Q6_K sub-blocks). Per unit u
@@ -51,6 +52,10 @@ use baro::reference::sum_lanes_butterfly;
 use baro::{kernel, kernel_helper};
 use half::f16;
 
+pub use crate::kernels::q8_tiles::{
+    matvec_q4_k_q8_mma, matvec_q4_k_q8_rows8, matvec_q5_k_q8_mma, matvec_q5_k_q8_rows8, matvec_q6_k_q8_mma,
+    matvec_q6_k_q8_rows8,
+};
 use crate::kernels::quant::{__baro_helper_f16_at_words, __baro_helper_f16_bits};
 use crate::model::dequant::{scale_min_k4, Q4_K_BLOCK_BYTES, Q5_K_BLOCK_BYTES, Q6_K_BLOCK_BYTES, QK_K};
 use crate::model::TensorType;
@@ -87,17 +92,26 @@ pub fn byte_i8(w: &[u32], at: usize) -> i32 {
     ((w[at / 4] >> ((at % 4 * 8) as u32)) as i8) as i32
 }
 
-/// Q4_K weights × q8 activations (`xq`, `xd`, `xsum` as `q8act` writes them: 8 words, one
-/// scale and one block sum per 32 elements; k a multiple of 256). Unit u of row o is
-/// sub-block u % 8 of super-block u / 8; y = Σ_u r_u in `lanes(32).butterfly()` order,
-/// `r_u = (d·xd_u)·(sc_u·idot_u) − (dmin·xd_u)·(m_u·xsum_u)` (module doc).
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min],
+/// The K-quant weights × q8 activations (`xq`, `xd`, `xsum` as `q8act` writes them: 8 words,
+/// one scale and one block sum per 32 elements; k a multiple of 256), one definition for the
+/// three formats (`FMT`: Q4K, Q5K, Q6K), each instance with its rows sibling derived by
+/// `rows(..)` (`ROWS`). Q4_K: unit u of row o is sub-block u % 8 of super-block u / 8;
+/// y = Σ_u r_u in `lanes(32).butterfly()` order, `r_u = (d·xd_u)·(sc_u·idot_u) −
+/// (dmin·xd_u)·(m_u·xsum_u)` (module doc). Q5_K: the same with 5-bit codes (176-byte
+/// super-blocks). Q6_K (no block sums: the codes are made signed): unit u is q8 block u % 8 of
+/// super-block u / 8 (its sub-blocks 2(u % 8) and 2(u % 8) + 1), `r_u = (d·xd_u)·(sc_lo·idot_lo +
+/// sc_hi·idot_hi)`.
+#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_at_words, f16_bits, k4_scale_byte, k4_sc, k4_min, byte_i8],
          verify(k = [256, 512, 1280], n = [1, 9], x_stride = [0, 256], n_slots = [1, 2]),
-         rows(name = matvec_q4_k_q8_rows, tile = 8, axis = 1, row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(k = [256, 1280], rows = [1, 3, 9])))]
-pub fn matvec_q4_k_q8(
+         rows(name = ROWS, tile = 8, axis = 1, row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(k = [256, 1280], rows = [1, 3, 9])),
+         instances(matvec_q4_k_q8(FMT = Q4K, ROWS = matvec_q4_k_q8_rows),
+                   matvec_q5_k_q8(FMT = Q5K, ROWS = matvec_q5_k_q8_rows),
+                   matvec_q6_k_q8(FMT = Q6K, ROWS = matvec_q6_k_q8_rows,
+                                  rows(name = ROWS, tile = 8, axis = 1, row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(k = [256, 1280], rows = [1, 3, 9])))))]
+pub fn matvec_kquant_q8<const FMT: Format, const ROWS: Name>(
     xq: &[u32],
     xd: &[f32],
-    xsum: &[i32],
+    #[when(FMT != Q6K)] xsum: &[i32],
     w: &[u32],
     ids: &[u32],
     y: &mut [f32],
@@ -113,68 +127,18 @@ pub fn matvec_q4_k_q8(
     for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
         let o = ob + t;
         let sb = (e * n + o) * (k / 256);
+        #[when(FMT == Q4K)]
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
             (f16_bits(w[(sb + u / 8) * 36] & 65535) * xd[xb + u])
                 * ((k4_sc(w, (sb + u / 8) * 36, u % 8) * sum!(i in 0..8, order = any, dot4_i8((w[(sb + u / 8) * 36 + 4 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F, xq[(xb + u) * 8 + i], 0))) as f32)
             - (f16_bits(w[(sb + u / 8) * 36] >> 16) * xd[xb + u]) * ((k4_min(w, (sb + u / 8) * 36, u % 8) * xsum[xb + u]) as f32));
-    }
-}
-
-/// Q5_K weights × q8 activations: `matvec_q4_k_q8` with 5-bit codes (176-byte super-blocks).
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min],
-         verify(k = [256, 512, 1280], n = [1, 9], x_stride = [0, 256], n_slots = [1, 2]),
-         rows(name = matvec_q5_k_q8_rows, tile = 8, axis = 1, row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(k = [256, 1280], rows = [1, 3, 9])))]
-pub fn matvec_q5_k_q8(
-    xq: &[u32],
-    xd: &[f32],
-    xsum: &[i32],
-    w: &[u32],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-) {
-    let ob = group_id(0) * 8;
-    let s = group_id(1);
-    let e = ids[s] as usize;
-    let xb = s * x_stride / 32;
-    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
-        let o = ob + t;
-        let sb = (e * n + o) * (k / 256);
+        #[when(FMT == Q5K)]
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
             (f16_bits(w[(sb + u / 8) * 44] & 65535) * xd[xb + u])
                 * ((k4_sc(w, (sb + u / 8) * 44, u % 8) * sum!(i in 0..8, order = any, dot4_i8(((w[(sb + u / 8) * 44 + 12 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F)
                         | (((w[(sb + u / 8) * 44 + 4 + i] >> ((u % 8) as u32)) & 0x01010101) << 4), xq[(xb + u) * 8 + i], 0))) as f32)
             - (f16_bits(w[(sb + u / 8) * 44] >> 16) * xd[xb + u]) * ((k4_min(w, (sb + u / 8) * 44, u % 8) * xsum[xb + u]) as f32));
-    }
-}
-
-/// Q6_K weights × q8 activations (no block sums: the codes are made signed). Unit u is q8
-/// block u % 8 of super-block u / 8 (its sub-blocks 2(u % 8) and 2(u % 8) + 1); y = Σ_u r_u in
-/// `lanes(32).butterfly()` order, `r_u = (d·xd_u)·(sc_lo·idot_lo + sc_hi·idot_hi)` (module doc).
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256, uses = [f16_at_words, f16_bits, byte_i8],
-         verify(k = [256, 512, 1280], n = [1, 9], x_stride = [0, 256], n_slots = [1, 2]),
-         rows(name = matvec_q6_k_q8_rows, tile = 8, axis = 1, row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(k = [256, 1280], rows = [1, 3, 9])))]
-pub fn matvec_q6_k_q8(
-    xq: &[u32],
-    xd: &[f32],
-    w: &[u32],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-) {
-    let ob = group_id(0) * 8;
-    let s = group_id(1);
-    let e = ids[s] as usize;
-    let xb = s * x_stride / 32;
-    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
-        let o = ob + t;
-        let sb = (e * n + o) * (k / 256);
+        #[when(FMT == Q6K)]
         y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
             (f16_at_words(w, (sb + u / 8) * 210 + 208) * xd[xb + u])
                 * ((byte_i8(w, (sb + u / 8) * 210 + 192 + u % 8 * 2) * sum!(i in 0..4, order = any, dot4_i8((((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i] } else { (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i] >> 16) | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 1] << 16) }) >> ((u % 4 / 2 * 4) as u32)) & 0x0F0F0F0F)
@@ -184,461 +148,11 @@ pub fn matvec_q6_k_q8(
     }
 }
 
-/// `matvec_q4_k_q8` over 8 rows of one matrix on the integer matrix step, as
-/// `q8act::matvec_q8_0_q8_mma` does it for Q8_0: 16 outputs × 8 rows per workgroup, a chunk of
-/// 8 units (one super-block) at a time: the 16 outputs' codes of those units as bytes (the low or high nibbles)
-/// and the 8 rows' q8 words copied into workgroup memory, one step per unit and team, the
-/// exact dots of every unit kept in workgroup memory; then the float part of `matvec_q4_k_q8`
-/// for the 8 rows at once (the unit's scale, min and f16s decoded once), 2 outputs per team,
-/// in its `lanes(32).butterfly()` order. k ≤ `q8act::Q8_MMA_MAX_K`.
-#[kernel(grid = [(n + 15) / 16, (rows + 7) / 8], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min], rows_of = matvec_q4_k_q8, rows = rows,
-         row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), verify(k = [256, 1280], n = [1, 9, 17], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
-pub fn matvec_q4_k_q8_mma(
-    xq: &[u32],
-    xd: &[f32],
-    xsum: &[i32],
-    w: &[u32],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-    rows: usize,
-) {
-    let ob = group_id(0) * 16;
-    let r0 = group_id(1) * 8;
-    let last = rows - 1;
-    let e = ids[r0] as usize;
-    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
-    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
-    for r in 0..8 {
-        check!(ids[(r0 + r).min(last)] == ids[r0]);
-    }
-    let nb = k / 32;
-    let sa = shared::<u32, 1536>();
-    let sx = shared::<u32, 768>();
-    let sc = shared::<i32, 8256>();
-    let ds = shared::<f32, 512>();
-    let ss = shared::<i32, 512>();
-    for b in par(0..nb) {
-        for r in 0..8 {
-            ds[r * nb + b] = xd[(r0 + r).min(last) * nb + b];
-            ss[r * nb + b] = xsum[(r0 + r).min(last) * nb + b];
-        }
-    }
-    for c in 0..(nb + 7) / 8 {
-        let nu = (nb - c * 8).min(8);
-        for p in par(0..nu * 16) {
-            // Item p: unit c · 8 + p / 16 of output p % 16, its 8 code words. The m = 1
-            // kernel's indices, formed as it forms them, so the proof compares them.
-            let u = c * 8 + p / 16;
-            let sb = (e * n + (ob + p % 16).min(n - 1)) * (k / 256);
-            for q in 0..8 {
-                sa[p / 16 * 192 + p % 16 * 12 + q] =
-                    (w[(sb + u / 8) * 36 + 4 + u % 8 / 2 * 8 + q] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F;
-            }
-        }
-        for i in par(0..nu * 64) {
-            sx[i / 64 * 96 + i / 8 % 8 * 12 + i % 8] =
-                xq[(r0 + i / 8 % 8).min(last) * (k / 4) + (c * 8 + i / 64) * 8 + i % 8];
-        }
-        for j in par_team(0..nu, 32) {
-            mma_i8(sc, (c * 8 + j) * 129, 8, sa, j * 192, 12, sx, j * 96, 12, 1);
-        }
-    }
-    for t in par_team(0..(n - ob).min(16), 32) {
-        let o = ob + t;
-        let sb = (e * n + o) * (k / 256);
-        let ys = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
-            (f16_bits(w[(sb + u / 8) * 36] & 65535) * ds[r * nb + u]) * ((k4_sc(w, (sb + u / 8) * 36, u % 8) * sc[u * 129 + t * 8 + r]) as f32)
-            - (f16_bits(w[(sb + u / 8) * 36] >> 16) * ds[r * nb + u]) * ((k4_min(w, (sb + u / 8) * 36, u % 8) * ss[r * nb + u]) as f32));
-        y[r0 * n + o] = ys[0];
-        for r in 1..8 {
-            if r0 + r < rows {
-                y[(r0 + r) * n + o] = ys[r];
-            }
-        }
-    }
-}
-
-/// `matvec_q5_k_q8` over 8 rows of one matrix on the integer matrix step, as
-/// `q8act::matvec_q8_0_q8_mma` does it for Q8_0: 16 outputs × 8 rows per workgroup, a chunk of
-/// 8 units (one super-block) at a time: the 16 outputs' codes of those units as bytes (nibble and high bit)
-/// and the 8 rows' q8 words copied into workgroup memory, one step per unit and team, the
-/// exact dots of every unit kept in workgroup memory; then the float part of `matvec_q5_k_q8`
-/// for the 8 rows at once (the unit's scale, min and f16s decoded once), 2 outputs per team,
-/// in its `lanes(32).butterfly()` order. k ≤ `q8act::Q8_MMA_MAX_K`.
-#[kernel(grid = [(n + 15) / 16, (rows + 7) / 8], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min], rows_of = matvec_q5_k_q8, rows = rows,
-         row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), verify(k = [256, 1280], n = [1, 9, 17], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
-pub fn matvec_q5_k_q8_mma(
-    xq: &[u32],
-    xd: &[f32],
-    xsum: &[i32],
-    w: &[u32],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-    rows: usize,
-) {
-    let ob = group_id(0) * 16;
-    let r0 = group_id(1) * 8;
-    let last = rows - 1;
-    let e = ids[r0] as usize;
-    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
-    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
-    for r in 0..8 {
-        check!(ids[(r0 + r).min(last)] == ids[r0]);
-    }
-    let nb = k / 32;
-    let sa = shared::<u32, 1536>();
-    let sx = shared::<u32, 768>();
-    let sc = shared::<i32, 8256>();
-    let ds = shared::<f32, 512>();
-    let ss = shared::<i32, 512>();
-    for b in par(0..nb) {
-        for r in 0..8 {
-            ds[r * nb + b] = xd[(r0 + r).min(last) * nb + b];
-            ss[r * nb + b] = xsum[(r0 + r).min(last) * nb + b];
-        }
-    }
-    for c in 0..(nb + 7) / 8 {
-        let nu = (nb - c * 8).min(8);
-        for p in par(0..nu * 16) {
-            // Item p: unit c · 8 + p / 16 of output p % 16, its 8 code words. The m = 1
-            // kernel's indices, formed as it forms them, so the proof compares them.
-            let u = c * 8 + p / 16;
-            let sb = (e * n + (ob + p % 16).min(n - 1)) * (k / 256);
-            for q in 0..8 {
-                sa[p / 16 * 192 + p % 16 * 12 + q] =
-                    ((w[(sb + u / 8) * 44 + 12 + u % 8 / 2 * 8 + q] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F)
-                        | (((w[(sb + u / 8) * 44 + 4 + q] >> ((u % 8) as u32)) & 0x01010101) << 4);
-            }
-        }
-        for i in par(0..nu * 64) {
-            sx[i / 64 * 96 + i / 8 % 8 * 12 + i % 8] =
-                xq[(r0 + i / 8 % 8).min(last) * (k / 4) + (c * 8 + i / 64) * 8 + i % 8];
-        }
-        for j in par_team(0..nu, 32) {
-            mma_i8(sc, (c * 8 + j) * 129, 8, sa, j * 192, 12, sx, j * 96, 12, 1);
-        }
-    }
-    for t in par_team(0..(n - ob).min(16), 32) {
-        let o = ob + t;
-        let sb = (e * n + o) * (k / 256);
-        let ys = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
-            (f16_bits(w[(sb + u / 8) * 44] & 65535) * ds[r * nb + u]) * ((k4_sc(w, (sb + u / 8) * 44, u % 8) * sc[u * 129 + t * 8 + r]) as f32)
-            - (f16_bits(w[(sb + u / 8) * 44] >> 16) * ds[r * nb + u]) * ((k4_min(w, (sb + u / 8) * 44, u % 8) * ss[r * nb + u]) as f32));
-        y[r0 * n + o] = ys[0];
-        for r in 1..8 {
-            if r0 + r < rows {
-                y[(r0 + r) * n + o] = ys[r];
-            }
-        }
-    }
-}
-
-/// `matvec_q6_k_q8` over 8 rows of one matrix on the integer matrix step: 8 outputs × 8 rows
-/// per workgroup. A Q6_K unit has two halves of 16 with their own sub-scales, so tile row
-/// 2o + h holds output o's codes of half h (made signed as the m = 1 kernel makes them) and
-/// zero words in the other half: the step's row 2o + h is then exactly the m = 1 kernel's sum of
-/// half h (a zero word is no term of it). Otherwise as `matvec_q4_k_q8_mma`: a chunk of 8 units
-/// at a time, the dots of every unit kept in workgroup memory, then the float part
-/// `(d · xd_u) · ((sc_lo · idot_lo + sc_hi · idot_hi) as f32)` for the 8 rows at once in the
-/// m = 1 `lanes(32).butterfly()` order, one output per team. k ≤ `q8act::Q8_MMA_MAX_K`.
-#[kernel(grid = [(n + 7) / 8, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits, byte_i8], rows_of = matvec_q6_k_q8, rows = rows,
-         row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), verify(k = [256, 1280], n = [1, 9, 17], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
-pub fn matvec_q6_k_q8_mma(
-    xq: &[u32],
-    xd: &[f32],
-    w: &[u32],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-    rows: usize,
-) {
-    let ob = group_id(0) * 8;
-    let r0 = group_id(1) * 8;
-    let last = rows - 1;
-    let e = ids[r0] as usize;
-    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
-    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
-    for r in 0..8 {
-        check!(ids[(r0 + r).min(last)] == ids[r0]);
-    }
-    let nb = k / 32;
-    let sa = shared::<u32, 1536>();
-    let sx = shared::<u32, 768>();
-    let sc = shared::<i32, 8256>();
-    let ds = shared::<f32, 512>();
-    for b in par(0..nb) {
-        for r in 0..8 {
-            ds[r * nb + b] = xd[(r0 + r).min(last) * nb + b];
-        }
-    }
-    for c in 0..(nb + 7) / 8 {
-        let nu = (nb - c * 8).min(8);
-        for p in par(0..nu * 16) {
-            // Item p: unit c · 8 + p / 16, tile row p % 16 = 2o + h; word q. The m = 1 kernel's indices, formed as
-            // it forms them (i the word within the half), so the proof compares them.
-            let u = c * 8 + p / 16;
-            let sb = (e * n + (ob + p % 16 / 2).min(n - 1)) * (k / 256);
-            for q in 0..8 {
-                let i = q % 4;
-                sa[p / 16 * 192 + p % 16 * 12 + q] = if q / 4 == p % 2 {
-                    if q < 4 {
-                        (((((if (sb + u / 8) % 2 == 0 {
-                            w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i]
-                        } else {
-                            (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i] >> 16)
-                                | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 1] << 16)
-                        }) >> ((u % 4 / 2 * 4) as u32))
-                            & 0x0F0F0F0F)
-                            | ((((if (sb + u / 8) % 2 == 0 {
-                                w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i]
-                            } else {
-                                (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] >> 16)
-                                    | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 1] << 16)
-                            }) >> ((u % 4 * 2) as u32))
-                                & 0x03030303)
-                                << 4))
-                            + 0x60606060)
-                            ^ 0x80808080
-                    } else {
-                        (((((if (sb + u / 8) % 2 == 0 {
-                            w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4]
-                        } else {
-                            (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] >> 16)
-                                | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4 + 1] << 16)
-                        }) >> ((u % 4 / 2 * 4) as u32))
-                            & 0x0F0F0F0F)
-                            | ((((if (sb + u / 8) % 2 == 0 {
-                                w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4]
-                            } else {
-                                (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] >> 16)
-                                    | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4 + 1] << 16)
-                            }) >> ((u % 4 * 2) as u32))
-                                & 0x03030303)
-                                << 4))
-                            + 0x60606060)
-                            ^ 0x80808080
-                    }
-                } else {
-                    0
-                };
-            }
-        }
-        for p in par(0..nu * 64) {
-            sx[p / 64 * 96 + p / 8 % 8 * 12 + p % 8] =
-                xq[(r0 + p / 8 % 8).min(last) * (k / 4) + (c * 8 + p / 64) * 8 + p % 8];
-        }
-        for j in par_team(0..nu, 32) {
-            mma_i8(sc, (c * 8 + j) * 129, 8, sa, j * 192, 12, sx, j * 96, 12, 1);
-        }
-    }
-    for t in par_team(0..(n - ob).min(8), 32) {
-        let o = ob + t;
-        let sb = (e * n + o) * (k / 256);
-        let ys = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
-            (f16_at_words(w, (sb + u / 8) * 210 + 208) * ds[r * nb + u])
-                * ((byte_i8(w, (sb + u / 8) * 210 + 192 + u % 8 * 2) * sc[u * 129 + t * 16 + r]
-                    + byte_i8(w, (sb + u / 8) * 210 + 193 + u % 8 * 2) * sc[u * 129 + t * 16 + 8 + r]) as f32));
-        y[r0 * n + o] = ys[0];
-        for r in 1..8 {
-            if r0 + r < rows {
-                y[(r0 + r) * n + o] = ys[r];
-            }
-        }
-    }
-}
-
 /// The largest k the 8-row K-quant q8 matvecs take: their workgroup arrays hold 8 rows of that
 /// many quantized activations (9 words per block of 32: 36 KiB), their scales (4 KiB) and, for
 /// Q4_K and Q5_K, their block sums (4 KiB): 44 KiB, within the 48 KiB of static workgroup
 /// memory every target gives. A larger k is a bounds error on the workgroup arrays.
 pub const KQ8_ROWS8_MAX_K: usize = 4096;
-
-/// `matvec_q4_k_q8` over 8 rows of one matrix at once (`ids[r0]` for the tile's rows, checked
-/// equal: a projection's zero ids, or routed experts grouped in tiles of one expert),
-/// x staged as in `q8act::matvec_q8_0_q8_rows8`: the 8 rows' q8 blocks (laid out as there, read
-/// as 16-byte loads without bank conflicts), scales and block sums are
-/// copied into workgroup memory once; then each lane unpacks a unit's scale, min and codes once
-/// for the 8 rows and keeps 8 partials, each in `matvec_q4_k_q8`'s order. A row past the last
-/// reads the last row's blocks and is not stored. k ≤ `KQ8_ROWS8_MAX_K`.
-#[kernel(grid = [(n + 31) / 32, (rows + 7) / 8], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min], rows_of = matvec_q4_k_q8, rows = rows,
-         row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9, 33], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
-pub fn matvec_q4_k_q8_rows8(
-    xq: &[u32],
-    xd: &[f32],
-    xsum: &[i32],
-    w: &[u32],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-    rows: usize,
-) {
-    let ob = group_id(0) * 32;
-    let r0 = group_id(1) * 8;
-    let last = rows - 1;
-    let e = ids[r0] as usize;
-    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
-    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
-    for r in 0..8 {
-        check!(ids[(r0 + r).min(last)] == ids[r0]);
-    }
-    let nb = k / 32;
-    let xs = shared::<u32, 9216>();
-    let ds = shared::<f32, 1024>();
-    let ss = shared::<i32, 1024>();
-    for j in par(0..nb * 8) {
-        for r in 0..8 {
-            xs[(r * nb + j / 8) * 8 + (r * nb + j / 8) / 4 * 4 + j % 8] = xq[(r0 + r).min(last) * (k / 4) + j];
-        }
-    }
-    for b in par(0..nb) {
-        for r in 0..8 {
-            ds[r * nb + b] = xd[(r0 + r).min(last) * nb + b];
-            ss[r * nb + b] = xsum[(r0 + r).min(last) * nb + b];
-        }
-    }
-    for t in par_team(0..if n - ob < 32 { n - ob } else { 32 }, 32) {
-        let o = ob + t;
-        let sb = (e * n + o) * (k / 256);
-        let ys = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
-            (f16_bits(w[(sb + u / 8) * 36] & 65535) * ds[r * nb + u])
-                * ((k4_sc(w, (sb + u / 8) * 36, u % 8) * sum!(i in 0..8, order = any, dot4_i8((w[(sb + u / 8) * 36 + 4 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F, xs[(r * nb + u) * 8 + (r * nb + u) / 4 * 4 + i], 0))) as f32)
-            - (f16_bits(w[(sb + u / 8) * 36] >> 16) * ds[r * nb + u]) * ((k4_min(w, (sb + u / 8) * 36, u % 8) * ss[r * nb + u]) as f32));
-        y[r0 * n + o] = ys[0];
-        for r in 1..8 {
-            if r0 + r < rows {
-                y[(r0 + r) * n + o] = ys[r];
-            }
-        }
-    }
-}
-
-/// `matvec_q5_k_q8` over 8 rows of one matrix at once: `matvec_q4_k_q8_rows8` with 5-bit codes.
-/// k ≤ `KQ8_ROWS8_MAX_K`.
-#[kernel(grid = [(n + 31) / 32, (rows + 7) / 8], block = 256, uses = [f16_bits, k4_scale_byte, k4_sc, k4_min], rows_of = matvec_q5_k_q8, rows = rows,
-         row_stride(xq = k / 4, xd = k / 32, xsum = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9, 33], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
-pub fn matvec_q5_k_q8_rows8(
-    xq: &[u32],
-    xd: &[f32],
-    xsum: &[i32],
-    w: &[u32],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-    rows: usize,
-) {
-    let ob = group_id(0) * 32;
-    let r0 = group_id(1) * 8;
-    let last = rows - 1;
-    let e = ids[r0] as usize;
-    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
-    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
-    for r in 0..8 {
-        check!(ids[(r0 + r).min(last)] == ids[r0]);
-    }
-    let nb = k / 32;
-    let xs = shared::<u32, 9216>();
-    let ds = shared::<f32, 1024>();
-    let ss = shared::<i32, 1024>();
-    for j in par(0..nb * 8) {
-        for r in 0..8 {
-            xs[(r * nb + j / 8) * 8 + (r * nb + j / 8) / 4 * 4 + j % 8] = xq[(r0 + r).min(last) * (k / 4) + j];
-        }
-    }
-    for b in par(0..nb) {
-        for r in 0..8 {
-            ds[r * nb + b] = xd[(r0 + r).min(last) * nb + b];
-            ss[r * nb + b] = xsum[(r0 + r).min(last) * nb + b];
-        }
-    }
-    for t in par_team(0..if n - ob < 32 { n - ob } else { 32 }, 32) {
-        let o = ob + t;
-        let sb = (e * n + o) * (k / 256);
-        let ys = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
-            (f16_bits(w[(sb + u / 8) * 44] & 65535) * ds[r * nb + u])
-                * ((k4_sc(w, (sb + u / 8) * 44, u % 8) * sum!(i in 0..8, order = any, dot4_i8(((w[(sb + u / 8) * 44 + 12 + u % 8 / 2 * 8 + i] >> ((u % 8 % 2 * 4) as u32)) & 0x0F0F0F0F)
-                        | (((w[(sb + u / 8) * 44 + 4 + i] >> ((u % 8) as u32)) & 0x01010101) << 4), xs[(r * nb + u) * 8 + (r * nb + u) / 4 * 4 + i], 0))) as f32)
-            - (f16_bits(w[(sb + u / 8) * 44] >> 16) * ds[r * nb + u]) * ((k4_min(w, (sb + u / 8) * 44, u % 8) * ss[r * nb + u]) as f32));
-        y[r0 * n + o] = ys[0];
-        for r in 1..8 {
-            if r0 + r < rows {
-                y[(r0 + r) * n + o] = ys[r];
-            }
-        }
-    }
-}
-
-/// `matvec_q6_k_q8` over 8 rows of one matrix at once: `matvec_q4_k_q8_rows8`'s staging without
-/// block sums (Q6_K reads none). k ≤ `KQ8_ROWS8_MAX_K`.
-#[kernel(grid = [(n + 31) / 32, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits, byte_i8], rows_of = matvec_q6_k_q8, rows = rows,
-         row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), verify(k = [256, 2304], n = [1, 9, 33], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
-pub fn matvec_q6_k_q8_rows8(
-    xq: &[u32],
-    xd: &[f32],
-    w: &[u32],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-    rows: usize,
-) {
-    let ob = group_id(0) * 32;
-    let r0 = group_id(1) * 8;
-    let last = rows - 1;
-    let e = ids[r0] as usize;
-    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
-    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
-    for r in 0..8 {
-        check!(ids[(r0 + r).min(last)] == ids[r0]);
-    }
-    let nb = k / 32;
-    let xs = shared::<u32, 9216>();
-    let ds = shared::<f32, 1024>();
-    for j in par(0..nb * 8) {
-        for r in 0..8 {
-            xs[(r * nb + j / 8) * 8 + (r * nb + j / 8) / 4 * 4 + j % 8] = xq[(r0 + r).min(last) * (k / 4) + j];
-        }
-    }
-    for b in par(0..nb) {
-        for r in 0..8 {
-            ds[r * nb + b] = xd[(r0 + r).min(last) * nb + b];
-        }
-    }
-    for t in par_team(0..if n - ob < 32 { n - ob } else { 32 }, 32) {
-        let o = ob + t;
-        let sb = (e * n + o) * (k / 256);
-        let ys = sum!(r in 0..8, u in 0..nb, order = lanes(32).butterfly(),
-            (f16_at_words(w, (sb + u / 8) * 210 + 208) * ds[r * nb + u])
-                * ((byte_i8(w, (sb + u / 8) * 210 + 192 + u % 8 * 2) * sum!(i in 0..4, order = any, dot4_i8((((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i] } else { (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i] >> 16) | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 1] << 16) }) >> ((u % 4 / 2 * 4) as u32)) & 0x0F0F0F0F)
-                        | ((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] } else { (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i] >> 16) | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 1] << 16) }) >> ((u % 4 * 2) as u32)) & 0x03030303) << 4)) + 0x60606060) ^ 0x80808080, xs[(r * nb + u) * 8 + (r * nb + u) / 4 * 4 + i], 0))
-                    + byte_i8(w, (sb + u / 8) * 210 + 193 + u % 8 * 2) * sum!(i in 0..4, order = any, dot4_i8((((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] } else { (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4] >> 16) | (w[((sb + u / 8) * 210 + 64 * (u % 8 / 4) + 32 * (u % 2)) / 4 + i + 4 + 1] << 16) }) >> ((u % 4 / 2 * 4) as u32)) & 0x0F0F0F0F)
-                        | ((((if (sb + u / 8) % 2 == 0 { w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] } else { (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4] >> 16) | (w[((sb + u / 8) * 210 + 128 + 32 * (u % 8 / 4)) / 4 + i + 4 + 1] << 16) }) >> ((u % 4 * 2) as u32)) & 0x03030303) << 4)) + 0x60606060) ^ 0x80808080, xs[(r * nb + u) * 8 + (r * nb + u) / 4 * 4 + i + 4], 0))) as f32));
-        y[r0 * n + o] = ys[0];
-        for r in 1..8 {
-            if r0 + r < rows {
-                y[(r0 + r) * n + o] = ys[r];
-            }
-        }
-    }
-}
 
 fn f16_at(b: &[u8], at: usize) -> f32 {
     f16::from_le_bytes([b[at], b[at + 1]]).to_f32()

@@ -20,11 +20,17 @@ use baro::kernel;
 use baro::reference::sum_lanes_butterfly;
 use half::{bf16, f16};
 
+/// The float matvecs, one definition over the weight's element type (`W`: f32, f16, bf16;
+/// half weights widened by `.to_f32()`, exact), each instance with its rows sibling derived
+/// by `rows(..)` (`ROWS`).
 #[kernel(grid = [(n + 7) / 8, n_slots], block = 256,
-         rows(name = matvec_f32_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_f32(
+         rows(name = ROWS, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])),
+         instances(matvec_f32(W = f32, ROWS = matvec_f32_rows),
+                   matvec_f16(W = f16, ROWS = matvec_f16_rows),
+                   matvec_bf16(W = bf16, ROWS = matvec_bf16_rows)))]
+pub fn matvec_float<const W: Elem, const ROWS: Name>(
     x: &[f32],
-    w: &[f32],
+    w: &[W],
     ids: &[u32],
     y: &mut [f32],
     k: usize,
@@ -38,50 +44,9 @@ pub fn matvec_f32(
     for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
         let o = ob + t;
         let wb = ((ids[s] as usize) * n + o) * k;
+        #[when(W == f32)]
         y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i]);
-    }
-}
-
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256,
-         rows(name = matvec_f16_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_f16(
-    x: &[f32],
-    w: &[f16],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-) {
-    let ob = group_id(0) * 8;
-    let s = group_id(1);
-    let xb = s * x_stride;
-    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
-        let o = ob + t;
-        let wb = ((ids[s] as usize) * n + o) * k;
-        y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i].to_f32());
-    }
-}
-
-#[kernel(grid = [(n + 7) / 8, n_slots], block = 256,
-         rows(name = matvec_bf16_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_bf16(
-    x: &[f32],
-    w: &[bf16],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-) {
-    let ob = group_id(0) * 8;
-    let s = group_id(1);
-    let xb = s * x_stride;
-    for t in par_team(0..if n - ob < 8 { n - ob } else { 8 }, 32) {
-        let o = ob + t;
-        let wb = ((ids[s] as usize) * n + o) * k;
+        #[when(W != f32)]
         y[s * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[xb + i] * w[wb + i].to_f32());
     }
 }

@@ -20,6 +20,7 @@ pub mod matvec;
 pub mod moe;
 pub mod norm;
 pub mod pick;
+pub mod q8_tiles;
 pub mod q8act;
 pub mod quant;
 pub mod rope;

@@ -32,12 +32,15 @@
 //! order gives the same integer), converted to f32 exactly (|dot| ≤ 32 · 128 · 127 < 2^24),
 //! and scaled by `d_w · d_x[b]`; the block results are summed `lanes(32).butterfly()`, as in
 //! the f32 `matvec_q8_0`. Only the float part has an order, and it is declared, so the rows
-//! sibling (derived by `rows(..)`) gives each row this kernel's bits.
+//! sibling (derived by `rows(..)`) gives each row this kernel's bits. Its 8-row tiles
+//! (`matvec_q8_0_q8_rows8`, `matvec_q8_0_q8_mma`) are instances of `q8_tiles`' generic
+//! kernels, re-exported here.
 
 use baro::reference::sum_lanes_butterfly;
 use baro::{kernel, kernel_helper};
 use half::f16;
 
+pub use crate::kernels::q8_tiles::{matvec_q8_0_q8_mma, matvec_q8_0_q8_rows8};
 use crate::kernels::quant::{__baro_helper_f16_at_words, __baro_helper_f16_bits};
 
 /// Elements per quantization block.
@@ -108,11 +111,28 @@ pub fn q8act(x: &[f32], q: &mut [u32], d: &mut [f32], s: &mut [i32], nb: usize) 
 /// workgroup forms all n sums a + b in workgroup memory (as `add_rmsnorm` does, `n ≤
 /// norm::NORM_MAX_DIM`) and writes its 256 elements of h and y and their 8 blocks. n a
 /// multiple of 32.
+///
+/// With `COMBINE` (`moe_combine_add_rmsnorm_q8`): `moe::moe_combine`, then the above with the
+/// combine's output as `b`, in one launch (the q8 mode's residual add after the MoE block):
+/// c = seq_j(weights[j] · ye[j · n + i]) + sigmoid(shared_logit[0]) · shared_out[i] (the shared
+/// expert's output), h = a + c, y = rmsnorm(h, w) and y's q8 blocks. Every workgroup forms all
+/// n values a + c in workgroup memory (`moe_combine`'s operations, then `add`'s), so every
+/// output is `moe_combine`'s, then `add_rmsnorm`'s, then `q8act`'s bits, without the combine's
+/// launch and its round trip through memory.
 #[kernel(grid = [(n + 255) / 256], block = 256, uses = [q8_of, q8_word], verify(n = [32, 96, 256, 288, 608]),
-         rows(name = add_rmsnorm_q8_rows, row_stride(a = n, b = n, h = n, y = n, q = n / 4, d = n / 32, s = n / 32), verify(n = [32, 288])))]
-pub fn add_rmsnorm_q8(
+         instances(add_rmsnorm_q8(COMBINE = false,
+                       rows(name = add_rmsnorm_q8_rows, row_stride(a = n, b = n, h = n, y = n, q = n / 4, d = n / 32, s = n / 32), verify(n = [32, 288]))),
+                   moe_combine_add_rmsnorm_q8(COMBINE = true, verify(n = [32, 96, 256, 288, 608], top_k = [1, 2, 3]),
+                       rows(name = moe_combine_add_rmsnorm_q8_rows,
+                            row_stride(a = n, ye = top_k * n, weights = top_k, shared_out = n, shared_logit = 1, h = n, y = n, q = n / 4, d = n / 32, s = n / 32),
+                            verify(n = [32, 288], top_k = [1, 3])))))]
+pub fn add_rmsnorm_q8_family<const COMBINE: bool>(
     a: &[f32],
-    b: &[f32],
+    #[when(!COMBINE)] b: &[f32],
+    #[when(COMBINE)] ye: &[f32],
+    #[when(COMBINE)] weights: &[f32],
+    #[when(COMBINE)] shared_out: &[f32],
+    #[when(COMBINE)] shared_logit: &[f32],
     w: &[f32],
     h: &mut [f32],
     y: &mut [f32],
@@ -120,74 +140,18 @@ pub fn add_rmsnorm_q8(
     d: &mut [f32],
     s: &mut [i32],
     n: usize,
+    #[when(COMBINE)] top_k: usize,
     eps: f32,
 ) {
     let base = group_id(0) * 256;
     let m = if n - base < 256 { n - base } else { 256 };
-    let hs = shared::<f32, 4096>();
-    for i in par(0..n) {
-        hs[i] = a[i] + b[i];
-    }
-    let ss = sum!(i in 0..n, order = lanes(32).butterfly(), hs[i] * hs[i]);
-    let scale = rsqrt(ss / (n as f32) + eps);
-    let ys = shared::<f32, 256>();
-    let scales = shared::<f32, 8>();
-    let words = shared::<u32, 64>();
-    for j in par(0..m) {
-        h[base + j] = hs[base + j];
-        let v = hs[base + j] * scale * w[base + j];
-        y[base + j] = v;
-        ys[j] = v;
-    }
-    for t in par_team(0..m / 32, 32) {
-        let amax = max!(j in 0..32, order = lanes(32).butterfly(), ys[t * 32 + j].abs());
-        let sc = if amax != amax { f32::from_bits(0x7fc00000) } else { amax / 127.0 };
-        d[base / 32 + t] = sc;
-        scales[t] = sc;
-    }
-    for i in par(0..m / 4) {
-        let sc = scales[i / 8];
-        let word = q8_word(ys[i * 4], ys[i * 4 + 1], ys[i * 4 + 2], ys[i * 4 + 3], sc);
-        q[base / 4 + i] = word;
-        words[i] = word;
-    }
-    for t in par(0..m / 32) {
-        s[base / 32 + t] = sum!(v in 0..8, order = any, dot4_i8(words[t * 8 + v], 0x01010101, 0));
-    }
-}
-
-/// `moe::moe_combine`, then `add_rmsnorm_q8` with the combine's output as `b`, in one launch
-/// (the q8 mode's residual add after the MoE block): c = seq_j(weights[j] · ye[j · n + i]) +
-/// sigmoid(shared_logit[0]) · shared_out[i] (the shared expert's output), h = a + c, y = rmsnorm(h, w) and y's q8 blocks. Every
-/// workgroup forms all n values a + c in workgroup memory (`moe_combine`'s operations, then
-/// `add`'s), so every output is `moe_combine`'s, then `add_rmsnorm`'s, then `q8act`'s bits,
-/// without the combine's launch and its round trip through memory. n a multiple of 32, at
-/// most `norm::NORM_MAX_DIM`.
-#[kernel(grid = [(n + 255) / 256], block = 256, uses = [q8_of, q8_word], verify(n = [32, 96, 256, 288, 608], top_k = [1, 2, 3]),
-         rows(name = moe_combine_add_rmsnorm_q8_rows,
-              row_stride(a = n, ye = top_k * n, weights = top_k, shared_out = n, shared_logit = 1, h = n, y = n, q = n / 4, d = n / 32, s = n / 32),
-              verify(n = [32, 288], top_k = [1, 3])))]
-pub fn moe_combine_add_rmsnorm_q8(
-    a: &[f32],
-    ye: &[f32],
-    weights: &[f32],
-    shared_out: &[f32],
-    shared_logit: &[f32],
-    w: &[f32],
-    h: &mut [f32],
-    y: &mut [f32],
-    q: &mut [u32],
-    d: &mut [f32],
-    s: &mut [i32],
-    n: usize,
-    top_k: usize,
-    eps: f32,
-) {
-    let base = group_id(0) * 256;
-    let m = if n - base < 256 { n - base } else { 256 };
+    #[when(COMBINE)]
     let gs = sigmoid(shared_logit[0]);
     let hs = shared::<f32, 4096>();
     for i in par(0..n) {
+        #[when(!COMBINE)]
+        hs[i] = a[i] + b[i];
+        #[when(COMBINE)]
         hs[i] = a[i] + (sum!(e in 0..top_k, order = seq, weights[e] * ye[e * n + i]) + gs * shared_out[i]);
     }
     let ss = sum!(i in 0..n, order = lanes(32).butterfly(), hs[i] * hs[i]);
@@ -390,152 +354,11 @@ pub fn matvec_q8_0_q8(
 /// different groups of 4 banks) and their scales: 36 KiB + 4 KiB.
 pub const Q8_ROWS8_MAX_K: usize = 4096;
 
-/// `matvec_q8_0_q8` over 8 rows of one matrix at once (`ids[r0]` for the tile's rows r0..r0 + 8,
-/// a `check!` that every one of them has that id: a projection's zero ids, or routed experts
-/// grouped so that each expert's rows start on a multiple of 8),
-/// x staged: the 8 rows' blocks and scales are copied into workgroup memory once, then each
-/// lane reads a block's scale and 8 weight words once for the 8 rows and keeps 8 partials, each
-/// in `matvec_q8_0_q8`'s order (lanes over blocks, butterfly; the block's integer dot exact).
-/// 32 outputs per workgroup of 256 threads, four after another on each 32-lane team, so that
-/// the staged x serves 32 outputs. A row past the last reads
-/// the last row's blocks and is not stored. k ≤ `Q8_ROWS8_MAX_K`.
-#[kernel(grid = [(n + 31) / 32, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits], rows_of = matvec_q8_0_q8, rows = rows,
-         row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), verify(k = [32, 1056], n = [1, 9, 33], x_stride = [0], n_slots = [1], rows = [1, 3, 7, 8, 9, 17]))]
-pub fn matvec_q8_0_q8_rows8(
-    xq: &[u32],
-    xd: &[f32],
-    w: &[u32],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-    rows: usize,
-) {
-    let ob = group_id(0) * 32;
-    let r0 = group_id(1) * 8;
-    let last = rows - 1;
-    let e = ids[r0] as usize;
-    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
-    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
-    for r in 0..8 {
-        check!(ids[(r0 + r).min(last)] == ids[r0]);
-    }
-    let nb = k / 32;
-    let xs = shared::<u32, 9216>();
-    let ds = shared::<f32, 1024>();
-    for j in par(0..nb * 8) {
-        for r in 0..8 {
-            xs[(r * nb + j / 8) * 8 + (r * nb + j / 8) / 4 * 4 + j % 8] = xq[(r0 + r).min(last) * (k / 4) + j];
-        }
-    }
-    for b in par(0..nb) {
-        for r in 0..8 {
-            ds[r * nb + b] = xd[(r0 + r).min(last) * nb + b];
-        }
-    }
-    for t in par_team(0..if n - ob < 32 { n - ob } else { 32 }, 32) {
-        let o = ob + t;
-        let row = (e * n + o) * nb;
-        let ys = sum!(r in 0..8, b in 0..nb, order = lanes(32).butterfly(),
-            (f16_at_words(w, (row + b) * 34) * ds[r * nb + b])
-            * (sum!(j in 0..8, order = any, dot4_i8(if (row + b) % 2 == 0 { (w[(row + b) * 34 / 4 + j] >> 16) | (w[(row + b) * 34 / 4 + j + 1] << 16) } else { w[(row + b) * 34 / 4 + j + 1] }, xs[(r * nb + b) * 8 + (r * nb + b) / 4 * 4 + j], 0)) as f32));
-        y[r0 * n + o] = ys[0];
-        for r in 1..8 {
-            if r0 + r < rows {
-                y[(r0 + r) * n + o] = ys[r];
-            }
-        }
-    }
-}
-
 /// The largest k the q8 matrix-step kernels (`matvec_q8_0_q8_mma`, `kquant_q8::*_mma`) take:
 /// their workgroup memory holds the integer dots of 16 outputs × 8 rows for every block of the
 /// row (k / 32 tiles of 129 i32: 33 KiB at k = 2048), the 8 rows' scales (2 KiB) and one chunk
 /// of 8 blocks of weights and activations (6 + 3 KiB).
 pub const Q8_MMA_MAX_K: usize = 2048;
-
-/// `matvec_q8_0_q8` over 8 rows of one matrix on the integer matrix step (`mma_i8`): 16
-/// outputs × 8 rows per workgroup. The row's blocks go 8 at a time: the 16 outputs' weight
-/// words and the 8 rows' activation words of those blocks are copied into workgroup memory
-/// (rows of 12 words, 8 used: the fragment loads of a wave fall in different banks), then
-/// each of the 8 teams runs one block's step, the 16 × 8 exact integer dots of that block
-/// (the m = 1 kernel's `sum!(.., order = any, dot4_i8(w, x, 0))`, proven equal: the sums
-/// cannot wrap), stored for every block (tiles 129 apart, so the lanes of the float part,
-/// which walk blocks, read different banks). The float part is then `matvec_q8_0_q8`'s,
-/// `(d_w · xd_b) · (idot as f32)` summed `lanes(32).butterfly()` over blocks, for the 8 rows at
-/// once (the scale decoded once), 2 outputs per team. A row past the last reads the last
-/// row's blocks and is not stored; an output past n reads output n − 1's and is not stored.
-/// The tile's ids are checked equal as in `matvec_q8_0_q8_rows8`. k ≤ `Q8_MMA_MAX_K`.
-#[kernel(grid = [(n + 15) / 16, (rows + 7) / 8], block = 256, uses = [f16_at_words, f16_bits], rows_of = matvec_q8_0_q8, rows = rows,
-         row_stride(xq = k / 4, xd = k / 32, ids = 1, y = n), verify(k = [32, 1056], n = [1, 9, 17], x_stride = [0], n_slots = [1], rows = [1, 3, 8, 9, 17]))]
-pub fn matvec_q8_0_q8_mma(
-    xq: &[u32],
-    xd: &[f32],
-    w: &[u32],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-    rows: usize,
-) {
-    let ob = group_id(0) * 16;
-    let r0 = group_id(1) * 8;
-    let last = rows - 1;
-    let e = ids[r0] as usize;
-    // The tile's rows share one matrix: the verifier proves row r equal to the m = 1 kernel on
-    // row r (which reads ids[r]) under this precondition, and a launch that breaks it fails.
-    for r in 0..8 {
-        check!(ids[(r0 + r).min(last)] == ids[r0]);
-    }
-    let nb = k / 32;
-    let sa = shared::<u32, 1536>();
-    let sb = shared::<u32, 768>();
-    let sc = shared::<i32, 8256>();
-    let ds = shared::<f32, 512>();
-    for b in par(0..nb) {
-        for r in 0..8 {
-            ds[r * nb + b] = xd[(r0 + r).min(last) * nb + b];
-        }
-    }
-    for c in 0..(nb + 7) / 8 {
-        let nu = (nb - c * 8).min(8);
-        for p in par(0..nu * 16) {
-            // Item p: block c · 8 + p / 16 of output p % 16, its 8 quant words (9 loads). `row +
-            // b` as the m = 1 kernel forms it, so the proof compares the same index.
-            let blk = (e * n + (ob + p % 16).min(n - 1)) * nb + (c * 8 + p / 16);
-            for q in 0..8 {
-                sa[p / 16 * 192 + p % 16 * 12 + q] = if blk % 2 == 0 {
-                    (w[blk * 34 / 4 + q] >> 16) | (w[blk * 34 / 4 + q + 1] << 16)
-                } else {
-                    w[blk * 34 / 4 + q + 1]
-                };
-            }
-        }
-        for i in par(0..nu * 64) {
-            sb[i / 64 * 96 + i / 8 % 8 * 12 + i % 8] =
-                xq[(r0 + i / 8 % 8).min(last) * (k / 4) + (c * 8 + i / 64) * 8 + i % 8];
-        }
-        for j in par_team(0..nu, 32) {
-            mma_i8(sc, (c * 8 + j) * 129, 8, sa, j * 192, 12, sb, j * 96, 12, 1);
-        }
-    }
-    for t in par_team(0..(n - ob).min(16), 32) {
-        let o = ob + t;
-        let row = (e * n + o) * nb;
-        let ys = sum!(r in 0..8, b in 0..nb, order = lanes(32).butterfly(),
-            (f16_at_words(w, (row + b) * 34) * ds[r * nb + b]) * (sc[b * 129 + t * 8 + r] as f32));
-        y[r0 * n + o] = ys[0];
-        for r in 1..8 {
-            if r0 + r < rows {
-                y[(r0 + r) * n + o] = ys[r];
-            }
-        }
-    }
-}
 
 /// `matvec_q8_0_q8` in plain Rust (bytes, not words; `half`'s f16), same order: for each slot
 /// and output, the block results `(d_w · xd[b]) · (Σ_j q_w · q_x as f32)` summed by

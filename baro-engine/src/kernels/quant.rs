@@ -56,10 +56,20 @@ pub fn f16_at_words(w: &[u32], byte: usize) -> f32 {
     f16_bits(h)
 }
 
-/// Q8_0 (k a multiple of 32): rows of k/32 blocks `{ f16 d; i8 q[32] }`.
+/// The quantized matvecs, one definition over the weight format (`FMT`), each instance with
+/// its rows sibling derived by `rows(..)` (`ROWS`):
+/// - Q8_0 (k a multiple of 32): rows of k/32 blocks `{ f16 d; i8 q[32] }`;
+/// - Q4_K (k a multiple of 256): super-blocks `{ f16 d; f16 dmin; u8 scales[12]; u8 qs[128] }`;
+/// - Q5_K (k a multiple of 256): `{ f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128] }`;
+/// - Q6_K (k a multiple of 256): `{ u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }`; unit u is
+///   sub-block u % 16 of super-block u / 16; its element t is element e = (u % 16)·16 + t.
 #[kernel(grid = [n, n_slots], uses = [f16_at_bytes, f16_bits],
-         rows(name = matvec_q8_0_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_q8_0(
+         rows(name = ROWS, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])),
+         instances(matvec_q8_0(FMT = Q8_0, ROWS = matvec_q8_0_rows),
+                   matvec_q4_k(FMT = Q4K, ROWS = matvec_q4_k_rows, verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2])),
+                   matvec_q5_k(FMT = Q5K, ROWS = matvec_q5_k_rows, verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2])),
+                   matvec_q6_k(FMT = Q6K, ROWS = matvec_q6_k_rows, verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]))))]
+pub fn matvec_quant<const FMT: Format, const ROWS: Name>(
     x: &[f32],
     w: &[u8],
     ids: &[u32],
@@ -72,78 +82,28 @@ pub fn matvec_q8_0(
     let o = group_id(0);
     let s = group_id(1);
     let xb = s * x_stride;
+    #[when(FMT == Q8_0)]
     let nb = k / 32;
+    #[when(FMT == Q8_0)]
     let row = ((ids[s] as usize) * n + o) * nb;
+    #[when(FMT != Q8_0)]
+    let sb = ((ids[s] as usize) * n + o) * (k / 256);
+    #[when(FMT == Q8_0)]
     y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
         f16_at_bytes(w, (row + b) * 34) * sum!(j in 0..32, order = seq, ((w[(row + b) * 34 + 2 + j] as i8) as f32) * x[xb + b * 32 + j]));
-}
-
-/// Q4_K (k a multiple of 256): super-blocks `{ f16 d; f16 dmin; u8 scales[12]; u8 qs[128] }`.
-#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_bytes, f16_bits],
-         rows(name = matvec_q4_k_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_q4_k(
-    x: &[f32],
-    w: &[u8],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-) {
-    let o = group_id(0);
-    let s = group_id(1);
-    let xb = s * x_stride;
-    let sb = ((ids[s] as usize) * n + o) * (k / 256);
+    #[when(FMT == Q4K)]
     y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
         (f16_at_bytes(w, (sb + u / 8) * 144) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 144 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
             * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 144 + 16 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) as f32) * x[xb + u * 32 + i])
         - (f16_at_bytes(w, (sb + u / 8) * 144 + 2) * ((if u % 8 < 4 { w[(sb + u / 8) * 144 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 144 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 144 + 4 + u % 8] >> 6) << 4) }) as f32))
             * sum!(i in 0..32, order = seq, x[xb + u * 32 + i]));
-}
-
-/// Q5_K (k a multiple of 256): `{ f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128] }`.
-#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_bytes, f16_bits],
-         rows(name = matvec_q5_k_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_q5_k(
-    x: &[f32],
-    w: &[u8],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-) {
-    let o = group_id(0);
-    let s = group_id(1);
-    let xb = s * x_stride;
-    let sb = ((ids[s] as usize) * n + o) * (k / 256);
+    #[when(FMT == Q5K)]
     y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
         (f16_at_bytes(w, (sb + u / 8) * 176) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 4 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] & 15) | ((w[(sb + u / 8) * 176 + 4 + (u % 8 + 4) % 8] >> 6) << 4) }) as f32))
             * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 176 + 48 + (u % 8 / 2) * 32 + i] >> ((u % 2 * 4) as u8)) & 15) | (((w[(sb + u / 8) * 176 + 16 + i] >> ((u % 8) as u8)) & 1) << 4)) as f32) * x[xb + u * 32 + i])
         - (f16_at_bytes(w, (sb + u / 8) * 176 + 2) * ((if u % 8 < 4 { w[(sb + u / 8) * 176 + 8 + u % 8] & 63 } else { (w[(sb + u / 8) * 176 + 8 + u % 8] >> 4) | ((w[(sb + u / 8) * 176 + 4 + u % 8] >> 6) << 4) }) as f32))
             * sum!(i in 0..32, order = seq, x[xb + u * 32 + i]));
-}
-
-/// Q6_K (k a multiple of 256): `{ u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }`; unit u is
-/// sub-block u % 16 of super-block u / 16; its element t is element e = (u % 16)·16 + t.
-#[kernel(grid = [n, n_slots], verify(k = [256, 512, 8448], n = [1, 2], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_bytes, f16_bits],
-         rows(name = matvec_q6_k_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_q6_k(
-    x: &[f32],
-    w: &[u8],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-) {
-    let o = group_id(0);
-    let s = group_id(1);
-    let xb = s * x_stride;
-    let sb = ((ids[s] as usize) * n + o) * (k / 256);
+    #[when(FMT == Q6K)]
     y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
         (f16_at_bytes(w, (sb + u / 16) * 210 + 208) * ((w[(sb + u / 16) * 210 + 192 + u % 16] as i8) as f32))
             * sum!(t in 0..16, order = seq,
@@ -252,12 +212,17 @@ pub const XS_KERNELS: [(crate::model::TensorType, &str, &str); 4] = [
     (crate::model::TensorType::Q6_K, "matvec_q6_k_xs", "matvec_q6_k_xs_rows"),
 ];
 
-/// `matvec_q8_0` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
+/// `matvec_quant` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
 /// little-endian u32 words, 8 or 16 outputs per workgroup of 256 threads (`XS_WIDE_OUTPUTS`;
-/// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q8_0`.
+/// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as
+/// `matvec_quant`'s instance of the same format.
 #[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, uses = [f16_at_words, f16_bits],
-         rows(name = matvec_q8_0_xs_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_q8_0_xs(
+         rows(name = ROWS, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])),
+         instances(matvec_q8_0_xs(FMT = Q8_0, ROWS = matvec_q8_0_xs_rows),
+                   matvec_q4_k_xs(FMT = Q4K, ROWS = matvec_q4_k_xs_rows, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2])),
+                   matvec_q5_k_xs(FMT = Q5K, ROWS = matvec_q5_k_xs_rows, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2])),
+                   matvec_q6_k_xs(FMT = Q6K, ROWS = matvec_q6_k_xs_rows, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]))))]
+pub fn matvec_quant_xs<const FMT: Format, const ROWS: Name>(
     x: &[f32],
     w: &[u32],
     ids: &[u32],
@@ -280,11 +245,32 @@ pub fn matvec_q8_0_xs(
     }
     for t in par_team(0..if n - ob < g { n - ob } else { g }, 32) {
         let o = ob + t;
+        #[when(FMT == Q8_0)]
         let nb = k / 32;
+        #[when(FMT == Q8_0)]
         let row = (e * n + o) * nb;
+        #[when(FMT != Q8_0)]
+        let sb = (e * n + o) * (k / 256);
+        #[when(FMT == Q8_0)]
         y[s * n + o] = sum!(b in 0..nb, order = lanes(32).butterfly(),
             f16_at_words(w, (row + b) * 34)
             * sum!(j in 0..32, order = seq, (((if (row + b) % 2 == 0 { w[(row + b) * 34 / 4 + (j + 2) / 4] >> (((j + 2) % 4 * 8) as u32) } else { w[(row + b) * 34 / 4 + 1 + j / 4] >> ((j % 4 * 8) as u32) }) as i8) as f32) * xs[b * 33 + j]));
+        #[when(FMT == Q4K)]
+        y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
+            (f16_bits(w[(sb + u / 8) * 36] & 65535) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 36 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
+                * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 36 + 4 + (u % 8 / 2) * 8 + i / 4] >> ((i % 4 * 8 + u % 2 * 4) as u32)) & 15) as f32) * xs[u * 33 + i])
+            - (f16_bits(w[(sb + u / 8) * 36] >> 16) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
+                * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
+        #[when(FMT == Q5K)]
+        y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
+            (f16_bits(w[(sb + u / 8) * 44] & 65535) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 44 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
+                * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 44 + 12 + (u % 8 / 2) * 8 + i / 4] >> ((i % 4 * 8 + u % 2 * 4) as u32)) & 15) | (((w[(sb + u / 8) * 44 + 4 + i / 4] >> ((i % 4 * 8 + u % 8) as u32)) & 1) << 4)) as f32) * xs[u * 33 + i])
+            - (f16_bits(w[(sb + u / 8) * 44] >> 16) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
+                * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
+        #[when(FMT == Q6K)]
+        y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
+            (f16_at_words(w, ((sb + u / 16) * 210 + 208)) * ((w[((sb + u / 16) * 210 + 192 + u % 16) / 4] >> ((((sb + u / 16) * 210 + 192 + u % 16) % 4 * 8) as u32)) as i8) as f32)
+                * sum!(t in 0..16, order = seq, (((((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 4 * 4) as u32) } else { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 4 * 4) as u32) }) & 15) | (((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 2 * 2) as u32) } else { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 2 * 2) as u32) }) & 3) << 4)) as i32 - 32) as f32) * xs[u * 16 + t + u / 2]));
     }
 }
 
@@ -325,115 +311,6 @@ pub fn matvec_q8_0_rows8(
                 y[(r0 + r) * n + o] = ys[r];
             }
         }
-    }
-}
-
-/// `matvec_q4_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
-/// little-endian u32 words, 8 or 16 outputs per workgroup of 256 threads (`XS_WIDE_OUTPUTS`;
-/// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q4_k`.
-#[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits],
-         rows(name = matvec_q4_k_xs_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_q4_k_xs(
-    x: &[f32],
-    w: &[u32],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-) {
-    let g = if n * n_slots >= 4096 { 16 } else { 8 };
-    let ob = group_id(0) * g;
-    let s = group_id(1);
-    let xb = s * x_stride;
-    // The expert id is read before x is staged, so its load is in flight during the staging
-    // rather than after the barrier, ahead of the first weight address.
-    let e = ids[s] as usize;
-    let xs = shared::<f32, 4224>();
-    for j in par(0..k) {
-        xs[j + j / 32] = x[xb + j];
-    }
-    for t in par_team(0..if n - ob < g { n - ob } else { g }, 32) {
-        let o = ob + t;
-        let sb = (e * n + o) * (k / 256);
-        y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-            (f16_bits(w[(sb + u / 8) * 36] & 65535) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 36 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
-                * sum!(i in 0..32, order = seq, (((w[(sb + u / 8) * 36 + 4 + (u % 8 / 2) * 8 + i / 4] >> ((i % 4 * 8 + u % 2 * 4) as u32)) & 15) as f32) * xs[u * 33 + i])
-            - (f16_bits(w[(sb + u / 8) * 36] >> 16) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 36 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 36 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
-                * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
-    }
-}
-
-/// `matvec_q5_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
-/// little-endian u32 words, 8 or 16 outputs per workgroup of 256 threads (`XS_WIDE_OUTPUTS`;
-/// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q5_k`.
-#[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_bits],
-         rows(name = matvec_q5_k_xs_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_q5_k_xs(
-    x: &[f32],
-    w: &[u32],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-) {
-    let g = if n * n_slots >= 4096 { 16 } else { 8 };
-    let ob = group_id(0) * g;
-    let s = group_id(1);
-    let xb = s * x_stride;
-    // The expert id is read before x is staged, so its load is in flight during the staging
-    // rather than after the barrier, ahead of the first weight address.
-    let e = ids[s] as usize;
-    let xs = shared::<f32, 4224>();
-    for j in par(0..k) {
-        xs[j + j / 32] = x[xb + j];
-    }
-    for t in par_team(0..if n - ob < g { n - ob } else { g }, 32) {
-        let o = ob + t;
-        let sb = (e * n + o) * (k / 256);
-        y[s * n + o] = sum!(u in 0..k / 32, order = lanes(32).butterfly(),
-            (f16_bits(w[(sb + u / 8) * 44] & 65535) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 15) | ((((w[(sb + u / 8) * 44 + 1 + ((u % 8 + 4) % 8) / 4] >> ((((u % 8 + 4) % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
-                * sum!(i in 0..32, order = seq, ((((w[(sb + u / 8) * 44 + 12 + (u % 8 / 2) * 8 + i / 4] >> ((i % 4 * 8 + u % 2 * 4) as u32)) & 15) | (((w[(sb + u / 8) * 44 + 4 + i / 4] >> ((i % 4 * 8 + u % 8) as u32)) & 1) << 4)) as f32) * xs[u * 33 + i])
-            - (f16_bits(w[(sb + u / 8) * 44] >> 16) * ((if u % 8 < 4 { ((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) & 63 } else { (((w[(sb + u / 8) * 44 + 1 + (u % 8 + 4) / 4] >> (((u % 8 + 4) % 4 * 8) as u32)) & 255) >> 4) | ((((w[(sb + u / 8) * 44 + 1 + (u % 8) / 4] >> (((u % 8) % 4 * 8) as u32)) & 255) >> 6) << 4) }) as f32))
-                * sum!(i in 0..32, order = seq, xs[u * 33 + i]));
-    }
-}
-
-/// `matvec_q6_k` with x staged in workgroup memory (k ≤ XS_MAX_K) and the weights read as
-/// little-endian u32 words, 8 or 16 outputs per workgroup of 256 threads (`XS_WIDE_OUTPUTS`;
-/// eight teams of 32 lanes, one output after another) sharing the staged x: the same bits as `matvec_q6_k`.
-#[kernel(grid = [if n * n_slots >= 4096 { (n + 15) / 16 } else { (n + 7) / 8 }, n_slots], block = 256, verify(k = [256, 512, 4096], n = [1, 17], x_stride = [0, 3], n_slots = [1, 2]), uses = [f16_at_words, f16_bits],
-         rows(name = matvec_q6_k_xs_rows, tile = 8, axis = 1, row_stride(x = k, ids = 1, y = n), fix(x_stride = 0, n_slots = 1), verify(rows = [1, 3, 9])))]
-pub fn matvec_q6_k_xs(
-    x: &[f32],
-    w: &[u32],
-    ids: &[u32],
-    y: &mut [f32],
-    k: usize,
-    n: usize,
-    x_stride: usize,
-    n_slots: usize,
-) {
-    let g = if n * n_slots >= 4096 { 16 } else { 8 };
-    let ob = group_id(0) * g;
-    let s = group_id(1);
-    let xb = s * x_stride;
-    // The expert id is read before x is staged, so its load is in flight during the staging
-    // rather than after the barrier, ahead of the first weight address.
-    let e = ids[s] as usize;
-    let xs = shared::<f32, 4224>();
-    for j in par(0..k) {
-        xs[j + j / 32] = x[xb + j];
-    }
-    for t in par_team(0..if n - ob < g { n - ob } else { g }, 32) {
-        let o = ob + t;
-        let sb = (e * n + o) * (k / 256);
-        y[s * n + o] = sum!(u in 0..k / 16, order = lanes(32).butterfly(),
-            (f16_at_words(w, ((sb + u / 16) * 210 + 208)) * ((w[((sb + u / 16) * 210 + 192 + u % 16) / 4] >> ((((sb + u / 16) * 210 + 192 + u % 16) % 4 * 8) as u32)) as i8) as f32)
-                * sum!(t in 0..16, order = seq, (((((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 4 * 4) as u32) } else { w[((sb + u / 16) * 210 + 64 * (u % 16 / 8) + (u % 2) * 16 + 32 * (u % 8 / 2 % 2)) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 4 * 4) as u32) }) & 15) | (((if (sb + u / 16) % 2 == 0 { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + t / 4] >> ((t % 4 * 8 + u % 8 / 2 * 2) as u32) } else { w[((sb + u / 16) * 210 + 128 + 32 * (u % 16 / 8) + (u % 2) * 16) / 4 + (t + 2) / 4] >> (((t + 2) % 4 * 8 + u % 8 / 2 * 2) as u32) }) & 3) << 4)) as i32 - 32) as f32) * xs[u * 16 + t + u / 2]));
     }
 }
 
