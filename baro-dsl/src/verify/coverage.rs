@@ -99,6 +99,22 @@ impl Coverage {
         }
     }
 
+    /// Takes what another set of executions (other shapes of the same kernel) ran.
+    pub fn merge(&mut self, other: Coverage) {
+        if self.longest.len() < other.longest.len() {
+            self.longest.resize(other.longest.len(), None);
+        }
+        for (slot, x) in self.longest.iter_mut().zip(other.longest) {
+            *slot = match (*slot, x) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        for (e, arms) in other.branches {
+            *self.branches.entry(e).or_insert(0) |= arms;
+        }
+    }
+
     /// One `Vacuous` error per arm of an `if` inside a reduction body of `k` that no shape
     /// took: the proof compared nothing computed through it.
     fn check_branches(&self, k: &Kernel, shapes: &[Vec<(ParamId, u64)>], errs: &mut Vec<VerifyError>) {

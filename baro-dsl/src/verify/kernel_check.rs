@@ -12,7 +12,7 @@ use super::coverage::Coverage;
 use super::dag::Dag;
 use super::ordinals::reduces;
 use super::report::{ErrorKind, KernelProof, Location, VerifyError};
-use super::shapes::default_shapes;
+use super::shapes::{default_shapes, each_shape};
 use super::symbolic::{execute, Run, RunConfig};
 use super::{check_wellformed, wellformed};
 use crate::ir::{Kernel, ParamId};
@@ -64,7 +64,9 @@ pub fn check_expanded(k: &Kernel, x: &Kernel) -> Result<KernelProof, Vec<VerifyE
     let shapes = default_shapes(k);
     let mut regions_checked = 0;
     let mut coverage = Coverage::default();
-    for shape in &shapes {
+    // Each shape on its own DAG, side by side; read back in shape order (the first error is
+    // the first failing shape's, as in sequence).
+    let per_shape = each_shape(&shapes, |shape| {
         let cfg = RunConfig {
             scalars: shape,
             offsets: &[],
@@ -75,15 +77,21 @@ pub fn check_expanded(k: &Kernel, x: &Kernel) -> Result<KernelProof, Vec<VerifyE
         };
         let mut dag = Dag::new();
         let code = execute(&x, &mut dag, &cfg).map_err(|e| vec![in_shape(e, k, shape)])?;
-        regions_checked += code.regions_checked;
+        let mut covered = Coverage::default();
         if compare_source {
             // The source run also checks for races (the expanded code's lane protocol is the
             // lowering's, not modelled).
             let source = RunConfig { check_races: true, ..cfg };
             let meaning = execute(k, &mut dag, &source).map_err(|e| vec![in_shape(e, k, shape)])?;
             compare(k, &mut dag, &meaning, &code).map_err(|e| vec![in_shape(e, k, shape)])?;
-            coverage.add(&meaning);
+            covered.add(&meaning);
         }
+        Ok::<_, Vec<VerifyError>>((code.regions_checked, covered))
+    });
+    for result in per_shape {
+        let (regions, covered) = result?;
+        regions_checked += regions;
+        coverage.merge(covered);
     }
     if compare_source {
         coverage.check(k, &shapes)?;
@@ -98,7 +106,7 @@ pub fn check_expanded(k: &Kernel, x: &Kernel) -> Result<KernelProof, Vec<VerifyE
 pub fn check_races(k: &Kernel) -> Result<usize, Vec<VerifyError>> {
     check_wellformed(k)?;
     let shapes = default_shapes(k);
-    for shape in &shapes {
+    for result in each_shape(&shapes, |shape| {
         let cfg = RunConfig {
             scalars: shape,
             offsets: &[],
@@ -107,7 +115,9 @@ pub fn check_races(k: &Kernel) -> Result<usize, Vec<VerifyError>> {
             check_races: true,
             aliases: None,
         };
-        execute(k, &mut Dag::new(), &cfg).map_err(|e| vec![in_shape(e, k, shape)])?;
+        execute(k, &mut Dag::new(), &cfg).map(|_| ()).map_err(|e| vec![in_shape(e, k, shape)])
+    }) {
+        result?;
     }
     Ok(shapes.len())
 }

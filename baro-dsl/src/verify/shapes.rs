@@ -216,6 +216,38 @@ pub fn length_feeds(k: &Kernel) -> Feeds {
     all
 }
 
+/// `f` on every shape, the shapes spread over the machine's cores (`BARO_VERIFY_THREADS`
+/// overrides their number; 1 runs them one after another here), the results in shape order.
+/// Each shape's execution is independent of the others' (its own DAG), so the results, and
+/// which shape's error comes first, are those of running them in sequence.
+pub fn each_shape<R: Send>(shapes: &[Vec<(ParamId, u64)>], f: impl Fn(&[(ParamId, u64)]) -> R + Sync) -> Vec<R> {
+    let threads = std::env::var("BARO_VERIFY_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, shapes.len().max(1));
+    if threads == 1 {
+        return shapes.iter().map(|s| f(s)).collect();
+    }
+    // Shape i goes to thread i % threads: the costly shapes (the largest values) are spread.
+    let f = &f;
+    let mut parts: Vec<Vec<(usize, R)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                scope.spawn(move || {
+                    shapes.iter().enumerate().skip(t).step_by(threads).map(|(i, s)| (i, f(s))).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+    });
+    let mut out: Vec<Option<R>> = (0..shapes.len()).map(|_| None).collect();
+    for (i, r) in parts.drain(..).flatten() {
+        out[i] = Some(r);
+    }
+    out.into_iter().map(|r| r.expect("every shape ran")).collect()
+}
+
 /// The shapes the verifier executes `k` for (see the module docs for the choice).
 pub fn default_shapes(k: &Kernel) -> Vec<Vec<(ParamId, u64)>> {
     let mut g = Vec::new();

@@ -19,10 +19,10 @@ use super::coverage::Coverage;
 use super::dag::{Dag, Name, Node, NodeId, Op};
 use super::ordinals::reduces;
 use super::report::{ErrorKind, Location, Mismatch, SiblingError, SiblingProof, VerifyError};
-use super::shapes::default_shapes;
+use super::shapes::{default_shapes, each_shape};
 use super::symbolic::{eval_uniform, execute, Run, RunConfig, Value, Written};
 use super::wellformed;
-use crate::ir::{Access, BinOp, Kernel, ParamId, ParamKind, Reduce, ReduceOp};
+use crate::ir::{Access, BinOp, Kernel, ParamId, ParamKind, Reduce, ReduceOp, Sibling};
 use crate::schedule::Schedule;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -291,126 +291,127 @@ fn arithmetic(rows: &Kernel, m1: &Kernel) -> Result<SiblingProof, SiblingError> 
     let shapes = default_shapes(rows);
     let mut outputs = 0;
     let mut coverage = Coverage::default();
-    for shape in &shapes {
-        let shape_named: Vec<(String, u64)> = shape.iter().map(|(p, v)| (rows.param(*p).name.clone(), *v)).collect();
-        let n_rows = shape.iter().find(|(p, _)| *p == sib.rows).map_or(1, |(_, v)| *v);
-        let m1_base: Vec<(ParamId, u64)> =
-            shape.iter().filter_map(|(p, v)| m1.param_by_name(&rows.param(*p).name).map(|q| (q, *v))).collect();
-        let mut strides: Vec<(ParamId, u64)> = Vec::new();
-        for (p, e) in &sib.row_strides {
-            let s = eval_uniform(rows, shape, e).map_err(as_invalid)?;
-            if let Some(q) = m1.param_by_name(&rows.param(*p).name) {
-                strides.push((q, s));
-            }
-        }
-        let mut steps: Vec<(ParamId, u64)> = Vec::new();
-        for (p, e) in &sib.row_steps {
-            let s = eval_uniform(rows, shape, e).map_err(as_invalid)?;
-            if let Some(q) = m1.param_by_name(&rows.param(*p).name) {
-                steps.push((q, s));
-            }
-        }
-        let mut dag = Dag::new();
-        let carried: HashSet<Name> = sib.carried.iter().map(|p| dag.name(&rows.param(*p).name)).collect();
-        let cfg = RunConfig {
-            scalars: shape,
-            offsets: &[],
-            check_implements: false,
-            memory: None,
-            check_races: true,
-            aliases: None,
-        };
-        let carried_names: Vec<String> = sib.carried.iter().map(|p| rows.param(*p).name.clone()).collect();
-        let first = execute(rows, &mut dag, &cfg).map_err(|e| as_invalid(carry_note(e, &carried_names)))?;
-        // The rows kernel's `check!` equalities hold in every launch that succeeds: both runs
-        // read one leaf for the elements they make equal, so the comparison is the proof under
-        // that precondition (and without a check, elements stay distinct).
-        let aliases = check_aliases(rows, &dag, &first.checks);
-        let rows_run = if aliases.is_empty() {
-            first
-        } else {
-            execute(rows, &mut dag, &RunConfig { aliases: Some(&aliases), ..cfg }).map_err(as_invalid)?
-        };
-        let mut covered = HashSet::new();
-        // The state the next row starts from, and where each carried element was last written.
-        let mut state: HashMap<(Name, u64), Value> = HashMap::new();
-        let mut carried_final: BTreeMap<(Name, u64), (u64, NodeId)> = BTreeMap::new();
-        for r in 0..n_rows {
-            let offsets: Vec<(ParamId, u64)> = strides.iter().map(|(q, s)| (*q, r.wrapping_mul(*s))).collect();
-            let m1_scalars: Vec<(ParamId, u64)> = m1_base
-                .iter()
-                .map(|&(q, v)| {
-                    (q, steps.iter().find(|(p, _)| *p == q).map_or(v, |(_, s)| v.wrapping_add(r.wrapping_mul(*s))))
-                })
-                .collect();
-            let memory = (!carried.is_empty()).then_some(&state);
-            let cfg = RunConfig {
-                scalars: &m1_scalars,
-                offsets: &offsets,
-                check_implements: false,
-                memory,
-                check_races: true,
-                aliases: (!aliases.is_empty()).then_some(&aliases),
-            };
-            let m1_run = execute(m1, &mut dag, &cfg).map_err(as_invalid)?;
-            for (key, want) in &m1_run.outputs {
-                covered.insert(*key);
-                if carried.contains(&key.0) {
-                    carried_final.insert(*key, (r, want.node));
-                    continue;
-                }
-                let buf = dag.name_str(key.0).to_string();
-                let off =
-                    m1.param_by_name(&buf).and_then(|q| offsets.iter().find(|(p, _)| *p == q)).map_or(0, |(_, o)| *o);
-                let got = rows_run.outputs.get(key);
-                if got.is_some_and(|g| g.node == want.node) {
-                    continue;
-                }
-                return Err(mismatch(
-                    &dag,
-                    &rows_run,
-                    shape_named,
-                    buf,
-                    r,
-                    key.1,
-                    key.1.wrapping_sub(off),
-                    want.node,
-                    got,
-                ));
-            }
-            state = m1_run.memory.into_iter().filter(|(k, _)| carried.contains(&k.0)).collect();
-        }
-        for (key, (r, want)) in &carried_final {
-            let got = rows_run.outputs.get(key);
-            if got.is_some_and(|g| g.node == *want) {
-                continue;
-            }
-            let buf = dag.name_str(key.0).to_string();
-            return Err(mismatch(&dag, &rows_run, shape_named, buf, *r, key.1, key.1, *want, got));
-        }
-        if let Some((key, got)) = rows_run.outputs.iter().find(|(k, _)| !covered.contains(*k)) {
-            let buf = dag.name_str(key.0).to_string();
-            let stride =
-                m1.param_by_name(&buf).and_then(|q| strides.iter().find(|(p, _)| *p == q)).map_or(0, |(_, s)| *s);
-            let row = key.1.checked_div(stride).unwrap_or(0);
-            return Err(SiblingError::Arithmetic(Box::new(Mismatch {
-                shape: shape_named,
-                buffer: buf.clone(),
-                row,
-                index: key.1,
-                m1_index: key.1.wrapping_sub(row * stride),
-                m1_expr: "(not written)".to_string(),
-                rows_expr: dag.show(got.node, 16),
-                first_difference: format!(
-                    "the rows kernel writes {buf}[{}], which no row of `{}` writes",
-                    key.1, m1.name
-                ),
-                location: Location { stmt_path: Vec::new(), reduce: None, store: Some(got.store) },
-            })));
-        }
-        outputs += rows_run.outputs.len();
-        coverage.add(&rows_run);
+    // Each shape is an execution of its own (its own DAG); they run side by side and are read
+    // back in shape order, so the error reported is the first shape's, as one after another.
+    for result in each_shape(&shapes, |shape| arithmetic_shape(rows, m1, sib, shape)) {
+        let (n, c) = result?;
+        outputs += n;
+        coverage.merge(c);
     }
     coverage.check(rows, &shapes).map_err(SiblingError::Invalid)?;
     Ok(SiblingProof { shapes: shapes.len(), outputs })
+}
+
+/// One shape of `arithmetic`: the rows kernel's run against `m1` row by row. The number of
+/// outputs compared and the reductions' coverage of this shape.
+fn arithmetic_shape(
+    rows: &Kernel,
+    m1: &Kernel,
+    sib: &Sibling,
+    shape: &[(ParamId, u64)],
+) -> Result<(usize, Coverage), SiblingError> {
+    let shape_named: Vec<(String, u64)> = shape.iter().map(|(p, v)| (rows.param(*p).name.clone(), *v)).collect();
+    let n_rows = shape.iter().find(|(p, _)| *p == sib.rows).map_or(1, |(_, v)| *v);
+    let m1_base: Vec<(ParamId, u64)> =
+        shape.iter().filter_map(|(p, v)| m1.param_by_name(&rows.param(*p).name).map(|q| (q, *v))).collect();
+    let mut strides: Vec<(ParamId, u64)> = Vec::new();
+    for (p, e) in &sib.row_strides {
+        let s = eval_uniform(rows, shape, e).map_err(as_invalid)?;
+        if let Some(q) = m1.param_by_name(&rows.param(*p).name) {
+            strides.push((q, s));
+        }
+    }
+    let mut steps: Vec<(ParamId, u64)> = Vec::new();
+    for (p, e) in &sib.row_steps {
+        let s = eval_uniform(rows, shape, e).map_err(as_invalid)?;
+        if let Some(q) = m1.param_by_name(&rows.param(*p).name) {
+            steps.push((q, s));
+        }
+    }
+    let mut dag = Dag::new();
+    let carried: HashSet<Name> = sib.carried.iter().map(|p| dag.name(&rows.param(*p).name)).collect();
+    let cfg = RunConfig {
+        scalars: shape,
+        offsets: &[],
+        check_implements: false,
+        memory: None,
+        check_races: true,
+        aliases: None,
+    };
+    let carried_names: Vec<String> = sib.carried.iter().map(|p| rows.param(*p).name.clone()).collect();
+    let first = execute(rows, &mut dag, &cfg).map_err(|e| as_invalid(carry_note(e, &carried_names)))?;
+    // The rows kernel's `check!` equalities hold in every launch that succeeds: both runs
+    // read one leaf for the elements they make equal, so the comparison is the proof under
+    // that precondition (and without a check, elements stay distinct).
+    let aliases = check_aliases(rows, &dag, &first.checks);
+    let rows_run = if aliases.is_empty() {
+        first
+    } else {
+        execute(rows, &mut dag, &RunConfig { aliases: Some(&aliases), ..cfg }).map_err(as_invalid)?
+    };
+    let mut covered = HashSet::new();
+    // The state the next row starts from, and where each carried element was last written.
+    let mut state: HashMap<(Name, u64), Value> = HashMap::new();
+    let mut carried_final: BTreeMap<(Name, u64), (u64, NodeId)> = BTreeMap::new();
+    for r in 0..n_rows {
+        let offsets: Vec<(ParamId, u64)> = strides.iter().map(|(q, s)| (*q, r.wrapping_mul(*s))).collect();
+        let m1_scalars: Vec<(ParamId, u64)> = m1_base
+            .iter()
+            .map(|&(q, v)| {
+                (q, steps.iter().find(|(p, _)| *p == q).map_or(v, |(_, s)| v.wrapping_add(r.wrapping_mul(*s))))
+            })
+            .collect();
+        let memory = (!carried.is_empty()).then_some(&state);
+        let cfg = RunConfig {
+            scalars: &m1_scalars,
+            offsets: &offsets,
+            check_implements: false,
+            memory,
+            check_races: true,
+            aliases: (!aliases.is_empty()).then_some(&aliases),
+        };
+        let m1_run = execute(m1, &mut dag, &cfg).map_err(as_invalid)?;
+        for (key, want) in &m1_run.outputs {
+            covered.insert(*key);
+            if carried.contains(&key.0) {
+                carried_final.insert(*key, (r, want.node));
+                continue;
+            }
+            let buf = dag.name_str(key.0).to_string();
+            let off = m1.param_by_name(&buf).and_then(|q| offsets.iter().find(|(p, _)| *p == q)).map_or(0, |(_, o)| *o);
+            let got = rows_run.outputs.get(key);
+            if got.is_some_and(|g| g.node == want.node) {
+                continue;
+            }
+            return Err(mismatch(&dag, &rows_run, shape_named, buf, r, key.1, key.1.wrapping_sub(off), want.node, got));
+        }
+        state = m1_run.memory.into_iter().filter(|(k, _)| carried.contains(&k.0)).collect();
+    }
+    for (key, (r, want)) in &carried_final {
+        let got = rows_run.outputs.get(key);
+        if got.is_some_and(|g| g.node == *want) {
+            continue;
+        }
+        let buf = dag.name_str(key.0).to_string();
+        return Err(mismatch(&dag, &rows_run, shape_named, buf, *r, key.1, key.1, *want, got));
+    }
+    if let Some((key, got)) = rows_run.outputs.iter().find(|(k, _)| !covered.contains(*k)) {
+        let buf = dag.name_str(key.0).to_string();
+        let stride = m1.param_by_name(&buf).and_then(|q| strides.iter().find(|(p, _)| *p == q)).map_or(0, |(_, s)| *s);
+        let row = key.1.checked_div(stride).unwrap_or(0);
+        return Err(SiblingError::Arithmetic(Box::new(Mismatch {
+            shape: shape_named,
+            buffer: buf.clone(),
+            row,
+            index: key.1,
+            m1_index: key.1.wrapping_sub(row * stride),
+            m1_expr: "(not written)".to_string(),
+            rows_expr: dag.show(got.node, 16),
+            first_difference: format!("the rows kernel writes {buf}[{}], which no row of `{}` writes", key.1, m1.name),
+            location: Location { stmt_path: Vec::new(), reduce: None, store: Some(got.store) },
+        })));
+    }
+    let mut coverage = Coverage::default();
+    coverage.add(&rows_run);
+    Ok((rows_run.outputs.len(), coverage))
 }
