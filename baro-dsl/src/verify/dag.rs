@@ -137,13 +137,16 @@ impl Dag {
     }
 
     pub fn intern(&mut self, n: Node) -> NodeId {
-        if let Some(id) = self.table.get(&n) {
-            return *id;
+        // One hash and one probe whether the node is new or not.
+        let next = NodeId(self.nodes.len() as u32);
+        match self.table.entry(n) {
+            std::collections::hash_map::Entry::Occupied(e) => *e.get(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(next);
+                self.nodes.push(n);
+                next
+            }
         }
-        let id = NodeId(self.nodes.len() as u32);
-        self.nodes.push(n);
-        self.table.insert(n, id);
-        id
     }
 
     /// `id` with every integer sum in it rewritten to one form: its terms (nested integer
