@@ -107,15 +107,7 @@ pub fn check_races(k: &Kernel) -> Result<usize, Vec<VerifyError>> {
     check_wellformed(k)?;
     let shapes = default_shapes(k);
     for result in each_shape(&shapes, |shape| {
-        let cfg = RunConfig {
-            scalars: shape,
-            offsets: &[],
-            check_implements: false,
-            memory: None,
-            check_races: true,
-            aliases: None,
-        };
-        execute(k, &mut Dag::new(), &cfg).map(|_| ()).map_err(|e| vec![in_shape(e, k, shape)])
+        execute(k, &mut Dag::new(), &RunConfig::shape(shape, true)).map(|_| ()).map_err(|e| vec![in_shape(e, k, shape)])
     }) {
         result?;
     }

@@ -330,14 +330,7 @@ fn arithmetic_shape(
     }
     let mut dag = Dag::new();
     let carried: HashSet<Name> = sib.carried.iter().map(|p| dag.name(&rows.param(*p).name)).collect();
-    let cfg = RunConfig {
-        scalars: shape,
-        offsets: &[],
-        check_implements: false,
-        memory: None,
-        check_races: true,
-        aliases: None,
-    };
+    let cfg = RunConfig::shape(shape, true);
     let carried_names: Vec<String> = sib.carried.iter().map(|p| rows.param(*p).name.clone()).collect();
     let first = execute(rows, &mut dag, &cfg).map_err(|e| as_invalid(carry_note(e, &carried_names)))?;
     // The rows kernel's `check!` equalities hold in every launch that succeeds: both runs

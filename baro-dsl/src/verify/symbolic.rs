@@ -83,17 +83,21 @@ pub struct RunConfig<'a> {
     pub aliases: Option<&'a HashMap<(Name, u64), u64>>,
 }
 
+impl<'a> RunConfig<'a> {
+    /// One shape's plain run: no offsets, no starting memory, no aliases; the race check as
+    /// asked, no `implements` check.
+    pub fn shape(scalars: &'a [(ParamId, u64)], check_races: bool) -> RunConfig<'a> {
+        RunConfig { scalars, offsets: &[], check_implements: false, memory: None, check_races, aliases: None }
+    }
+}
+
 /// Statements executed before the executor gives up (a guard against runaway loops).
 const STEP_BUDGET: u64 = 50_000_000;
 
 /// Evaluates a uniform integer expression over scalar parameters (a row stride) for `scalars`.
 pub fn eval_uniform(k: &Kernel, scalars: &[(ParamId, u64)], e: &Expr) -> Result<u64, VerifyError> {
     let mut dag = Dag::new();
-    let mut ex = Exec::new(
-        k,
-        &mut dag,
-        &RunConfig { scalars, offsets: &[], check_implements: false, memory: None, check_races: false, aliases: None },
-    );
+    let mut ex = Exec::new(k, &mut dag, &RunConfig::shape(scalars, false));
     ex.concrete(e, "row stride")
 }
 
