@@ -232,11 +232,17 @@ pub fn each_shape<R: Send>(shapes: &[Vec<(ParamId, u64)>], f: impl Fn(&[(ParamId
     // Shape i goes to thread i % threads: the costly shapes (the largest values) are spread.
     let f = &f;
     let mut parts: Vec<Vec<(usize, R)>> = std::thread::scope(|scope| {
+        // The executor recurses over expression trees: the stack of the thread that called
+        // (a test thread, rustc's for `#[kernel]`) may be larger than a spawned thread's
+        // default, so these get 64 MiB (reserved, touched only as deep as they go).
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                scope.spawn(move || {
-                    shapes.iter().enumerate().skip(t).step_by(threads).map(|(i, s)| (i, f(s))).collect::<Vec<_>>()
-                })
+                std::thread::Builder::new()
+                    .stack_size(64 << 20)
+                    .spawn_scoped(scope, move || {
+                        shapes.iter().enumerate().skip(t).step_by(threads).map(|(i, s)| (i, f(s))).collect::<Vec<_>>()
+                    })
+                    .expect("a verifier thread starts")
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
