@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::attributes::AttributeLoc;
 use inkwell::context::Context;
 use inkwell::module::{FlagBehavior, Linkage, Module};
 use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
@@ -78,14 +78,6 @@ pub(super) fn build<'ctx>(
         match p.kind {
             ParamKind::Buffer { .. } => {
                 let ptr = arg(next)?.into_pointer_value();
-                // Every buffer a GPU launch passes is the base of an allocation of its own
-                // (`Buffer` holds a whole `cuMemAlloc`/`hipMalloc` allocation, at least 256-byte
-                // aligned; no launch passes an offset into one). Saying 16 lets LLVM join four
-                // consecutive 32-bit loads at a multiple of four elements into one 16-byte load.
-                f.add_attribute(
-                    AttributeLoc::Param(next),
-                    cx.create_enum_attribute(Attribute::get_named_enum_kind_id("align"), 16),
-                );
                 let len = arg(next + 1)?.into_int_value();
                 ptr.set_name(&p.name);
                 len.set_name(&format!("{}_len", p.name));
