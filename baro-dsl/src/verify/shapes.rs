@@ -224,8 +224,17 @@ pub fn each_shape<R: Send>(shapes: &[Vec<(ParamId, u64)>], f: impl Fn(&[(ParamId
     let threads = std::env::var("BARO_VERIFY_THREADS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .clamp(1, shapes.len().max(1));
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    each_shape_on(threads, shapes, f)
+}
+
+/// `each_shape` on `threads` threads (at most one per shape).
+pub fn each_shape_on<R: Send>(
+    threads: usize,
+    shapes: &[Vec<(ParamId, u64)>],
+    f: impl Fn(&[(ParamId, u64)]) -> R + Sync,
+) -> Vec<R> {
+    let threads = threads.clamp(1, shapes.len().max(1));
     if threads == 1 {
         return shapes.iter().map(|s| f(s)).collect();
     }
@@ -393,6 +402,29 @@ fn within_budget(shapes: Vec<Vec<(ParamId, u64)>>, is_size: &dyn Fn(ParamId) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Side by side, the results come back in shape order, every shape once, so the first
+    /// error a caller meets is the one it meets running them in sequence.
+    #[test]
+    fn shapes_side_by_side_give_the_sequential_results_in_order() {
+        let shapes: Vec<Vec<(ParamId, u64)>> = (0..11u64).map(|v| vec![(ParamId(0), v)]).collect();
+        let f = |s: &[(ParamId, u64)]| -> Result<u64, u64> {
+            let v = s[0].1;
+            // Uneven work, so threads finish out of order; errors at shapes 4 and 9.
+            std::thread::sleep(std::time::Duration::from_millis((11 - v) * 2));
+            if v % 5 == 4 {
+                Err(v)
+            } else {
+                Ok(v * v)
+            }
+        };
+        let one = each_shape_on(1, &shapes, f);
+        for threads in [2, 3, 16] {
+            assert_eq!(each_shape_on(threads, &shapes, f), one, "{threads} threads");
+        }
+        assert_eq!(one.iter().find_map(|r| r.err()), Some(4));
+        assert!(each_shape_on(4, &[], f).is_empty());
+    }
 
     #[test]
     fn ragged_against_lane_count() {
