@@ -9,18 +9,9 @@
 # one per variant (at most two), detail.log, decode_detail.log (DECODE_DETAIL=none skips it).
 set -u
 cd "$(dirname "$0")/../.."
-out=${OUT:-bench/results}
-mkdir -p "$out"
-t0=$(date +%s)
-bin=$(mktemp -d)
-for side in old new; do
-  mkdir -p "$bin/$side" && xz -dc ".carry2/$side.xz" > "$bin/$side/baro_gpu" && chmod +x "$bin/$side/baro_gpu" || exit 2
-  for n in prefill_speed decode_bw identity_gate baro-synth-pack; do ln -sf baro_gpu "$bin/$side/$n"; done
-done
-export BARO_CACHE_DIR=/tmp/baro_cache
-pack=/tmp/baro_pack/qwen35moe_real_community.gguf
-mkdir -p /tmp/baro_pack
-[ -f "$pack" ] || "$bin/new/baro-synth-pack" --out "$pack" --config real --mix community > /dev/null 2>&1
+. bench/gpu/common.sh
+unpack_pair
+ensure_pack "$bin/new"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/env.txt" 2>&1
 cat .carry2/old.commit .carry2/new.commit >> "$out/env.txt" 2>/dev/null
 lengths=${LENGTHS:-8192}

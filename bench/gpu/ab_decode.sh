@@ -7,19 +7,9 @@
 # table_old.log, table_new.log, times.txt.
 set -u
 cd "$(dirname "$0")/../.."
-out=${OUT:-bench/results}
-mkdir -p "$out"
-t0=$(date +%s)
-stamp() { echo "$1 $(( $(date +%s) - t0 )) s" | tee -a "$out/times.txt"; }
-bin=$(mktemp -d)
-for side in old new; do
-  mkdir -p "$bin/$side" && xz -dc ".carry2/$side.xz" > "$bin/$side/baro_gpu" && chmod +x "$bin/$side/baro_gpu" || exit 2
-  for n in prefill_speed decode_bw identity_gate baro-synth-pack; do ln -sf baro_gpu "$bin/$side/$n"; done
-done
-export BARO_CACHE_DIR=/tmp/baro_cache
-pack=/tmp/baro_pack/qwen35moe_real_community.gguf
-mkdir -p /tmp/baro_pack
-[ -f "$pack" ] || "$bin/new/baro-synth-pack" --out "$pack" --config real --mix community > /dev/null 2>&1
+. bench/gpu/common.sh
+unpack_pair
+ensure_pack "$bin/new"
 stamp "pack ready"
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; cat .carry2/old.commit .carry2/new.commit; date -u; } > "$out/env.txt" 2>&1
 if [ "${GATE:-1}" != 0 ]; then

@@ -8,18 +8,10 @@
 # prefill.log, decode_table.log, source.csv.gz, source_summary.log, times.txt.
 set -u
 cd "$(dirname "$0")/../.."
-out=${OUT:-bench/results}
-mkdir -p "$out"
-t0=$(date +%s)
-bin=$(mktemp -d)
-gunzip -c .carry/baro_gpu.gz > "$bin/baro_gpu" && chmod +x "$bin/baro_gpu" || exit 2
-for n in prefill_speed decode_bw identity_gate long_context baro-synth-pack; do ln -sf baro_gpu "$bin/$n"; done
-export BARO_CACHE_DIR=/tmp/baro_cache
+. bench/gpu/common.sh
+unpack_one
 export BARO_COMMIT=${BARO_COMMIT:-$(cat .carry/COMMIT 2>/dev/null || echo unknown)}
-pack=/tmp/baro_pack/qwen35moe_real_community.gguf
-mkdir -p /tmp/baro_pack
-[ -f "$pack" ] || "$bin/baro-synth-pack" --out "$pack" --config real --mix community > /dev/null 2>&1
-stamp() { echo "$1 $(( $(date +%s) - t0 )) s" | tee -a "$out/times.txt"; }
+ensure_pack "$bin"
 stamp "pack ready"
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv; echo "commit $BARO_COMMIT"; date -u; } > "$out/env.txt" 2>&1
 dec() { timeout 120 "$bin/decode_bw" --target cuda --model "$pack" --tokens 64 --warmup 4 "$@"; }
