@@ -2,8 +2,8 @@
 //! 0..len(r), ..)`, a causal row attending to its own positions): `lanes::expand` writes one
 //! loop below the shortest row's length and a second up to the longest's with each row's
 //! update under its own guard, so each row takes exactly its elements in its own order. The
-//! rows kernels (the texts `#[kernel]` writes for `baro-macros/tests/ui/
-//! pass_rows_reduce_own_lengths.rs`) are proven siblings; an expansion missing a guard, a
+//! rows kernels (the texts `#[kernel]` writes for `baro-macros/tests/it/pass/
+//! rows_reduce_own_lengths.rs`) are proven siblings; an expansion missing a guard, a
 //! length off by one and an order that cannot stop rows apart are rejected; the host JIT gives
 //! each row the m = 1 kernel's bytes.
 

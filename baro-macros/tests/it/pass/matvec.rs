@@ -30,7 +30,8 @@ mod batched {
     }
 }
 
-fn main() {
+#[test]
+fn runs() {
     let m1 = matvec();
     let rows = matvec_rows();
     assert_eq!(m1.name, "matvec");

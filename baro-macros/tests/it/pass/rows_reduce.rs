@@ -64,7 +64,8 @@ pub fn dot_rows4_indexed(x: &[f32], w: &[f32], y: &mut [f32], k: usize, n: usize
     }
 }
 
-fn main() {
+#[test]
+fn runs() {
     // The rows kernels' IR holds one reduction over rows each.
     for k in [dot_rows4(), qdot_rows2(), dot_rows4_indexed()] {
         assert!(k.body.iter().any(|s| matches!(s, baro_dsl::ir::Stmt::LetRows { .. })), "{}", k.name);

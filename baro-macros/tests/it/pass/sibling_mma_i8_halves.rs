@@ -19,7 +19,15 @@ pub fn halves_rows(x: &[u32], w: &[u32], y: &mut [i32], n: usize, rows: usize) {
     let sc = shared::<i32, 128>();
     for i in par(0..n.min(8) * 16) {
         // Tile row 2o + h: output o's words of half h, zeros elsewhere.
-        sa[i] = if i % 8 / 4 == i / 8 % 2 { if i / 8 % 2 == 0 { w[i / 16 * 8 + i % 8] } else { w[i / 16 * 8 + i % 4 + 4] } } else { 0 };
+        sa[i] = if i % 8 / 4 == i / 8 % 2 {
+            if i / 8 % 2 == 0 {
+                w[i / 16 * 8 + i % 8]
+            } else {
+                w[i / 16 * 8 + i % 4 + 4]
+            }
+        } else {
+            0
+        };
     }
     for t in 0..(rows + 7) / 8 {
         let r0 = t * 8;
@@ -34,6 +42,7 @@ pub fn halves_rows(x: &[u32], w: &[u32], y: &mut [i32], n: usize, rows: usize) {
     }
 }
 
-fn main() {
+#[test]
+fn runs() {
     assert!(halves_rows().to_string().contains("mma_i8"));
 }

@@ -32,7 +32,8 @@ pub fn dot_block_rows(x: &[u32], w: &[u32], y: &mut [i32], n: usize, rows: usize
     }
 }
 
-fn main() {
+#[test]
+fn runs() {
     let k = dot_block_rows();
     assert!(k.to_string().contains("mma_i8"));
 }

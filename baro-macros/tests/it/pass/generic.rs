@@ -90,12 +90,14 @@ fn same(made: baro_dsl::ir::Kernel, mut by_hand: baro_dsl::ir::Kernel) {
     assert_eq!(made.to_string(), by_hand.to_string());
 }
 
-fn main() {
+#[test]
+fn runs() {
     same(reverse16(), reverse16_by_hand());
     assert!(reverse32().to_string().contains("[f32; 32]"), "{}", reverse32());
     same(dot_scaled_rows4(), dot_scaled_rows4_by_hand());
     assert_eq!(dot_f32_rows2().params.len(), 6, "`s` is left out where FMT is F32");
     // Proven while this file compiled; the check runs the same way at run time.
     baro_dsl::verify::check_sibling(&dot_f32_rows2(), &dot_f32()).expect("dot_f32_rows2 is dot_f32's sibling");
-    baro_dsl::verify::check_sibling(&dot_scaled_rows4(), &dot_scaled()).expect("dot_scaled_rows4 is dot_scaled's sibling");
+    baro_dsl::verify::check_sibling(&dot_scaled_rows4(), &dot_scaled())
+        .expect("dot_scaled_rows4 is dot_scaled's sibling");
 }

@@ -20,7 +20,8 @@ fn rows_args<'a>(x: &'a Buffer, y: &'a mut Buffer) -> Rows<ScaleArgs<'a>> {
     Rows(args(x, y), 3)
 }
 
-fn main() {
+#[test]
+fn runs() {
     let _ = (args, rows_args);
     assert_eq!(<ScaleArgs<'_> as KernelArgs<'_>>::KERNEL, "scale");
     assert_eq!(<ScaleArgs<'_> as KernelArgs<'_>>::PARAMS, ["x", "y", "n", "s", "on"]);

@@ -29,7 +29,8 @@ pub fn q8_row_sum(q: &[i8], y: &mut [f32], k: usize, n: usize) {
     y[o] = sum!(i in 0..k, order = blocked(32, lanes(32).butterfly()), q[o * k + i] as f32);
 }
 
-fn main() {
+#[test]
+fn runs() {
     baro_dsl::verify::check_sibling(&q8_matvec_rows(), &q8_matvec()).expect("q8 rows verifies");
     assert_eq!(q8_row_sum().name, "q8_row_sum");
 }

@@ -12,7 +12,8 @@ pub fn matvec8(x: &[f32], w: &[f32], y: &mut [f32], k: usize, n: usize) {
     }
 }
 
-fn main() {
+#[test]
+fn runs() {
     let k = matvec8();
     assert_eq!(k.block, Some(256));
     let text = k.to_string();

@@ -44,7 +44,8 @@ pub fn mma_two_tiles(a: &[u32], b: &[u32], y: &mut [i32]) {
     }
 }
 
-fn main() {
+#[test]
+fn runs() {
     for k in [mma_tile(), mma_two_tiles()] {
         baro_dsl::verify::check_wellformed(&k).expect("well formed");
         baro_dsl::verify::check_races(&k).expect("race free");

@@ -18,7 +18,8 @@ pub fn fused_rows(x: &[f32], w: &[f32], b: &[f32], y: &mut [f32], k: usize, n: u
     }
 }
 
-fn main() {
+#[test]
+fn runs() {
     let k = fused_rows();
     let text = k.to_string();
     assert_eq!(text.matches("fma(").count(), 2, "two fma nodes, no multiply-add:\n{text}");

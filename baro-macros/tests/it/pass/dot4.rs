@@ -9,7 +9,8 @@ pub fn dot4_words(a: &[u32], b: &[u32], c: &[i32], y: &mut [i32], z: &mut [i32],
     z[o] = dot4_u8i8(a[o], b[o], 0);
 }
 
-fn main() {
+#[test]
+fn runs() {
     let k = dot4_words();
     baro_dsl::verify::check_wellformed(&k).expect("well formed");
     let text = k.to_string();

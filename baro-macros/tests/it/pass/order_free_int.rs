@@ -36,7 +36,8 @@ pub fn i32_max(x: &[i32], y: &mut [i32], k: usize, n: usize) {
     y[o] = max!(i in 0..k, order = any, x[o * k + i]);
 }
 
-fn main() {
+#[test]
+fn runs() {
     baro_dsl::verify::check_sibling(&q8_block_dot_rows(), &q8_block_dot()).expect("rows sibling verifies");
     for k in [i8_dot(), q8_block_dot(), i32_max()] {
         baro_dsl::verify::check_wellformed(&k).expect("well formed");

@@ -24,7 +24,8 @@ pub fn scaled_rows(x: &[f32], w: &[u32], y: &mut [f32], k: usize, n: usize, rows
     }
 }
 
-fn main() {
+#[test]
+fn runs() {
     let k = scaled_rows();
     let text = k.to_string();
     assert_eq!(text.matches("let(v").count(), 2, "the block's lets are expression lets:\n{text}");

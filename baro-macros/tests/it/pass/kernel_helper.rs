@@ -7,7 +7,14 @@ use baro_macros::{kernel, kernel_helper};
 #[kernel_helper]
 pub fn f16_at(w: &[u32], byte: usize) -> f32 {
     let h = (w[byte / 4] >> ((byte % 4 * 8) as u32)) & 65535;
-    f32::from_bits(((h & 0x8000) << 16) | (if (h & 0x7c00) == 0 { (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits() } else { ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 }) }))
+    f32::from_bits(
+        ((h & 0x8000) << 16)
+            | (if (h & 0x7c00) == 0 {
+                (((h & 0x3ff) as f32) * 5.9604645e-8).to_bits()
+            } else {
+                ((h & 0x7fff) << 13) + (if (h & 0x7c00) == 0x7c00 { 0x70000000 } else { 0x38000000 })
+            }),
+    )
 }
 
 /// A helper calling a helper (listed after it in `uses`).
@@ -27,11 +34,13 @@ pub fn halfdot(x: &[f32], w: &[u32], y: &mut [f32], k: usize, n: usize) {
 pub fn halfdot_rows(x: &[f32], w: &[u32], y: &mut [f32], k: usize, n: usize, rows: usize) {
     let o = group_id(0);
     for r in 0..rows {
-        y[r * n + o] = sum!(i in 0..k, order = lanes(32).butterfly(), x[r * k + i] * scaled_f16(w, (o * k + i) * 2, 0.5));
+        y[r * n + o] =
+            sum!(i in 0..k, order = lanes(32).butterfly(), x[r * k + i] * scaled_f16(w, (o * k + i) * 2, 0.5));
     }
 }
 
-fn main() {
+#[test]
+fn runs() {
     let k = halfdot();
     let text = k.to_string();
     assert!(text.contains("let("), "the helper's body is inlined as expression lets:\n{text}");

@@ -20,7 +20,8 @@ pub fn rmsnorm_rows(x: &[f32], w: &[f32], y: &mut [f32], n: usize, eps: f32, row
     }
 }
 
-fn main() {
+#[test]
+fn runs() {
     assert_eq!(rmsnorm_rows().params.len(), 6);
     baro_dsl::verify::check_sibling(&rmsnorm_rows(), &rmsnorm()).expect("rmsnorm rows verifies");
 }

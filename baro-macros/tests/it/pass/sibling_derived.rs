@@ -35,7 +35,8 @@ pub fn plain(x: &[f32], w: &[f32], y: &mut [f32], k: usize, n: usize) {
     y[o] = sum!(i in 0..k, order = lanes(32).strided().butterfly(), x[i] * w[o * k + i]);
 }
 
-fn main() {
+#[test]
+fn runs() {
     let (m1, rows) = (matvec(), matvec_rows());
     let sibling = rows.sibling.as_ref().expect("a derived kernel declares its sibling");
     assert_eq!(sibling.of, "matvec");

@@ -1,7 +1,7 @@
 use baro_macros::kernel;
 
 // A `max!` over rows whose results are read by literal indices and scaled before their
-// store. (`pass_rows_reduce.rs`' `dot_rows4_indexed` reads them in an unrolled loop.)
+// store. (`rows_reduce.rs`' `dot_rows4_indexed` reads them in an unrolled loop.)
 #[kernel(grid = [n])]
 pub fn peak(x: &[f32], y: &mut [f32], k: usize, n: usize) {
     let o = group_id(0);
@@ -19,4 +19,8 @@ pub fn peak_rows2(x: &[f32], y: &mut [f32], k: usize, n: usize, rows: usize) {
     }
 }
 
-fn main() {}
+#[test]
+fn runs() {
+    // The build proved the pair; the verifier run here must agree.
+    baro_dsl::verify::check_sibling(&peak_rows2(), &peak()).expect("peak_rows2 is peak's rows sibling");
+}

@@ -49,7 +49,8 @@ pub fn causal_lanes_rows2(p: &[f32], v: &[f32], y: &mut [f32], len: usize, n: us
     }
 }
 
-fn main() {
+#[test]
+fn runs() {
     // Each rows kernel holds one reduction over rows, and it expands (the rows sharing one
     // loop below the shortest length, then each guarded by its own).
     for k in [causal_rows4(), causal_lanes_rows2()] {
