@@ -98,6 +98,9 @@ pub(super) struct Cg<'a, 'ctx> {
     region: Option<u32>,
     /// Per-lane temporaries holding a shuffle's operand for every lane, keyed by node.
     shuffles: HashMap<*const Expr, PointerValue<'ctx>>,
+    /// For a region's top-level statements whose results only some lanes need, those lanes
+    /// (`region::lane_masks`), keyed by statement.
+    lane_masks: HashMap<*const Stmt, u128>,
     /// `(a, b)`: `ParFor` iterations and workgroups run in the order i ↦ (a·i + b) mod n.
     order: Option<(u64, u64)>,
 }
@@ -170,6 +173,7 @@ fn build<'a, 'ctx>(
         err,
         cur_lane: None,
         region: None,
+        lane_masks: HashMap::new(),
         shuffles: HashMap::new(),
         order,
     };

@@ -6,9 +6,19 @@
 //! expressions contain `ShuffleXor { value, mask }` first evaluates `value` for every lane
 //! into a temporary array, then computes each lane's result reading `tmp[lane ^ mask]`.
 //! This module must never let one lane observe another lane's update of the same statement.
+//!
+//! A lane whose value no later statement reads is not computed (`lane_masks`): a butterfly's
+//! last steps are needed by fewer and fewer lanes (the step with mask m by the lanes below
+//! 2m where only lane 0's total is kept), so a 32-lane sum runs 31 additions instead of 160.
+//! Only statements that cannot fault are narrowed (no loads, stores, divisions or checks):
+//! every lane that is computed computes what it always did, and a lane that is not computed
+//! is one whose value is never read, so the kernel's results and its error records are the
+//! same bits.
+
+use std::collections::{HashMap, HashSet};
 
 use super::Cg;
-use crate::ir::{Expr, Stmt, Var};
+use crate::ir::{BinOp, Const, Expr, Stmt, Var};
 use crate::lower::expr::ExprLeaves;
 use crate::lower::{fail, R};
 
@@ -60,6 +70,179 @@ fn shuffles_post_order<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
     }
 }
 
+/// Lane masks wider than this are not narrowed.
+const MASK_LANES: u32 = 128;
+
+/// Variables a region's statements define (`Let`, loop variables): their values live per lane.
+fn collect_locals(stmts: &[Stmt], out: &mut HashSet<Var>) {
+    for s in stmts {
+        match s {
+            Stmt::Let { var, .. } => {
+                out.insert(*var);
+            }
+            Stmt::LetRows { vars, .. } => out.extend(vars.iter().copied()),
+            Stmt::For { var, body, .. } | Stmt::ParFor { var, body, .. } => {
+                out.insert(*var);
+                collect_locals(body, out);
+            }
+            Stmt::If { then_body, else_body, .. } => {
+                collect_locals(then_body, out);
+                collect_locals(else_body, out);
+            }
+            Stmt::Lanes { body, .. } => collect_locals(body, out),
+            Stmt::Assign { .. } | Stmt::Store { .. } | Stmt::Barrier | Stmt::Check { .. } | Stmt::MmaI8(_) => {}
+        }
+    }
+}
+
+/// Whether `e` can be evaluated for a lane whose result nobody reads: no loads (a bounds
+/// error), no integer division (a trap), no reductions, and shuffles only of shuffle-free
+/// operands.
+fn pure(e: &Expr, in_shuffle: bool) -> bool {
+    match e {
+        Expr::Load { .. } | Expr::Reduce(_) => false,
+        Expr::Binary { op: BinOp::Div | BinOp::Rem, .. } => false,
+        Expr::ShuffleXor { value, .. } => !in_shuffle && pure(value, true),
+        _ => {
+            let mut ok = true;
+            e.for_each_child(|c| ok = ok && pure(c, in_shuffle));
+            ok
+        }
+    }
+}
+
+/// Every variable `e` reads, with the xor masks of the shuffles it is read under (0: none).
+fn reads(e: &Expr, mask: u32, out: &mut Vec<(Var, u32)>) {
+    match e {
+        Expr::Var(v) => out.push((*v, mask)),
+        Expr::ShuffleXor { value, mask: m } => reads(value, *m, out),
+        _ => e.for_each_child(|c| reads(c, mask, out)),
+    }
+}
+
+/// Every variable a statement reads or writes, at any depth.
+fn stmt_vars(s: &Stmt, out: &mut Vec<(Var, u32)>) {
+    let mut exprs: Vec<&Expr> = Vec::new();
+    let mut vars: Vec<Var> = Vec::new();
+    fn walk<'s>(s: &'s Stmt, exprs: &mut Vec<&'s Expr>, vars: &mut Vec<Var>) {
+        match s {
+            Stmt::Let { var, value } | Stmt::Assign { var, value } => {
+                vars.push(*var);
+                exprs.push(value);
+            }
+            Stmt::LetRows { vars: vs, row, value } => {
+                vars.extend(vs.iter().copied());
+                vars.push(*row);
+                exprs.push(value);
+            }
+            Stmt::Store { index, value, .. } => exprs.extend([index, value]),
+            Stmt::For { var, start, end, step, body } => {
+                vars.push(*var);
+                exprs.extend([start, end, step]);
+                body.iter().for_each(|b| walk(b, exprs, vars));
+            }
+            Stmt::ParFor { var, end, body, .. } => {
+                vars.push(*var);
+                exprs.push(end);
+                body.iter().for_each(|b| walk(b, exprs, vars));
+            }
+            Stmt::If { cond, then_body, else_body } => {
+                exprs.push(cond);
+                then_body.iter().chain(else_body).for_each(|b| walk(b, exprs, vars));
+            }
+            Stmt::Lanes { body, .. } => body.iter().for_each(|b| walk(b, exprs, vars)),
+            Stmt::Check { cond, .. } => exprs.push(cond),
+            Stmt::Barrier => {}
+            Stmt::MmaI8(m) => exprs.extend(m.exprs()),
+        }
+    }
+    walk(s, &mut exprs, &mut vars);
+    out.extend(vars.into_iter().map(|v| (v, 0)));
+    for e in exprs {
+        reads(e, 0, out);
+    }
+}
+
+/// `{l ^ m : l in lanes}`, a partner past the region's last lane being the lane itself (as
+/// `shuffle_xor` reads it).
+fn xor_lanes(lanes: u128, m: u32, count: u32) -> u128 {
+    let mut out = 0u128;
+    for l in 0..count {
+        if lanes >> l & 1 == 1 {
+            let p = l ^ m;
+            out |= 1u128 << if p < count { p } else { l };
+        }
+    }
+    out
+}
+
+/// Whether `s` is `if lane == 0 { v = pure; .. }` with no else: only lane 0 runs its body.
+fn lane_zero_only(s: &Stmt, lane: Var) -> bool {
+    let Stmt::If { cond, then_body, else_body } = s else { return false };
+    let zero = |e: &Expr| matches!(e, Expr::Const(c) if *c == Const::new(c.ty, 0));
+    let is_lane = |e: &Expr| matches!(e, Expr::Var(v) if *v == lane);
+    let Expr::Binary { op: BinOp::Eq, lhs, rhs } = cond else { return false };
+    else_body.is_empty()
+        && ((is_lane(lhs) && zero(rhs)) || (zero(lhs) && is_lane(rhs)))
+        && then_body
+            .iter()
+            .all(|t| matches!(t, Stmt::Assign { value, .. } | Stmt::Let { value, .. } if pure(value, false) && !value.any(&|x| matches!(x, Expr::ShuffleXor { .. }))))
+}
+
+/// For each top-level statement of a `Lanes` region of `count` lanes, the lanes whose
+/// results a later statement (or what the region leaves behind) reads, found walking the body
+/// backwards; `None` for a statement that must run on every lane. A region-local variable is
+/// read after the region by nobody; one defined outside it is written only by the lane-0
+/// pattern (`if lane == 0 { red = v }`, which the expansion emits for a reduction's result) or
+/// by a statement that runs on every lane.
+pub(super) fn lane_masks(body: &[Stmt], lane: Var, count: u32) -> Vec<Option<u128>> {
+    if count == 0 || count > MASK_LANES {
+        return vec![None; body.len()];
+    }
+    let all: u128 = if count == 128 { u128::MAX } else { (1u128 << count) - 1 };
+    let mut locals = HashSet::new();
+    collect_locals(body, &mut locals);
+    let mut need: HashMap<Var, u128> = HashMap::new();
+    let mut out = vec![None; body.len()];
+    for (i, s) in body.iter().enumerate().rev() {
+        let narrow = match s {
+            Stmt::Let { var, value } | Stmt::Assign { var, value } if locals.contains(var) && pure(value, false) => {
+                let m = need.remove(var).unwrap_or(0);
+                let mut rs = Vec::new();
+                reads(value, 0, &mut rs);
+                for (v, sh) in rs {
+                    let lanes = if sh == 0 { m } else { xor_lanes(m, sh, count) };
+                    *need.entry(v).or_insert(0) |= lanes;
+                }
+                Some(m)
+            }
+            _ if lane_zero_only(s, lane) => {
+                let mut rs = Vec::new();
+                stmt_vars(s, &mut rs);
+                for (v, _) in rs {
+                    *need.entry(v).or_insert(0) |= 1;
+                }
+                Some(1)
+            }
+            _ => {
+                let mut rs = Vec::new();
+                stmt_vars(s, &mut rs);
+                for (v, _) in rs {
+                    need.insert(v, all);
+                }
+                None
+            }
+        };
+        out[i] = narrow;
+    }
+    out
+}
+
+/// The lanes `0..n` that cover `mask`.
+pub(super) fn lanes_covering(mask: u128) -> u32 {
+    128 - mask.leading_zeros()
+}
+
 impl<'a, 'ctx> Cg<'a, 'ctx> {
     pub(super) fn region(&mut self, lane: Var, count: u32, body: &'a [Stmt]) -> R<()> {
         if count == 0 {
@@ -73,15 +256,21 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             cg.cur_lane = None;
             r
         })?;
+        for (s, m) in body.iter().zip(lane_masks(body, lane, count)) {
+            if let Some(m) = m {
+                self.lane_masks.insert(s as *const Stmt, m);
+            }
+        }
         let r = self.block(body);
         self.region = None;
         r
     }
 
-    /// Runs `f` once per lane with `cur_lane` set.
-    fn lane_loop(&mut self, f: &mut dyn FnMut(&mut Cg<'a, 'ctx>) -> R<()>) -> R<()> {
+    /// Runs `f` once per lane with `cur_lane` set: for lanes `0..lanes` where given, else for
+    /// every lane of the region.
+    fn lane_loop(&mut self, lanes: Option<u32>, f: &mut dyn FnMut(&mut Cg<'a, 'ctx>) -> R<()>) -> R<()> {
         let Some(count) = self.region else { return fail("lane loop outside a `Lanes` region") };
-        let n = self.ir.i64(count as u64);
+        let n = self.ir.i64(lanes.unwrap_or(count).min(count) as u64);
         self.count_loop(n, &mut |cg, l| {
             cg.cur_lane = Some(l);
             let r = f(cg);
@@ -102,8 +291,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     pub(super) fn region_stmt(&mut self, s: &'a Stmt) -> R<()> {
+        // The lanes whose results are read later (`lane_masks`), for a top-level statement.
+        let mask = self.lane_masks.get(&(s as *const Stmt)).copied();
+        let lanes = mask.map(lanes_covering);
         if !stmt_has_shuffle(s) {
-            return self.lane_loop(&mut |cg| cg.stmt(s));
+            return self.lane_loop(lanes, &mut |cg| cg.stmt(s));
         }
         match s {
             Stmt::For { var, start, end, step, body } => {
@@ -119,20 +311,20 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 self.if_else(c, then_body, else_body)
             }
             Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::LetRows { value, .. } => {
-                self.precompute_shuffles(&[value])?;
-                let r = self.lane_loop(&mut |cg| cg.stmt(s));
+                self.precompute_shuffles(&[value], mask)?;
+                let r = self.lane_loop(lanes, &mut |cg| cg.stmt(s));
                 self.shuffles.clear();
                 r
             }
             Stmt::Check { cond, .. } => {
-                self.precompute_shuffles(&[cond])?;
-                let r = self.lane_loop(&mut |cg| cg.stmt(s));
+                self.precompute_shuffles(&[cond], None)?;
+                let r = self.lane_loop(None, &mut |cg| cg.stmt(s));
                 self.shuffles.clear();
                 r
             }
             Stmt::Store { index, value, .. } => {
-                self.precompute_shuffles(&[index, value])?;
-                let r = self.lane_loop(&mut |cg| cg.stmt(s));
+                self.precompute_shuffles(&[index, value], None)?;
+                let r = self.lane_loop(None, &mut |cg| cg.stmt(s));
                 self.shuffles.clear();
                 r
             }
@@ -143,19 +335,22 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
     }
 
-    /// For every shuffle in `exprs` (inner first), stores its operand for every lane.
-    fn precompute_shuffles(&mut self, exprs: &[&'a Expr]) -> R<()> {
+    /// For every shuffle in `exprs` (inner first), stores its operand for every lane, or, for
+    /// a statement whose results only the lanes in `mask` need, for the lanes those read.
+    fn precompute_shuffles(&mut self, exprs: &[&'a Expr], mask: Option<u128>) -> R<()> {
         let Some(count) = self.region else { return fail("shuffle outside a `Lanes` region") };
         let mut nodes = Vec::new();
         for e in exprs {
             shuffles_post_order(e, &mut nodes);
         }
         for node in nodes {
-            let Expr::ShuffleXor { value, .. } = node else { continue };
+            let Expr::ShuffleXor { value, mask: m } = node else { continue };
             let ty = self.expr_ty(value)?;
             let t = super::reg_ty(self.ir.cx, ty);
             let tmp = self.alloca_zeroed(inkwell::types::BasicType::array_type(&t, count).into(), "shuffle")?;
-            self.lane_loop(&mut |cg| {
+            // The partners of the needed lanes (a narrowed statement's shuffles are not nested).
+            let lanes = mask.map(|l| lanes_covering(l | xor_lanes(l, *m, count)));
+            self.lane_loop(lanes, &mut |cg| {
                 let v = cg.expr(value)?;
                 let l = cg.cur_lane.unwrap_or(cg.ir.i64(0));
                 let p = cg.lane_ptr(tmp, t, count, l)?;
@@ -165,5 +360,54 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             self.shuffles.insert(node as *const Expr, tmp);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{lane_masks, lanes_covering};
+    use crate::ir::Stmt;
+
+    /// The top-level statements of the first `Lanes` region of `k` expanded (as `Debug` text),
+    /// with the lanes each must run.
+    fn first_region(k: &crate::ir::Kernel) -> (Vec<String>, Vec<Option<u128>>) {
+        let e = crate::mathlib::expand_calls(&crate::lanes::expand(k).unwrap());
+        fn find(b: &[Stmt]) -> Option<&Stmt> {
+            b.iter().find_map(|s| match s {
+                Stmt::Lanes { .. } => Some(s),
+                Stmt::For { body, .. } | Stmt::ParFor { body, .. } => find(body),
+                _ => None,
+            })
+        }
+        let Some(Stmt::Lanes { lane, count, body, .. }) = find(&e.body) else { panic!("{}: no lanes region", k.name) };
+        (body.iter().map(|s| format!("{s:?}")).collect(), lane_masks(body, *lane, *count))
+    }
+
+    #[test]
+    fn a_butterfly_only_computes_the_lanes_its_total_reads() {
+        let (text, masks) = first_region(&crate::testkernels::matvec());
+        let n = text.len();
+        assert!(n >= 7, "{text:#?}");
+        // The per-lane accumulation reads memory: every lane. Then the five butterfly steps
+        // (masks 16, 8, 4, 2, 1) for the lanes below 16, 8, 4, 2 and 1, and the lane-0 copy.
+        let tail: Vec<Option<u32>> = masks[n - 6..].iter().map(|m| m.map(lanes_covering)).collect();
+        assert_eq!(tail, [Some(16), Some(8), Some(4), Some(2), Some(1), Some(1)], "{text:#?}");
+        assert!(text[n - 6].contains("ShuffleXor") && text[n - 1].starts_with("If"), "{text:#?}");
+        assert!(masks[..n - 6].iter().all(|m| m.is_none_or(|m| lanes_covering(m) == 32)), "{text:#?}");
+        assert_eq!(masks[n - 7], None, "the accumulation loads: {text:#?}");
+        // The masks are exact: step 16 needs lanes 0..16, and its operands lanes 0..32.
+        assert_eq!(masks[n - 6], Some((1u128 << 16) - 1));
+    }
+
+    #[test]
+    fn a_region_that_stores_or_loads_runs_every_lane() {
+        // softmax's regions load and store per lane: nothing there may be narrowed but the
+        // butterfly steps of its reductions.
+        let (text, masks) = first_region(&crate::testkernels::softmax());
+        for (t, m) in text.iter().zip(&masks) {
+            if t.contains("Load {") || t.starts_with("Store") || t.starts_with("For") {
+                assert_eq!(*m, None, "{t}");
+            }
+        }
     }
 }
