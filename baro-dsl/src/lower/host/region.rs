@@ -73,28 +73,6 @@ fn shuffles_post_order<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
 /// Lane masks wider than this are not narrowed.
 const MASK_LANES: u32 = 128;
 
-/// Variables a region's statements define (`Let`, loop variables): their values live per lane.
-fn collect_locals(stmts: &[Stmt], out: &mut HashSet<Var>) {
-    for s in stmts {
-        match s {
-            Stmt::Let { var, .. } => {
-                out.insert(*var);
-            }
-            Stmt::LetRows { vars, .. } => out.extend(vars.iter().copied()),
-            Stmt::For { var, body, .. } | Stmt::ParFor { var, body, .. } => {
-                out.insert(*var);
-                collect_locals(body, out);
-            }
-            Stmt::If { then_body, else_body, .. } => {
-                collect_locals(then_body, out);
-                collect_locals(else_body, out);
-            }
-            Stmt::Lanes { body, .. } => collect_locals(body, out),
-            Stmt::Assign { .. } | Stmt::Store { .. } | Stmt::Barrier | Stmt::Check { .. } | Stmt::MmaI8(_) => {}
-        }
-    }
-}
-
 /// Whether `e` can be evaluated for a lane whose result nobody reads: no loads (a bounds
 /// error), no integer division (a trap), no reductions, and shuffles only of shuffle-free
 /// operands.
@@ -200,8 +178,10 @@ pub(super) fn lane_masks(body: &[Stmt], lane: Var, count: u32) -> Vec<Option<u12
         return vec![None; body.len()];
     }
     let all: u128 = if count == 128 { u128::MAX } else { (1u128 << count) - 1 };
-    let mut locals = HashSet::new();
-    collect_locals(body, &mut locals);
+    // The region's own variables (`Let`s, loop variables): their values live per lane.
+    let (mut per_lane, mut all_defs) = (HashMap::new(), Vec::new());
+    super::collect_defs(body, Some(count), &mut per_lane, &mut all_defs);
+    let locals: HashSet<Var> = per_lane.into_keys().collect();
     let mut need: HashMap<Var, u128> = HashMap::new();
     let mut out = vec![None; body.len()];
     for (i, s) in body.iter().enumerate().rev() {
