@@ -19,6 +19,9 @@ mod symbolic;
 mod wellformed;
 
 pub use kernel_check::{check_expanded, check_races, verify_kernel};
+/// The statement walk every verifier pass shares, for the lowerings' own analyses.
+#[cfg(feature = "llvm")]
+pub(crate) use ordinals::{stmt_blocks, stmt_exprs};
 pub use report::{ErrorKind, KernelProof, Location, Mismatch, SiblingError, SiblingProof, VerifyError};
 pub use shapes::{default_shapes, MAX_SHAPES};
 pub use sibling::{check_sibling, compare_rows_arithmetic};

@@ -21,6 +21,7 @@ use super::Cg;
 use crate::ir::{BinOp, Const, Expr, Stmt, Var};
 use crate::lower::expr::ExprLeaves;
 use crate::lower::{fail, R};
+use crate::verify::{stmt_blocks, stmt_exprs};
 
 fn expr_has_shuffle(e: &Expr) -> bool {
     e.any(&|x| matches!(x, Expr::ShuffleXor { .. }))
@@ -99,46 +100,17 @@ fn reads(e: &Expr, mask: u32, out: &mut Vec<(Var, u32)>) {
 }
 
 /// Every variable a statement reads or writes, at any depth.
-fn stmt_vars(s: &Stmt, out: &mut Vec<(Var, u32)>) {
-    let mut exprs: Vec<&Expr> = Vec::new();
-    let mut vars: Vec<Var> = Vec::new();
-    fn walk<'s>(s: &'s Stmt, exprs: &mut Vec<&'s Expr>, vars: &mut Vec<Var>) {
-        match s {
-            Stmt::Let { var, value } | Stmt::Assign { var, value } => {
-                vars.push(*var);
-                exprs.push(value);
-            }
-            Stmt::LetRows { vars: vs, row, value } => {
-                vars.extend(vs.iter().copied());
-                vars.push(*row);
-                exprs.push(value);
-            }
-            Stmt::Store { index, value, .. } => exprs.extend([index, value]),
-            Stmt::For { var, start, end, step, body } => {
-                vars.push(*var);
-                exprs.extend([start, end, step]);
-                body.iter().for_each(|b| walk(b, exprs, vars));
-            }
-            Stmt::ParFor { var, end, body, .. } => {
-                vars.push(*var);
-                exprs.push(end);
-                body.iter().for_each(|b| walk(b, exprs, vars));
-            }
-            Stmt::If { cond, then_body, else_body } => {
-                exprs.push(cond);
-                then_body.iter().chain(else_body).for_each(|b| walk(b, exprs, vars));
-            }
-            Stmt::Lanes { body, .. } => body.iter().for_each(|b| walk(b, exprs, vars)),
-            Stmt::Check { cond, .. } => exprs.push(cond),
-            Stmt::Barrier => {}
-            Stmt::MmaI8(m) => exprs.extend(m.exprs()),
-        }
+fn stmt_vars(s: &Stmt) -> Vec<Var> {
+    fn read(s: &Stmt, out: &mut Vec<(Var, u32)>) {
+        stmt_exprs(s, |e| reads(e, 0, out));
+        stmt_blocks(s).into_iter().flatten().for_each(|t| read(t, out));
     }
-    walk(s, &mut exprs, &mut vars);
-    out.extend(vars.into_iter().map(|v| (v, 0)));
-    for e in exprs {
-        reads(e, 0, out);
-    }
+    let (mut per_lane, mut vars) = (HashMap::new(), Vec::new());
+    super::collect_defs(std::slice::from_ref(s), None, &mut per_lane, &mut vars);
+    let mut rs = Vec::new();
+    read(s, &mut rs);
+    vars.extend(rs.into_iter().map(|(v, _)| v));
+    vars
 }
 
 /// `{l ^ m : l in lanes}`, a partner past the region's last lane being the lane itself (as
@@ -197,17 +169,13 @@ pub(super) fn lane_masks(body: &[Stmt], lane: Var, count: u32) -> Vec<Option<u12
                 Some(m)
             }
             _ if lane_zero_only(s, lane) => {
-                let mut rs = Vec::new();
-                stmt_vars(s, &mut rs);
-                for (v, _) in rs {
+                for v in stmt_vars(s) {
                     *need.entry(v).or_insert(0) |= 1;
                 }
                 Some(1)
             }
             _ => {
-                let mut rs = Vec::new();
-                stmt_vars(s, &mut rs);
-                for (v, _) in rs {
+                for v in stmt_vars(s) {
                     need.insert(v, all);
                 }
                 None
