@@ -10,7 +10,7 @@ use dashmap::DashMap;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// A SHA-256 over the IR text, target, byte-changing options, stage, baro's version and the
 /// code generator's version.
@@ -53,9 +53,14 @@ pub enum CacheHit {
     Compiled,
 }
 
+/// Artifacts in memory and (optionally) on disk. Shared by threads: a key that several
+/// threads miss at once is compiled once, the others waiting for it (`get_or_compile`).
 #[derive(Default)]
 pub struct CompileCache {
     mem: DashMap<CacheKey, Arc<[u8]>>,
+    /// One lock per key being looked up on disk or compiled: the first thread to miss holds
+    /// it while it reads or compiles, later ones wait on it and then find the entry in `mem`.
+    inflight: DashMap<CacheKey, Arc<Mutex<()>>>,
     dir: Option<PathBuf>,
     disk_errors: AtomicU64,
 }
@@ -63,13 +68,36 @@ pub struct CompileCache {
 impl CompileCache {
     /// `dir = None` keeps the cache in memory only.
     pub fn new(dir: Option<PathBuf>) -> CompileCache {
-        CompileCache { mem: DashMap::new(), dir, disk_errors: AtomicU64::new(0) }
+        CompileCache { mem: DashMap::new(), inflight: DashMap::new(), dir, disk_errors: AtomicU64::new(0) }
     }
 
     /// Returns the artifact for `key`, compiling it with `compile` on a miss. `ext` names the
     /// stage on disk (`ptx`, `hsaco`, ...). Disk failures never fail a compile: they are
-    /// counted (`disk_errors`) and the artifact is still returned.
+    /// counted (`disk_errors`) and the artifact is still returned. Threads that miss the same
+    /// key together compile it once: the first compiles, the others wait and get it from
+    /// memory (where the first one's compile fails, the next one tries its own).
     pub fn get_or_compile<E>(
+        &self,
+        key: CacheKey,
+        ext: &str,
+        compile: impl FnOnce() -> Result<Vec<u8>, E>,
+    ) -> Result<(Arc<[u8]>, CacheHit), E> {
+        if let Some(v) = self.mem.get(&key) {
+            return Ok((v.clone(), CacheHit::Memory));
+        }
+        // The entry's guard is cloned out of the map before it is locked, so no map shard is
+        // held while waiting. A poisoned lock (a compile that panicked) guards nothing.
+        let lock = self.inflight.entry(key).or_default().clone();
+        let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let r = self.lookup_or_compile(key, ext, compile);
+        drop(guard);
+        self.inflight.remove_if(&key, |_, l| Arc::ptr_eq(l, &lock));
+        r
+    }
+
+    /// `get_or_compile`'s work under the key's lock: memory again (another thread may have
+    /// just finished), then disk, then `compile`.
+    fn lookup_or_compile<E>(
         &self,
         key: CacheKey,
         ext: &str,
@@ -207,5 +235,47 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
             .collect();
         assert!(leftovers.is_empty());
+    }
+
+    #[test]
+    fn threads_missing_one_key_together_compile_it_once() {
+        use std::sync::atomic::AtomicUsize;
+        let cache = CompileCache::new(None);
+        let k = key("kernel a {}", "sm_90");
+        let calls = AtomicUsize::new(0);
+        let start = std::sync::Barrier::new(8);
+        let hits: Vec<CacheHit> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        let (bytes, hit) = cache
+                            .get_or_compile(k, "ptx", || -> Result<Vec<u8>, ()> {
+                                calls.fetch_add(1, Ordering::SeqCst);
+                                std::thread::sleep(std::time::Duration::from_millis(50));
+                                Ok(b"ptx bytes".to_vec())
+                            })
+                            .unwrap();
+                        assert_eq!(&bytes[..], b"ptx bytes");
+                        hit
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "one compile for eight threads");
+        assert_eq!(hits.iter().filter(|&&h| h == CacheHit::Compiled).count(), 1);
+        assert_eq!(hits.iter().filter(|&&h| h == CacheHit::Memory).count(), 7);
+        assert!(cache.inflight.is_empty(), "no lock is left behind");
+    }
+
+    #[test]
+    fn a_failed_compile_is_not_cached_and_the_next_caller_compiles() {
+        let cache = CompileCache::new(None);
+        let k = key("kernel a {}", "sm_90");
+        assert_eq!(cache.get_or_compile(k, "ptx", || Err::<Vec<u8>, _>("no")).unwrap_err(), "no");
+        let (bytes, hit) = cache.get_or_compile(k, "ptx", || Ok::<_, &str>(b"ok".to_vec())).unwrap();
+        assert_eq!((&bytes[..], hit), (&b"ok"[..], CacheHit::Compiled));
+        assert!(cache.inflight.is_empty());
     }
 }

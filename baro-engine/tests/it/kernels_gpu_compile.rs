@@ -2,14 +2,13 @@
 //! is present): the GPU lowerings accept everything the host runs. Running on a GPU is the
 //! conformance suite's job; this only catches a kernel the lowering cannot express.
 
-use baro_dsl::cache::CompileCache;
 use baro_dsl::compile::{compile_gpu, CompileError};
 use baro_dsl::options::CompileOptions;
 use baro_dsl::target::Target;
 
 #[test]
 fn every_kernel_compiles_for_gpu_targets() {
-    let cache = CompileCache::new(None);
+    let cache = crate::common::gpu_cache();
     let opts = CompileOptions::default();
     let mut failures = Vec::new();
     let mut compiled = 0;
@@ -74,7 +73,7 @@ fn element_loops(ptx: &str, weights: &dyn Fn(&[&str], usize) -> usize) -> Vec<(u
 #[test]
 fn rows8_matvecs_load_weights_once_for_eight_rows_in_ptx() {
     use baro_engine::kernels::{matvec, quant};
-    let cache = CompileCache::new(None);
+    let cache = crate::common::gpu_cache();
     let opts = CompileOptions::default();
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rows8_ptx");
     std::fs::create_dir_all(&dir).unwrap();

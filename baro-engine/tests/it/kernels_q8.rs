@@ -110,10 +110,9 @@ fn q8act_equals_its_reference_over_several_workgroups() {
 /// Offline code generation only (no GPU here): the kernel lowers for sm_90 and gfx1100.
 #[test]
 fn q8act_compiles_for_sm90_and_gfx1100() {
-    use baro_dsl::cache::CompileCache;
     use baro_dsl::compile::compile_gpu;
     use baro_dsl::options::CompileOptions;
-    let cache = CompileCache::new(None);
+    let cache = crate::common::gpu_cache();
     for (kern, block) in [
         (q8act(), 256),
         (add_rmsnorm_q8(), 256),
@@ -508,10 +507,9 @@ fn matvec_q8_0_q8_verifies_with_its_rows_sibling() {
 
 #[test]
 fn matvec_q8_0_q8_compiles_for_sm90_and_gfx1100() {
-    use baro_dsl::cache::CompileCache;
     use baro_dsl::compile::compile_gpu;
     use baro_dsl::options::CompileOptions;
-    let cache = CompileCache::new(None);
+    let cache = crate::common::gpu_cache();
     for kern in [
         matvec_q8_0_q8(),
         matvec_q8_0_q8_rows(),
@@ -1060,7 +1058,6 @@ fn rows8_tiles_of_one_expert_each_equal_the_reference_and_mixed_tiles_fail() {
 
 #[test]
 fn kquant_q8_matvecs_compile_to_dp4a_and_v_dot4() {
-    use baro_dsl::cache::CompileCache;
     use baro_dsl::compile::compile_gpu;
     use baro_dsl::options::CompileOptions;
     let objdump = ["/usr/bin/llvm-objdump-19", "/usr/lib/llvm-19/bin/llvm-objdump"]
@@ -1070,7 +1067,7 @@ fn kquant_q8_matvecs_compile_to_dp4a_and_v_dot4() {
             panic!("llvm-objdump-19 not found: install Debian's llvm-19; this offline check never skips")
         });
     let tmp = tempfile::tempdir().unwrap();
-    let cache = CompileCache::new(None);
+    let cache = crate::common::gpu_cache();
     for ty in KQUANTS {
         // Every K-quant dot is signed × signed: the Q4_K/Q5_K codes (below 128) as signed bytes,
         // so that the matrix-step kernels (s8 × s8) compute the m = 1 kernels' own dots.

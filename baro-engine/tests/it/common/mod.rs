@@ -23,6 +23,15 @@ pub fn dev() -> Device {
     .expect("test device")
 }
 
+/// One in-memory compile cache for the tests that lower kernels for the GPU targets offline
+/// (`kernels_gpu_compile`, `kernels_q8`): they lower many of the same kernels with the same
+/// options, and a kernel two tests ask for at once is compiled once (`CompileCache`'s
+/// in-flight lock), so each lowering runs once per test run.
+pub fn gpu_cache() -> &'static baro_dsl::cache::CompileCache {
+    static CACHE: std::sync::OnceLock<baro_dsl::cache::CompileCache> = std::sync::OnceLock::new();
+    CACHE.get_or_init(|| baro_dsl::cache::CompileCache::new(None))
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
 }
