@@ -1,6 +1,6 @@
 //! Parsing of the `#[kernel(...)]` arguments into their syntax, before any lowering.
 //!
-//! Keys: `grid = [e0, e1?, e2?]` (required), `block = N`, `rows_of = path`, `rows = ident`,
+//! Keys: `grid = [e0, e1?, e2?]` (required), `block = N`, `min_groups = N`, `rows_of = path`, `rows = ident`,
 //! `row_stride(buf = expr, ...)`, `row_step(scalar = expr, ...)`, `carry(buf, ...)`,
 //! `verify(param = [v, ...], ...)`, and on an m=1 kernel `rows(name = ident, ...)`, the rows
 //! sibling to derive from it (`derive.rs` says what each of its keys means). This module only
@@ -18,6 +18,8 @@ pub struct KernelAttr {
     pub grid: Option<(Span, Vec<Expr>)>,
     /// `block = N`: threads per workgroup (a launch knob).
     pub block: Option<LitInt>,
+    /// `min_groups = N`: workgroups that must fit on a compute unit at once (a launch knob).
+    pub min_groups: Option<LitInt>,
     pub rows_of: Option<Path>,
     pub rows: Option<Ident>,
     pub row_strides: Vec<(Ident, Expr)>,
@@ -42,7 +44,7 @@ pub struct DeriveRows {
     pub verify: Vec<(Ident, Vec<LitInt>)>,
 }
 
-const KEYS: &str = "grid, block, rows_of, rows, row_stride, row_step, carry, verify or uses";
+const KEYS: &str = "grid, block, min_groups, rows_of, rows, row_stride, row_step, carry, verify or uses";
 const DERIVE_KEYS: &str = "name, rows, tile, axis, row_stride, row_step, fix or verify";
 
 /// `(name = value, ..)`.
@@ -148,6 +150,7 @@ pub fn parse(tokens: TokenStream, diag: &mut Diag) -> KernelAttr {
     let mut attr = KernelAttr {
         grid: None,
         block: None,
+        min_groups: None,
         rows_of: None,
         rows: None,
         row_strides: Vec::new(),
@@ -182,6 +185,10 @@ pub fn parse(tokens: TokenStream, diag: &mut Diag) -> KernelAttr {
                 "block" => {
                     input.parse::<Token![=]>()?;
                     attr.block = Some(input.parse()?);
+                }
+                "min_groups" => {
+                    input.parse::<Token![=]>()?;
+                    attr.min_groups = Some(input.parse()?);
                 }
                 "rows_of" => {
                     input.parse::<Token![=]>()?;

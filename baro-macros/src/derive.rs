@@ -276,11 +276,12 @@ pub fn derive(
     }
     let verify = verify.iter().map(|(p, vs)| quote!(#p = [#(#vs),*]));
     let block_key = attr.block.as_ref().map(|b| quote!(block = #b,));
+    let groups_key = attr.min_groups.as_ref().map(|g| quote!(min_groups = #g,));
     let strides = offsets.iter().map(|(b, _, e)| quote!(#b = #e));
     let row_steps = steps.iter().map(|(p, e, _)| quote!(#p = #e));
     let of = Ident::new(&m1.to_string(), d.name.as_ref().map_or(sp, Ident::span));
     let rows_attr = quote! {
-        grid = [#(#axes),*], #block_key rows_of = #of, rows = #rows,
+        grid = [#(#axes),*], #block_key #groups_key rows_of = #of, rows = #rows,
         row_stride(#(#strides),*), row_step(#(#row_steps),*), verify(#(#verify),*)
     };
     Some((rows_attr, func))

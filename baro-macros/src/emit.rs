@@ -32,6 +32,10 @@ pub fn kernel(k: &Kernel) -> TokenStream {
         None => quote!(::core::option::Option::None),
         Some(b) => quote!(::core::option::Option::Some(#b)),
     };
+    let min_groups = match k.min_groups {
+        None => quote!(::core::option::Option::None),
+        Some(g) => quote!(::core::option::Option::Some(#g)),
+    };
     quote! {
         ::baro_dsl::ir::Kernel {
             name: ::std::string::String::from(#name),
@@ -40,6 +44,7 @@ pub fn kernel(k: &Kernel) -> TokenStream {
             vars: ::std::vec![#(#vars),*],
             grid: ::std::vec![#(#grid),*],
             block: #block,
+            min_groups: #min_groups,
             body: ::std::vec![#(#body),*],
             sibling: #sibling,
             verify_shapes: #shapes,

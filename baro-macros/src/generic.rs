@@ -37,7 +37,7 @@ use syn::{BinOp, Expr, FnArg, GenericParam, ItemFn, Lit, Type, UnOp};
 
 /// The `#[kernel]` keys an instance may give (anything else named `x = ..` in an instance
 /// must be a const parameter).
-const KEYS: &str = "grid, block, rows_of, rows, row_stride, row_step, carry, verify, uses";
+const KEYS: &str = "grid, block, min_groups, rows_of, rows, row_stride, row_step, carry, verify, uses";
 const INT_TYPES: [&str; 10] = ["usize", "u8", "u16", "u32", "u64", "isize", "i8", "i16", "i32", "i64"];
 
 #[derive(Clone, Copy, PartialEq)]

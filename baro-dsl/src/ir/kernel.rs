@@ -37,6 +37,8 @@ entity!(
 /// The most threads per workgroup a kernel may ask for (`Kernel::block`): the largest
 /// workgroup any supported GPU launches.
 pub const MAX_BLOCK: u32 = 1024;
+/// The most workgroups `min_groups` may ask a compute unit to hold at once (an SM holds 32).
+pub const MAX_MIN_GROUPS: u32 = 32;
 
 /// Who may write a buffer parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -122,6 +124,11 @@ pub struct Kernel {
     /// of the arithmetic (lane counts live in the schedules). `None`: the target's wave width,
     /// or the widest lane region rounded up to it. A GPU rounds it up to its wave width.
     pub block: Option<u32>,
+    /// Workgroups the author asks to fit on one compute unit at once (`min_groups = 2`): a
+    /// launch knob like `block`, never part of the arithmetic. A GPU target limits the
+    /// registers a thread may use so that this many fit (NVPTX `.minnctapersm`, AMDGPU
+    /// `amdgpu-waves-per-eu`), spilling if it must; `None` leaves that to the compiler.
+    pub min_groups: Option<u32>,
     pub body: Vec<Stmt>,
     pub sibling: Option<Sibling>,
     pub verify_shapes: VerifyShapes,
@@ -754,6 +761,7 @@ impl Kernel {
             vars: Vec::new(),
             grid: Vec::new(),
             block: None,
+            min_groups: None,
             body: Vec::new(),
             sibling: None,
             verify_shapes: VerifyShapes::default(),

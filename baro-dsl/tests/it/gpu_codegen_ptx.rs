@@ -303,3 +303,27 @@ fn every_fused_sum_pair_compiles_for_sm90() {
         "matvec_fused(_rows), matvec_fused_blocked(_rows), and matvec_fused_multirow_rows with matvec_fused again"
     );
 }
+
+/// `min_groups = N` (`Kernel::min_groups`) is a launch bound: sm_90's PTX asks ptxas for N
+/// workgroups an SM (`.minnctapersm N`), gfx1100's entry for the waves per SIMD they make
+/// (`amdgpu-waves-per-eu`: 2 groups of 256 lanes = 16 waves over 4 SIMDs, so 4). Without it,
+/// neither appears. It is printed in the kernel's text, so it is part of the cache key.
+#[test]
+fn min_groups_asks_for_resident_workgroups() {
+    let cache = CompileCache::new(None);
+    let mut k = baro_dsl::testkernels::matvec();
+    k.block = Some(256);
+    let plain = compile_gpu(&k, &sm90(), &CompileOptions::default(), &cache).unwrap();
+    assert!(!plain.asm.contains(".minnctapersm"), "{}", plain.asm);
+    k.min_groups = Some(2);
+    assert!(k.to_string().contains("\n    min_groups 2\n"), "{k}");
+    assert_eq!(baro_dsl::ir::Kernel::from_text(&k.to_string()).unwrap(), k);
+    let a = compile_gpu(&k, &sm90(), &CompileOptions::default(), &cache).unwrap();
+    assert!(a.asm.contains(".maxntid 256, 1, 1\n.minnctapersm 2"), "{}", a.asm);
+    let g = compile_gpu(&k, &"gfx1100".parse().unwrap(), &CompileOptions::default(), &cache).unwrap();
+    assert!(g.llvm_ir.contains("\"amdgpu-waves-per-eu\"=\"4\""), "{}", g.llvm_ir);
+    let g0 =
+        compile_gpu(&baro_dsl::testkernels::matvec(), &"gfx1100".parse().unwrap(), &CompileOptions::default(), &cache)
+            .unwrap();
+    assert!(!g0.llvm_ir.contains("amdgpu-waves-per-eu"), "{}", g0.llvm_ir);
+}

@@ -179,15 +179,16 @@ fn kernel() -> impl Strategy<Value = Kernel> {
         prop::collection::vec(stmt(), 0..6),
         prop::option::of(sibling),
         verify,
-        prop::option::of(any::<u32>()),
+        (prop::option::of(any::<u32>()), prop::option::of(any::<u32>())),
     )
-        .prop_map(|(name, params, shared, vars, grid, body, sibling, verify_shapes, block)| Kernel {
+        .prop_map(|(name, params, shared, vars, grid, body, sibling, verify_shapes, (block, min_groups))| Kernel {
             name,
             params,
             shared,
             vars,
             grid,
             block,
+            min_groups,
             body,
             sibling,
             verify_shapes,

@@ -404,7 +404,7 @@ fn errors_say_where_what_was_expected_and_what_was_found() {
     }
     assert_eq!(
         err("kernel k {\n    var v0 a: f32\n    param p0 n: usize\n"),
-        "3:5: expected `var`, `grid`, `block`, `sibling`, `verify` or `body`, found `param`"
+        "3:5: expected `var`, `grid`, `block`, `min_groups`, `sibling`, `verify` or `body`, found `param`"
     );
     assert_eq!(err("kernel k {\n    param p1 n: usize\n"), "2:11: expected `p0` (the next parameter id), found `p1`");
     assert_eq!(err(""), "1:1: expected `kernel`, found end of input");

@@ -166,6 +166,21 @@ impl Lower<'_> {
                 Err(e) => self.diag.push(e),
             }
         }
+        if let Some(g) = &attr.min_groups {
+            match g.base10_parse::<u32>() {
+                Ok(n) if (1..=baro_dsl::ir::MAX_MIN_GROUPS).contains(&n) => self.k.min_groups = Some(n),
+                Ok(n) => {
+                    self.diag.spanned(
+                        g,
+                        format!(
+                            "`min_groups = {n}`: expected 1 to {} workgroups per compute unit",
+                            baro_dsl::ir::MAX_MIN_GROUPS
+                        ),
+                    );
+                }
+                Err(e) => self.diag.push(e),
+            }
+        }
         if let (Some(of), Some(rows)) = (&attr.rows_of, &attr.rows) {
             let of_name = of.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
             let rows_id = match self.lookup(&rows.to_string()) {

@@ -42,6 +42,9 @@ pub(super) fn kernel(k: &Kernel, f: &mut Formatter<'_>) -> fmt::Result {
     if let Some(b) = k.block {
         writeln!(f, "{INDENT}block {b}")?;
     }
+    if let Some(g) = k.min_groups {
+        writeln!(f, "{INDENT}min_groups {g}")?;
+    }
     if let Some(s) = &k.sibling {
         write!(f, "{INDENT}sibling of {} rows ", s.of)?;
         p.param(s.rows, f)?;

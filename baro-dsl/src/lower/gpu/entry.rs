@@ -61,7 +61,7 @@ pub(super) fn build<'ctx>(
     }
     sig.push(gptr.into());
     let f = m.add_function(&k.name, cx.void_type().fn_type(&sig, false), None);
-    annotate(cx, m, f, arch, block_dim, options)?;
+    annotate(cx, m, f, arch, (wave, block_dim), k.min_groups, options)?;
 
     let b = cx.create_builder();
     let allocas = cx.create_builder();
@@ -160,12 +160,16 @@ pub(super) fn build<'ctx>(
 }
 
 /// Calling convention, launch bounds and floating-point mode of the entry; module flags.
+/// `min_groups` (`Kernel::min_groups`) becomes NVPTX's `minctasm` (ptxas then allots at most
+/// 65536 / (block · N) registers a thread) and AMDGPU's minimum waves per execution unit (a
+/// compute unit's four SIMDs sharing the N workgroups' waves).
 fn annotate<'ctx>(
     cx: &'ctx Context,
     m: &Module<'ctx>,
     f: inkwell::values::FunctionValue<'ctx>,
     arch: Arch,
-    block_dim: u32,
+    (wave, block_dim): (u32, u32),
+    min_groups: Option<u32>,
     options: &CompileOptions,
 ) -> R<()> {
     let attr = |k: &str, v: &str| f.add_attribute(AttributeLoc::Function, cx.create_string_attribute(k, v));
@@ -182,11 +186,23 @@ fn annotate<'ctx>(
             ];
             m.add_global_metadata("nvvm.annotations", &cx.metadata_node(&md))
                 .map_err(|e| Fail(format!("nvvm.annotations: {e}")))?;
+            if let Some(g) = min_groups {
+                let md: [BasicMetadataValueEnum; 3] = [
+                    f.as_global_value().as_pointer_value().into(),
+                    cx.metadata_string("minctasm").into(),
+                    cx.i32_type().const_int(g as u64, false).into(),
+                ];
+                m.add_global_metadata("nvvm.annotations", &cx.metadata_node(&md))
+                    .map_err(|e| Fail(format!("nvvm.annotations: {e}")))?;
+            }
         }
         Arch::Amdgpu => {
             f.set_call_conventions(CC_AMDGPU_KERNEL);
             attr("amdgpu-flat-work-group-size", &format!("{block_dim},{block_dim}"));
             attr("uniform-work-group-size", "true");
+            if let Some(g) = min_groups {
+                attr("amdgpu-waves-per-eu", &(g * block_dim).div_ceil(wave * 4).max(1).to_string());
+            }
             let cov = match options.amdgpu_code_object {
                 CodeObjectVersion::V4 => 400,
                 CodeObjectVersion::V5 => 500,

@@ -40,12 +40,13 @@ pub(super) fn kernels(text: &str) -> R<Vec<Kernel>> {
 }
 
 /// The header sections in the order they must appear, and whether each may repeat.
-const SECTIONS: [(&str, bool); 7] = [
+const SECTIONS: [(&str, bool); 8] = [
     ("param", true),
     ("shared", true),
     ("var", true),
     ("grid", false),
     ("block", false),
+    ("min_groups", false),
     ("sibling", false),
     ("verify", true),
 ];
@@ -128,6 +129,9 @@ impl<'a> Parser<'a> {
             }
             "block" => {
                 self.k.block = Some(self.int("threads per workgroup (u32)")?);
+            }
+            "min_groups" => {
+                self.k.min_groups = Some(self.int("workgroups per compute unit (u32)")?);
             }
             "sibling" => {
                 self.keyword("of")?;
