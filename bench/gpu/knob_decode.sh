@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine with .carry2/old.xz (+ old.commit): q8 decode and ncu's per-kernel
+# table of one decode token for each setting of the GPU lowering's code-shaping knobs
+# (`CompileOptions`: BARO_SEQ_UNROLL, BARO_LANE_UNROLL, BARO_LOOP_VERSIONING; none changes a
+# bit of output, only the code that computes it), one build, one call. VARIANTS is a list of
+# settings, each a comma-separated list of VAR=VALUE ("default" for none); the default
+# compares the sequential-loop unroll of 8 (the default) with 32 and 64. Files under $OUT:
+# env.txt, decode.log (every variant, in order), table_<n>.log (variant n's ncu summary),
+# times.txt.
+set -u
+cd "$(dirname "$0")/../.."
+. bench/gpu/common.sh
+mkdir -p "$bin/old" && xz -dc .carry2/old.xz > "$bin/old/baro_gpu" && chmod +x "$bin/old/baro_gpu" || exit 2
+for n in $gpu_names; do ln -sf baro_gpu "$bin/old/$n"; done
+ensure_pack "$bin/old"
+stamp "pack ready"
+export BARO_COMMIT=$(cat .carry2/old.commit)
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; echo "commit $BARO_COMMIT"; date -u; } > "$out/env.txt" 2>&1
+n=0
+for v in ${VARIANTS:-default BARO_SEQ_UNROLL=32 BARO_SEQ_UNROLL=64}; do
+  n=$((n + 1))
+  settings=()
+  [ "$v" = default ] || IFS=, read -r -a settings <<< "$v"
+  echo "== variant $n: $v" >> "$out/decode.log"
+  env "${settings[@]}" timeout 120 "$bin/old/decode_bw" --target cuda --model "$pack" --tokens 64 --warmup 4 --precision q8 >> "$out/decode.log" 2>&1
+  stamp "decode $v exit $?"
+  if [ "${TABLE:-1}" != 0 ]; then
+    env "${settings[@]}" timeout 100 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+      "$bin/old/decode_bw" --target cuda --model "$pack" --tokens 1 --warmup 1 --precision q8 --copy-mib 64 --copy-iters 2 --pinned-mib 16 > "$out/table_$n.log" 2>&1
+    stamp "table $v exit $?"
+  fi
+done
+grep -E "^== |^tok/s" "$out/decode.log"
