@@ -22,6 +22,13 @@ unpack_pair() {
   done
 }
 
+# unpack_old: .carry2/old.xz alone into $bin/old, with its named links.
+unpack_old() {
+  local n
+  mkdir -p "$bin/old" && xz -dc .carry2/old.xz > "$bin/old/baro_gpu" && chmod +x "$bin/old/baro_gpu" || exit 2
+  for n in $gpu_names; do ln -sf baro_gpu "$bin/old/$n"; done
+}
+
 # unpack_one: .carry/baro_gpu.gz (bench/gpu/build.sh) into $bin, with its named links.
 unpack_one() {
   local n

@@ -10,8 +10,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 . bench/gpu/common.sh
-mkdir -p "$bin/old" && xz -dc .carry2/old.xz > "$bin/old/baro_gpu" && chmod +x "$bin/old/baro_gpu" || exit 2
-for n in $gpu_names; do ln -sf baro_gpu "$bin/old/$n"; done
+unpack_old
 ensure_pack "$bin/old"
 stamp "pack ready"
 export BARO_COMMIT=$(cat .carry2/old.commit)

@@ -179,21 +179,19 @@ fn annotate<'ctx>(
     match arch {
         Arch::Nvptx => {
             f.set_call_conventions(CC_PTX_KERNEL);
-            let md: [BasicMetadataValueEnum; 3] = [
-                f.as_global_value().as_pointer_value().into(),
-                cx.metadata_string("maxntidx").into(),
-                cx.i32_type().const_int(block_dim as u64, false).into(),
-            ];
-            m.add_global_metadata("nvvm.annotations", &cx.metadata_node(&md))
-                .map_err(|e| Fail(format!("nvvm.annotations: {e}")))?;
-            if let Some(g) = min_groups {
+            // One `nvvm.annotations` entry per launch bound: (entry, key, value).
+            let bound = |key: &str, value: u32| -> R<()> {
                 let md: [BasicMetadataValueEnum; 3] = [
                     f.as_global_value().as_pointer_value().into(),
-                    cx.metadata_string("minctasm").into(),
-                    cx.i32_type().const_int(g as u64, false).into(),
+                    cx.metadata_string(key).into(),
+                    cx.i32_type().const_int(value as u64, false).into(),
                 ];
                 m.add_global_metadata("nvvm.annotations", &cx.metadata_node(&md))
-                    .map_err(|e| Fail(format!("nvvm.annotations: {e}")))?;
+                    .map_err(|e| Fail(format!("nvvm.annotations: {e}")))
+            };
+            bound("maxntidx", block_dim)?;
+            if let Some(g) = min_groups {
+                bound("minctasm", g)?;
             }
         }
         Arch::Amdgpu => {
