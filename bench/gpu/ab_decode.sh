@@ -3,8 +3,9 @@
 # the tiny identity gate on the new build (GATE=0 skips it), q8 decode old, new, old, new
 # (64 tokens each, so run-to-run spread shows; SIDES="old new" runs each once), q8 prefill at
 # LENGTHS (default 8192; "none" skips it) old and new, then ncu's per-kernel table of one
-# decode token of each build (TABLE=0 skips it). At most 8 files under $OUT: env.txt, gate.log, decode.log, prefill_old.log, prefill_new.log,
-# table_old.log, table_new.log, times.txt.
+# decode token of each build (TABLE=0 skips it). At most 8 files under $OUT: env.txt,
+# gate.log, decode.log, prefill_old.log, prefill_new.log, table_old.log, table_new.log,
+# times.txt.
 set -u
 cd "$(dirname "$0")/../.."
 . bench/gpu/common.sh
