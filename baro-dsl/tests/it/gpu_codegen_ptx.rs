@@ -326,4 +326,8 @@ fn min_groups_asks_for_resident_workgroups() {
         compile_gpu(&baro_dsl::testkernels::matvec(), &"gfx1100".parse().unwrap(), &CompileOptions::default(), &cache)
             .unwrap();
     assert!(!g0.llvm_ir.contains("amdgpu-waves-per-eu"), "{}", g0.llvm_ir);
+    // The text reads any u32; the lowering takes 1 to 32 (the macro says so at the attribute).
+    k.min_groups = Some(0);
+    let e = compile_gpu(&k, &sm90(), &CompileOptions::default(), &cache).unwrap_err();
+    assert!(e.to_string().contains("`min_groups 0`: expected 1 to 32"), "{e}");
 }

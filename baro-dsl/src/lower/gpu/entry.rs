@@ -172,6 +172,12 @@ fn annotate<'ctx>(
     min_groups: Option<u32>,
     options: &CompileOptions,
 ) -> R<()> {
+    if let Some(g) = min_groups.filter(|g| !(1..=crate::ir::MAX_MIN_GROUPS).contains(g)) {
+        return fail(format!(
+            "`min_groups {g}`: expected 1 to {} workgroups per compute unit",
+            crate::ir::MAX_MIN_GROUPS
+        ));
+    }
     let attr = |k: &str, v: &str| f.add_attribute(AttributeLoc::Function, cx.create_string_attribute(k, v));
     // f32 denormals are preserved on every target (no flush to zero).
     attr("denormal-fp-math-f32", "ieee,ieee");
