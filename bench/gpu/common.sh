@@ -22,11 +22,14 @@ unpack_pair() {
   done
 }
 
-# unpack_old: .carry2/old.xz alone into $bin/old, with its named links.
-unpack_old() {
+# prepare_old: .carry2/old.xz alone into $bin/old, with its named links, then the pack
+# (written by that build if missing) and the "pack ready" stamp.
+prepare_old() {
   local n
   mkdir -p "$bin/old" && xz -dc .carry2/old.xz > "$bin/old/baro_gpu" && chmod +x "$bin/old/baro_gpu" || exit 2
   for n in $gpu_names; do ln -sf baro_gpu "$bin/old/$n"; done
+  ensure_pack "$bin/old"
+  stamp "pack ready"
 }
 
 # unpack_one: .carry/baro_gpu.gz (bench/gpu/build.sh) into $bin, with its named links.

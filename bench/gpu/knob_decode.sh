@@ -10,9 +10,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 . bench/gpu/common.sh
-unpack_old
-ensure_pack "$bin/old"
-stamp "pack ready"
+prepare_old
 export BARO_COMMIT=$(cat .carry2/old.commit)
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; echo "commit $BARO_COMMIT"; date -u; } > "$out/env.txt" 2>&1
 n=0

@@ -14,7 +14,7 @@ fn every_kernel_compiles_for_gpu_targets() {
     let mut compiled = 0;
     for target in [Target::Nvptx { sm: 90 }, Target::Amdgpu { arch: "gfx1100".into() }] {
         for k in baro_engine::kernels::all() {
-            match compile_gpu(&k, &target, &opts, &cache) {
+            match compile_gpu(&k, &target, &opts, cache) {
                 Ok(a) => {
                     assert!(!a.image.is_empty(), "{}: empty image", k.name);
                     compiled += 1;
@@ -89,7 +89,7 @@ fn rows8_matvecs_load_weights_once_for_eight_rows_in_ptx() {
         (quant::matvec_q8_0_xs_rows(), &q8_weights),
         (quant::matvec_q8_0_rows8(), &q8_weights),
     ] {
-        let a = compile_gpu(&k, &Target::Nvptx { sm: 90 }, &opts, &cache).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+        let a = compile_gpu(&k, &Target::Nvptx { sm: 90 }, &opts, cache).unwrap_or_else(|e| panic!("{}: {e}", k.name));
         let ptx = String::from_utf8(a.image.clone()).expect("PTX is text");
         std::fs::write(dir.join(format!("{}.ptx", k.name)), &ptx).unwrap();
         let loops = element_loops(&ptx, weights);

@@ -125,7 +125,7 @@ fn q8act_compiles_for_sm90_and_gfx1100() {
         (swiglu_pairs_q8_rows(), 256),
     ] {
         for target in ["sm_90", "gfx1100"] {
-            let a = compile_gpu(&kern, &target.parse().unwrap(), &CompileOptions::default(), &cache)
+            let a = compile_gpu(&kern, &target.parse().unwrap(), &CompileOptions::default(), cache)
                 .unwrap_or_else(|e| panic!("{} {target}: {e}", kern.name));
             assert!(!a.image.is_empty(), "{} {target}", kern.name);
             assert_eq!(a.block_dim, block, "{} {target}", kern.name);
@@ -520,7 +520,7 @@ fn matvec_q8_0_q8_compiles_for_sm90_and_gfx1100() {
         baro_engine::kernels::kquant_q8::matvec_q6_k_q8_mma(),
     ] {
         for target in ["sm_90", "gfx1100"] {
-            let a = compile_gpu(&kern, &target.parse().unwrap(), &CompileOptions::default(), &cache)
+            let a = compile_gpu(&kern, &target.parse().unwrap(), &CompileOptions::default(), cache)
                 .unwrap_or_else(|e| panic!("{} {target}: {e}", kern.name));
             assert!(!a.image.is_empty(), "{} {target}", kern.name);
             let mma = kern.name.ends_with("_mma");
@@ -1074,7 +1074,7 @@ fn kquant_q8_matvecs_compile_to_dp4a_and_v_dot4() {
         let (dp4a, flags) = ("dp4a.s32.s32", "neg_lo:[1,1,0]");
         let (m1, rows) = kq_kernels(ty);
         for kern in [m1, rows, kq_rows8(ty)] {
-            let a = compile_gpu(&kern, &"sm_90".parse().unwrap(), &CompileOptions::default(), &cache)
+            let a = compile_gpu(&kern, &"sm_90".parse().unwrap(), &CompileOptions::default(), cache)
                 .unwrap_or_else(|e| panic!("{} sm_90: {e}", kern.name));
             let ptx = String::from_utf8_lossy(&a.image);
             let dots: Vec<&str> = ptx.lines().filter(|l| l.contains("dp4a")).collect();
@@ -1084,7 +1084,7 @@ fn kquant_q8_matvecs_compile_to_dp4a_and_v_dot4() {
                 kern.name
             );
             println!("{} sm_90: {} {dp4a}, {} ld.global", kern.name, dots.len(), ptx.matches("ld.global").count());
-            let a = compile_gpu(&kern, &"gfx1100".parse().unwrap(), &CompileOptions::default(), &cache)
+            let a = compile_gpu(&kern, &"gfx1100".parse().unwrap(), &CompileOptions::default(), cache)
                 .unwrap_or_else(|e| panic!("{} gfx1100: {e}", kern.name));
             let path = tmp.path().join(format!("{}.hsaco", a.entry));
             std::fs::write(&path, &a.image).unwrap();

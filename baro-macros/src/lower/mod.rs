@@ -129,6 +129,22 @@ impl Lower<'_> {
 
     /// Lowers an attribute expression (grid axis, row stride): index-typed, over scalar
     /// parameters and literals only.
+    /// A launch knob's literal (`block = N`, `min_groups = N`): `Some(N)` for 1 ..= `max`,
+    /// otherwise a diagnostic at the literal saying what was expected and `None`.
+    fn launch_knob(&mut self, lit: &syn::LitInt, key: &str, max: u32, unit: &str) -> Option<u32> {
+        match lit.base10_parse::<u32>() {
+            Ok(n) if (1..=max).contains(&n) => Some(n),
+            Ok(n) => {
+                self.diag.spanned(lit, format!("`{key} = {n}`: expected 1 to {max} {unit}"));
+                None
+            }
+            Err(e) => {
+                self.diag.push(e);
+                None
+            }
+        }
+    }
+
     fn header_expr(&mut self, e: &syn::Expr, what: &str) -> R<Expr> {
         let t = self.expr(e, Some(ScalarType::INDEX))?;
         if t.ty != ScalarType::INDEX {
@@ -155,31 +171,11 @@ impl Lower<'_> {
             }
         }
         if let Some(b) = &attr.block {
-            match b.base10_parse::<u32>() {
-                Ok(n) if (1..=baro_dsl::ir::MAX_BLOCK).contains(&n) => self.k.block = Some(n),
-                Ok(n) => {
-                    self.diag.spanned(
-                        b,
-                        format!("`block = {n}`: expected 1 to {} threads per workgroup", baro_dsl::ir::MAX_BLOCK),
-                    );
-                }
-                Err(e) => self.diag.push(e),
-            }
+            self.k.block = self.launch_knob(b, "block", baro_dsl::ir::MAX_BLOCK, "threads per workgroup");
         }
         if let Some(g) = &attr.min_groups {
-            match g.base10_parse::<u32>() {
-                Ok(n) if (1..=baro_dsl::ir::MAX_MIN_GROUPS).contains(&n) => self.k.min_groups = Some(n),
-                Ok(n) => {
-                    self.diag.spanned(
-                        g,
-                        format!(
-                            "`min_groups = {n}`: expected 1 to {} workgroups per compute unit",
-                            baro_dsl::ir::MAX_MIN_GROUPS
-                        ),
-                    );
-                }
-                Err(e) => self.diag.push(e),
-            }
+            self.k.min_groups =
+                self.launch_knob(g, "min_groups", baro_dsl::ir::MAX_MIN_GROUPS, "workgroups per compute unit");
         }
         if let (Some(of), Some(rows)) = (&attr.rows_of, &attr.rows) {
             let of_name = of.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
