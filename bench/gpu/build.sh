@@ -25,9 +25,17 @@ grep -qx '/.carry/' "$exclude" 2>/dev/null || echo '/.carry/' >> "$exclude"
 # The commit is read when the sources are staged, not after the (long) build.
 commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
-rm -rf "$stage" && mkdir -p "$stage"
-tar --exclude=./target --exclude=./.carry --exclude=./.git -cf - . | tar -xf - -C "$stage"
-sed -i 's/"llvm19-1-force-dynamic", //' "$stage/baro-dsl/Cargo.toml"
+# Cargo rebuilds a file whose mtime is newer than its last build's start. tar keeps the tree's
+# mtimes, so a file edited while an earlier build ran would look older than that build and be
+# skipped: the fresh copy takes the old stage's mtime where a file's bytes are unchanged and
+# the copy time where they changed (or are new).
+fresh=$(mktemp -d "$out/src.XXXXXX")
+tar --exclude=./target --exclude=./.carry --exclude=./.carry2 --exclude=./.git -cf - . | tar -xf - -C "$fresh"
+sed -i 's/"llvm19-1-force-dynamic", //' "$fresh/baro-dsl/Cargo.toml"
+(cd "$fresh" && find . -type f -print0) | while IFS= read -r -d '' f; do
+  if [ -f "$stage/$f" ] && cmp -s "$fresh/$f" "$stage/$f"; then touch -r "$stage/$f" "$fresh/$f"; else touch "$fresh/$f"; fi
+done
+rm -rf "$stage" && mv "$fresh" "$stage"
 (cd "$stage" && CARGO_TARGET_DIR="$out/target" cargo build --release -p baro-bench --features baro-dsl/llvm-static)
 bins=${BARO_BINS:-baro_gpu}
 # The pack writer, built with the same features (so nothing rebuilds); `baro_gpu` holds it.

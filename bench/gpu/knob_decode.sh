@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine with .carry2/old.xz (+ old.commit): q8 decode and ncu's per-kernel
+# Runs on the GPU machine with .carry2/old.xz (+ old.commit; SIDE=new takes .carry2/new.xz): q8 decode and ncu's per-kernel
 # table of one decode token for each setting of the GPU lowering's code-shaping knobs
 # (`CompileOptions`: BARO_SEQ_UNROLL, BARO_LANE_UNROLL, BARO_LOOP_VERSIONING; none changes a
 # bit of output, only the code that computes it), one build, one call. VARIANTS is a list of
@@ -10,8 +10,8 @@
 set -u
 cd "$(dirname "$0")/../.."
 . bench/gpu/common.sh
-prepare_old
-export BARO_COMMIT=$(cat .carry2/old.commit)
+prepare_old "${SIDE:-old}"
+export BARO_COMMIT=$(cat ".carry2/${SIDE:-old}.commit")
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; echo "commit $BARO_COMMIT"; date -u; } > "$out/env.txt" 2>&1
 n=0
 for v in ${VARIANTS:-default BARO_SEQ_UNROLL=32 BARO_SEQ_UNROLL=64}; do
@@ -19,11 +19,11 @@ for v in ${VARIANTS:-default BARO_SEQ_UNROLL=32 BARO_SEQ_UNROLL=64}; do
   settings=()
   [ "$v" = default ] || IFS=, read -r -a settings <<< "$v"
   echo "== variant $n: $v" >> "$out/decode.log"
-  env "${settings[@]}" timeout 120 "$bin/old/decode_bw" --target cuda --model "$pack" --tokens 64 --warmup 4 --precision q8 >> "$out/decode.log" 2>&1
+  env "${settings[@]}" timeout 120 "$run_dir/decode_bw" --target cuda --model "$pack" --tokens 64 --warmup 4 --precision q8 >> "$out/decode.log" 2>&1
   stamp "decode $v exit $?"
   if [ "${TABLE:-1}" != 0 ]; then
     env "${settings[@]}" timeout 100 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
-      "$bin/old/decode_bw" --target cuda --model "$pack" --tokens 1 --warmup 1 --precision q8 --copy-mib 64 --copy-iters 2 --pinned-mib 16 > "$out/table_$n.log" 2>&1
+      "$run_dir/decode_bw" --target cuda --model "$pack" --tokens 1 --warmup 1 --precision q8 --copy-mib 64 --copy-iters 2 --pinned-mib 16 > "$out/table_$n.log" 2>&1
     stamp "table $v exit $?"
   fi
 done
