@@ -25,6 +25,22 @@ pub enum HostOrder {
     Shuffled { seed: u64 },
 }
 
+/// How a CUDA launch graph (`Device::replay`) orders its kernels: `BARO_GRAPH_ORDER=chain|data`
+/// (default chain). Never changes a byte of any output, only which kernels may run at the same
+/// time; the host and HIP replay in recording order either way. Not part of the cache key (it
+/// changes no compiled code).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GraphOrder {
+    /// Each kernel after the one recorded before it, as on one stream.
+    #[default]
+    Chain,
+    /// Each kernel after the last earlier one that wrote a buffer it uses and, for a buffer it
+    /// writes, after every earlier one that read that buffer since (`runtime::graph::node_deps`):
+    /// kernels with no path between them may run side by side, and every kernel reads what it
+    /// would read in recording order.
+    Data,
+}
+
 impl HostOrder {
     /// `(a, b)` of the permutation, or `None` in source order. `a` is a prime above 2^31,
     /// hence coprime with every n below it.
@@ -66,6 +82,9 @@ pub struct CompileOptions {
     /// seed 1): the order the host runtime runs `par` iterations and workgroups in. Changes
     /// the host code, never a race-free kernel's bytes.
     pub host_order: HostOrder,
+    /// `BARO_GRAPH_ORDER=chain|data` (default chain): how a CUDA launch graph orders its
+    /// kernels (`GraphOrder`). Read here with the other variables; it changes no compiled code.
+    pub graph_order: GraphOrder,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -87,6 +106,7 @@ impl Default for CompileOptions {
             seq_unroll: 8,
             loop_versioning: true,
             host_order: HostOrder::Sequential,
+            graph_order: GraphOrder::Chain,
         }
     }
 }
@@ -157,6 +177,13 @@ impl CompileOptions {
                 }
             },
         };
+        o.graph_order = match get("BARO_GRAPH_ORDER").as_deref() {
+            None | Some("") | Some("chain") => GraphOrder::Chain,
+            Some("data") => GraphOrder::Data,
+            Some(other) => {
+                return Err(OptionsError { var: "BARO_GRAPH_ORDER", found: other.into(), expected: "chain or data" })
+            }
+        };
         Ok(o)
     }
 
@@ -211,6 +238,18 @@ mod tests {
         assert_ne!(seq.key_bytes(), CompileOptions::default().key_bytes(), "the unroll is part of the cache key");
         let e = CompileOptions::from_lookup(env(&[("BARO_LOOP_VERSIONING", "maybe")])).unwrap_err();
         assert_eq!(e.to_string(), "environment variable BARO_LOOP_VERSIONING=maybe: expected on or off");
+        let e = CompileOptions::from_lookup(env(&[("BARO_GRAPH_ORDER", "dag")])).unwrap_err();
+        assert_eq!(e.to_string(), "environment variable BARO_GRAPH_ORDER=dag: expected chain or data");
+    }
+
+    #[test]
+    fn the_graph_order_is_read_and_changes_no_cache_key() {
+        assert_eq!(CompileOptions::default().graph_order, GraphOrder::Chain);
+        let data = CompileOptions::from_lookup(env(&[("BARO_GRAPH_ORDER", "data")])).unwrap();
+        assert_eq!(data.graph_order, GraphOrder::Data);
+        let chain = CompileOptions::from_lookup(env(&[("BARO_GRAPH_ORDER", "chain")])).unwrap();
+        assert_eq!(chain.graph_order, GraphOrder::Chain);
+        assert_eq!(data.key_bytes(), CompileOptions::default().key_bytes(), "no compiled byte depends on it");
     }
 
     #[test]

@@ -23,7 +23,7 @@ use super::abi::{self, Packed, RECORD_WORDS};
 use super::backend::{Backend, BackendKernel, KernelRef, PinnedMemory};
 use super::cuda_graph::{CudaGraph, GraphPending};
 use super::device::{DeviceArg, DeviceError, DeviceKind, MemoryInfo};
-use super::graph::{changed_nodes, LaunchGraph, Node, Replay};
+use super::graph::{changed_nodes, node_deps, LaunchGraph, Node, Replay};
 use super::records::Ring;
 use crate::cache::CompileCache;
 use crate::compile::{compile_gpu, GpuArtifact};
@@ -357,21 +357,23 @@ impl Backend for CudaDevice {
     }
 
     /// Replays `nodes` (just recorded, their buffers alive) on `q` through `graph`'s CUDA
-    /// graph: built when there is none or the shape changed, else updated where the words
+    /// graph, its edges those of the device's `GraphOrder` (`BARO_GRAPH_ORDER`): built when
+    /// there is none or the shape or the edges changed, else updated where the words
     /// changed; then one `cuGraphLaunch`.
     unsafe fn replay(&self, q: &CudaQueue, graph: &mut LaunchGraph, nodes: Vec<Node>) -> Result<Replay, DeviceError> {
         let nodes = Arc::new(nodes);
         let n = nodes.len();
+        let deps = node_deps(nodes.iter().map(|x| (x.kernel.kernel(), &x.words[..])), self.options.graph_order);
         let exec = graph.exec.as_mut().and_then(|g| g.downcast_mut::<CudaGraph>());
         let replay = match (exec, changed_nodes(&graph.nodes, &nodes)) {
-            (Some(g), Some(changed)) => {
+            (Some(g), Some(changed)) if g.deps() == deps.as_slice() => {
                 g.update(&nodes, &changed)?;
                 Replay::Updated { nodes: n, changed: changed.len() }
             }
             _ => {
                 graph.exec = None;
                 if n > 0 {
-                    graph.exec = Some(Box::new(CudaGraph::build(&self.ctx, &q.stream, &nodes)?));
+                    graph.exec = Some(Box::new(CudaGraph::build(&self.ctx, &q.stream, &nodes, deps)?));
                 }
                 Replay::Built { nodes: n }
             }

@@ -1,8 +1,11 @@
 //! A launch graph on CUDA (feature `cuda`): recorded launches (`graph::Node`) as a `cuGraph`
-//! of kernel nodes in a chain, each depending on the one before, so they run in recording
-//! order exactly as the same launches on one stream would. Built and instantiated once; a
-//! later replay of the same shape changes only the nodes whose parameter words differ
-//! (`cuGraphExecKernelNodeSetParams`), then one `cuGraphLaunch`.
+//! of kernel nodes whose edges are `graph::node_deps` of the device's `GraphOrder`: by default
+//! a chain, each node depending on the one before, so they run in recording order exactly as
+//! the same launches on one stream would; with `BARO_GRAPH_ORDER=data` the data dependencies
+//! only, so kernels that share no buffer may run side by side (each still reads what it
+//! would in recording order). Built and instantiated once; a later replay of the same shape
+//! and the same edges changes only the nodes whose parameter words differ
+//! (`cuGraphExecKernelNodeSetParams`), then one `cuGraphLaunch`; other edges rebuild it.
 //!
 //! Every node's last parameter is its own error record in an area the graph owns (one record
 //! per node), so the words a replay compares never include a ring slot that moves from step
@@ -32,6 +35,8 @@ pub(crate) struct CudaGraph {
     exec: sys::CUgraphExec,
     /// The graph's kernel nodes, in recording order (handles stay valid while `graph` lives).
     handles: Vec<sys::CUgraphNode>,
+    /// Each node's predecessors (`graph::node_deps`), the graph's edges.
+    deps: Vec<Vec<u32>>,
     records: Arc<RecordArea>,
     /// The device address of `records`' first record.
     record_base: sys::CUdeviceptr,
@@ -130,13 +135,22 @@ fn call(name: &'static str, r: sys::CUresult) -> Result<(), DeviceError> {
 }
 
 impl CudaGraph {
-    /// A graph of `nodes` (at least one) in a chain, instantiated, with a zeroed record area
-    /// allocated on `stream`.
+    /// A graph of `nodes` (at least one) with edges `deps` (each node's predecessors, all
+    /// earlier: `graph::node_deps`), instantiated, with a zeroed record area allocated on
+    /// `stream`.
     pub(crate) fn build(
         ctx: &Arc<CudaContext>,
         stream: &Arc<CudaStream>,
         nodes: &[Node],
+        deps: Vec<Vec<u32>>,
     ) -> Result<CudaGraph, DeviceError> {
+        if deps.len() != nodes.len() || deps.iter().enumerate().any(|(j, d)| d.iter().any(|&i| i as usize >= j)) {
+            return Err(DeviceError::Mismatch {
+                what: "launch graph edges",
+                expected: format!("predecessors among the earlier of {} nodes", nodes.len()),
+                found: format!("{} lists, not all of earlier nodes (a bug in baro)", deps.len()),
+            });
+        }
         let slots = stream
             .alloc_zeros::<u64>(nodes.len().max(1) * RECORD_WORDS)
             .map_err(|e| driver_error("cuMemAlloc (graph error records)", e))?;
@@ -148,6 +162,7 @@ impl CudaGraph {
             graph: std::ptr::null_mut(),
             exec: std::ptr::null_mut(),
             handles: Vec::with_capacity(nodes.len()),
+            deps: Vec::new(),
             records: Arc::new(RecordArea { slots: Mutex::new(slots) }),
             record_base,
         };
@@ -156,21 +171,21 @@ impl CudaGraph {
         for (i, node) in nodes.iter().enumerate() {
             let mut p = Params::new(node, g.record_address(i))?;
             let raw = p.raw();
-            let prev = g.handles.last().copied();
-            let (deps, n_deps) = match prev.as_ref() {
-                Some(h) => (h as *const sys::CUgraphNode, 1),
-                None => (std::ptr::null(), 0),
-            };
+            // Checked above: every predecessor is an earlier node, whose handle exists.
+            let preds: Vec<sys::CUgraphNode> = deps[i].iter().map(|&d| g.handles[d as usize]).collect();
+            let dep_ptr = if preds.is_empty() { std::ptr::null() } else { preds.as_ptr() };
             let mut handle: sys::CUgraphNode = std::ptr::null_mut();
-            // SAFETY: `g.graph` is a live graph, `deps` points to `n_deps` of its nodes, and
-            // `raw` points into `p`, alive until the call returns: the kernel's function and
-            // one 8-byte word per parameter of the GPU kernel ABI (the node's recorded words,
-            // checked when recorded, and the address of its record in the area we own).
+            // SAFETY: `g.graph` is a live graph, `dep_ptr` points to `preds.len()` of its nodes
+            // (alive until the call returns), and `raw` points into `p`, alive until the call
+            // returns: the kernel's function and one 8-byte word per parameter of the GPU
+            // kernel ABI (the node's recorded words, checked when recorded, and the address of
+            // its record in the area we own).
             call("cuGraphAddKernelNode", unsafe {
-                sys::cuGraphAddKernelNode_v2(&mut handle, g.graph, deps, n_deps, &raw)
+                sys::cuGraphAddKernelNode_v2(&mut handle, g.graph, dep_ptr, preds.len(), &raw)
             })?;
             g.handles.push(handle);
         }
+        g.deps = deps;
         // SAFETY: `g.graph` is a complete graph of kernel nodes; `g.exec` a valid out-pointer.
         call("cuGraphInstantiateWithFlags", unsafe { sys::cuGraphInstantiateWithFlags(&mut g.exec, g.graph, 0) })?;
         Ok(g)
@@ -200,6 +215,11 @@ impl CudaGraph {
             })?;
         }
         Ok(())
+    }
+
+    /// The graph's edges: each node's predecessors.
+    pub(crate) fn deps(&self) -> &[Vec<u32>] {
+        &self.deps
     }
 
     /// Queues the whole graph on `stream`.

@@ -180,6 +180,14 @@ impl Device {
         Device::with_backend(HostDevice::new()?)
     }
 
+    /// The host JIT as a device whose launch graphs replay in a seeded random order of their
+    /// data dependencies (`GraphOrder::Data`: an order a CUDA graph of `BARO_GRAPH_ORDER=data`
+    /// may run them in) instead of their recording order; everything else as `host()`. For
+    /// tests that a recording's data dependencies leave every byte as its recording order.
+    pub fn host_replaying_by_data(seed: u64) -> Result<Device, DeviceError> {
+        Device::with_backend(HostDevice::replaying_by_data(seed)?)
+    }
+
     /// CUDA device `ordinal`. Without a driver: "no CUDA driver (libcuda.so.1) found".
     pub fn cuda(ordinal: usize) -> Result<Device, DeviceError> {
         #[cfg(feature = "cuda")]

@@ -451,7 +451,7 @@ impl Backend for HipDevice {
     /// No HIP graph: a replay on HIP is the recorded launches in order, queued as `launch`
     /// would have (the caller of `Device::replay` keeps the buffers alive).
     unsafe fn replay(&self, q: &HipQueue, graph: &mut LaunchGraph, nodes: Vec<Node>) -> Result<Replay, DeviceError> {
-        replay_in_order(graph, nodes, |node| {
+        replay_in_order(graph, nodes, None, |node| {
             let Some(k) = node.kernel.handle.get::<HipKernel>() else {
                 return Err(DeviceError::Mismatch {
                     what: "launch graph node",

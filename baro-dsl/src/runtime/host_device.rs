@@ -15,10 +15,14 @@ use super::device::{DeviceArg, DeviceError, DeviceKind, MemoryInfo};
 use super::graph::{replay_in_order, LaunchGraph, Node, Replay};
 use super::{Arg, HostKernel, HostRuntime};
 use crate::ir::{Access, Const, Kernel, ParamKind, ScalarType};
+use crate::options::{CompileOptions, GraphOrder, HostOrder};
 use crate::target::Target;
 
 pub(crate) struct HostDevice {
     rt: HostRuntime,
+    /// `Some(seed)`: launch graphs replay in a seeded random order of their data dependencies
+    /// (`graph::replay_in_order`), not in recording order.
+    replay_seed: Option<u64>,
 }
 
 /// Host memory: exactly `bytes.div_ceil(8)` zeroed words.
@@ -34,10 +38,23 @@ pub(crate) struct HostStream;
 pub(crate) struct HostEvent(Mutex<Option<Instant>>);
 
 impl HostDevice {
+    /// The runtime of `BARO_HOST_ORDER` and the disk cache; with `BARO_GRAPH_ORDER=data` and a
+    /// shuffled host order, graphs replay in that seed's order of their data dependencies.
     pub(crate) fn new() -> Result<HostDevice, DeviceError> {
         let rt = HostRuntime::new()
             .map_err(|e| DeviceError::Driver { call: "llvm native target initialisation", message: e.to_string() })?;
-        Ok(HostDevice { rt })
+        let options = CompileOptions::from_env()
+            .map_err(|e| DeviceError::Driver { call: "reading BARO_* variables", message: e.to_string() })?;
+        let replay_seed = match (options.graph_order, options.host_order) {
+            (GraphOrder::Data, HostOrder::Shuffled { seed }) => Some(seed),
+            _ => None,
+        };
+        Ok(HostDevice { rt, replay_seed })
+    }
+
+    /// The default runtime, its graphs replayed in `seed`'s order of their data dependencies.
+    pub(crate) fn replaying_by_data(seed: u64) -> Result<HostDevice, DeviceError> {
+        Ok(HostDevice { replay_seed: Some(seed), ..HostDevice::new()? })
     }
 }
 
@@ -246,7 +263,7 @@ impl Backend for HostDevice {
 
     unsafe fn replay(&self, _: &HostStream, graph: &mut LaunchGraph, nodes: Vec<Node>) -> Result<Replay, DeviceError> {
         // SAFETY: as `replay`'s contract.
-        replay_in_order(graph, nodes, |n| unsafe { launch_node(n) })
+        replay_in_order(graph, nodes, self.replay_seed, |n| unsafe { launch_node(n) })
     }
 }
 
