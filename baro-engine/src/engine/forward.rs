@@ -1129,7 +1129,7 @@ fn moe(
         }
     }
     pass.project(&w.gate_up_shexp, &x, ids, &mut p.sh_gate_up)?;
-    let sh_act = pass.swiglu_input(&p.sh_gate_up, &mut p.sh_act, fs, 1, &mut p.q8_mid)?;
+    let sh_act = pass.swiglu_input(&p.sh_gate_up, &mut p.sh_act, fs, 1, &mut p.q8_sh)?;
     pass.project(&w.down_shexp, &sh_act, ids, &mut p.sh_out)?;
     if !gate_in_router {
         pass.project(&w.shared_gate, &x, ids, &mut p.sh_logit)?;

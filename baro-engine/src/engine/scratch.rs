@@ -65,9 +65,12 @@ pub struct Scratch {
     pub head_x: Buffer,   // (HEAD_TILE, hidden): rows c.. of `xn` for a head tile past the first
     pub logits: Buffer,   // (min(rows, HEAD_TILE), vocab)
     // the q8 precision mode's quantized inputs (`kernels::q8act`): `q8_in` the normed rows
-    // (`xn`, read by several projections), `q8_mid` any other input, quantized just before
-    // its one use
+    // (`xn`, read by several projections), `q8_sh` the shared expert's down input (its own,
+    // so that the shared expert shares no buffer with the routed experts, and a launch graph
+    // ordered by data may run the two side by side), `q8_mid` any other input, quantized
+    // just before its one use
     pub q8_in: Q8Blocks,
+    pub q8_sh: Q8Blocks,
     pub q8_mid: Q8Blocks,
     // the greedy pick on the device (`kernels::pick`): per chunk, then the answer (4 u32)
     pub pick_best: Buffer,   // (chunk)
@@ -150,6 +153,7 @@ impl Scratch {
             head_x: device.alloc(ScalarType::F32, HEAD_TILE * h)?,
             logits: device.alloc(ScalarType::F32, rows.min(HEAD_TILE) * cfg.vocab_size)?,
             q8_in: Q8Blocks::new(device, rows * widest)?,
+            q8_sh: Q8Blocks::new(device, rows * fs.div_ceil(32))?,
             q8_mid: Q8Blocks::new(device, slots.max(rows) * widest)?,
             pick_best: device.alloc(ScalarType::F32, chunks)?,
             pick_at: device.alloc(ScalarType::U32, chunks)?,
@@ -195,7 +199,7 @@ impl Scratch {
         // Per expert-sorted slot: pair_of, sorted_ids, xs, gate_up, act, down_sorted.
         let per_slot = 2 + h + 2 * fi + fi + h;
         // Q8 blocks: 8 words of i8, a scale and a sum per block.
-        let q8 = 10 * (rows * widest + slots.max(rows) * widest);
+        let q8 = 10 * (rows * widest + rows * fs.div_ceil(32) + slots.max(rows) * widest);
         let fixed =
             cfg.n_experts.max(1) + 1 + h + HEAD_TILE * h + rows.min(HEAD_TILE) * cfg.vocab_size + 4 * chunks + 4;
         4 * (rows * per_row + slots * per_slot + q8 + fixed) as u64
