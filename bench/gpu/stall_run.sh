@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine with .carry2/old.xz (+ old.commit; SIDE=new takes .carry2/new.xz): per-SASS-instruction warp stall
+# Runs on the GPU machine with .carry2/old.xz (+ old.commit; SIDE=NAME takes the build
+# .carry2/NAME.xz or NAME.patch.zst): per-SASS-instruction warp stall
 # samples of chosen decode kernels at ncu's densest sampling (`--sampling-interval 0`: one
 # sample per 32 cycles per SM sub-partition), so that kernels of a few microseconds get
 # thousands of samples. KERNELS is an ncu kernel-name regex; SKIP launches of them are
