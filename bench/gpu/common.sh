@@ -29,7 +29,7 @@ unpack_side() {
     xz -dc ".carry2/$side.xz" > "$bin/$side/baro_gpu" || exit 2
   elif [ -f ".carry2/$side.patch.zst" ]; then
     [ -f "$bin/old/baro_gpu" ] || unpack_side old
-    run_zstd -q -d --long=27 --patch-from="$bin/old/baro_gpu" ".carry2/$side.patch.zst" -o "$bin/$side/baro_gpu" || exit 2
+    run_zstd -q -f -d --long=27 --patch-from="$bin/old/baro_gpu" ".carry2/$side.patch.zst" -o "$bin/$side/baro_gpu" || exit 2
   else
     echo "neither .carry2/$side.xz nor .carry2/$side.patch.zst is here" >&2
     exit 2
