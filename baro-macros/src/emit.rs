@@ -28,14 +28,12 @@ pub fn kernel(k: &Kernel) -> TokenStream {
         }
     };
     let shapes = verify_shapes(&k.verify_shapes);
-    let block = match k.block {
+    // The launch knobs, `Option<u32>` each.
+    let knob = |v: Option<u32>| match v {
         None => quote!(::core::option::Option::None),
-        Some(b) => quote!(::core::option::Option::Some(#b)),
+        Some(n) => quote!(::core::option::Option::Some(#n)),
     };
-    let min_groups = match k.min_groups {
-        None => quote!(::core::option::Option::None),
-        Some(g) => quote!(::core::option::Option::Some(#g)),
-    };
+    let (block, min_groups) = (knob(k.block), knob(k.min_groups));
     quote! {
         ::baro_dsl::ir::Kernel {
             name: ::std::string::String::from(#name),

@@ -127,8 +127,6 @@ impl Lower<'_> {
         out
     }
 
-    /// Lowers an attribute expression (grid axis, row stride): index-typed, over scalar
-    /// parameters and literals only.
     /// A launch knob's literal (`block = N`, `min_groups = N`): `Some(N)` for 1 ..= `max`,
     /// otherwise a diagnostic at the literal saying what was expected and `None`.
     fn launch_knob(&mut self, lit: &syn::LitInt, key: &str, max: u32, unit: &str) -> Option<u32> {
@@ -145,6 +143,8 @@ impl Lower<'_> {
         }
     }
 
+    /// Lowers an attribute expression (grid axis, row stride): index-typed, over scalar
+    /// parameters and literals only.
     fn header_expr(&mut self, e: &syn::Expr, what: &str) -> R<Expr> {
         let t = self.expr(e, Some(ScalarType::INDEX))?;
         if t.ty != ScalarType::INDEX {
