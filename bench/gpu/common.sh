@@ -44,9 +44,9 @@ unpack_pair() {
   for side in ${BUILDS:-old new}; do unpack_side "$side"; done
 }
 
-# prepare_old [SIDE]: the build SIDE (default old) into $bin/SIDE, then the pack (written by
+# prepare_side [SIDE]: the build SIDE (default old) into $bin/SIDE, then the pack (written by
 # that build if missing) and the "pack ready" stamp; sets run_dir to $bin/SIDE.
-prepare_old() {
+prepare_side() {
   local side=${1:-old}
   unpack_side "$side"
   run_dir=$bin/$side

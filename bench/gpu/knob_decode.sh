@@ -13,7 +13,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 . bench/gpu/common.sh
-prepare_old "${SIDE:-old}"
+prepare_side "${SIDE:-old}"
 export BARO_COMMIT=$(cat ".carry2/${SIDE:-old}.commit")
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; echo "commit $BARO_COMMIT"; date -u; } > "$out/env.txt" 2>&1
 n=0

@@ -9,7 +9,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 . bench/gpu/common.sh
-prepare_old "${SIDE:-old}"
+prepare_side "${SIDE:-old}"
 rep=/tmp/stall_rep
 timeout 400 ncu --clock-control none -k "regex:${KERNELS:-^(router_topk_gate|moe_combine_add_rmsnorm_q8|gdn_step_ba|matvec_q5_k_q8)\$}" \
   --launch-skip "${SKIP:-40}" -c "${COUNT:-8}" --sampling-interval 0 \

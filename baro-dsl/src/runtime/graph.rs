@@ -239,7 +239,7 @@ pub(crate) fn shuffled_topological(deps: &[Vec<u32>], seed: u64) -> Vec<usize> {
 /// (`node_deps` by `GraphOrder::Data`, `shuffled_topological`: what a CUDA graph of that
 /// order may do, for tests; a failed node then stops the replay where that order meets it);
 /// then `graph` settled as if it had been updated or rebuilt.
-pub(crate) fn replay_in_order(
+pub(crate) fn replay_one_by_one(
     graph: &mut LaunchGraph,
     new: Vec<Node>,
     seed: Option<u64>,

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use super::abi::{self, Packed};
 use super::backend::{Backend, BackendKernel, KernelRef};
 use super::device::{DeviceArg, DeviceError, DeviceKind, MemoryInfo};
-use super::graph::{replay_in_order, LaunchGraph, Node, Replay};
+use super::graph::{replay_one_by_one, LaunchGraph, Node, Replay};
 use super::host_device::HostPinned;
 use crate::cache::CompileCache;
 use crate::compile::{compile_gpu, GpuArtifact};
@@ -451,7 +451,7 @@ impl Backend for HipDevice {
     /// No HIP graph: a replay on HIP is the recorded launches in order, queued as `launch`
     /// would have (the caller of `Device::replay` keeps the buffers alive).
     unsafe fn replay(&self, q: &HipQueue, graph: &mut LaunchGraph, nodes: Vec<Node>) -> Result<Replay, DeviceError> {
-        replay_in_order(graph, nodes, None, |node| {
+        replay_one_by_one(graph, nodes, None, |node| {
             let Some(k) = node.kernel.handle.get::<HipKernel>() else {
                 return Err(DeviceError::Mismatch {
                     what: "launch graph node",

@@ -12,7 +12,7 @@ use super::backend::{Backend, BackendKernel, KernelRef, PinnedMemory};
 use super::buffer::{words_as_bytes, words_as_bytes_mut};
 use super::check::check_args;
 use super::device::{DeviceArg, DeviceError, DeviceKind, MemoryInfo};
-use super::graph::{replay_in_order, LaunchGraph, Node, Replay};
+use super::graph::{replay_one_by_one, LaunchGraph, Node, Replay};
 use super::{Arg, HostKernel, HostRuntime};
 use crate::ir::{Access, Const, Kernel, ParamKind, ScalarType};
 use crate::options::{CompileOptions, GraphOrder, HostOrder};
@@ -21,7 +21,7 @@ use crate::target::Target;
 pub(crate) struct HostDevice {
     rt: HostRuntime,
     /// `Some(seed)`: launch graphs replay in a seeded random order of their data dependencies
-    /// (`graph::replay_in_order`), not in recording order.
+    /// (`graph::replay_one_by_one`), not in recording order.
     replay_seed: Option<u64>,
 }
 
@@ -41,10 +41,10 @@ impl HostDevice {
     /// The runtime of `BARO_HOST_ORDER` and the disk cache; with `BARO_GRAPH_ORDER=data` and a
     /// shuffled host order, graphs replay in that seed's order of their data dependencies.
     pub(crate) fn new() -> Result<HostDevice, DeviceError> {
-        let rt = HostRuntime::new()
-            .map_err(|e| DeviceError::Driver { call: "llvm native target initialisation", message: e.to_string() })?;
         let options = CompileOptions::from_env()
             .map_err(|e| DeviceError::Driver { call: "reading BARO_* variables", message: e.to_string() })?;
+        let rt = HostRuntime::with_cache(options.host_order, options.cache_dir)
+            .map_err(|e| DeviceError::Driver { call: "llvm native target initialisation", message: e.to_string() })?;
         let replay_seed = match (options.graph_order, options.host_order) {
             (GraphOrder::Data, HostOrder::Shuffled { seed }) => Some(seed),
             _ => None,
@@ -263,7 +263,7 @@ impl Backend for HostDevice {
 
     unsafe fn replay(&self, _: &HostStream, graph: &mut LaunchGraph, nodes: Vec<Node>) -> Result<Replay, DeviceError> {
         // SAFETY: as `replay`'s contract.
-        replay_in_order(graph, nodes, self.replay_seed, |n| unsafe { launch_node(n) })
+        replay_one_by_one(graph, nodes, self.replay_seed, |n| unsafe { launch_node(n) })
     }
 }
 
